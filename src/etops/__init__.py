@@ -1,0 +1,61 @@
+"""etops: ExecuTorch's kernels as Python callables.
+
+    import torch, etops
+    reg = etops.registry()                # or executorch.runtime.Runtime.get().operator_registry
+    c = torch.empty(2, 2)
+    reg.aten.add.out(torch.ones(2, 2), torch.ones(2, 2), out=c)
+
+Importing etops loads the executorch wheel's runtime and kernel libraries (not
+executorch.exir) and extends executorch.runtime's OperatorRegistry.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from . import _native
+from . import _logs, _runtime_patch
+from .errors import (
+    EtopsError,
+    KernelError,
+    KernelNotFoundError,
+    NoMatchingKernelError,
+    SchemaError,
+)
+from .kernel import KernelInfo, RegisteredKernel, UncallableKernel
+from .registry import Namespace, OpPacket, Registry, get_kernel, registry
+from .schemas import set_schema
+
+__version__ = "0.1.0"
+
+Kernel = _native.Kernel
+
+
+def _densify(obj):
+    """A contiguous copy of a non-dense tensor-like (torch or DLPack producer)."""
+    if not isinstance(obj, torch.Tensor):
+        obj = torch.from_dlpack(obj)
+    return obj.contiguous()
+
+
+_native.configure(tensor_type=torch.Tensor, densify=_densify, flush_logs=_logs.flush)
+_native.install_pal()
+_runtime_patch.install()
+
+__all__ = [
+    "EtopsError",
+    "Kernel",
+    "KernelError",
+    "KernelInfo",
+    "KernelNotFoundError",
+    "Namespace",
+    "NoMatchingKernelError",
+    "OpPacket",
+    "RegisteredKernel",
+    "Registry",
+    "SchemaError",
+    "UncallableKernel",
+    "get_kernel",
+    "registry",
+    "set_schema",
+]

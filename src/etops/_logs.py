@@ -1,0 +1,22 @@
+"""ExecuTorch's log messages, routed into Python's ``logging`` (logger
+``etops.executorch``) instead of raw stderr. What a failing kernel logged goes
+into its KernelError instead (see kernel.c)."""
+
+from __future__ import annotations
+
+import logging
+
+from . import _native
+
+logger = logging.getLogger("etops.executorch")
+
+_LEVELS = {"D": logging.DEBUG, "I": logging.INFO, "E": logging.ERROR, "F": logging.CRITICAL}
+
+
+def flush(op=None, text: str = "") -> None:
+    """Sends queued ExecuTorch messages, and `text` logged by a successful call of
+    `op`, to the ``etops.executorch`` logger."""
+    for level, file, func, line, message in _native.drain_logs() or ():
+        logger.log(_LEVELS.get(level, logging.INFO), "%s (%s:%d %s)", message, file, line, func)
+    if text:
+        logger.info("%s: %s", op, text)

@@ -1,0 +1,391 @@
+// bridge.cpp - the only file of etops that touches ExecuTorch's C++ types.
+//
+// It turns the C description of a call (etb_value slots, see etops_bridge.h) into
+// EValues, TensorImpls and a KernelRuntimeContext living on this function's stack,
+// runs the kernel, and reports back. It also wraps the registry queries and takes
+// over ExecuTorch's platform layer (logging and abort).
+//
+// Invariants the caller (kernel.c) guarantees, so nothing here can make ExecuTorch
+// abort: every tensor has ndim <= ETB_MAX_DIM, sizes and strides fit int32, a dtype
+// ExecuTorch knows and a dim order that is a permutation; every slot's tag is what
+// the schema says the kernel will read.
+
+#include "etops_bridge.h"
+
+#include <executorch/runtime/core/evalue.h>
+#include <executorch/runtime/core/exec_aten/exec_aten.h>
+#include <executorch/runtime/core/memory_allocator.h>
+#include <executorch/runtime/kernel/kernel_runtime_context.h>
+#include <executorch/runtime/kernel/operator_registry.h>
+#include <executorch/runtime/platform/platform.h>
+
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <new>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace et = ::executorch::runtime;
+namespace eta = ::executorch::aten;
+using et::EValue;
+using TensorImpl = ::executorch::runtime::etensor::TensorImpl;
+
+static_assert(sizeof(bool) == 1, "etb bool lists are passed as bytes");
+
+namespace {
+
+// ---- registry -----------------------------------------------------------------
+
+std::atomic<uint64_t> g_generation{1};
+
+// ---- logging ------------------------------------------------------------------
+
+etb_log_sink g_sink = nullptr;
+
+// Per thread: whether a kernel call is running here, its name, and what it logged.
+thread_local const char* t_current_op = nullptr;
+thread_local std::string t_call_log;
+thread_local bool t_in_call = false;
+
+void emit_log(et_timestamp_t, et_pal_log_level_t level, const char* file,
+              const char* func, size_t line, const char* msg, size_t len) {
+  if (t_in_call) {
+    if (!t_call_log.empty()) t_call_log.push_back('\n');
+    t_call_log.append(msg, len);
+    return;
+  }
+  if (g_sink != nullptr) {
+    g_sink(static_cast<char>(level), file, func, line, msg, len);
+  }
+}
+
+// Any abort inside ExecuTorch lands here: say which kernel and why, then die.
+[[noreturn]] void abort_with_context() {
+  if (t_current_op != nullptr) {
+    std::fprintf(stderr,
+                 "etops: ExecuTorch aborted the process while running kernel %s",
+                 t_current_op);
+    if (!t_call_log.empty()) {
+      std::fprintf(stderr, ": %s", t_call_log.c_str());
+    }
+    std::fprintf(stderr, "\n");
+  } else {
+    std::fprintf(stderr, "etops: ExecuTorch aborted the process (no etops kernel call was running)\n");
+  }
+  std::fflush(stderr);
+  std::abort();
+}
+
+// Temp memory for kernels that ask for scratch (ctx.allocate_temp): plain malloc,
+// all freed when the call returns.
+class CallTempAllocator final : public et::MemoryAllocator {
+ public:
+  CallTempAllocator() : et::MemoryAllocator(0, nullptr) {}
+  ~CallTempAllocator() override { reset(); }
+  void* allocate(size_t size, size_t alignment) override {
+    if (alignment < sizeof(void*)) alignment = sizeof(void*);
+    void* p = nullptr;
+    if (posix_memalign(&p, alignment, size == 0 ? 1 : size) != 0) return nullptr;
+    blocks_.push_back(p);
+    return p;
+  }
+  void reset() override {
+    for (void* p : blocks_) std::free(p);
+    blocks_.clear();
+  }
+
+ private:
+  std::vector<void*> blocks_;
+};
+
+// Storage for objects without default constructors, inline up to N, heap beyond.
+template <typename T, size_t N>
+class Slots {
+ public:
+  explicit Slots(size_t n) : n_(n) {
+    data_ = n <= N ? reinterpret_cast<T*>(inline_) : static_cast<T*>(::operator new(sizeof(T) * n));
+  }
+  ~Slots() {
+    for (size_t i = 0; i < built_; i++) data_[i].~T();
+    if (n_ > N) ::operator delete(data_);
+  }
+  template <typename... A>
+  T* emplace(A&&... a) {
+    T* p = new (&data_[built_]) T(std::forward<A>(a)...);
+    built_++;
+    return p;
+  }
+  T* raw() { return data_; }
+
+ private:
+  alignas(T) unsigned char inline_[sizeof(T) * N];
+  T* data_;
+  size_t n_;
+  size_t built_ = 0;
+};
+
+TensorImpl make_impl(etb_tensor* t) {
+  return TensorImpl(static_cast<eta::ScalarType>(t->dtype), t->ndim, t->sizes, t->data,
+                    t->dim_order, t->strides,
+                    t->dynamism == ETB_DYNAMIC_BOUND
+                        ? ::executorch::runtime::TensorShapeDynamism::DYNAMIC_BOUND
+                        : ::executorch::runtime::TensorShapeDynamism::STATIC);
+}
+
+const char* error_name(et::Error e) {
+  switch (e) {
+    case et::Error::Ok: return "Ok";
+    case et::Error::Internal: return "Internal";
+    case et::Error::InvalidState: return "InvalidState";
+    case et::Error::EndOfMethod: return "EndOfMethod";
+    case et::Error::AlreadyLoaded: return "AlreadyLoaded";
+    case et::Error::NotSupported: return "NotSupported";
+    case et::Error::NotImplemented: return "NotImplemented";
+    case et::Error::InvalidArgument: return "InvalidArgument";
+    case et::Error::InvalidType: return "InvalidType";
+    case et::Error::OperatorMissing: return "OperatorMissing";
+    case et::Error::RegistrationExceedingMaxKernels: return "RegistrationExceedingMaxKernels";
+    case et::Error::RegistrationAlreadyRegistered: return "RegistrationAlreadyRegistered";
+    case et::Error::NotFound: return "NotFound";
+    case et::Error::MemoryAllocationFailed: return "MemoryAllocationFailed";
+    case et::Error::AccessFailed: return "AccessFailed";
+    case et::Error::InvalidProgram: return "InvalidProgram";
+    default: return "Unknown";
+  }
+}
+
+void fill_metas(int n, const int8_t* dtypes, const uint8_t* ndims,
+                const uint8_t* const* dim_orders, et::TensorMeta* metas) {
+  for (int i = 0; i < n; i++) {
+    metas[i] = et::TensorMeta(
+        static_cast<eta::ScalarType>(dtypes[i]),
+        et::Span<eta::DimOrderType>(const_cast<uint8_t*>(dim_orders[i]), ndims[i]));
+  }
+}
+
+constexpr int kMaxKeyTensors = 16;  // what ExecuTorch's key buffer is sized for
+
+}  // namespace
+
+extern "C" {
+
+size_t etb_kernel_count(void) { return et::get_registered_kernels().size(); }
+
+int etb_kernel_at(size_t index, const char** name, const char** key, etb_kernel_fn* fn) {
+  auto kernels = et::get_registered_kernels();
+  if (index >= kernels.size()) return -1;
+  const et::Kernel& k = kernels[index];
+  *name = k.name_;
+  *key = k.kernel_key_.is_fallback() ? nullptr : k.kernel_key_.data();
+  *fn = reinterpret_cast<etb_kernel_fn>(k.op_);
+  return 0;
+}
+
+uint64_t etb_registry_generation(void) { return g_generation.load(std::memory_order_acquire); }
+
+void etb_registry_touch(void) { g_generation.fetch_add(1, std::memory_order_acq_rel); }
+
+int etb_lookup(const char* name, int ntensors, const int8_t* dtypes, const uint8_t* ndims,
+               const uint8_t* const* dim_orders, etb_kernel_fn* fn) {
+  if (ntensors > kMaxKeyTensors) {
+    // ExecuTorch cannot build a key for this many tensors: only a fallback can match.
+    ntensors = 0;
+  }
+  et::TensorMeta metas[kMaxKeyTensors];
+  fill_metas(ntensors, dtypes, ndims, dim_orders, metas);
+  auto result = et::get_op_function_from_registry(
+      name, et::Span<const et::TensorMeta>(metas, static_cast<size_t>(ntensors)));
+  if (!result.ok()) return static_cast<int>(result.error());
+  *fn = reinterpret_cast<etb_kernel_fn>(result.get());
+  return 0;
+}
+
+int etb_make_key(int ntensors, const int8_t* dtypes, const uint8_t* ndims,
+                 const uint8_t* const* dim_orders, char* buf, size_t buf_size) {
+  if (ntensors > kMaxKeyTensors) return static_cast<int>(et::Error::InvalidArgument);
+  et::TensorMeta metas[kMaxKeyTensors];
+  fill_metas(ntensors, dtypes, ndims, dim_orders, metas);
+  return static_cast<int>(et::internal::make_kernel_key_string(
+      et::Span<const et::TensorMeta>(metas, static_cast<size_t>(ntensors)), buf, buf_size));
+}
+
+const char* etb_error_name(int32_t error) { return error_name(static_cast<et::Error>(error)); }
+
+etb_status etb_call(etb_kernel_fn fn, const char* op_name, etb_value* values, int nvalues) {
+  // Count what the slots need, so storage is sized once.
+  size_t n_tensors = 0, n_list_items = 0, n_arrays = 0;
+  for (int i = 0; i < nvalues; i++) {
+    const etb_value& v = values[i];
+    switch (v.tag) {
+      case ETB_TENSOR: n_tensors++; break;
+      case ETB_LIST_TENSOR:
+      case ETB_LIST_OPT_TENSOR:
+        for (int j = 0; j < v.len; j++) n_tensors += v.u.tensors[j] != nullptr;
+        n_list_items += v.len;
+        n_arrays++;
+        break;
+      case ETB_LIST_INT: n_list_items += v.len; n_arrays++; break;
+      case ETB_STRING: case ETB_LIST_BOOL: case ETB_LIST_DOUBLE: n_arrays++; break;
+      default: break;
+    }
+  }
+
+  Slots<TensorImpl, 8> impls(n_tensors);
+  Slots<EValue, 16> evalues(static_cast<size_t>(nvalues));
+  Slots<EValue, 16> items(n_list_items);  // list elements, boxed
+  std::vector<EValue*> item_ptrs(n_list_items);
+  // Backing storage for ArrayRefs and BoxedEvalueLists the slots point to.
+  Slots<eta::ArrayRef<char>, 4> strings(n_arrays);
+  Slots<eta::ArrayRef<double>, 4> doubles(n_arrays);
+  Slots<eta::ArrayRef<bool>, 4> bools(n_arrays);
+  Slots<et::BoxedEvalueList<int64_t>, 4> int_lists(n_arrays);
+  Slots<et::BoxedEvalueList<eta::Tensor>, 4> tensor_lists(n_arrays);
+  Slots<et::BoxedEvalueList<std::optional<eta::Tensor>>, 4> opt_lists(n_arrays);
+  Slots<int64_t, 16> int_unwrapped(n_list_items);
+  Slots<eta::Tensor, 8> tensor_unwrapped(n_list_items);
+  Slots<std::optional<eta::Tensor>, 8> opt_unwrapped(n_list_items);
+  EValue* stack_ptrs_inline[16];
+  std::vector<EValue*> stack_ptrs_heap;
+  EValue** stack = stack_ptrs_inline;
+  if (nvalues > 16) {
+    stack_ptrs_heap.resize(nvalues);
+    stack = stack_ptrs_heap.data();
+  }
+
+  // Original shapes, to tell the caller which tensors the kernel resized.
+  struct Saved { etb_tensor* t; uint8_t ndim; int32_t sizes[ETB_MAX_DIM]; };
+  Slots<Saved, 8> saved(n_tensors);
+  auto tensor_evalue = [&](etb_tensor* t) {
+    Saved* s = saved.emplace();
+    s->t = t;
+    s->ndim = t->ndim;
+    std::memcpy(s->sizes, t->sizes, sizeof(int32_t) * t->ndim);
+    t->resized = 0;
+    return eta::Tensor(impls.emplace(make_impl(t)));
+  };
+
+  size_t item = 0;                                  // index into items / item_ptrs
+  size_t int_off = 0, tensor_off = 0, opt_off = 0;  // index into each unwrapped buffer
+  for (int i = 0; i < nvalues; i++) {
+    etb_value& v = values[i];
+    EValue* ev = nullptr;
+    switch (v.tag) {
+      case ETB_NONE: ev = evalues.emplace(); break;
+      case ETB_TENSOR: ev = evalues.emplace(tensor_evalue(v.u.t)); break;
+      case ETB_INT: ev = evalues.emplace(static_cast<int64_t>(v.u.i)); break;
+      case ETB_DOUBLE: ev = evalues.emplace(v.u.d); break;
+      case ETB_BOOL: ev = evalues.emplace(static_cast<bool>(v.u.b)); break;
+      case ETB_STRING:
+        ev = evalues.emplace(strings.emplace(v.u.s, static_cast<size_t>(v.len)));
+        break;
+      case ETB_LIST_DOUBLE:
+        ev = evalues.emplace(doubles.emplace(v.u.doubles, static_cast<size_t>(v.len)));
+        break;
+      case ETB_LIST_BOOL:
+        ev = evalues.emplace(
+            bools.emplace(reinterpret_cast<const bool*>(v.u.bools), static_cast<size_t>(v.len)));
+        break;
+      case ETB_LIST_INT: {
+        int64_t* unwrapped = int_unwrapped.raw() + int_off;
+        for (int j = 0; j < v.len; j++) {
+          int_unwrapped.emplace(v.u.ints[j]);
+          item_ptrs[item + j] = items.emplace(static_cast<int64_t>(v.u.ints[j]));
+        }
+        ev = evalues.emplace(int_lists.emplace(item_ptrs.data() + item, unwrapped, v.len));
+        item += v.len;
+        int_off += v.len;
+        break;
+      }
+      case ETB_LIST_TENSOR: {
+        eta::Tensor* unwrapped = tensor_unwrapped.raw() + tensor_off;
+        for (int j = 0; j < v.len; j++) {
+          eta::Tensor t = tensor_evalue(v.u.tensors[j]);
+          tensor_unwrapped.emplace(t);
+          item_ptrs[item + j] = items.emplace(t);
+        }
+        ev = evalues.emplace(tensor_lists.emplace(item_ptrs.data() + item, unwrapped, v.len));
+        item += v.len;
+        tensor_off += v.len;
+        break;
+      }
+      case ETB_LIST_OPT_TENSOR: {
+        std::optional<eta::Tensor>* unwrapped = opt_unwrapped.raw() + opt_off;
+        for (int j = 0; j < v.len; j++) {
+          opt_unwrapped.emplace();
+          if (v.u.tensors[j] != nullptr) {
+            item_ptrs[item + j] = items.emplace(tensor_evalue(v.u.tensors[j]));
+          } else {
+            item_ptrs[item + j] = items.emplace();
+          }
+        }
+        ev = evalues.emplace(opt_lists.emplace(item_ptrs.data() + item, unwrapped, v.len));
+        item += v.len;
+        opt_off += v.len;
+        break;
+      }
+      case ETB_ALIAS:
+        if (v.u.i < 0 || v.u.i >= i) {
+          etb_status bad = {static_cast<int32_t>(et::Error::InvalidArgument), "InvalidArgument"};
+          return bad;
+        }
+        ev = stack[v.u.i];
+        break;
+      default: {
+        etb_status bad = {static_cast<int32_t>(et::Error::InvalidType), "InvalidType"};
+        return bad;
+      }
+    }
+    stack[i] = ev;
+  }
+
+  CallTempAllocator temp;
+  et::KernelRuntimeContext ctx(nullptr, &temp);
+  t_current_op = op_name;
+  t_call_log.clear();
+  t_in_call = true;
+  reinterpret_cast<et::OpFunction>(fn)(ctx, et::Span<EValue*>(stack, static_cast<size_t>(nvalues)));
+  t_in_call = false;
+  t_current_op = nullptr;
+
+  // Report resized tensors and fresh return values.
+  for (size_t i = 0; i < n_tensors; i++) {
+    Saved& s = saved.raw()[i];
+    TensorImpl& impl = impls.raw()[i];
+    if (impl.dim() != s.ndim || std::memcmp(s.sizes, s.t->sizes, sizeof(int32_t) * s.ndim) != 0) {
+      s.t->resized = 1;
+      s.t->ndim = static_cast<uint8_t>(impl.dim());
+    }
+    if (impl.mutable_data() != s.t->data) {
+      s.t->data = impl.mutable_data();
+      s.t->resized = 1;
+    }
+  }
+  for (int i = 0; i < nvalues; i++) {
+    etb_value& v = values[i];
+    if (v.tag != ETB_NONE) continue;  // only fresh return slots start as None
+    const EValue& ev = *stack[i];
+    if (ev.isInt()) { v.tag = ETB_INT; v.u.i = ev.toInt(); }
+    else if (ev.isDouble()) { v.tag = ETB_DOUBLE; v.u.d = ev.toDouble(); }
+    else if (ev.isBool()) { v.tag = ETB_BOOL; v.u.b = ev.toBool(); }
+  }
+  et::Error err = ctx.failure_state();
+  etb_status st = {static_cast<int32_t>(err), error_name(err)};
+  return st;
+}
+
+const char* etb_last_call_log(void) { return t_call_log.c_str(); }
+
+int etb_install_pal(etb_log_sink sink) {
+  g_sink = sink;
+  et::PalImpl impl{};
+  impl.emit_log_message = emit_log;
+  impl.abort = abort_with_context;
+  impl.source_filename = __FILE__;
+  return et::register_pal(impl) ? 1 : 0;
+}
+
+}  // extern "C"

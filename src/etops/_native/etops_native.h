@@ -1,0 +1,89 @@
+/*
+ * etops_native.h - what the C files of the extension share: module state, the
+ * argument plan's encoding, and the tensor borrowing helpers (tensor.c).
+ */
+#ifndef ETOPS_NATIVE_H
+#define ETOPS_NATIVE_H
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <ATen/dlpack.h>
+
+#include "etops_bridge.h"
+
+/* Argument kinds of the plan (mirrored in etops/_plan.py, keep in sync). */
+enum {
+  K_TENSOR = 1,
+  K_TENSOR_LIST = 2,
+  K_OPT_TENSOR_LIST = 3,
+  K_SCALAR = 4,
+  K_INT = 5,
+  K_FLOAT = 6,
+  K_BOOL = 7,
+  K_STR = 8,
+  K_INT_LIST = 9,
+  K_FLOAT_LIST = 10,
+  K_BOOL_LIST = 11,
+  K_ENUM = 12,
+  K_RETURN_SLOT = 13, /* a fresh return value the kernel writes (prim ops) */
+};
+
+/* Argument flags of the plan. */
+enum {
+  F_OPTIONAL = 1,
+  F_KWONLY = 2,
+  F_OUT = 4,
+  F_HAS_DEFAULT = 8,
+  F_MUTABLE = 16,
+};
+
+/* Most schema arguments a kernel may have, and most direct tensors in one call. */
+#define ETOPS_MAX_ARGS 40
+#define ETOPS_MAX_TENSORS 40
+
+typedef struct etops_state {
+  PyObject* kernel_type;          /* the Kernel type */
+  PyObject* torch_tensor_type;    /* torch.Tensor, set by configure() */
+  const DLPackExchangeAPI* torch_api;
+  PyObject* densify;              /* callable(obj) -> contiguous copy */
+  PyObject* flush_logs;           /* callable() -> None, drains queued ET logs */
+  PyObject* str_dlpack;           /* "__dlpack__" */
+  PyObject* str_dlpack_device;    /* "__dlpack_device__" */
+  /* Last non-torch type seen and its exchange API (NULL: none, use __dlpack__). */
+  PyTypeObject* other_type;
+  const DLPackExchangeAPI* other_api;
+} etops_state;
+
+/* Keeps whatever a borrowed tensor needs alive until the call ends. */
+typedef struct etops_keep {
+  PyObject* objs[ETOPS_MAX_TENSORS * 2];
+  int n;
+  PyObject* overflow; /* list, for calls with more temporaries */
+} etops_keep;
+
+int etops_keep_add(etops_keep* keep, PyObject* obj); /* steals obj */
+void etops_keep_release(etops_keep* keep);
+
+/* What borrowing found about a tensor's layout. */
+enum { LAYOUT_DENSE = 0, LAYOUT_NOT_DENSE = 1 };
+
+/*
+ * Fills `out` from a CPU tensor-like object with zero copy: torch tensors through
+ * the DLPack C exchange API, others through __dlpack__. Sets a Python exception
+ * naming `what` and returns -1 when the object is not a CPU tensor ExecuTorch can
+ * represent. Returns LAYOUT_NOT_DENSE (without exception) for a strided view that
+ * has no ExecuTorch dim order; the caller decides whether to copy or refuse.
+ * `writable` refuses read-only producers.
+ */
+int etops_borrow_tensor(etops_state* st, PyObject* obj, etb_tensor* out, etops_keep* keep,
+                        const char* op, const char* what, int writable);
+
+/* Python list of ints from the sizes of a tensor. */
+PyObject* etops_sizes_tuple(const etb_tensor* t);
+
+/* Queued ExecuTorch log messages (from any thread) are waiting to be flushed. */
+extern volatile int etops_logs_pending;
+
+int etops_kernel_type_init(PyObject* module, etops_state* st);
+
+#endif /* ETOPS_NATIVE_H */

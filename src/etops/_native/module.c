@@ -1,0 +1,302 @@
+/*
+ * module.c - the etops._native extension module: module state, registry queries,
+ * the ExecuTorch log queue, and the Kernel type (kernel.c).
+ */
+#include "etops_native.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- ExecuTorch log messages from outside kernel calls ------------------------ */
+/* They can arrive on any thread, with or without the GIL (ExecuTorch's threadpool,
+ * a .pte run by executorch.runtime): queue them under a mutex and let Python drain
+ * the queue into `logging` at its next etops call or drain_logs(). */
+
+typedef struct LogMsg {
+  struct LogMsg* next;
+  char level;
+  size_t line;
+  char* file;
+  char* func;
+  char* text;
+} LogMsg;
+
+static pthread_mutex_t log_mutex = PTHREAD_MUTEX_INITIALIZER;
+static LogMsg* log_head = NULL;
+static LogMsg** log_tail = &log_head;
+static size_t log_count = 0;
+#define LOG_QUEUE_MAX 10000
+volatile int etops_logs_pending = 0;
+
+static char* dup_n(const char* s, size_t n) {
+  char* d = (char*)malloc(n + 1);
+  if (d != NULL) {
+    memcpy(d, s, n);
+    d[n] = '\0';
+  }
+  return d;
+}
+
+static void log_sink(char level, const char* file, const char* func, size_t line, const char* msg, size_t len) {
+  LogMsg* m = (LogMsg*)calloc(1, sizeof(LogMsg));
+  if (m == NULL) return;
+  m->level = level;
+  m->line = line;
+  m->file = dup_n(file ? file : "", file ? strlen(file) : 0);
+  m->func = dup_n(func ? func : "", func ? strlen(func) : 0);
+  m->text = dup_n(msg, len);
+  pthread_mutex_lock(&log_mutex);
+  if (log_count < LOG_QUEUE_MAX) {
+    *log_tail = m;
+    log_tail = &m->next;
+    log_count++;
+    m = NULL;
+  }
+  etops_logs_pending = 1;
+  pthread_mutex_unlock(&log_mutex);
+  if (m != NULL) { /* queue full: drop the message rather than block */
+    free(m->file);
+    free(m->func);
+    free(m->text);
+    free(m);
+  }
+}
+
+static PyObject* drain_logs(PyObject* module, PyObject* noargs) {
+  pthread_mutex_lock(&log_mutex);
+  LogMsg* m = log_head;
+  log_head = NULL;
+  log_tail = &log_head;
+  log_count = 0;
+  etops_logs_pending = 0;
+  pthread_mutex_unlock(&log_mutex);
+  PyObject* out = PyList_New(0);
+  while (m != NULL) {
+    LogMsg* next = m->next;
+    if (out != NULL) {
+      PyObject* item = Py_BuildValue("(CssnN)", (int)m->level, m->file, m->func, (Py_ssize_t)m->line,
+                                     PyUnicode_DecodeUTF8(m->text, strlen(m->text), "replace"));
+      if (item == NULL || PyList_Append(out, item) < 0) Py_CLEAR(out);
+      Py_XDECREF(item);
+    }
+    free(m->file);
+    free(m->func);
+    free(m->text);
+    free(m);
+    m = next;
+  }
+  return out;
+}
+
+/* ---- module functions --------------------------------------------------------- */
+
+static etops_state* state_of(PyObject* module) { return (etops_state*)PyModule_GetState(module); }
+
+static PyObject* configure(PyObject* module, PyObject* args, PyObject* kwargs) {
+  static char* kwlist[] = {"tensor_type", "densify", "flush_logs", NULL};
+  PyObject *tensor_type, *densify, *flush;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOO", kwlist, &tensor_type, &densify, &flush)) return NULL;
+  etops_state* st = state_of(module);
+  PyObject* cap = PyObject_GetAttrString(tensor_type, "__dlpack_c_exchange_api__");
+  if (cap == NULL) return NULL;
+  const DLPackExchangeAPI* api = (const DLPackExchangeAPI*)PyCapsule_GetPointer(cap, "dlpack_exchange_api");
+  Py_DECREF(cap);
+  if (api == NULL) return NULL;
+  if (api->header.version.major != DLPACK_MAJOR_VERSION) {
+    return PyErr_Format(PyExc_RuntimeError, "torch's DLPack exchange API is version %d, etops was built for %d",
+                        (int)api->header.version.major, DLPACK_MAJOR_VERSION);
+  }
+  st->torch_api = api;
+  Py_XSETREF(st->torch_tensor_type, Py_NewRef(tensor_type));
+  Py_XSETREF(st->densify, Py_NewRef(densify));
+  Py_XSETREF(st->flush_logs, Py_NewRef(flush));
+  Py_RETURN_NONE;
+}
+
+static PyObject* registered_kernels(PyObject* module, PyObject* noargs) {
+  size_t n = etb_kernel_count();
+  PyObject* out = PyList_New((Py_ssize_t)n);
+  if (out == NULL) return NULL;
+  for (size_t i = 0; i < n; i++) {
+    const char *name, *key;
+    etb_kernel_fn fn;
+    etb_kernel_at(i, &name, &key, &fn);
+    PyObject* item = Py_BuildValue("(szK)", name, key, (unsigned long long)(uintptr_t)fn);
+    if (item == NULL) {
+      Py_DECREF(out);
+      return NULL;
+    }
+    PyList_SET_ITEM(out, (Py_ssize_t)i, item);
+  }
+  return out;
+}
+
+/* Parses [(et_dtype, (dim order...)), ...] into the arrays etb_lookup takes. */
+static int parse_metas(PyObject* metas, int* n, int8_t* dtypes, uint8_t* ndims, uint8_t orders[][ETB_MAX_DIM],
+                       const uint8_t** order_ptrs) {
+  PyObject* seq = PySequence_Fast(metas, "metas must be a sequence of (dtype, dim_order)");
+  if (seq == NULL) return -1;
+  Py_ssize_t len = PySequence_Fast_GET_SIZE(seq);
+  if (len > ETOPS_MAX_TENSORS) {
+    Py_DECREF(seq);
+    PyErr_SetString(PyExc_ValueError, "too many tensors for a kernel key");
+    return -1;
+  }
+  for (Py_ssize_t i = 0; i < len; i++) {
+    int dtype;
+    PyObject* order;
+    if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(seq, i), "iO", &dtype, &order)) {
+      Py_DECREF(seq);
+      return -1;
+    }
+    PyObject* oseq = PySequence_Fast(order, "dim order must be a sequence of ints");
+    if (oseq == NULL || PySequence_Fast_GET_SIZE(oseq) > ETB_MAX_DIM) {
+      Py_XDECREF(oseq);
+      Py_DECREF(seq);
+      if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "dim order longer than 16");
+      return -1;
+    }
+    dtypes[i] = (int8_t)dtype;
+    ndims[i] = (uint8_t)PySequence_Fast_GET_SIZE(oseq);
+    for (int j = 0; j < ndims[i]; j++) orders[i][j] = (uint8_t)PyLong_AsLong(PySequence_Fast_GET_ITEM(oseq, j));
+    order_ptrs[i] = orders[i];
+    Py_DECREF(oseq);
+  }
+  Py_DECREF(seq);
+  *n = (int)len;
+  return PyErr_Occurred() ? -1 : 0;
+}
+
+static PyObject* lookup(PyObject* module, PyObject* args) {
+  const char* name;
+  PyObject* metas;
+  if (!PyArg_ParseTuple(args, "sO", &name, &metas)) return NULL;
+  int n;
+  int8_t dtypes[ETOPS_MAX_TENSORS];
+  uint8_t ndims[ETOPS_MAX_TENSORS];
+  uint8_t orders[ETOPS_MAX_TENSORS][ETB_MAX_DIM];
+  const uint8_t* order_ptrs[ETOPS_MAX_TENSORS];
+  if (parse_metas(metas, &n, dtypes, ndims, orders, order_ptrs) < 0) return NULL;
+  etb_kernel_fn fn = NULL;
+  int err = etb_lookup(name, n, dtypes, ndims, order_ptrs, &fn);
+  return Py_BuildValue("(iK)", err, (unsigned long long)(uintptr_t)fn);
+}
+
+static PyObject* make_key(PyObject* module, PyObject* metas) {
+  int n;
+  int8_t dtypes[ETOPS_MAX_TENSORS];
+  uint8_t ndims[ETOPS_MAX_TENSORS];
+  uint8_t orders[ETOPS_MAX_TENSORS][ETB_MAX_DIM];
+  const uint8_t* order_ptrs[ETOPS_MAX_TENSORS];
+  if (parse_metas(metas, &n, dtypes, ndims, orders, order_ptrs) < 0) return NULL;
+  char buf[1024];
+  int err = etb_make_key(n, dtypes, ndims, order_ptrs, buf, sizeof buf);
+  if (err != 0) {
+    return PyErr_Format(PyExc_ValueError, "ExecuTorch cannot build a kernel key for these tensors (%s)",
+                        etb_error_name(err));
+  }
+  return PyUnicode_FromString(buf);
+}
+
+/* tensor_meta(obj) -> (et_dtype, dim_order, dense): how a call would see `obj`. */
+static PyObject* tensor_meta(PyObject* module, PyObject* obj) {
+  etops_state* st = state_of(module);
+  etb_tensor t;
+  etops_keep keep = {.n = 0, .overflow = NULL};
+  int rc = etops_borrow_tensor(st, obj, &t, &keep, "tensor_meta", "tensor", 0);
+  etops_keep_release(&keep);
+  if (rc < 0) return NULL;
+  PyObject* order = PyTuple_New(t.ndim);
+  if (order == NULL) return NULL;
+  for (int i = 0; i < t.ndim; i++) PyTuple_SET_ITEM(order, i, PyLong_FromLong(t.dim_order[i]));
+  return Py_BuildValue("(iNO)", (int)t.dtype, order, rc == LAYOUT_DENSE ? Py_True : Py_False);
+}
+
+static PyObject* registry_generation(PyObject* module, PyObject* noargs) {
+  return PyLong_FromUnsignedLongLong(etb_registry_generation());
+}
+
+static PyObject* error_name(PyObject* module, PyObject* code) {
+  long c = PyLong_AsLong(code);
+  if (c == -1 && PyErr_Occurred()) return NULL;
+  return PyUnicode_FromString(etb_error_name((int32_t)c));
+}
+
+static PyObject* install_pal(PyObject* module, PyObject* noargs) {
+  return PyBool_FromLong(etb_install_pal(log_sink));
+}
+
+static PyMethodDef module_methods[] = {
+    {"configure", (PyCFunction)(void (*)(void))configure, METH_VARARGS | METH_KEYWORDS,
+     "configure(tensor_type, densify, flush_logs): torch.Tensor (for its DLPack C exchange API), the "
+     "function that copies a non-dense tensor, and the function that drains ExecuTorch logs."},
+    {"registered_kernels", registered_kernels, METH_NOARGS,
+     "[(name, kernel key or None for a fallback, function address)] in registration order."},
+    {"lookup", lookup, METH_VARARGS,
+     "lookup(name, [(et_dtype, dim_order), ...]) -> (error code, function address): ExecuTorch's own "
+     "kernel selection (exact key, then fallback)."},
+    {"make_key", make_key, METH_O, "make_key([(et_dtype, dim_order), ...]) -> ExecuTorch's kernel key string."},
+    {"tensor_meta", tensor_meta, METH_O,
+     "tensor_meta(obj) -> (et_dtype, dim_order, dense) as a kernel call would see obj."},
+    {"registry_generation", registry_generation, METH_NOARGS, "Counter bumped on every etops registry change."},
+    {"error_name", error_name, METH_O, "Name of an ExecuTorch Error code."},
+    {"install_pal", install_pal, METH_NOARGS,
+     "Routes ExecuTorch's log messages into etops and its aborts through a notice naming the kernel."},
+    {"drain_logs", drain_logs, METH_NOARGS,
+     "[(level, file, function, line, message)] logged by ExecuTorch outside kernel calls since the last drain."},
+    {NULL, NULL, 0, NULL},
+};
+
+static int module_exec(PyObject* module) {
+  etops_state* st = state_of(module);
+  memset(st, 0, sizeof(*st));
+  st->str_dlpack = PyUnicode_InternFromString("__dlpack__");
+  st->str_dlpack_device = PyUnicode_InternFromString("__dlpack_device__");
+  if (st->str_dlpack == NULL || st->str_dlpack_device == NULL) return -1;
+  if (etops_kernel_type_init(module, st) < 0) return -1;
+  if (PyModule_AddIntConstant(module, "MAX_DIM", ETB_MAX_DIM) < 0) return -1;
+  if (PyModule_AddIntConstant(module, "MAX_ARGS", ETOPS_MAX_ARGS) < 0) return -1;
+  return 0;
+}
+
+static int module_traverse(PyObject* module, visitproc visit, void* arg) {
+  etops_state* st = state_of(module);
+  Py_VISIT(st->kernel_type);
+  Py_VISIT(st->torch_tensor_type);
+  Py_VISIT(st->densify);
+  Py_VISIT(st->flush_logs);
+  return 0;
+}
+
+static int module_clear(PyObject* module) {
+  etops_state* st = state_of(module);
+  Py_CLEAR(st->kernel_type);
+  Py_CLEAR(st->torch_tensor_type);
+  Py_CLEAR(st->densify);
+  Py_CLEAR(st->flush_logs);
+  Py_CLEAR(st->str_dlpack);
+  Py_CLEAR(st->str_dlpack_device);
+  return 0;
+}
+
+static void module_free(void* module) { module_clear((PyObject*)module); }
+
+static PyModuleDef_Slot module_slots[] = {
+    {Py_mod_exec, module_exec},
+    {0, NULL},
+};
+
+static struct PyModuleDef module_def = {
+    PyModuleDef_HEAD_INIT,
+    .m_name = "etops._native._core",
+    .m_doc = "C core of etops: ExecuTorch kernels as Python callables.",
+    .m_size = sizeof(etops_state),
+    .m_methods = module_methods,
+    .m_slots = module_slots,
+    .m_traverse = module_traverse,
+    .m_clear = module_clear,
+    .m_free = module_free,
+};
+
+PyMODINIT_FUNC PyInit__core(void) { return PyModuleDef_Init(&module_def); }

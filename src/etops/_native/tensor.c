@@ -1,0 +1,260 @@
+/*
+ * tensor.c - borrowing tensors for a kernel call, zero-copy, through DLPack.
+ *
+ * torch.Tensor (and subclasses) go through torch's DLPack C exchange API
+ * (`__dlpack_c_exchange_api__`), which fills a DLTensor on our stack without
+ * allocating. Any other producer (numpy, ...) goes through `__dlpack__`, whose
+ * capsule is kept alive until the call ends. The layout is then mapped to an
+ * ExecuTorch dim order: contiguous, channels-last or any other permutation of a
+ * dense tensor; anything else is reported as not dense.
+ */
+#include "etops_native.h"
+
+int etops_keep_add(etops_keep* keep, PyObject* obj) {
+  if (keep->n < (int)(sizeof(keep->objs) / sizeof(keep->objs[0]))) {
+    keep->objs[keep->n++] = obj;
+    return 0;
+  }
+  if (keep->overflow == NULL && (keep->overflow = PyList_New(0)) == NULL) {
+    Py_DECREF(obj);
+    return -1;
+  }
+  int rc = PyList_Append(keep->overflow, obj);
+  Py_DECREF(obj);
+  return rc;
+}
+
+void etops_keep_release(etops_keep* keep) {
+  for (int i = 0; i < keep->n; i++) Py_DECREF(keep->objs[i]);
+  keep->n = 0;
+  Py_CLEAR(keep->overflow);
+}
+
+/* DLPack dtype -> ExecuTorch ScalarType number, or -1. */
+static int et_dtype_of(DLDataType t) {
+  if (t.lanes != 1) return -1;
+  switch (t.code) {
+    case kDLInt:
+      switch (t.bits) { case 8: return 1; case 16: return 2; case 32: return 3; case 64: return 4; }
+      break;
+    case kDLUInt:
+      switch (t.bits) { case 8: return 0; case 16: return 27; case 32: return 28; case 64: return 29; }
+      break;
+    case kDLFloat:
+      switch (t.bits) { case 16: return 5; case 32: return 6; case 64: return 7; }
+      break;
+    case kDLBfloat:
+      if (t.bits == 16) return 15;
+      break;
+    case kDLComplex:
+      switch (t.bits) { case 64: return 9; case 128: return 10; }
+      break;
+    case kDLBool:
+      if (t.bits == 8) return 11;
+      break;
+    case kDLFloat8_e5m2: return t.bits == 8 ? 23 : -1;
+    case kDLFloat8_e4m3fn: return t.bits == 8 ? 24 : -1;
+    case kDLFloat8_e5m2fnuz: return t.bits == 8 ? 25 : -1;
+    case kDLFloat8_e4m3fnuz: return t.bits == 8 ? 26 : -1;
+    default: break;
+  }
+  return -1;
+}
+
+/* Whether `order` describes a dense layout of (sizes, strides); size-1 dims may
+ * have any stride. */
+static int dense_in_order(int ndim, const int64_t* sizes, const int64_t* strides,
+                          const uint8_t* order) {
+  int64_t expected = 1;
+  for (int k = ndim - 1; k >= 0; k--) {
+    int d = order[k];
+    if (sizes[d] != 1 && strides[d] != expected) return 0;
+    expected *= sizes[d];
+  }
+  return 1;
+}
+
+/* Finds the ExecuTorch dim order of a dense tensor: contiguous first, then
+ * channels-last, then the order of decreasing strides. Returns 0 if not dense. */
+static int find_dim_order(int ndim, const int64_t* sizes, const int64_t* strides, uint8_t* order) {
+  for (int i = 0; i < ndim; i++) order[i] = (uint8_t)i;
+  if (strides == NULL || dense_in_order(ndim, sizes, strides, order)) return 1;
+  for (int i = 0; i < ndim; i++) {
+    if (sizes[i] == 0) return 1; /* empty: any order is dense; keep contiguous */
+  }
+  if (ndim == 4 || ndim == 5) { /* channels-last: N, spatial..., C */
+    order[ndim - 1] = 1;
+    for (int i = 1; i < ndim - 1; i++) order[i] = (uint8_t)(i + 1);
+    if (dense_in_order(ndim, sizes, strides, order)) return 1;
+  }
+  /* Insertion sort by stride descending, ties by index: stable and tiny. */
+  for (int i = 0; i < ndim; i++) order[i] = (uint8_t)i;
+  for (int i = 1; i < ndim; i++) {
+    uint8_t d = order[i];
+    int j = i - 1;
+    while (j >= 0 && strides[order[j]] < strides[d]) {
+      order[j + 1] = order[j];
+      j--;
+    }
+    order[j + 1] = d;
+  }
+  return dense_in_order(ndim, sizes, strides, order);
+}
+
+/* The producer's DLPack C exchange API for this object's type, or NULL. */
+static const DLPackExchangeAPI* exchange_api_of(etops_state* st, PyObject* obj) {
+  PyTypeObject* tp = Py_TYPE(obj);
+  if (st->torch_api != NULL && st->torch_tensor_type != NULL &&
+      (tp == (PyTypeObject*)st->torch_tensor_type ||
+       PyType_IsSubtype(tp, (PyTypeObject*)st->torch_tensor_type))) {
+    return st->torch_api;
+  }
+  if (tp == st->other_type) return st->other_api;
+  const DLPackExchangeAPI* api = NULL;
+  PyObject* cap = PyObject_GetAttrString((PyObject*)tp, "__dlpack_c_exchange_api__");
+  if (cap == NULL) {
+    PyErr_Clear();
+  } else {
+    api = (const DLPackExchangeAPI*)PyCapsule_GetPointer(cap, "dlpack_exchange_api");
+    if (api == NULL || api->header.version.major != DLPACK_MAJOR_VERSION) {
+      PyErr_Clear();
+      api = NULL;
+    }
+    Py_DECREF(cap);
+  }
+  st->other_type = tp; /* borrowed: only compared, never dereferenced */
+  st->other_api = api;
+  return api;
+}
+
+/* Borrows through __dlpack__; the capsule goes into `keep`. */
+static int borrow_via_dlpack_protocol(etops_state* st, PyObject* obj, DLTensor* dl,
+                                      int* read_only, etops_keep* keep, const char* op,
+                                      const char* what) {
+  PyObject* meth = PyObject_GetAttr(obj, st->str_dlpack);
+  if (meth == NULL) {
+    PyErr_Clear();
+    PyErr_Format(PyExc_TypeError, "%s: argument '%s' must be a Tensor (torch.Tensor or an object with __dlpack__), not %.100s",
+                 op, what, Py_TYPE(obj)->tp_name);
+    return -1;
+  }
+  PyObject* kwargs = Py_BuildValue("{s:(ii)}", "max_version", 1, 0);
+  PyObject* empty = PyTuple_New(0);
+  PyObject* cap = (kwargs && empty) ? PyObject_Call(meth, empty, kwargs) : NULL;
+  Py_XDECREF(kwargs);
+  Py_XDECREF(empty);
+  if (cap == NULL && PyErr_ExceptionMatches(PyExc_TypeError)) {
+    PyErr_Clear(); /* a producer from before DLPack 1.0 */
+    cap = PyObject_CallNoArgs(meth);
+  }
+  Py_DECREF(meth);
+  if (cap == NULL) {
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
+    PyErr_Format(PyExc_ValueError, "%s: argument '%s' could not be exported through DLPack: %S",
+                 op, what, value ? value : Py_None);
+    Py_XDECREF(type);
+    Py_XDECREF(value);
+    Py_XDECREF(tb);
+    return -1;
+  }
+  if (etops_keep_add(keep, cap) < 0) return -1;
+  if (PyCapsule_IsValid(cap, "dltensor_versioned")) {
+    DLManagedTensorVersioned* m = (DLManagedTensorVersioned*)PyCapsule_GetPointer(cap, "dltensor_versioned");
+    *dl = m->dl_tensor;
+    *read_only = (m->flags & DLPACK_FLAG_BITMASK_READ_ONLY) != 0;
+    return 0;
+  }
+  if (PyCapsule_IsValid(cap, "dltensor")) {
+    DLManagedTensor* m = (DLManagedTensor*)PyCapsule_GetPointer(cap, "dltensor");
+    *dl = m->dl_tensor;
+    *read_only = 0;
+    return 0;
+  }
+  PyErr_Format(PyExc_TypeError, "%s: argument '%s': __dlpack__ returned no DLPack capsule", op, what);
+  return -1;
+}
+
+int etops_borrow_tensor(etops_state* st, PyObject* obj, etb_tensor* out, etops_keep* keep,
+                        const char* op, const char* what, int writable) {
+  DLTensor dl;
+  int read_only = 0;
+  const DLPackExchangeAPI* api = exchange_api_of(st, obj);
+  if (api != NULL) {
+    if (api->dltensor_from_py_object_no_sync(obj, &dl) != 0) {
+      PyObject *type, *value, *tb;
+      PyErr_Fetch(&type, &value, &tb);
+      PyErr_Format(PyExc_ValueError, "%s: argument '%s' could not be borrowed through DLPack: %S",
+                   op, what, value ? value : Py_None);
+      Py_XDECREF(type);
+      Py_XDECREF(value);
+      Py_XDECREF(tb);
+      return -1;
+    }
+  } else if (borrow_via_dlpack_protocol(st, obj, &dl, &read_only, keep, op, what) < 0) {
+    return -1;
+  }
+
+  if (dl.device.device_type != kDLCPU) {
+    PyErr_Format(PyExc_ValueError,
+                 "%s: argument '%s' is on device type %d; ExecuTorch kernels run on CPU tensors only",
+                 op, what, (int)dl.device.device_type);
+    return -1;
+  }
+  if (writable && read_only) {
+    PyErr_Format(PyExc_ValueError, "%s: argument '%s' is read-only but the kernel writes it", op, what);
+    return -1;
+  }
+  if (dl.ndim < 0 || dl.ndim > ETB_MAX_DIM) {
+    PyErr_Format(PyExc_ValueError, "%s: argument '%s' has %d dims; ExecuTorch supports at most %d",
+                 op, what, (int)dl.ndim, ETB_MAX_DIM);
+    return -1;
+  }
+  int dtype = et_dtype_of(dl.dtype);
+  if (dtype < 0) {
+    PyErr_Format(PyExc_TypeError,
+                 "%s: argument '%s' has a dtype ExecuTorch cannot represent (DLPack code %d, %d bits, %d lanes)",
+                 op, what, (int)dl.dtype.code, (int)dl.dtype.bits, (int)dl.dtype.lanes);
+    return -1;
+  }
+  int ndim = dl.ndim;
+  for (int i = 0; i < ndim; i++) {
+    if (dl.shape[i] < 0 || dl.shape[i] > INT32_MAX) {
+      PyErr_Format(PyExc_ValueError, "%s: argument '%s' has size %lld at dim %d, beyond ExecuTorch's int32 sizes",
+                   op, what, (long long)dl.shape[i], i);
+      return -1;
+    }
+  }
+  out->data = (char*)dl.data + dl.byte_offset;
+  out->dtype = (int8_t)dtype;
+  out->ndim = (uint8_t)ndim;
+  out->dynamism = ETB_STATIC;
+  out->resized = 0;
+  if (!find_dim_order(ndim, dl.shape, dl.strides, out->dim_order)) return LAYOUT_NOT_DENSE;
+  int64_t expected = 1;
+  for (int k = ndim - 1; k >= 0; k--) {
+    int d = out->dim_order[k];
+    if (expected > INT32_MAX) {
+      PyErr_Format(PyExc_ValueError, "%s: argument '%s' has strides beyond ExecuTorch's int32 strides", op, what);
+      return -1;
+    }
+    out->strides[d] = (int32_t)expected;
+    out->sizes[d] = (int32_t)dl.shape[d];
+    expected *= dl.shape[d] == 0 ? 1 : dl.shape[d];
+  }
+  return LAYOUT_DENSE;
+}
+
+PyObject* etops_sizes_tuple(const etb_tensor* t) {
+  PyObject* tup = PyTuple_New(t->ndim);
+  if (tup == NULL) return NULL;
+  for (int i = 0; i < t->ndim; i++) {
+    PyObject* v = PyLong_FromLong(t->sizes[i]);
+    if (v == NULL) {
+      Py_DECREF(tup);
+      return NULL;
+    }
+    PyTuple_SET_ITEM(tup, i, v);
+  }
+  return tup;
+}

@@ -1,0 +1,242 @@
+"""ExecuTorch's kernel registry as Python objects: registry -> namespace -> op ->
+overload (the kernel object), the shape of torch.ops.
+
+``reg.aten.add.out`` and ``reg.get_kernel("aten::add.out")`` return the same cached
+kernel object. A name that is not registered raises KernelNotFoundError (both an
+AttributeError and a KeyError) naming the closest registered names.
+"""
+
+from __future__ import annotations
+
+import difflib
+import threading
+
+from . import _native
+from .errors import KernelNotFoundError
+from .kernel import make_kernel
+from .schemas import find_schema, split_name
+
+
+def _suggest(wanted: str, candidates) -> tuple[str, ...]:
+    return tuple(difflib.get_close_matches(wanted, list(candidates), n=3, cutoff=0.5))
+
+
+class Registry:
+    """The process-wide ExecuTorch kernel registry (one per process: use
+    ``etops.registry()``)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.RLock()
+        self._kernels: dict[str, object] = {}
+        self._namespaces: dict[str, Namespace] = {}
+        self._names: dict[str, dict[str, set[str]]] = {}
+        self._count = -1
+        self._refresh()
+
+    # ---- the registry's contents ----------------------------------------------------
+
+    def _refresh(self) -> None:
+        """Re-reads the operator names from ExecuTorch (after libraries registered more)."""
+        entries = _native.registered_kernels()
+        with self._lock:
+            if len(entries) == self._count:
+                return
+            names: dict[str, dict[str, set[str]]] = {}
+            for name, _key, _addr in entries:
+                namespace, op, overload = split_name(name)
+                names.setdefault(namespace, {}).setdefault(op, set()).add(overload)
+            self._names = names
+            self._count = len(entries)
+
+    @property
+    def operator_names(self) -> set[str]:
+        """Every registered operator name, as ``executorch.runtime`` lists them."""
+        self._refresh()
+        return {name for name, _key, _addr in _native.registered_kernels()}
+
+    @property
+    def namespaces(self) -> list[str]:
+        self._refresh()
+        return sorted(self._names)
+
+    def kernels(self) -> list:
+        """Every registered operator's kernel object, sorted by name."""
+        return [self.get_kernel(n) for n in sorted(self.operator_names)]
+
+    def _full_names(self) -> list[str]:
+        return [
+            f"{ns}::{op}" + ("" if ov == "default" else f".{ov}")
+            for ns, ops in self._names.items()
+            for op, overloads in ops.items()
+            for ov in overloads
+        ]
+
+    # ---- lookup --------------------------------------------------------------------
+
+    def _canonical(self, name: str) -> str:
+        namespace, op, overload = split_name(name)
+        return f"{namespace}::{op}" + ("" if overload == "default" else f".{overload}")
+
+    def _has(self, namespace: str, op: str | None = None, overload: str | None = None) -> bool:
+        ops = self._names.get(namespace)
+        if ops is None or op is None:
+            return ops is not None
+        overloads = ops.get(op)
+        if overloads is None or overload is None:
+            return overloads is not None
+        return overload in overloads
+
+    def _missing(self, namespace: str, op: str | None = None, overload: str | None = None) -> KernelNotFoundError:
+        if op is None:
+            asked, candidates = namespace, self._names
+        elif overload is None:
+            asked = f"{namespace}::{op}"
+            candidates = [f"{namespace}::{o}" for o in self._names.get(namespace, ())]
+        else:
+            asked = f"{namespace}::{op}" + ("" if overload == "default" else f".{overload}")
+            candidates = self._full_names()
+        suggestions = _suggest(asked, candidates)
+        if overload is not None and self._has(namespace, op):
+            # Same op, other overloads: those are the best hints.
+            suggestions = tuple(f"{namespace}::{op}" + ("" if o == "default" else f".{o}") for o in sorted(self._names[namespace][op]))
+        message = f"no ExecuTorch kernel is registered for {asked}"
+        if suggestions:
+            message += f" (did you mean {', '.join(suggestions)}?)"
+        return KernelNotFoundError(message, asked, suggestions)
+
+    def get_kernel(self, name: str, schema: str | None = None):
+        """The kernel object for ``"namespace::op.overload"`` (cached: the same object
+        every time). ``schema`` gives the schema of an operator no installed package
+        defines for torch. Raises KernelNotFoundError when it is not registered."""
+        if schema is not None:
+            from .schemas import set_schema
+
+            set_schema(self._canonical(name) if "." in name else name, schema)
+            self._kernels.pop(self._canonical(name), None)
+        key = self._canonical(name)
+        kernel = self._kernels.get(key)
+        if kernel is not None:
+            return kernel
+        namespace, op, overload = split_name(name)
+        if not self._has(namespace, op, overload):
+            self._refresh()
+            if not self._has(namespace, op, overload):
+                if not self._has(namespace):
+                    raise self._missing(namespace, op, overload)
+                raise self._missing(namespace, op, overload)
+        with self._lock:
+            kernel = self._kernels.get(key)
+            if kernel is None:
+                found, source = find_schema(key if overload != "default" else f"{namespace}::{op}")
+                kernel = make_kernel(key, found, source)
+                self._kernels[key] = kernel
+        return kernel
+
+    def __getattr__(self, namespace: str) -> "Namespace":
+        if namespace.startswith("__"):
+            raise AttributeError(namespace)
+        ns = self._namespaces.get(namespace)
+        if ns is None:
+            if not self._has(namespace):
+                self._refresh()
+                if not self._has(namespace):
+                    raise self._missing(namespace)
+            ns = self._namespaces.setdefault(namespace, Namespace(self, namespace))
+        return ns
+
+    def __dir__(self):
+        self._refresh()
+        return sorted(set(object.__dir__(self)) | set(self._names))
+
+    def __contains__(self, name: str) -> bool:
+        self._refresh()
+        try:
+            return self._has(*split_name(name))
+        except ValueError:
+            return False
+
+    def __repr__(self) -> str:
+        self._refresh()
+        return f"<ExecuTorch kernel registry: {self._count} kernels in namespaces {', '.join(sorted(self._names))}>"
+
+
+class Namespace:
+    """``reg.aten``: the ops of one namespace as attributes."""
+
+    def __init__(self, registry: Registry, name: str) -> None:
+        self._registry = registry
+        self._name = name
+
+    def __getattr__(self, op: str) -> "OpPacket":
+        if op.startswith("__"):
+            raise AttributeError(op)
+        reg = self._registry
+        if not reg._has(self._name, op):
+            reg._refresh()
+            if not reg._has(self._name, op):
+                raise reg._missing(self._name, op)
+        packet = OpPacket(reg, self._name, op)
+        setattr(self, op, packet)  # later lookups are plain attribute hits
+        return packet
+
+    def __dir__(self):
+        self._registry._refresh()
+        return sorted(self._registry._names.get(self._name, {}))
+
+    def __repr__(self) -> str:
+        return f"<ExecuTorch kernels in namespace '{self._name}'>"
+
+
+class OpPacket:
+    """``reg.aten.add``: the registered overloads of one op as attributes; calling
+    the packet calls its ``default`` overload, as torch.ops does."""
+
+    def __init__(self, registry: Registry, namespace: str, op: str) -> None:
+        self._registry = registry
+        self._namespace = namespace
+        self._op = op
+
+    def __getattr__(self, overload: str):
+        if overload.startswith("__"):
+            raise AttributeError(overload)
+        reg = self._registry
+        if not reg._has(self._namespace, self._op, overload):
+            reg._refresh()
+            if not reg._has(self._namespace, self._op, overload):
+                raise reg._missing(self._namespace, self._op, overload)
+        name = f"{self._namespace}::{self._op}" + ("" if overload == "default" else f".{overload}")
+        kernel = reg.get_kernel(name)
+        setattr(self, overload, kernel)
+        return kernel
+
+    def overloads(self) -> list[str]:
+        self._registry._refresh()
+        return sorted(self._registry._names.get(self._namespace, {}).get(self._op, ()))
+
+    def __call__(self, *args, **kwargs):
+        return self.default(*args, **kwargs)
+
+    def __dir__(self):
+        return self.overloads()
+
+    def __repr__(self) -> str:
+        return f"<ExecuTorch op {self._namespace}::{self._op} with overloads {self.overloads()}>"
+
+
+_registry: Registry | None = None
+_registry_lock = threading.Lock()
+
+
+def registry() -> Registry:
+    """The process-wide registry object."""
+    global _registry
+    if _registry is None:
+        with _registry_lock:
+            if _registry is None:
+                _registry = Registry()
+    return _registry
+
+
+def get_kernel(name: str, schema: str | None = None):
+    """``etops.registry().get_kernel(name)``."""
+    return registry().get_kernel(name, schema)

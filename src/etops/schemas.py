@@ -1,0 +1,85 @@
+"""Where a kernel's schema comes from: torch's operator registry, after importing
+(lazily, only when a schema of that namespace is needed) the Python module that
+defines the namespace with torch.library; or a schema string the user gives."""
+
+from __future__ import annotations
+
+import importlib
+import threading
+
+import torch
+
+#: namespace -> modules whose import defines its operators in torch.library.
+#: Imported on first need only: several pull in executorch.exir (seconds).
+NAMESPACE_MODULES: dict[str, tuple[str, ...]] = {
+    "quantized_decomposed": (
+        "torch.ao.quantization.fx._decomposed",
+        "executorch.kernels.quantized",
+        "executorch.exir.passes._quant_patterns_and_replacements",
+    ),
+    "dim_order_ops": ("executorch.exir.passes.dim_order_ops_registry",),
+    "executorch_prim": ("executorch.exir.passes.executorch_prim_ops_registry",),
+    "et_copy": ("executorch.exir.passes._device_copy_ops_registry",),
+    "llama": ("executorch.extension.llm.custom_ops.custom_ops",),
+}
+
+_user_schemas: dict[str, torch._C.FunctionSchema] = {}
+_loaded: set[str] = set()
+_lock = threading.Lock()
+
+
+def split_name(name: str) -> tuple[str, str, str]:
+    """'aten::add.out' -> ('aten', 'add', 'out'); an overload-less name gets 'default'."""
+    if "::" not in name:
+        raise ValueError(f"operator name {name!r} must look like 'namespace::op.overload'")
+    namespace, rest = name.split("::", 1)
+    op, _, overload = rest.partition(".")
+    return namespace, op, overload or "default"
+
+
+def _load_namespace(namespace: str) -> None:
+    with _lock:
+        if namespace in _loaded:
+            return
+        _loaded.add(namespace)
+    for module in NAMESPACE_MODULES.get(namespace, ()):
+        try:
+            importlib.import_module(module)
+        except Exception:  # an optional definer; the schema may still come from elsewhere
+            continue
+
+
+def torch_overload(name: str):
+    """torch's OpOverload for `name`, or None when no installed package defines it."""
+    namespace, op, overload = split_name(name)
+    for attempt in range(2):
+        try:
+            packet = getattr(getattr(torch.ops, namespace), op)
+            return getattr(packet, overload)
+        except (AttributeError, RuntimeError):
+            if attempt == 0 and namespace != "aten":
+                _load_namespace(namespace)
+                continue
+            return None
+    return None
+
+
+def set_schema(name: str, schema: str) -> torch._C.FunctionSchema:
+    """Gives etops the schema of an operator no installed package defines
+    (for example ``"executorch_prim::mod.int(int a, int b) -> int"``)."""
+    parsed = torch._C.parse_schema(schema)
+    expected = name.split(".")[0]
+    if parsed.name != expected or (parsed.overload_name or "default") != split_name(name)[2]:
+        raise ValueError(f"schema {schema!r} names {parsed.name}.{parsed.overload_name}, not {name}")
+    _user_schemas[name] = parsed
+    return parsed
+
+
+def find_schema(name: str) -> tuple[torch._C.FunctionSchema | None, str]:
+    """(schema, where it came from) for `name`; (None, reason) when none is known."""
+    if name in _user_schemas:
+        return _user_schemas[name], "given by the user"
+    overload = torch_overload(name)
+    if overload is not None:
+        return overload._schema, "torch.ops"
+    return None, "no installed package defines this operator for torch; give one with etops.set_schema(name, schema)"
