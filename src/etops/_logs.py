@@ -17,6 +17,9 @@ def flush(op=None, text: str = "") -> None:
     """Sends queued ExecuTorch messages, and `text` logged by a successful call of
     `op`, to the ``etops.executorch`` logger."""
     for level, file, func, line, message in _native.drain_logs() or ():
-        logger.log(_LEVELS.get(level, logging.INFO), "%s (%s:%d %s)", message, file, line, func)
+        severity = _LEVELS.get(level, logging.INFO)
+        if message.startswith("register_pal() called multiple times"):
+            severity = logging.DEBUG  # etops and executorch's pybindings both install one
+        logger.log(severity, "%s (%s:%d %s)", message, file, line, func)
     if text:
         logger.info("%s: %s", op, text)

@@ -120,26 +120,31 @@ def build_plan(name: str, schema) -> Plan:
                 default = _enum_default(default, enum_map)
         entries.append((arg.name, kind, flags, default, enum_map, int(arg.N or 0)))
 
+    # ExecuTorch's boxed kernels take the arguments and then exactly one more slot
+    # (codegen's "+1 for the return value"): an out variant finds its (first) out
+    # there again, a functional kernel (prim ops) writes its fresh result into it.
     returns = []
-    slot = 0
+    fresh = []
     for ret in schema.returns:
         if ret.alias_info is not None and ret.alias_info.is_write:
             sets = [str(a) for a in ret.alias_info.before_set]
             if not sets or sets[0] not in alias_to_arg:
                 raise SchemaError(f"{name}: return {ret.name or len(returns)} aliases no argument")
-            target = alias_to_arg[sets[0]]
-            entries.append((f"<return {slot}>", K_RETURN_SLOT, 0, None, target, 0))
-            returns.append(target)
-            slot += 1
-            continue
-        type_str, _ = _strip_optional(str(ret.real_type if hasattr(ret, "real_type") else ret.type))
-        if type_str not in _SLOT_RETURNS:
-            raise SchemaError(
-                f"{name}: returns a fresh {ret.type}, which ExecuTorch's memory planner would provide; "
-                "etops can call kernels whose tensor results are out arguments"
-            )
-        entries.append((f"<return {slot}>", K_RETURN_SLOT, 0, None, None, 0))
-        returns.append(-(slot + 1))
-        slot += 1
-    # A schema like `-> ()` whose out is a tensor list returns nothing, as torch does.
+            returns.append(alias_to_arg[sets[0]])
+        else:
+            type_str, _ = _strip_optional(str(getattr(ret, "real_type", ret.type)))
+            if type_str not in _SLOT_RETURNS:
+                raise SchemaError(
+                    f"{name}: returns a fresh {ret.type}, which ExecuTorch's memory planner would provide; "
+                    "etops can call kernels whose tensor results are out arguments"
+                )
+            fresh.append(ret)
+    if fresh and (returns or len(fresh) > 1):
+        raise SchemaError(f"{name}: returns {len(fresh)} fresh values; an ExecuTorch kernel has one return slot")
+    if fresh:
+        entries.append(("<return>", K_RETURN_SLOT, 0, None, None, 0))
+        returns = [-1]
+    else:
+        first_out = returns[0] if returns else next((i for i, e in enumerate(entries) if e[2] & F_OUT), None)
+        entries.append(("<return>", K_RETURN_SLOT, 0, None, first_out, 0))
     return Plan(tuple(entries), tuple(returns), tuple(out_names))

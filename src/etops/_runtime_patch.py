@@ -1,17 +1,23 @@
-"""Extends ``executorch.runtime``'s OperatorRegistry with etops' kernel objects:
-``Runtime.get().operator_registry.aten.add.out`` and ``.get_kernel(name)``.
+"""Keeps etops working whichever of it and executorch's Python modules comes first.
+
+- Extends ``executorch.runtime``'s OperatorRegistry with etops' kernel objects:
+  ``Runtime.get().operator_registry.aten.add.out`` and ``.get_kernel(name)``.
+- Re-installs etops' ExecuTorch platform layer (logging, abort notice) after
+  executorch's pybindings extension loads, since it installs its own.
 
 etops must not import executorch.runtime itself (it pulls in executorch.exir,
-seconds of import): if it is already imported the class is extended now, else an
-import hook extends it right after it is first imported.
+seconds of import): what is already imported is handled now, the rest by an
+import hook right after it is first imported.
 """
 
 from __future__ import annotations
 
 import importlib.abc
+import importlib.util
 import sys
 
-_MODULE = "executorch.runtime"
+_RUNTIME = "executorch.runtime"
+_PYBINDINGS = "executorch.extension.pybindings._C"
 
 
 def _extend(module) -> None:
@@ -38,35 +44,44 @@ def _extend(module) -> None:
     cls._etops_extended = True
 
 
+def _reinstall_pal(module) -> None:
+    from . import _native
+
+    _native.install_pal()
+
+
+#: module name -> what to do once it is imported
+_AFTER_IMPORT = {_RUNTIME: _extend, _PYBINDINGS: _reinstall_pal}
+
+
 class _Finder(importlib.abc.MetaPathFinder):
-    """Wraps the loader of executorch.runtime so the class is extended once it exists."""
+    """Wraps the loaders of the modules above so their hook runs once they exist."""
 
     def find_spec(self, fullname, path, target=None):
-        if fullname != _MODULE:
+        hook = _AFTER_IMPORT.get(fullname)
+        if hook is None or getattr(self, "_busy", False):
             return None
-        sys.meta_path.remove(self)
+        self._busy = True  # find the real spec without finding ourselves
         try:
-            import importlib.util
-
             spec = importlib.util.find_spec(fullname)
         finally:
-            pass
-        if spec is None or spec.loader is None:
+            self._busy = False
+        if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
             return spec
-        loader = spec.loader
-        original_exec = loader.exec_module
+        original_exec = spec.loader.exec_module
 
         def exec_module(module):
             original_exec(module)
-            _extend(module)
+            hook(module)
 
-        loader.exec_module = exec_module
+        spec.loader.exec_module = exec_module
         return spec
 
 
 def install() -> None:
-    module = sys.modules.get(_MODULE)
-    if module is not None:
-        _extend(module)
-    elif not any(isinstance(f, _Finder) for f in sys.meta_path):
+    for name, hook in _AFTER_IMPORT.items():
+        module = sys.modules.get(name)
+        if module is not None:
+            hook(module)
+    if not any(isinstance(f, _Finder) for f in sys.meta_path):
         sys.meta_path.insert(0, _Finder())

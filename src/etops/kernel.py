@@ -138,16 +138,23 @@ class KernelInfo:
     # ---- kernel selection ----------------------------------------------------------
 
     def tensor_metas(self, args: tuple, kwargs: dict) -> list[tuple[str, int, tuple[int, ...]]]:
-        """(argument, ExecuTorch dtype, dim order) of every Tensor argument, in the
-        order ExecuTorch builds the kernel key from."""
+        """(slot, ExecuTorch dtype, dim order) of every Tensor on the kernel's stack,
+        in the order ExecuTorch builds the kernel key from: the Tensor arguments,
+        then each return that is an out (ExecuTorch passes the out a second time)."""
         plan = self._require_plan()
         bound = self.bind(args, kwargs)
+        names = [entry[0] for entry in plan.args]
         metas = []
-        for name, kind, *_ in plan.args:
+        for name, kind, _flags, _default, extra, _n in plan.args:
+            if kind == K_RETURN_SLOT and isinstance(extra, int):
+                name, kind = names[extra], K_TENSOR
+                label = f"return ({name})"
+            else:
+                label = name
             value = bound.get(name)
             if kind == K_TENSOR and value is not None:
                 dtype, order, _dense = _native.tensor_meta(value)
-                metas.append((name, dtype, tuple(order)))
+                metas.append((label, dtype, tuple(order)))
         return metas
 
     def explain(self, *args, **kwargs) -> str:
@@ -252,9 +259,44 @@ def _split_call(info: KernelInfo, bound: dict):
     return positional, keywords
 
 
+def _signature(value):
+    """A hashable summary of an argument for the out-shape cache: tensors by shape,
+    stride and dtype, everything else by value."""
+    if isinstance(value, torch.Tensor):
+        return ("T", tuple(value.shape), value.stride(), value.dtype)
+    if isinstance(value, (list, tuple)):
+        return tuple(_signature(v) for v in value)
+    if hasattr(value, "__dlpack__"):
+        return _signature(torch.from_dlpack(value))
+    hash(value)
+    return value
+
+
+_OUT_CACHE_SIZE = 256
+
+
 def infer_outs(info: KernelInfo, bound: dict) -> dict:
     """out name -> (shape, dtype, stride or None) or list of those for tensor-list
-    outs, from torch's meta kernels; data-dependent ops get an upper bound."""
+    outs, from torch's meta kernels (cached per argument signature); data-dependent
+    ops get an upper bound."""
+    if info.name in DATA_DEPENDENT:
+        return _infer_outs_uncached(info, bound)
+    outs = set(info.out_names())
+    try:
+        key = tuple(_signature(v) for n, v in bound.items() if n not in outs)
+    except TypeError:
+        return _infer_outs_uncached(info, bound)
+    cache = info.__dict__.setdefault("_out_cache", {})
+    found = cache.get(key)
+    if found is None:
+        found = _infer_outs_uncached(info, bound)
+        if len(cache) >= _OUT_CACHE_SIZE:
+            cache.clear()
+        cache[key] = found
+    return found
+
+
+def _infer_outs_uncached(info: KernelInfo, bound: dict) -> dict:
     if info.name in DATA_DEPENDENT:
         return {n: (tuple(s), d, None) for n, (s, d) in DATA_DEPENDENT[info.name](bound).items()}
     functional = info.functional_overload()
