@@ -19,6 +19,7 @@ import torch
 
 from . import _native, dtypes
 from ._plan import F_OUT, K_ENUM, K_OPT_TENSOR_LIST, K_RETURN_SLOT, K_TENSOR, K_TENSOR_LIST, Plan
+from ._prechecks import PRECHECKS
 from .errors import KernelError, NoMatchingKernelError, SchemaError
 from .schemas import split_name, torch_overload
 
@@ -308,8 +309,8 @@ def _infer_outs_uncached(info: KernelInfo, bound: dict) -> dict:
         (keywords.__setitem__(arg.name, inputs[arg.name]) if arg.kwarg_only else positional.append(inputs[arg.name]))
     try:
         result = functional(*positional, **keywords)
-    except Exception as exc:  # noqa: BLE001 - reported with the op's name
-        raise SchemaError(f"{info.name}: torch could not infer the out shapes ({type(exc).__name__}: {exc}); pass the outs") from exc
+    except Exception as exc:  # noqa: BLE001 - torch refused the arguments themselves
+        raise ValueError(f"{info.name}: invalid arguments (torch's shape check says: {exc})") from exc
     names = info.out_names()
     if len(names) == 1:
         results = [result]
@@ -370,14 +371,21 @@ class SlowPath:
             return values[0] if len(values) == 1 else tuple(values)
         return result
 
+    def precheck(self, kernel, args, kwargs, _extra):
+        """Runs the check of a kernel known to abort on some inputs (_prechecks.py)."""
+        info: KernelInfo = kernel._info
+        PRECHECKS[info.name](info.bind(args, kwargs))
+
     def failed(self, kernel, args, kwargs, extra):
         code, error_name, log = extra
         info: KernelInfo = kernel._info
         error = KernelError(info.name, code, error_name, log)
+        if not info.out_names():
+            raise error
         bound = info.bind(args, kwargs)
         try:
             specs = infer_outs(info, bound)
-        except SchemaError:
+        except (SchemaError, ValueError):
             raise error from None
         changed = False
         for name in info.out_names():
@@ -450,7 +458,7 @@ def make_kernel(name: str, schema, schema_source: str):
     info = KernelInfo(name, schema, schema_source, plan, error)
     if plan is None:
         return UncallableKernel(info)
-    return _native.Kernel(name, plan.args, plan.returns, info, SLOW_PATH)
+    return _native.Kernel(name, plan.args, plan.returns, info, SLOW_PATH, precheck=name in PRECHECKS)
 
 
 __all__ = ["KernelInfo", "RegisteredKernel", "SlowPath", "UncallableKernel", "decode_key", "infer_outs", "library_of", "make_kernel"]

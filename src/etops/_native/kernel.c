@@ -54,6 +54,7 @@ typedef struct {
   ArgSpec args[ETOPS_MAX_ARGS];
   PyObject* info;
   PyObject* slow;
+  int has_precheck; /* call slow.precheck(...) before every call (kernels that abort) */
   /* kernel function cache, valid for registry generation `gen` */
   uint64_t gen;
   int has_specialized;
@@ -620,6 +621,11 @@ static PyObject* kernel_vectorcall(PyObject* self, PyObject* const* args, size_t
   PyObject* bound[ETOPS_MAX_ARGS];
   int missing_out;
   if (bind_arguments(k, args, nargs, kwnames, bound, &missing_out) < 0) return NULL;
+  if (k->has_precheck) {
+    PyObject* ok = slow_path(k, "precheck", args, nargs, kwnames, NULL);
+    if (ok == NULL) return NULL;
+    Py_DECREF(ok);
+  }
   if (missing_out) return slow_path(k, "allocate_and_call", args, nargs, kwnames, NULL);
 
   CallScratch cs;
@@ -758,9 +764,11 @@ static int parse_plan(KernelObject* k, PyObject* plan) {
 }
 
 static PyObject* kernel_new(PyTypeObject* type, PyObject* args, PyObject* kwargs) {
-  static char* kwlist[] = {"name", "plan", "returns", "info", "slow_path", NULL};
+  static char* kwlist[] = {"name", "plan", "returns", "info", "slow_path", "precheck", NULL};
   PyObject *name, *plan, *returns, *info, *slow;
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "UOOOO", kwlist, &name, &plan, &returns, &info, &slow))
+  int precheck = 0;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "UOOOO|p", kwlist, &name, &plan, &returns, &info, &slow,
+                                   &precheck))
     return NULL;
   KernelObject* k = (KernelObject*)type->tp_alloc(type, 0);
   if (k == NULL) return NULL;
@@ -781,6 +789,7 @@ static PyObject* kernel_new(PyTypeObject* type, PyObject* args, PyObject* kwargs
   strcpy(k->op_name, cname);
   k->info = Py_NewRef(info);
   k->slow = Py_NewRef(slow);
+  k->has_precheck = precheck;
   k->gen = 0;
   if (parse_plan(k, plan) < 0) {
     Py_DECREF(k);
