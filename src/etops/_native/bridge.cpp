@@ -26,7 +26,6 @@
 #include <mutex>
 #include <new>
 #include <optional>
-#include <string>
 #include <vector>
 
 namespace et = ::executorch::runtime;
@@ -47,15 +46,27 @@ std::atomic<uint64_t> g_generation{1};
 etb_log_sink g_sink = nullptr;
 
 // Per thread: whether a kernel call is running here, its name, and what it logged.
-thread_local const char* t_current_op = nullptr;
-thread_local std::string t_call_log;
-thread_local bool t_in_call = false;
+// Plain data, reached once per call through one reference.
+constexpr size_t kCallLogSize = 4096;
+struct CallState {
+  const char* current_op;
+  bool in_call;
+  size_t log_len;
+  char log[kCallLogSize];
+};
+thread_local CallState t_call = {nullptr, false, 0, {0}};
 
 void emit_log(et_timestamp_t, et_pal_log_level_t level, const char* file,
               const char* func, size_t line, const char* msg, size_t len) {
-  if (t_in_call) {
-    if (!t_call_log.empty()) t_call_log.push_back('\n');
-    t_call_log.append(msg, len);
+  CallState& c = t_call;
+  if (c.in_call) {
+    // Keep what fits (a kernel logs a few lines before it fails); always NUL-terminated.
+    if (c.log_len > 0 && c.log_len + 1 < kCallLogSize) c.log[c.log_len++] = '\n';
+    size_t room = kCallLogSize - 1 - c.log_len;
+    size_t n = len < room ? len : room;
+    std::memcpy(c.log + c.log_len, msg, n);
+    c.log_len += n;
+    c.log[c.log_len] = '\0';
     return;
   }
   if (g_sink != nullptr) {
@@ -65,12 +76,12 @@ void emit_log(et_timestamp_t, et_pal_log_level_t level, const char* file,
 
 // Any abort inside ExecuTorch lands here: say which kernel and why, then die.
 [[noreturn]] void abort_with_context() {
-  if (t_current_op != nullptr) {
+  if (t_call.current_op != nullptr) {
     std::fprintf(stderr,
                  "etops: ExecuTorch aborted the process while running kernel %s",
-                 t_current_op);
-    if (!t_call_log.empty()) {
-      std::fprintf(stderr, ": %s", t_call_log.c_str());
+                 t_call.current_op);
+    if (t_call.log_len > 0) {
+      std::fprintf(stderr, ": %s", t_call.log);
     }
     std::fprintf(stderr, "\n");
   } else {
@@ -120,6 +131,7 @@ class Slots {
     return p;
   }
   T* raw() { return data_; }
+  size_t size() const { return built_; }
 
  private:
   alignas(T) unsigned char inline_[sizeof(T) * N];
@@ -259,14 +271,21 @@ etb_status etb_call(etb_kernel_fn fn, const char* op_name, etb_value* values, in
   // Original shapes, to tell the caller which tensors the kernel resized.
   struct Saved { etb_tensor* t; uint8_t ndim; int32_t sizes[ETB_MAX_DIM]; };
   Slots<Saved, 8> saved(n_tensors);
+  // Only outs (passed DYNAMIC_BOUND) can change shape; a STATIC tensor refuses.
+  Slots<TensorImpl*, 8> saved_impls(n_tensors);
   auto tensor_evalue = [&](etb_tensor* t) {
-    Saved* s = saved.emplace();
-    s->t = t;
-    s->ndim = t->ndim;
-    std::memcpy(s->sizes, t->sizes, sizeof(int32_t) * t->ndim);
+    TensorImpl* impl = impls.emplace(make_impl(t));
     t->resized = 0;
-    return eta::Tensor(impls.emplace(make_impl(t)));
+    if (t->dynamism == ETB_DYNAMIC_BOUND) {
+      Saved* s = saved.emplace();
+      s->t = t;
+      s->ndim = t->ndim;
+      std::memcpy(s->sizes, t->sizes, sizeof(int32_t) * t->ndim);
+      saved_impls.emplace(impl);
+    }
+    return eta::Tensor(impl);
   };
+
 
   size_t item = 0;                                  // index into items / item_ptrs
   size_t int_off = 0, tensor_off = 0, opt_off = 0;  // index into each unwrapped buffer
@@ -344,17 +363,19 @@ etb_status etb_call(etb_kernel_fn fn, const char* op_name, etb_value* values, in
 
   CallTempAllocator temp;
   et::KernelRuntimeContext ctx(nullptr, &temp);
-  t_current_op = op_name;
-  t_call_log.clear();
-  t_in_call = true;
+  CallState& call = t_call;
+  call.current_op = op_name;
+  call.log_len = 0;
+  call.log[0] = '\0';
+  call.in_call = true;
   reinterpret_cast<et::OpFunction>(fn)(ctx, et::Span<EValue*>(stack, static_cast<size_t>(nvalues)));
-  t_in_call = false;
-  t_current_op = nullptr;
+  call.in_call = false;
+  call.current_op = nullptr;
 
   // Report resized tensors and fresh return values.
-  for (size_t i = 0; i < n_tensors; i++) {
+  for (size_t i = 0; i < saved.size(); i++) {
     Saved& s = saved.raw()[i];
-    TensorImpl& impl = impls.raw()[i];
+    TensorImpl& impl = *saved_impls.raw()[i];
     if (impl.dim() != s.ndim || std::memcmp(s.sizes, s.t->sizes, sizeof(int32_t) * s.ndim) != 0) {
       s.t->resized = 1;
       s.t->ndim = static_cast<uint8_t>(impl.dim());
@@ -377,7 +398,7 @@ etb_status etb_call(etb_kernel_fn fn, const char* op_name, etb_value* values, in
   return st;
 }
 
-const char* etb_last_call_log(void) { return t_call_log.c_str(); }
+const char* etb_last_call_log(void) { return t_call.log; }
 
 int etb_install_pal(etb_log_sink sink) {
   g_sink = sink;

@@ -28,6 +28,8 @@ typedef struct {
   PyObject* extra;         /* enum map (dict) or NULL */
   Py_ssize_t fixed_len;    /* int[N]: N, else 0 */
   int alias_of;            /* return slots: the out argument it is, or -1 (fresh value) */
+  int has_default_value;   /* default_converted holds the default, converted once */
+  etb_value default_converted;
 } ArgSpec;
 
 #define CACHE_KEY_MAX 72
@@ -641,7 +643,12 @@ static PyObject* kernel_vectorcall(PyObject* self, PyObject* const* args, size_t
   PyObject* result = NULL;
 
   for (int i = 0; i < k->nargs; i++) {
-    if (convert_arg(k, &cs, i, bound[i], &vals[i]) < 0) goto done;
+    const ArgSpec* a = &k->args[i];
+    if (a->has_default_value && bound[i] == a->default_value) {
+      vals[i] = a->default_converted; /* scalar defaults are converted once, at plan time */
+    } else if (convert_arg(k, &cs, i, bound[i], &vals[i]) < 0) {
+      goto done;
+    }
   }
   for (int i = k->nargs; i < k->nslots; i++) {
     vals[i].len = 0;
@@ -748,6 +755,16 @@ static int parse_plan(KernelObject* k, PyObject* plan) {
     else if (!seen_kwonly) k->npositional = (int)i + 1;
   }
   k->nslots = (int)n;
+  for (int i = 0; i < k->nargs; i++) {
+    ArgSpec* a = &k->args[i];
+    a->has_default_value = 0;
+    int scalar_kind = a->kind == K_SCALAR || a->kind == K_INT || a->kind == K_FLOAT || a->kind == K_BOOL ||
+                      a->kind == K_ENUM;
+    if (a->default_value != NULL && scalar_kind) {
+      if (convert_arg(k, NULL, i, a->default_value, &a->default_converted) < 0) return -1;
+      a->has_default_value = 1;
+    }
+  }
   for (int i = k->nargs; i < k->nslots; i++) {
     if (k->args[i].kind != K_RETURN_SLOT || k->args[i].alias_of >= k->nargs) {
       PyErr_Format(PyExc_ValueError, "%s: plan entry %d must be a return slot of a known out", k->op_name, i);

@@ -1,0 +1,70 @@
+"""Shared helpers of the benchmark scripts: building and importing the floor
+extension, summaries, machine facts."""
+
+from __future__ import annotations
+
+import datetime
+import os
+import platform
+import statistics
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+BUILD = os.path.join(HERE, "build", "floor")
+RESULTS = os.path.join(HERE, "results")
+
+
+def build_floor(verbose: bool = False):
+    """Configures and builds benchmarks/floor into benchmarks/build/floor (cmake + ninja),
+    then imports it. etops must be imported first (it loads the kernel libraries)."""
+    import etops  # noqa: F401  (loads libexecutorch.so and the kernel libraries)
+
+    bindir = os.path.dirname(sys.executable)
+    env = dict(os.environ)
+    env["PATH"] = bindir + os.pathsep + env.get("PATH", "")  # the venv's ninja, if any
+    out = None if verbose else subprocess.DEVNULL
+    if not os.path.exists(os.path.join(BUILD, "build.ninja")):
+        subprocess.run(
+            ["cmake", "-S", os.path.join(HERE, "floor"), "-B", BUILD, "-G", "Ninja",
+             "-DCMAKE_BUILD_TYPE=Release", f"-DPython_EXECUTABLE={sys.executable}"],
+            check=True, stdout=out, env=env)
+    subprocess.run(["cmake", "--build", BUILD], check=True, stdout=out, env=env)
+    if BUILD not in sys.path:
+        sys.path.insert(0, BUILD)
+    import _floor
+
+    return _floor
+
+
+def summary(samples: list[float]) -> dict:
+    return {"min": min(samples), "median": statistics.median(samples), "samples": samples}
+
+
+def machine() -> dict:
+    import torch
+
+    try:
+        import executorch.version as ev  # cheap: no exir
+        et_version = ev.__version__
+    except Exception:  # pragma: no cover
+        et_version = "?"
+    cpu = platform.processor()
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    cpu = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    return {
+        "date": datetime.datetime.now().isoformat(timespec="seconds"),
+        "cpu": cpu,
+        "cores": os.cpu_count(),
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "executorch": et_version,
+        "torch_threads": torch.get_num_threads(),
+    }

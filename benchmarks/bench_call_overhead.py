@@ -1,0 +1,199 @@
+"""Benchmarks 1 and 2 of issue 3: the cost of one small kernel call.
+
+`op(a, b, out=c)` (etops, aten::add.out on 2x3 float32) against, in the same run
+and interleaved:
+  * torch.ops.aten.add.out(a, b, out=c)   (torch's dispatcher through the op overload)
+  * torch.add(a, b, out=c)                (torch's Python binding)
+  * the floor: benchmarks/floor's add_floor(a, b, c), the same ExecuTorch kernel
+    called through DLPack's C exchange API with no argument checks at all
+  * a one-op .pte (torch.add(x, y)) run with executorch.runtime's Method.execute
+
+Every candidate runs in its own plain `for` loop (no lambda in between), so the
+figures include the loop's own cost (reported as `empty loop`), the same for all.
+
+    python benchmarks/bench_call_overhead.py [--calls 20000] [--repeats 15] [--json PATH]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import _common  # noqa: E402
+
+import torch  # noqa: E402
+import etops  # noqa: E402
+
+
+def make_pte(tmpdir: str) -> str:
+    """Exports torch.add(x, y) on 2x3 float32 to a .pte file and returns its path."""
+    from executorch.exir import to_edge
+
+    class Add(torch.nn.Module):
+        def forward(self, x, y):
+            return torch.add(x, y)
+
+    ex = (torch.ones(2, 3), torch.ones(2, 3))
+    program = to_edge(torch.export.export(Add(), ex)).to_executorch()
+    path = os.path.join(tmpdir, "add.pte")
+    with open(path, "wb") as f:
+        f.write(program.buffer)
+    return path
+
+
+def run(calls: int = 20000, repeats: int = 15, warmup: int = 2) -> dict:
+    floor = _common.build_floor()
+    from executorch.runtime import Runtime
+
+    reg = etops.registry()
+    op = reg.aten.add.out
+    a, b = torch.rand(2, 3), torch.rand(2, 3)
+    c = torch.empty(2, 3)
+
+    with tempfile.TemporaryDirectory() as tmp:
+        method = Runtime.get().load_program(make_pte(tmp)).load_method("forward")
+
+    # Correctness first: every candidate computes a + b.
+    want = a + b
+    for check in (lambda: op(a, b, out=c), lambda: torch.ops.aten.add.out(a, b, out=c),
+                  lambda: torch.add(a, b, out=c), lambda: floor.add_floor(a, b, c)):
+        c.zero_()
+        check()
+        assert torch.equal(c, want), check
+    assert torch.equal(method.execute([a, b])[0], want)
+
+    add_out = torch.ops.aten.add.out
+    tadd = torch.add
+    add_floor = floor.add_floor
+    execute = method.execute
+    ab = [a, b]
+    pc = time.perf_counter_ns
+
+    def etops_loop(n):
+        t0 = pc()
+        for _ in range(n):
+            op(a, b, out=c)
+        return pc() - t0
+
+    def torch_ops_loop(n):
+        t0 = pc()
+        for _ in range(n):
+            add_out(a, b, out=c)
+        return pc() - t0
+
+    def torch_add_loop(n):
+        t0 = pc()
+        for _ in range(n):
+            tadd(a, b, out=c)
+        return pc() - t0
+
+    def floor_loop(n):
+        t0 = pc()
+        for _ in range(n):
+            add_floor(a, b, c)
+        return pc() - t0
+
+    def pte_loop(n):
+        t0 = pc()
+        for _ in range(n):
+            execute(ab)
+        return pc() - t0
+
+    def empty_loop(n):
+        t0 = pc()
+        for _ in range(n):
+            pass
+        return pc() - t0
+
+    candidates = {
+        "etops op(a, b, out=c)": etops_loop,
+        "torch.ops.aten.add.out": torch_ops_loop,
+        "torch.add(out=)": torch_add_loop,
+        "floor (C, no checks)": floor_loop,
+        "pte Method.execute": pte_loop,
+        "empty loop": empty_loop,
+    }
+    names = list(candidates)
+    samples: dict[str, list[float]] = {k: [] for k in names}
+    for r in range(warmup + repeats):
+        # Interleaved, with the order rotated each repeat so no candidate always goes first.
+        order = names[r % len(names):] + names[: r % len(names)]
+        for name in order:
+            n = calls // 5 if name == "pte Method.execute" else calls
+            ns = candidates[name](n) / n
+            if r >= warmup:
+                samples[name].append(ns / 1000.0)  # microseconds
+
+    stats = {k: _common.summary(v) for k, v in samples.items()}
+    m = {k: v["min"] for k, v in stats.items()}
+    med = {k: v["median"] for k, v in stats.items()}
+    E, O, A, F, P = (names[0], names[1], names[2], names[3], names[4])
+
+    def ratios(x):
+        return {
+            "etops / torch.ops": x[E] / x[O],
+            "etops / torch.add": x[E] / x[A],
+            "etops / floor": x[E] / x[F],
+            "floor / torch.ops": x[F] / x[O],
+            "pte / etops": x[P] / x[E],
+        }
+
+    goals = {"etops / torch.ops": ("<=", 0.25), "etops / torch.add": ("<=", 0.5),
+             "etops / floor": ("<=", 1.5), "pte / etops": (">=", 10.0)}
+    # Paired: the ratio within each interleaved repeat (neighbouring samples share the
+    # machine's state), then the median over repeats. The most robust of the three on a
+    # shared machine; the "met" column uses it.
+    import statistics
+
+    per_repeat = [ratios({k: samples[k][r] for k in names}) for r in range(repeats)]
+    paired = {k: statistics.median(x[k] for x in per_repeat) for k in per_repeat[0]}
+    return {
+        "name": "call_overhead",
+        "shape": [2, 3], "dtype": "float32",
+        "calls_per_sample": calls, "repeats": repeats,
+        "us_per_call": stats,
+        "ratios_min": ratios(m), "ratios_median": ratios(med), "ratios_paired": paired,
+        "goals": goals,
+    }
+
+
+def report(res: dict) -> str:
+    lines = ["Benchmarks 1 and 2: aten::add.out on 2x3 float32, us per call "
+             f"({res['calls_per_sample']} calls x {res['repeats']} interleaved repeats)", ""]
+    lines.append("| candidate | min us | median us |")
+    lines.append("|---|---:|---:|")
+    for k, v in res["us_per_call"].items():
+        lines.append(f"| {k} | {v['min']:.3f} | {v['median']:.3f} |")
+    lines += ["", "| ratio | paired median | of mins | of medians | goal | met (paired) |",
+              "|---|---:|---:|---:|---|---|"]
+    for k, v in res["ratios_min"].items():
+        g = res["goals"].get(k)
+        med = res["ratios_median"][k]
+        pr = res["ratios_paired"][k]
+        goal = f"{g[0]} {g[1]}" if g else ""
+        met = ("yes" if (pr <= g[1] if g[0] == "<=" else pr >= g[1]) else "NO") if g else ""
+        lines.append(f"| {k} | {pr:.3f} | {v:.3f} | {med:.3f} | {goal} | {met} |")
+    return "\n".join(lines)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--calls", type=int, default=20000)
+    p.add_argument("--repeats", type=int, default=15)
+    p.add_argument("--json", help="write the results here")
+    args = p.parse_args()
+    res = run(args.calls, args.repeats)
+    res["machine"] = _common.machine()
+    print(report(res))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(res, f, indent=2)
+
+
+if __name__ == "__main__":
+    main()
