@@ -45,6 +45,8 @@ def _extend(module) -> None:
 
 
 def _reinstall_pal(module) -> None:
+    """Takes the platform layer back from executorch's pybindings, which install
+    their own when they load (etops also takes it back before every call)."""
     from . import _native
 
     _native.install_pal()

@@ -47,6 +47,10 @@ class KernelError(EtopsError, RuntimeError):
         self.error_name = error_name
         self.log = log
         message = f"ExecuTorch kernel {op} failed with Error::{error_name} (0x{error_code:02x})"
-        if log:
-            message += ": " + log.replace("\n", "; ")
+        lines = [line.rstrip(" :") for line in log.splitlines() if line.strip(" :")]
+        if lines:
+            message += ": " + "; ".join(lines)
         super().__init__(message)
+
+    def __reduce__(self):
+        return (type(self), (self.op, self.error_code, self.error_name, self.log))

@@ -12,6 +12,7 @@ looked up on its KernelInfo.
 from __future__ import annotations
 
 import ctypes
+import threading
 import warnings
 from dataclasses import dataclass
 
@@ -154,7 +155,7 @@ class KernelInfo:
                 label = name
             value = bound.get(name)
             if kind == K_TENSOR and value is not None:
-                dtype, order, _dense = _native.tensor_meta(value)
+                dtype, order, _dense = _native.tensor_meta(value, self.name, label)
                 metas.append((label, dtype, tuple(order)))
         return metas
 
@@ -212,7 +213,15 @@ class KernelInfo:
         return found or None
 
 
+def _python_scalar(value):
+    """numpy scalars (np.float32(1.5)) as the Python numbers torch's parser takes."""
+    if not isinstance(value, (torch.Tensor, bool, int, float, complex)) and getattr(value, "shape", None) == () and hasattr(value, "item"):
+        return value.item()
+    return value
+
+
 def _to_meta(value):
+    value = _python_scalar(value)
     if isinstance(value, torch.Tensor):
         return torch.empty_strided(value.shape, value.stride(), dtype=value.dtype, device="meta")
     if isinstance(value, (list, tuple)):
@@ -223,6 +232,9 @@ def _to_meta(value):
 
 
 def _as_torch(value):
+    value = _python_scalar(value)
+    if isinstance(value, (list, tuple)):
+        return type(value)(_as_torch(v) for v in value)
     if isinstance(value, torch.Tensor) or not hasattr(value, "__dlpack__"):
         return value
     return torch.from_dlpack(value)
@@ -304,13 +316,20 @@ def _infer_outs_uncached(info: KernelInfo, bound: dict) -> dict:
     if functional is None:
         raise SchemaError(f"{info.name}: etops cannot infer the out shapes (torch has no functional variant); pass the outs")
     inputs = {n: _to_meta(v) for n, v in bound.items() if n not in info.out_names()}
-    positional, keywords = [], {}
-    for arg in functional._schema.arguments:
-        (keywords.__setitem__(arg.name, inputs[arg.name]) if arg.kwarg_only else positional.append(inputs[arg.name]))
+    positional = [inputs[a.name] for a in functional._schema.arguments if not a.kwarg_only]
+    keywords = {a.name: inputs[a.name] for a in functional._schema.arguments if a.kwarg_only}
     try:
         result = functional(*positional, **keywords)
-    except Exception as exc:  # noqa: BLE001 - torch refused the arguments themselves
-        raise ValueError(f"{info.name}: invalid arguments (torch's shape check says: {exc})") from exc
+    except Exception as meta_exc:  # noqa: BLE001
+        # Meta kernels cannot size data-dependent outputs (boolean-mask indexing,
+        # unique, ...): ask ATen on the real inputs. Invalid arguments fail there too.
+        real = {n: _as_torch(v) for n, v in bound.items() if n not in info.out_names()}
+        positional = [real[a.name] for a in functional._schema.arguments if not a.kwarg_only]
+        keywords = {a.name: real[a.name] for a in functional._schema.arguments if a.kwarg_only}
+        try:
+            result = functional(*positional, **keywords)
+        except Exception as exc:  # noqa: BLE001 - torch refused the arguments themselves
+            raise ValueError(f"{info.name}: invalid arguments (torch's shape check says: {exc})") from meta_exc
     names = info.out_names()
     if len(names) == 1:
         results = [result]
@@ -341,17 +360,34 @@ def _resize_like_torch(info: KernelInfo, name: str, out, shape) -> bool:
         return False
     if not isinstance(out, torch.Tensor):
         raise ValueError(f"{info.name}: out argument '{name}' has shape {tuple(out.shape)}, the result needs {tuple(shape)}, and only a torch.Tensor out can be resized")
-    if out.numel() != 0:
-        warnings.warn(
-            f"{info.name}: an output with one or more elements was resized since it had shape {list(out.shape)}, "
-            f"which does not match the required output shape {list(shape)}. This behavior is deprecated in torch; "
-            "pass an out of the right shape or an empty tensor.",
-            UserWarning,
-            stacklevel=4,
-        )
+    if out.numel() != 0 and id(out) not in _quiet_ids():
+        _warn_resized(info, out.shape, shape)
+    _quiet_ids().add(id(out))
     memory_format = torch.channels_last if out.dim() == 4 and len(shape) == 4 and out.is_contiguous(memory_format=torch.channels_last) and not out.is_contiguous() else torch.contiguous_format
     out.resize_(shape, memory_format=memory_format)
     return True
+
+
+#: ids of outs etops itself allocated or already warned about, during one call on
+#: this thread: the kernel shrinking them is no news to the user.
+_quiet = threading.local()
+
+
+def _quiet_ids() -> set:
+    ids = getattr(_quiet, "ids", None)
+    if ids is None:
+        ids = _quiet.ids = set()
+    return ids
+
+
+def _warn_resized(info: KernelInfo, old_shape, new_shape) -> None:
+    warnings.warn(
+        f"{info.name}: an output with one or more elements was resized since it had shape {list(old_shape)}, "
+        f"which does not match the required output shape {list(new_shape)}. This behavior is deprecated in torch; "
+        "pass an out of the right shape or an empty tensor.",
+        UserWarning,
+        stacklevel=4,
+    )
 
 
 class SlowPath:
@@ -365,7 +401,13 @@ class SlowPath:
         for name in info.out_names():
             given = bound.get(name)
             outs[name] = given if given is not None else _allocate(specs[name])
-        result = kernel(*args, **{**kwargs, **outs})
+        quiet = _quiet_ids()
+        mine = {id(t) for v in outs.values() for t in (v if isinstance(v, list) else [v])}
+        quiet |= mine
+        try:
+            result = kernel(*args, **{**kwargs, **outs})
+        finally:
+            quiet -= mine
         if result is None:  # `-> ()` with a tensor-list out: give back what was allocated
             values = [outs[n] for n in info.out_names()]
             return values[0] if len(values) == 1 else tuple(values)
@@ -403,13 +445,18 @@ class SlowPath:
                 changed |= _resize_like_torch(info, name, out, spec[0])
         if not changed:
             raise error
-        return kernel(*args, **kwargs)
+        try:
+            return kernel(*args, **kwargs)
+        finally:
+            _quiet_ids().clear()
 
     def resized(self, kernel, obj, sizes, _has_data):
         """The kernel shrank an out in place (within its storage): mirror it in torch."""
         info: KernelInfo = kernel._info
         if not isinstance(obj, torch.Tensor):
             raise ValueError(f"{info.name}: the kernel resized a {type(obj).__name__} out to {list(sizes)}; pass a torch.Tensor out to have it resized")
+        if obj.numel() != 0 and id(obj) not in _quiet_ids():
+            _warn_resized(info, obj.shape, sizes)
         memory_format = torch.channels_last if obj.dim() == 4 and obj.is_contiguous(memory_format=torch.channels_last) and not obj.is_contiguous() else torch.contiguous_format
         obj.resize_(sizes, memory_format=memory_format)
 

@@ -29,7 +29,9 @@ class Registry:
         self._lock = threading.RLock()
         self._kernels: dict[str, object] = {}
         self._namespaces: dict[str, Namespace] = {}
-        self._names: dict[str, dict[str, set[str]]] = {}
+        # namespace -> op -> overload -> the name exactly as registered
+        # ("aten::_local_scalar_dense", "executorch_prim::et_view.default")
+        self._names: dict[str, dict[str, dict[str, str]]] = {}
         self._count = -1
         self._refresh()
 
@@ -41,10 +43,10 @@ class Registry:
         with self._lock:
             if len(entries) == self._count:
                 return
-            names: dict[str, dict[str, set[str]]] = {}
+            names: dict[str, dict[str, dict[str, str]]] = {}
             for name, _key, _addr in entries:
                 namespace, op, overload = split_name(name)
-                names.setdefault(namespace, {}).setdefault(op, set()).add(overload)
+                names.setdefault(namespace, {}).setdefault(op, {})[overload] = name
             self._names = names
             self._count = len(entries)
 
@@ -64,18 +66,9 @@ class Registry:
         return [self.get_kernel(n) for n in sorted(self.operator_names)]
 
     def _full_names(self) -> list[str]:
-        return [
-            f"{ns}::{op}" + ("" if ov == "default" else f".{ov}")
-            for ns, ops in self._names.items()
-            for op, overloads in ops.items()
-            for ov in overloads
-        ]
+        return [name for ops in self._names.values() for overloads in ops.values() for name in overloads.values()]
 
     # ---- lookup --------------------------------------------------------------------
-
-    def _canonical(self, name: str) -> str:
-        namespace, op, overload = split_name(name)
-        return f"{namespace}::{op}" + ("" if overload == "default" else f".{overload}")
 
     def _has(self, namespace: str, op: str | None = None, overload: str | None = None) -> bool:
         ops = self._names.get(namespace)
@@ -98,7 +91,7 @@ class Registry:
         suggestions = _suggest(asked, candidates)
         if overload is not None and self._has(namespace, op):
             # Same op, other overloads: those are the best hints.
-            suggestions = tuple(f"{namespace}::{op}" + ("" if o == "default" else f".{o}") for o in sorted(self._names[namespace][op]))
+            suggestions = tuple(sorted(self._names[namespace][op].values()))
         message = f"no ExecuTorch kernel is registered for {asked}"
         if suggestions:
             message += f" (did you mean {', '.join(suggestions)}?)"
@@ -106,30 +99,33 @@ class Registry:
 
     def get_kernel(self, name: str, schema: str | None = None):
         """The kernel object for ``"namespace::op.overload"`` (cached: the same object
-        every time). ``schema`` gives the schema of an operator no installed package
-        defines for torch. Raises KernelNotFoundError when it is not registered."""
-        if schema is not None:
-            from .schemas import set_schema
-
-            set_schema(self._canonical(name) if "." in name else name, schema)
-            self._kernels.pop(self._canonical(name), None)
-        key = self._canonical(name)
-        kernel = self._kernels.get(key)
-        if kernel is not None:
-            return kernel
+        every time; ``.default`` may be left out). ``schema`` gives the schema of an
+        operator no installed package defines for torch. Raises KernelNotFoundError
+        when it is not registered."""
         namespace, op, overload = split_name(name)
         if not self._has(namespace, op, overload):
             self._refresh()
             if not self._has(namespace, op, overload):
-                if not self._has(namespace):
-                    raise self._missing(namespace, op, overload)
                 raise self._missing(namespace, op, overload)
+        registered = self._names[namespace][op][overload]
+        if schema is not None:
+            from .schemas import set_schema
+
+            set_schema(registered, schema)
+            self._kernels.pop(registered, None)
+            packet = self._namespaces.get(namespace, None)
+            packet = packet.__dict__.get(op) if packet is not None else None
+            if packet is not None:
+                packet.__dict__.pop(overload, None)
+        kernel = self._kernels.get(registered)
+        if kernel is not None:
+            return kernel
         with self._lock:
-            kernel = self._kernels.get(key)
+            kernel = self._kernels.get(registered)
             if kernel is None:
-                found, source = find_schema(key if overload != "default" else f"{namespace}::{op}")
-                kernel = make_kernel(key, found, source)
-                self._kernels[key] = kernel
+                found, source = find_schema(registered)
+                kernel = make_kernel(registered, found, source)
+                self._kernels[registered] = kernel
         return kernel
 
     def __getattr__(self, namespace: str) -> "Namespace":
@@ -204,8 +200,7 @@ class OpPacket:
             reg._refresh()
             if not reg._has(self._namespace, self._op, overload):
                 raise reg._missing(self._namespace, self._op, overload)
-        name = f"{self._namespace}::{self._op}" + ("" if overload == "default" else f".{overload}")
-        kernel = reg.get_kernel(name)
+        kernel = reg.get_kernel(reg._names[self._namespace][self._op][overload])
         setattr(self, overload, kernel)
         return kernel
 

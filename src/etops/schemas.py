@@ -66,10 +66,12 @@ def torch_overload(name: str):
 
 def set_schema(name: str, schema: str) -> torch._C.FunctionSchema:
     """Gives etops the schema of an operator no installed package defines
-    (for example ``"executorch_prim::mod.int(int a, int b) -> int"``)."""
+    (for example ``"executorch_prim::mod.int(int a, int b) -> int"``). Takes
+    effect for kernel objects made afterwards (``registry().get_kernel(name,
+    schema=...)`` remakes the cached one)."""
     parsed = torch._C.parse_schema(schema)
-    expected = name.split(".")[0]
-    if parsed.name != expected or (parsed.overload_name or "default") != split_name(name)[2]:
+    namespace, op, overload = split_name(name)
+    if parsed.name != f"{namespace}::{op}" or (parsed.overload_name or "default") != overload:
         raise ValueError(f"schema {schema!r} names {parsed.name}.{parsed.overload_name}, not {name}")
     _user_schemas[name] = parsed
     return parsed
@@ -77,8 +79,10 @@ def set_schema(name: str, schema: str) -> torch._C.FunctionSchema:
 
 def find_schema(name: str) -> tuple[torch._C.FunctionSchema | None, str]:
     """(schema, where it came from) for `name`; (None, reason) when none is known."""
-    if name in _user_schemas:
-        return _user_schemas[name], "given by the user"
+    namespace, op, overload = split_name(name)
+    for spelling in (name, f"{namespace}::{op}.{overload}", f"{namespace}::{op}"):
+        if spelling in _user_schemas:
+            return _user_schemas[spelling], "given by the user"
     overload = torch_overload(name)
     if overload is not None:
         return overload._schema, "torch.ops"

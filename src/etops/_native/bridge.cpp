@@ -91,6 +91,24 @@ void emit_log(et_timestamp_t, et_pal_log_level_t level, const char* file,
   std::abort();
 }
 
+// Makes etops' log and abort functions the active platform layer. Other libraries
+// that link libexecutorch.so (executorch's pybindings, extensions imported by
+// executorch.exir) install their own when they load; etops takes it back before
+// each call. It writes the two fields of the active table in place rather than
+// calling register_pal(), which would log a warning through the layer being
+// replaced (raw onto stderr for pybindings').
+void claim_pal() {
+  auto* pal = const_cast<et::PalImpl*>(et::get_pal_impl());
+  if (pal == nullptr) return;
+  pal->emit_log_message = emit_log;
+  pal->abort = abort_with_context;
+}
+
+inline void ensure_pal() {
+  const et::PalImpl* pal = et::get_pal_impl();
+  if (g_sink != nullptr && pal != nullptr && pal->emit_log_message != emit_log) claim_pal();
+}
+
 // Temp memory for kernels that ask for scratch (ctx.allocate_temp): plain malloc,
 // all freed when the call returns.
 class CallTempAllocator final : public et::MemoryAllocator {
@@ -246,10 +264,17 @@ etb_status etb_call(etb_kernel_fn fn, const char* op_name, etb_value* values, in
     }
   }
 
+  ensure_pal();
+  CallState& call = t_call;
+  call.current_op = op_name;  // also while building the stack, for the abort notice
+  call.log_len = 0;
+  call.log[0] = '\0';
+
   Slots<TensorImpl, 8> impls(n_tensors);
   Slots<EValue, 16> evalues(static_cast<size_t>(nvalues));
   Slots<EValue, 16> items(n_list_items);  // list elements, boxed
-  std::vector<EValue*> item_ptrs(n_list_items);
+  // ExecuTorch's list constructors refuse null pointers, even for empty lists.
+  std::vector<EValue*> item_ptrs(n_list_items > 0 ? n_list_items : 1);
   // Backing storage for ArrayRefs and BoxedEvalueLists the slots point to.
   Slots<eta::ArrayRef<char>, 4> strings(n_arrays);
   Slots<eta::ArrayRef<double>, 4> doubles(n_arrays);
@@ -348,12 +373,14 @@ etb_status etb_call(etb_kernel_fn fn, const char* op_name, etb_value* values, in
       }
       case ETB_ALIAS:
         if (v.u.i < 0 || v.u.i >= i) {
+          call.current_op = nullptr;
           etb_status bad = {static_cast<int32_t>(et::Error::InvalidArgument), "InvalidArgument"};
           return bad;
         }
         ev = stack[v.u.i];
         break;
       default: {
+        call.current_op = nullptr;
         etb_status bad = {static_cast<int32_t>(et::Error::InvalidType), "InvalidType"};
         return bad;
       }
@@ -363,10 +390,6 @@ etb_status etb_call(etb_kernel_fn fn, const char* op_name, etb_value* values, in
 
   CallTempAllocator temp;
   et::KernelRuntimeContext ctx(nullptr, &temp);
-  CallState& call = t_call;
-  call.current_op = op_name;
-  call.log_len = 0;
-  call.log[0] = '\0';
   call.in_call = true;
   reinterpret_cast<et::OpFunction>(fn)(ctx, et::Span<EValue*>(stack, static_cast<size_t>(nvalues)));
   call.in_call = false;
@@ -402,11 +425,8 @@ const char* etb_last_call_log(void) { return t_call.log; }
 
 int etb_install_pal(etb_log_sink sink) {
   g_sink = sink;
-  et::PalImpl impl{};
-  impl.emit_log_message = emit_log;
-  impl.abort = abort_with_context;
-  impl.source_filename = __FILE__;
-  return et::register_pal(impl) ? 1 : 0;
+  claim_pal();
+  return 1;
 }
 
 }  // extern "C"

@@ -254,8 +254,10 @@ static int as_scalar(KernelObject* k, const ArgSpec* a, PyObject* o, etb_value* 
  * repeats N times. Returns NULL with an exception on failure. */
 static PyObject* as_sequence(KernelObject* k, CallScratch* cs, const ArgSpec* a, PyObject* o,
                              const char* expected) {
-  if (PyUnicode_Check(o) || PyBytes_Check(o) || PyDict_Check(o)) {
-    type_error(k, a, expected, o);
+  if (PyUnicode_Check(o) || PyBytes_Check(o) || PyDict_Check(o) ||
+      (k->st->torch_tensor_type != NULL && PyObject_TypeCheck(o, (PyTypeObject*)k->st->torch_tensor_type)) ||
+      PyObject_HasAttr(o, k->st->str_dlpack)) {
+    type_error(k, a, expected, o); /* a tensor iterates, but is not a list */
     return NULL;
   }
   PyObject* seq;
@@ -405,8 +407,15 @@ static int convert_arg(KernelObject* k, CallScratch* cs, int i, PyObject* o, etb
         if (PyErr_Occurred()) {
           PyErr_Clear();
         }
+        /* The right kind of object with a value ExecuTorch lacks is a ValueError;
+           another kind of object a TypeError. */
+        PyObject *key, *value;
+        Py_ssize_t pos = 0;
+        int same_type = 0;
+        while (PyDict_Next(a->extra, &pos, &key, &value)) same_type |= Py_TYPE(key) == Py_TYPE(o);
         PyObject* accepted = PyDict_Keys(a->extra);
-        PyErr_Format(PyExc_ValueError, "%s: argument '%s' got %R; ExecuTorch accepts one of %R", k->op_name,
+        PyErr_Format(same_type ? PyExc_ValueError : PyExc_TypeError,
+                     "%s: argument '%s' got %R; ExecuTorch accepts one of %R", k->op_name,
                      a->cname, o, accepted ? accepted : Py_None);
         Py_XDECREF(accepted);
         return -1;
@@ -561,8 +570,14 @@ static PyObject* build_result(KernelObject* k, PyObject** bound, const etb_value
 static int bind_arguments(KernelObject* k, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames,
                           PyObject** bound, int* missing_out) {
   if (nargs > k->npositional) {
-    PyErr_Format(PyExc_TypeError, "%s takes at most %d positional arguments but %zd were given", k->op_name,
-                 k->npositional, nargs);
+    if (k->npositional < k->nargs) {
+      PyErr_Format(PyExc_TypeError,
+                   "%s takes at most %d positional arguments but %zd were given (argument '%s' is keyword-only)",
+                   k->op_name, k->npositional, nargs, k->args[k->npositional].cname);
+    } else {
+      PyErr_Format(PyExc_TypeError, "%s takes at most %d positional arguments but %zd were given", k->op_name,
+                   k->npositional, nargs);
+    }
     return -1;
   }
   for (int i = 0; i < k->nargs; i++) bound[i] = NULL;
@@ -628,8 +643,6 @@ static PyObject* kernel_vectorcall(PyObject* self, PyObject* const* args, size_t
     if (ok == NULL) return NULL;
     Py_DECREF(ok);
   }
-  if (missing_out) return slow_path(k, "allocate_and_call", args, nargs, kwnames, NULL);
-
   CallScratch cs;
   cs.arena.used = 0;
   cs.arena.blocks = NULL;
@@ -644,6 +657,10 @@ static PyObject* kernel_vectorcall(PyObject* self, PyObject* const* args, size_t
 
   for (int i = 0; i < k->nargs; i++) {
     const ArgSpec* a = &k->args[i];
+    if (missing_out && (a->flags & F_OUT)) {
+      vals[i].tag = ETB_NONE;
+      continue;
+    }
     if (a->has_default_value && bound[i] == a->default_value) {
       vals[i] = a->default_converted; /* scalar defaults are converted once, at plan time */
     } else if (convert_arg(k, &cs, i, bound[i], &vals[i]) < 0) {
@@ -658,6 +675,13 @@ static PyObject* kernel_vectorcall(PyObject* self, PyObject* const* args, size_t
     } else {
       vals[i].tag = ETB_NONE;
     }
+  }
+
+  if (missing_out) {
+    /* Every given argument is valid: let Python size and allocate the outs. */
+    etops_keep_release(&cs.keep);
+    result = slow_path(k, "allocate_and_call", args, nargs, kwnames, NULL);
+    goto done;
   }
 
   etb_kernel_fn fn = select_kernel(k, vals);

@@ -199,12 +199,16 @@ static PyObject* make_key(PyObject* module, PyObject* metas) {
   return PyUnicode_FromString(buf);
 }
 
-/* tensor_meta(obj) -> (et_dtype, dim_order, dense): how a call would see `obj`. */
-static PyObject* tensor_meta(PyObject* module, PyObject* obj) {
+/* tensor_meta(obj, op, argument) -> (et_dtype, dim_order, dense): how a call would see `obj`. */
+static PyObject* tensor_meta(PyObject* module, PyObject* args) {
+  PyObject* obj;
+  const char* op = "tensor_meta";
+  const char* what = "tensor";
+  if (!PyArg_ParseTuple(args, "O|ss", &obj, &op, &what)) return NULL;
   etops_state* st = state_of(module);
   etb_tensor t;
   etops_keep keep = {.n = 0, .overflow = NULL};
-  int rc = etops_borrow_tensor(st, obj, &t, &keep, "tensor_meta", "tensor", 0);
+  int rc = etops_borrow_tensor(st, obj, &t, &keep, op, what, 0);
   etops_keep_release(&keep);
   if (rc < 0) return NULL;
   PyObject* order = PyTuple_New(t.ndim);
@@ -237,8 +241,9 @@ static PyMethodDef module_methods[] = {
      "lookup(name, [(et_dtype, dim_order), ...]) -> (error code, function address): ExecuTorch's own "
      "kernel selection (exact key, then fallback)."},
     {"make_key", make_key, METH_O, "make_key([(et_dtype, dim_order), ...]) -> ExecuTorch's kernel key string."},
-    {"tensor_meta", tensor_meta, METH_O,
-     "tensor_meta(obj) -> (et_dtype, dim_order, dense) as a kernel call would see obj."},
+    {"tensor_meta", tensor_meta, METH_VARARGS,
+     "tensor_meta(obj, op='tensor_meta', argument='tensor') -> (et_dtype, dim_order, dense) as a kernel call "
+     "would see obj; errors name op and argument."},
     {"registry_generation", registry_generation, METH_NOARGS, "Counter bumped on every etops registry change."},
     {"error_name", error_name, METH_O, "Name of an ExecuTorch Error code."},
     {"install_pal", install_pal, METH_NOARGS,
