@@ -273,8 +273,15 @@ etb_status etb_call(etb_kernel_fn fn, const char* op_name, etb_value* values, in
   Slots<TensorImpl, 8> impls(n_tensors);
   Slots<EValue, 16> evalues(static_cast<size_t>(nvalues));
   Slots<EValue, 16> items(n_list_items);  // list elements, boxed
-  // ExecuTorch's list constructors refuse null pointers, even for empty lists.
-  std::vector<EValue*> item_ptrs(n_list_items > 0 ? n_list_items : 1);
+  // Pointers to the boxed list items; never null (ExecuTorch's list constructors
+  // refuse null, even for empty lists) and on the stack for short lists.
+  EValue* item_ptrs_inline[16];
+  std::vector<EValue*> item_ptrs_heap;
+  EValue** item_ptrs = item_ptrs_inline;
+  if (n_list_items > 16) {
+    item_ptrs_heap.resize(n_list_items);
+    item_ptrs = item_ptrs_heap.data();
+  }
   // Backing storage for ArrayRefs and BoxedEvalueLists the slots point to.
   Slots<eta::ArrayRef<char>, 4> strings(n_arrays);
   Slots<eta::ArrayRef<double>, 4> doubles(n_arrays);
@@ -339,7 +346,7 @@ etb_status etb_call(etb_kernel_fn fn, const char* op_name, etb_value* values, in
           int_unwrapped.emplace(v.u.ints[j]);
           item_ptrs[item + j] = items.emplace(static_cast<int64_t>(v.u.ints[j]));
         }
-        ev = evalues.emplace(int_lists.emplace(item_ptrs.data() + item, unwrapped, v.len));
+        ev = evalues.emplace(int_lists.emplace(item_ptrs + item, unwrapped, v.len));
         item += v.len;
         int_off += v.len;
         break;
@@ -351,7 +358,7 @@ etb_status etb_call(etb_kernel_fn fn, const char* op_name, etb_value* values, in
           tensor_unwrapped.emplace(t);
           item_ptrs[item + j] = items.emplace(t);
         }
-        ev = evalues.emplace(tensor_lists.emplace(item_ptrs.data() + item, unwrapped, v.len));
+        ev = evalues.emplace(tensor_lists.emplace(item_ptrs + item, unwrapped, v.len));
         item += v.len;
         tensor_off += v.len;
         break;
@@ -366,7 +373,7 @@ etb_status etb_call(etb_kernel_fn fn, const char* op_name, etb_value* values, in
             item_ptrs[item + j] = items.emplace();
           }
         }
-        ev = evalues.emplace(opt_lists.emplace(item_ptrs.data() + item, unwrapped, v.len));
+        ev = evalues.emplace(opt_lists.emplace(item_ptrs + item, unwrapped, v.len));
         item += v.len;
         opt_off += v.len;
         break;
