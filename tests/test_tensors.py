@@ -1,0 +1,154 @@
+"""Tensors cross through DLPack: torch tensors and other producers (numpy), CPU
+only; whatever ExecuTorch cannot hold is refused with the argument named."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch.testing import assert_close
+
+np = pytest.importorskip("numpy")
+
+
+def test_numpy_inputs(reg):
+    a = np.arange(6, dtype=np.float32).reshape(2, 3)
+    b = np.full((2, 3), 0.5, dtype=np.float32)
+    got = reg.aten.add.out(a, b)
+    assert isinstance(got, torch.Tensor)
+    assert_close(got, torch.from_numpy(a) + torch.from_numpy(b))
+
+
+def test_numpy_mixed_with_torch(reg):
+    a = np.arange(6, dtype=np.float32).reshape(2, 3)
+    t = torch.ones(2, 3)
+    assert_close(reg.aten.mul.out(a, t, out=torch.empty(2, 3)), torch.from_numpy(a) * t)
+    assert_close(reg.aten.cat.out([a, t], 0), torch.cat([torch.from_numpy(a), t], 0))
+
+
+def test_numpy_out_written_in_place(reg):
+    a = np.arange(6, dtype=np.float32).reshape(2, 3)
+    out = np.empty((2, 3), dtype=np.float32)
+    got = reg.aten.add.out(a, a, out=out)
+    assert got is out
+    np.testing.assert_allclose(out, a + a)
+
+
+def test_numpy_dtypes(reg):
+    for dtype in (np.float64, np.int32, np.int64, np.int8, np.uint8, np.bool_):
+        a = np.ones((3,), dtype=dtype)
+        want = torch.from_numpy(a) + torch.from_numpy(a)
+        got = reg.aten.add.out(a, a)
+        assert got.dtype == want.dtype, dtype
+        assert torch.equal(got, want), dtype
+
+
+def test_numpy_non_dense_input(reg):
+    a = np.arange(12, dtype=np.float32).reshape(3, 4)[:, ::2]
+    assert_close(reg.aten.neg.out(a), -torch.from_numpy(np.ascontiguousarray(a)))
+
+
+def test_numpy_transposed_input_dim_order(reg):
+    a = np.arange(6, dtype=np.float32).reshape(2, 3).T
+    assert "dim order [1, 0]" in reg.aten.abs.out.explain(a, out=torch.empty(3, 2))
+
+
+def test_numpy_data_dependent(reg):
+    a = np.array([[1, 0], [0, 3]], dtype=np.int64)
+    assert torch.equal(reg.aten.nonzero.out(a), torch.nonzero(torch.from_numpy(a)))
+
+
+def test_read_only_numpy_out_refused(reg):
+    out = np.empty((2, 3), dtype=np.float32)
+    out.flags.writeable = False
+    with pytest.raises(ValueError, match="'out'.*read-only"):
+        reg.aten.add.out(torch.ones(2, 3), torch.ones(2, 3), out=out)
+
+
+def test_read_only_numpy_input_accepted(reg):
+    a = np.ones((2, 3), dtype=np.float32)
+    a.flags.writeable = False
+    assert_close(reg.aten.add.out(a, a), torch.full((2, 3), 2.0))
+
+
+@pytest.mark.parametrize("where", ["self", "other", "out"])
+def test_meta_tensor_refused(reg, where):
+    args = {"self": torch.ones(2, 3), "other": torch.ones(2, 3), "out": torch.empty(2, 3)}
+    args[where] = torch.empty(2, 3, device="meta")
+    with pytest.raises(ValueError, match=f"'{where}'"):
+        reg.aten.add.out(args["self"], args["other"], out=args["out"])
+
+
+def test_meta_tensor_refused_without_out(reg):
+    with pytest.raises(ValueError, match="'self'"):
+        reg.aten.add.out(torch.empty(2, 3, device="meta"), torch.ones(2, 3))
+
+
+def test_meta_tensor_in_list_refused(reg):
+    with pytest.raises(ValueError, match=r"tensors\[1\]"):
+        reg.aten.cat.out([torch.ones(2), torch.ones(2, device="meta")], out=torch.empty(4))
+
+
+def test_rank_17_refused(reg):
+    big = torch.zeros([1] * 17)
+    with pytest.raises(ValueError, match="'self'.*17"):
+        reg.aten.add.out(big, big, out=torch.zeros([1] * 17))
+    with pytest.raises(ValueError, match="'self'.*17"):
+        reg.aten.add.out(big, big)
+    with pytest.raises(ValueError, match="'out'.*17"):
+        reg.aten.add.out(torch.zeros(1), torch.zeros(1), out=torch.zeros([1] * 17))
+
+
+def test_rank_16_accepted(reg):
+    x = torch.randn([1] * 15 + [3])
+    assert_close(reg.aten.add.out(x, x), x + x)
+
+
+def test_size_beyond_int32_refused(reg):
+    """Checked before any copy: an expanded tensor with 2**31 elements never densifies."""
+    huge = torch.zeros(1).expand(2**31)
+    with pytest.raises(ValueError, match="'self'.*int32"):
+        reg.aten.add.out(huge, huge, out=torch.empty(1))
+
+
+@pytest.mark.parametrize("dtype", [torch.complex32])
+def test_dtype_executorch_cannot_represent(reg, dtype):
+    x = torch.zeros(2, dtype=dtype)
+    with pytest.raises((TypeError, ValueError), match="'self'.*dtype"):
+        reg.aten.add.out(x, x, out=torch.zeros(2, dtype=dtype))
+
+
+def test_dtype_representable_but_unhandled_by_kernel(reg):
+    """uint16 exists in ExecuTorch; add.out does not handle it: a KernelError, not a crash."""
+    import etops
+
+    x = torch.zeros(2, dtype=torch.uint16)
+    with pytest.raises(etops.KernelError, match="add.out"):
+        reg.aten.add.out(x, x, out=torch.zeros(2, dtype=torch.uint16))
+
+
+def test_not_a_tensor(reg):
+    with pytest.raises(TypeError, match="'self'"):
+        reg.aten.add.out([1.0, 2.0], torch.ones(2), out=torch.empty(2))
+    with pytest.raises(TypeError, match="'other'"):
+        reg.aten.add.out(torch.ones(2), object(), out=torch.empty(2))
+
+
+def test_dlpack_producer_that_fails(reg):
+    class Broken:
+        def __dlpack__(self, **kwargs):
+            raise RuntimeError("no export today")
+
+        def __dlpack_device__(self):
+            return (1, 0)
+
+    with pytest.raises(ValueError, match="'other'.*no export today"):
+        reg.aten.add.out(torch.ones(2), Broken(), out=torch.empty(2))
+
+
+def test_zero_copy_input(reg):
+    """An input crosses without a copy: an in-place kernel writes torch's memory."""
+    x = torch.zeros(4)
+    ptr = x.data_ptr()
+    reg.aten.index_put_(x, [torch.tensor([1, 3])], torch.tensor([5.0, 7.0]))
+    assert x.data_ptr() == ptr
+    assert torch.equal(x, torch.tensor([0.0, 5.0, 0.0, 7.0]))
