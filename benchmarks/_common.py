@@ -68,3 +68,23 @@ def machine() -> dict:
         "executorch": et_version,
         "torch_threads": torch.get_num_threads(),
     }
+
+
+def standalone_main(doc: str, options: dict, run, report) -> None:
+    """The command line of one benchmark script: `options` maps each option name to
+    its default (an int), `run(**options)` measures, `report(results)` renders; the
+    figures also go to --json PATH when given."""
+    import argparse
+    import json
+
+    p = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    for name, default in options.items():
+        p.add_argument(f"--{name}", type=int, default=default)
+    p.add_argument("--json", help="write the results here")
+    args = p.parse_args()
+    res = run(**{name: getattr(args, name) for name in options})
+    res["machine"] = machine()
+    print(report(res))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(res, f, indent=2)

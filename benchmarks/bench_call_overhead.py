@@ -16,8 +16,6 @@ figures include the loop's own cost (reported as `empty loop`), the same for all
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import sys
 import tempfile
@@ -182,17 +180,7 @@ def report(res: dict) -> str:
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--calls", type=int, default=20000)
-    p.add_argument("--repeats", type=int, default=15)
-    p.add_argument("--json", help="write the results here")
-    args = p.parse_args()
-    res = run(args.calls, args.repeats)
-    res["machine"] = _common.machine()
-    print(report(res))
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(res, f, indent=2)
+    _common.standalone_main(__doc__, {"calls": 20000, "repeats": 15}, run, report)
 
 
 if __name__ == "__main__":

@@ -10,7 +10,6 @@ leaves executorch.exir (and executorch.runtime) unimported.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import statistics
@@ -102,16 +101,7 @@ def report(res: dict) -> str:
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--repeats", type=int, default=11)
-    p.add_argument("--json")
-    args = p.parse_args()
-    res = run(args.repeats)
-    res["machine"] = _common.machine()
-    print(report(res))
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(res, f, indent=2)
+    _common.standalone_main(__doc__, {"repeats": 11}, run, report)
 
 
 if __name__ == "__main__":

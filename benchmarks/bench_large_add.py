@@ -11,8 +11,6 @@ with zero-copy borrowing it stays near zero.
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import resource
 import statistics
@@ -118,18 +116,7 @@ def report(res: dict) -> str:
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--numel", type=int, default=1 << 24)
-    p.add_argument("--calls", type=int, default=20)
-    p.add_argument("--repeats", type=int, default=15)
-    p.add_argument("--json")
-    args = p.parse_args()
-    res = run(args.numel, args.calls, args.repeats)
-    res["machine"] = _common.machine()
-    print(report(res))
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(res, f, indent=2)
+    _common.standalone_main(__doc__, {"numel": 1 << 24, "calls": 20, "repeats": 15}, run, report)
 
 
 if __name__ == "__main__":

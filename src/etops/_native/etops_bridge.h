@@ -128,6 +128,40 @@ int etb_install_pal(etb_log_sink sink);
  * valid until the next call on this thread. */
 const char* etb_last_call_log(void);
 
+
+/* ==== registry edits: custom kernels (registry_edit.cpp) =========================
+ * The only functions that change ExecuTorch's registry. None aborts: each checks
+ * what would make ExecuTorch abort (duplicate name + key, a full registry) first and
+ * returns one of the ETB_REG_* codes instead. Invariants: see registry_edit.cpp. */
+
+#define ETB_REG_CAPACITY 2000               /* ExecuTorch's kMaxRegisteredKernels */
+#define ETB_REG_FREE_NAME "etops::<free>"   /* name of a deregistered (reusable) entry */
+
+enum {
+  ETB_REG_OK = 0,
+  ETB_REG_DUPLICATE = 1, /* a live entry has this name + key */
+  ETB_REG_FULL = 2,      /* no free slot and the registry is at capacity */
+  ETB_REG_BAD_KEY = 3,   /* key longer than ExecuTorch's key buffer */
+  ETB_REG_NOT_FOUND = 4, /* no live entry at that index */
+  ETB_REG_BAD_NAME = 5,  /* NULL name or function, or the free-slot name */
+  ETB_REG_STALE = 6,     /* the entry's function is not the one expected */
+};
+
+/* Index of the live entry with this name and key (NULL key: the fallback), or -1. */
+long etb_reg_find(const char* name, const char* key);
+/* Registers fn under name + key (both copied), reusing a free slot if there is one. */
+int etb_reg_add(const char* name, const char* key, etb_kernel_fn fn, size_t* index);
+/* Replaces the function of entry `index` if it currently is `expected`. */
+int etb_reg_swap(size_t index, etb_kernel_fn expected, etb_kernel_fn fn);
+/* Makes entry `index` a free slot (if its function is `expected`, unless NULL). */
+int etb_reg_free(size_t index, etb_kernel_fn expected);
+/* Number of free slots. */
+size_t etb_reg_free_count(void);
+/* The function a free slot holds (fails with OperatorMissing). */
+etb_kernel_fn etb_reg_missing_fn(void);
+/* Probe processes only: turns every entry into a free slot. Returns how many. */
+int etb_reg_hide_all(void);
+
 #ifdef __cplusplus
 }
 #endif

@@ -132,9 +132,17 @@ static PyObject* registered_kernels(PyObject* module, PyObject* noargs) {
   return out;
 }
 
-/* Parses [(et_dtype, (dim order...)), ...] into the arrays etb_lookup takes. */
-static int parse_metas(PyObject* metas, int* n, int8_t* dtypes, uint8_t* ndims, uint8_t orders[][ETB_MAX_DIM],
-                       const uint8_t** order_ptrs) {
+/* Tensor metas as etb_lookup / etb_make_key take them. */
+typedef struct {
+  int n;
+  int8_t dtypes[ETOPS_MAX_TENSORS];
+  uint8_t ndims[ETOPS_MAX_TENSORS];
+  uint8_t orders[ETOPS_MAX_TENSORS][ETB_MAX_DIM];
+  const uint8_t* order_ptrs[ETOPS_MAX_TENSORS];
+} Metas;
+
+/* Parses [(et_dtype, (dim order...)), ...]. */
+static int parse_metas(PyObject* metas, Metas* m) {
   PyObject* seq = PySequence_Fast(metas, "metas must be a sequence of (dtype, dim_order)");
   if (seq == NULL) return -1;
   Py_ssize_t len = PySequence_Fast_GET_SIZE(seq);
@@ -157,41 +165,32 @@ static int parse_metas(PyObject* metas, int* n, int8_t* dtypes, uint8_t* ndims, 
       if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "dim order longer than 16");
       return -1;
     }
-    dtypes[i] = (int8_t)dtype;
-    ndims[i] = (uint8_t)PySequence_Fast_GET_SIZE(oseq);
-    for (int j = 0; j < ndims[i]; j++) orders[i][j] = (uint8_t)PyLong_AsLong(PySequence_Fast_GET_ITEM(oseq, j));
-    order_ptrs[i] = orders[i];
+    m->dtypes[i] = (int8_t)dtype;
+    m->ndims[i] = (uint8_t)PySequence_Fast_GET_SIZE(oseq);
+    for (int j = 0; j < m->ndims[i]; j++) m->orders[i][j] = (uint8_t)PyLong_AsLong(PySequence_Fast_GET_ITEM(oseq, j));
+    m->order_ptrs[i] = m->orders[i];
     Py_DECREF(oseq);
   }
   Py_DECREF(seq);
-  *n = (int)len;
+  m->n = (int)len;
   return PyErr_Occurred() ? -1 : 0;
 }
 
 static PyObject* lookup(PyObject* module, PyObject* args) {
   const char* name;
   PyObject* metas;
-  if (!PyArg_ParseTuple(args, "sO", &name, &metas)) return NULL;
-  int n;
-  int8_t dtypes[ETOPS_MAX_TENSORS];
-  uint8_t ndims[ETOPS_MAX_TENSORS];
-  uint8_t orders[ETOPS_MAX_TENSORS][ETB_MAX_DIM];
-  const uint8_t* order_ptrs[ETOPS_MAX_TENSORS];
-  if (parse_metas(metas, &n, dtypes, ndims, orders, order_ptrs) < 0) return NULL;
+  Metas m;
+  if (!PyArg_ParseTuple(args, "sO", &name, &metas) || parse_metas(metas, &m) < 0) return NULL;
   etb_kernel_fn fn = NULL;
-  int err = etb_lookup(name, n, dtypes, ndims, order_ptrs, &fn);
+  int err = etb_lookup(name, m.n, m.dtypes, m.ndims, m.order_ptrs, &fn);
   return Py_BuildValue("(iK)", err, (unsigned long long)(uintptr_t)fn);
 }
 
 static PyObject* make_key(PyObject* module, PyObject* metas) {
-  int n;
-  int8_t dtypes[ETOPS_MAX_TENSORS];
-  uint8_t ndims[ETOPS_MAX_TENSORS];
-  uint8_t orders[ETOPS_MAX_TENSORS][ETB_MAX_DIM];
-  const uint8_t* order_ptrs[ETOPS_MAX_TENSORS];
-  if (parse_metas(metas, &n, dtypes, ndims, orders, order_ptrs) < 0) return NULL;
+  Metas m;
+  if (parse_metas(metas, &m) < 0) return NULL;
   char buf[1024];
-  int err = etb_make_key(n, dtypes, ndims, order_ptrs, buf, sizeof buf);
+  int err = etb_make_key(m.n, m.dtypes, m.ndims, m.order_ptrs, buf, sizeof buf);
   if (err != 0) {
     return PyErr_Format(PyExc_ValueError, "ExecuTorch cannot build a kernel key for these tensors (%s)",
                         etb_error_name(err));
@@ -253,8 +252,12 @@ static PyMethodDef module_methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
+extern PyMethodDef etops_custom_methods[]; /* custom.c */
+int etops_custom_add_constants(PyObject* module);
+
 static int module_exec(PyObject* module) {
   etops_state* st = state_of(module);
+  if (PyModule_AddFunctions(module, etops_custom_methods) < 0 || etops_custom_add_constants(module) < 0) return -1;
   memset(st, 0, sizeof(*st));
   st->str_dlpack = PyUnicode_InternFromString("__dlpack__");
   st->str_dlpack_device = PyUnicode_InternFromString("__dlpack_device__");

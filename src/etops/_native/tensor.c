@@ -127,6 +127,19 @@ static const DLPackExchangeAPI* exchange_api_of(etops_state* st, PyObject* obj) 
   return api;
 }
 
+/* Replaces the pending exception by a ValueError naming the operator and argument,
+ * keeping the producer's message. Returns -1. */
+static int rewrap_error(const char* op, const char* what, const char* failed_to) {
+  PyObject *type, *value, *tb;
+  PyErr_Fetch(&type, &value, &tb);
+  PyErr_Format(PyExc_ValueError, "%s: argument '%s' could not be %s through DLPack: %S", op, what, failed_to,
+               value ? value : Py_None);
+  Py_XDECREF(type);
+  Py_XDECREF(value);
+  Py_XDECREF(tb);
+  return -1;
+}
+
 /* Borrows through __dlpack__; the capsule goes into `keep`. */
 static int borrow_via_dlpack_protocol(etops_state* st, PyObject* obj, DLTensor* dl,
                                       int* read_only, etops_keep* keep, const char* op,
@@ -148,16 +161,7 @@ static int borrow_via_dlpack_protocol(etops_state* st, PyObject* obj, DLTensor* 
     cap = PyObject_CallNoArgs(meth);
   }
   Py_DECREF(meth);
-  if (cap == NULL) {
-    PyObject *type, *value, *tb;
-    PyErr_Fetch(&type, &value, &tb);
-    PyErr_Format(PyExc_ValueError, "%s: argument '%s' could not be exported through DLPack: %S",
-                 op, what, value ? value : Py_None);
-    Py_XDECREF(type);
-    Py_XDECREF(value);
-    Py_XDECREF(tb);
-    return -1;
-  }
+  if (cap == NULL) return rewrap_error(op, what, "exported");
   if (etops_keep_add(keep, cap) < 0) return -1;
   if (PyCapsule_IsValid(cap, "dltensor_versioned")) {
     DLManagedTensorVersioned* m = (DLManagedTensorVersioned*)PyCapsule_GetPointer(cap, "dltensor_versioned");
@@ -181,16 +185,7 @@ int etops_borrow_tensor(etops_state* st, PyObject* obj, etb_tensor* out, etops_k
   int read_only = 0;
   const DLPackExchangeAPI* api = exchange_api_of(st, obj);
   if (api != NULL) {
-    if (api->dltensor_from_py_object_no_sync(obj, &dl) != 0) {
-      PyObject *type, *value, *tb;
-      PyErr_Fetch(&type, &value, &tb);
-      PyErr_Format(PyExc_ValueError, "%s: argument '%s' could not be borrowed through DLPack: %S",
-                   op, what, value ? value : Py_None);
-      Py_XDECREF(type);
-      Py_XDECREF(value);
-      Py_XDECREF(tb);
-      return -1;
-    }
+    if (api->dltensor_from_py_object_no_sync(obj, &dl) != 0) return rewrap_error(op, what, "borrowed");
   } else if (borrow_via_dlpack_protocol(st, obj, &dl, &read_only, keep, op, what) < 0) {
     return -1;
   }
