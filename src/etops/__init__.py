@@ -59,3 +59,12 @@ __all__ = [
     "registry",
     "set_schema",
 ]
+
+
+def __getattr__(name):
+    # etops.edge imports executorch.exir (seconds): loaded on first use only.
+    if name == "edge":
+        import importlib
+
+        return importlib.import_module(".edge", __name__)
+    raise AttributeError(f"module 'etops' has no attribute {name!r}")
