@@ -42,7 +42,39 @@ _native.configure(tensor_type=torch.Tensor, densify=_densify, flush_logs=_logs.f
 _native.install_pal()
 _runtime_patch.install()
 
+# Custom kernels at run time (etops.custom): compile, register, override, deregister.
+from .custom import (  # noqa: E402
+    BuildError,
+    CustomOp,
+    DuplicateKernelError,
+    KernelHandle,
+    Override,
+    RegistrationError,
+    RegistryFullError,
+    custom_op,
+    deregister,
+    kernel_key,
+    load_library,
+    override,
+    register_kernel,
+    register_python_kernel,
+)
+
 __all__ = [
+    "BuildError",
+    "CustomOp",
+    "DuplicateKernelError",
+    "KernelHandle",
+    "Override",
+    "RegistrationError",
+    "RegistryFullError",
+    "custom_op",
+    "deregister",
+    "kernel_key",
+    "load_library",
+    "override",
+    "register_kernel",
+    "register_python_kernel",
     "EtopsError",
     "Kernel",
     "KernelError",

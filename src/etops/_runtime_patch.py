@@ -38,8 +38,16 @@ def _extend(module) -> None:
     def __dir__(self):
         return sorted(set(object.__dir__(self)) | set(dir(registry())))
 
+    def register_kernel(self, name, impl=None, kernel_key=None, **options):
+        """``etops.register_kernel(name, source | function pointer | library symbol,
+        kernel_key)``: registers an ExecuTorch kernel, returns its handle."""
+        from .custom import register_kernel as register
+
+        return register(name, impl, kernel_key, **options)
+
     cls.__getattr__ = __getattr__
     cls.get_kernel = get_kernel
+    cls.register_kernel = register_kernel
     cls.__dir__ = __dir__
     cls._etops_extended = True
 

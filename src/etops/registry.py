@@ -39,22 +39,26 @@ class Registry:
 
     def _refresh(self) -> None:
         """Re-reads the operator names from ExecuTorch (after libraries registered more)."""
+        generation = _native.registry_generation()
         entries = _native.registered_kernels()
         with self._lock:
-            if len(entries) == self._count:
+            if len(entries) == self._count and generation == getattr(self, "_generation", None):
                 return
             names: dict[str, dict[str, dict[str, str]]] = {}
             for name, _key, _addr in entries:
+                if name == _native._core.REG_FREE_NAME:  # a deregistered entry (etops.custom)
+                    continue
                 namespace, op, overload = split_name(name)
                 names.setdefault(namespace, {}).setdefault(op, {})[overload] = name
             self._names = names
             self._count = len(entries)
+            self._generation = generation
 
     @property
     def operator_names(self) -> set[str]:
         """Every registered operator name, as ``executorch.runtime`` lists them."""
         self._refresh()
-        return {name for name, _key, _addr in _native.registered_kernels()}
+        return {name for name, _key, _addr in _native.registered_kernels() if name != _native._core.REG_FREE_NAME}
 
     @property
     def namespaces(self) -> list[str]:
@@ -127,6 +131,14 @@ class Registry:
                 kernel = make_kernel(registered, found, source)
                 self._kernels[registered] = kernel
         return kernel
+
+    def register_kernel(self, name: str, impl=None, kernel_key=None, **options):
+        """``etops.register_kernel``: registers a kernel (C++ source, function pointer,
+        library symbol or Python function) under `name` and `kernel_key` and returns
+        its handle, callable like the kernel object."""
+        from .custom import register_kernel
+
+        return register_kernel(name, impl, kernel_key, **options)
 
     def __getattr__(self, namespace: str) -> "Namespace":
         if namespace.startswith("__"):

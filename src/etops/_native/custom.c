@@ -57,7 +57,14 @@ static PyObject* reg_hide_all(PyObject* module, PyObject* noargs) {
   return PyLong_FromLong(etb_reg_hide_all());
 }
 
+static PyObject* reg_touch(PyObject* module, PyObject* noargs) {
+  etb_registry_touch();
+  Py_RETURN_NONE;
+}
+
 PyMethodDef etops_custom_methods[] = {
+    {"reg_touch", reg_touch, METH_NOARGS,
+     "Bumps the registry generation (after a library registered kernels behind etops)."},
     {"reg_find", reg_find, METH_VARARGS,
      "reg_find(name, key or None) -> index of the live registry entry, or -1."},
     {"reg_add", reg_add, METH_VARARGS,

@@ -1,0 +1,565 @@
+"""Registering, overriding and deregistering ExecuTorch kernels at run time.
+
+ExecuTorch's registry only appends, aborts on a duplicate name + key and on
+exceeding 2000 kernels, and has no unregister. Everything here checks first and
+raises with the registry unchanged; the edits themselves are registry_edit.cpp's
+(in place, see the invariants there):
+
+- ``register_kernel`` appends an entry, or reuses a deregistered one;
+- ``override`` swaps an entry's function in place and remembers the one it
+  replaced; ``restore`` (or leaving ``with``) puts exactly that back, also when
+  overrides are restored out of order;
+- ``KernelHandle.deregister`` turns the entry into a free slot that the next
+  registration reuses, so register/deregister cycles never fill the registry.
+
+Each change is seen at once by etops calls and by every ``.pte`` Method loaded
+afterwards through executorch.runtime (they look kernels up when they load); a
+Method loaded before keeps the function it resolved then.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import itertools
+import os
+import re
+import threading
+from dataclasses import dataclass
+
+import torch
+
+from .. import _native, dtypes
+from ..errors import EtopsError, KernelNotFoundError
+from ..schemas import find_schema, set_schema, split_name
+
+_core = _native._core
+
+REG_OK, REG_DUPLICATE, REG_FULL, REG_BAD_KEY, REG_NOT_FOUND, REG_BAD_NAME, REG_STALE = range(7)
+
+
+class RegistrationError(EtopsError, ValueError):
+    """A registration, override or deregistration was refused; the registry is unchanged."""
+
+
+class DuplicateKernelError(RegistrationError):
+    """A kernel with this name and kernel key is already registered (ExecuTorch
+    would abort the process); use etops.override to replace it."""
+
+
+class RegistryFullError(RegistrationError):
+    """ExecuTorch's registry holds 2000 kernels and none is free."""
+
+
+_lock = threading.RLock()
+
+#: registry index -> origin of the kernel etops registered there (custom, python, ...)
+_registered: dict[int, dict] = {}
+#: registry index -> [[token, function, origin], ...]: the entry's original function
+#: first, then each override in the order applied; the last one is installed.
+_stacks: dict[int, list] = {}
+_tokens = itertools.count(1)
+#: shared libraries loaded by load_library (path -> names registered)
+_libraries: dict[str, list] = {}
+
+
+# ---- kernel keys ---------------------------------------------------------------------
+
+_KEY = re.compile(r"^v1/\d+;(\d+(,\d+)*)?(\|\d+;(\d+(,\d+)*)?)*$")
+
+
+def _tensor_slots(schema) -> tuple[int, int | None, bool]:
+    """(number of Tensor arguments, position among them of the out the return slot
+    repeats or None, whether that count is fixed: no optional tensors)."""
+    tensors = 0
+    first_out = None
+    fixed = True
+    for a in schema.arguments:
+        t = str(a.real_type)
+        if t in ("Tensor", "Optional[Tensor]"):
+            if t != "Tensor":
+                fixed = False
+            if a.is_out and first_out is None:
+                first_out = tensors
+            tensors += 1
+    returns_out = any(r.alias_info is not None and r.alias_info.is_write for r in schema.returns)
+    return tensors, first_out if returns_out else None, fixed
+
+
+def kernel_key(spec, schema=None) -> str | None:
+    """ExecuTorch's kernel key string from ``spec``: None (the fallback kernel), a key
+    string ('v1/6;0,1|...', checked), or one ``(dtype, dim order)`` per Tensor on the
+    kernel's stack, dim order a tuple or an int (the rank, contiguous). Given a schema,
+    a list with one entry per Tensor argument gets the repeated out (the return slot
+    of an out variant) appended, as ExecuTorch's key has it."""
+    if spec is None:
+        return None
+    if isinstance(spec, str):
+        if not _KEY.match(spec):
+            raise RegistrationError(f"kernel key {spec!r} is not ExecuTorch's format 'v1/<dtype>;<dim order>|...'")
+        for part in spec[3:].split("|"):
+            dt, _, order = part.partition(";")
+            if int(dt) not in dtypes.ET_SCALAR_TYPE.values():
+                raise RegistrationError(f"kernel key {spec!r}: {dt} is not an ExecuTorch dtype")
+            dims = [int(d) for d in order.split(",") if d]
+            if sorted(dims) != list(range(len(dims))):
+                raise RegistrationError(f"kernel key {spec!r}: {order!r} is not a dim order")
+        return spec
+    pairs = []
+    for entry in spec:
+        try:
+            dtype, order = entry
+        except (TypeError, ValueError):
+            raise RegistrationError(f"kernel key entry {entry!r} must be (dtype, dim order or rank)") from None
+        if dtype not in dtypes.ET_SCALAR_TYPE:
+            raise RegistrationError(f"kernel key entry {entry!r}: {dtype} is not a dtype ExecuTorch has")
+        if isinstance(order, int):
+            order = tuple(range(order))
+        order = tuple(int(d) for d in order)
+        if sorted(order) != list(range(len(order))) or len(order) > _native.MAX_DIM:
+            raise RegistrationError(f"kernel key entry {entry!r}: {order} is not a dim order")
+        pairs.append((dtypes.ET_SCALAR_TYPE[dtype], order))
+    if not pairs:
+        raise RegistrationError("an empty kernel key; give None for the fallback kernel")
+    if schema is not None:
+        n, first_out, fixed = _tensor_slots(schema)
+        total = n + (first_out is not None)
+        if len(pairs) == 1 and total > 1:
+            pairs = pairs * total  # one (dtype, dim order) for every tensor
+        elif first_out is not None and len(pairs) == n:
+            pairs.append(pairs[first_out])
+        if fixed and len(pairs) != total:
+            raise RegistrationError(
+                f"kernel key gives {len(pairs)} tensors; {schema.name} has {n} Tensor arguments"
+                + (" (plus its out again as the return)" if first_out is not None else "")
+                + f": give {n} or {total} (dtype, dim order) entries, or one for all"
+            )
+    if len(pairs) > 16:
+        raise RegistrationError("ExecuTorch keys at most 16 tensors")
+    return _native.make_key(pairs)
+
+
+# ---- implementations -----------------------------------------------------------------
+
+
+def _schema_for(name: str, schema):
+    if schema is not None:
+        if isinstance(schema, str):
+            text = schema if "::" in schema.split("(")[0] else f"{split_name(name)[0]}::{schema}"
+            return set_schema(name, text)
+        return schema
+    found, why = find_schema(name)
+    if found is None:
+        raise RegistrationError(f"{name}: no schema known ({why}); pass schema='{name.split('::')[-1]}(...) -> ...'")
+    return found
+
+
+def _looks_like_source(text: str) -> bool:
+    return "\n" in text or "(" in text or "{" in text
+
+
+def _compile(name, schema, source, sources, function, cflags, ldflags):
+    from .build import KernelSpec, Source, build, find_functions
+
+    srcs = []
+    if source is not None:
+        srcs.append(Source("<source>", source))
+    for p in sources or ():
+        p = os.fspath(p)
+        if os.path.exists(p):
+            srcs.append(Source(os.path.abspath(p), None, os.path.abspath(p)))
+        else:
+            srcs.append(Source(f"<source {len(srcs)}>", p))
+    if len(srcs) > 1:
+        for i, s in enumerate(srcs):
+            if s.label == "<source>":
+                srcs[i] = Source("<source 0>", s.text)
+    boxed = False
+    if function is None:
+        found = []
+        for s in srcs:
+            found += find_functions(s.text if s.text is not None else open(s.path).read())
+        if len(found) != 1:
+            names = ", ".join(f for f, _ in found) or "none"
+            raise RegistrationError(
+                f"{name}: say which function implements the kernel (function='...'); the sources define {names}"
+            )
+        function, boxed = found[0]
+    else:
+        for s in srcs:
+            for f, b in find_functions(s.text if s.text is not None else open(s.path).read()):
+                if f == function:
+                    boxed = b
+    lib = build(srcs, [KernelSpec(name, schema, function, boxed)], cflags, ldflags)
+    fn = lib.function(0)
+    origin = {"kind": "custom", "source_hash": lib.source_hash, "build_dir": lib.build_dir, "library": lib.library_path, "function": function, "compiled": lib.compiled}
+    return fn, origin
+
+
+def _resolve(name, impl, schema, function=None, sources=None, cflags=(), ldflags=()):
+    """(function address, origin) for any form of kernel implementation."""
+    if isinstance(impl, KernelHandle):
+        return impl.address, dict(impl.origin)
+    if isinstance(impl, bool):
+        raise RegistrationError(f"{name}: {impl!r} is not a kernel implementation")
+    if isinstance(impl, int):
+        if impl == 0:
+            raise RegistrationError(f"{name}: null function pointer")
+        return impl, {"kind": "pointer"}
+    if isinstance(impl, ctypes._CFuncPtr):
+        return ctypes.cast(impl, ctypes.c_void_p).value, {"kind": "pointer"}
+    if isinstance(impl, tuple) and len(impl) == 2:
+        lib, symbol = impl
+        handle = ctypes.CDLL(os.fspath(lib)) if isinstance(lib, (str, os.PathLike)) else lib
+        try:
+            address = ctypes.cast(getattr(handle, symbol), ctypes.c_void_p).value
+        except AttributeError:
+            raise RegistrationError(f"{name}: {handle._name} has no symbol {symbol!r}") from None
+        return address, {"kind": "symbol", "library": handle._name, "function": symbol}
+    if isinstance(impl, str) or (impl is None and sources):
+        if isinstance(impl, str) and not _looks_like_source(impl) and ":" in impl:
+            path, _, symbol = impl.rpartition(":")
+            if os.path.exists(path):
+                return _resolve(name, (path, symbol), schema)
+        if schema is None:
+            raise RegistrationError(f"{name}: no schema known; pass schema=")
+        return _compile(name, schema, impl, sources, function, cflags, ldflags)
+    if callable(impl):
+        from .python_kernel import python_kernel_function
+
+        if schema is None:
+            raise RegistrationError(f"{name}: a Python kernel needs a schema")
+        return python_kernel_function(name, impl, schema)
+    raise RegistrationError(f"{name}: cannot register {type(impl).__name__} as a kernel (give C++ source, a function pointer, (library, symbol) or a Python function)")
+
+
+def _release(origin) -> None:
+    """Frees what an implementation held (a Python kernel's trampoline slot)."""
+    if origin and origin.get("kind") == "python" and "slot" in origin:
+        from .python_kernel import release_slot
+
+        release_slot(origin["slot"])
+
+
+# ---- registry edits ------------------------------------------------------------------
+
+
+def _entries():
+    return _native.registered_kernels()
+
+
+def _refresh_registry():
+    """Nothing to do now: the registry object re-reads names when it next looks one
+    up and the generation (bumped by every edit) has moved."""
+
+
+def _check_name(name: str):
+    if not re.match(r"^[A-Za-z_]\w*::[A-Za-z_]\w*(\.[A-Za-z_]\w*)?$", name or ""):
+        raise RegistrationError(f"{name!r} is not an operator name like 'namespace::op.overload'")
+
+
+@dataclass
+class KernelOrigin:
+    """Where one registered kernel of an operator comes from."""
+
+    key: str | None
+    kind: str  #: 'built-in', 'library', 'custom', 'python', 'pointer', 'symbol'
+    library: str
+    source_hash: str | None = None
+    build_dir: str | None = None
+    overridden: bool = False  #: an etops.override is installed on this entry
+    overrides: tuple = ()  #: kinds of the overrides applied, oldest first
+
+    def describe(self) -> str:
+        text = f"{self.key or 'fallback'}: {self.kind}"
+        if self.source_hash:
+            text += f" (source {self.source_hash[:12]}, built in {self.build_dir})"
+        elif self.library:
+            text += f" ({self.library})"
+        if self.overridden:
+            text += f", overridden by {' then '.join(self.overrides)}"
+        return text
+
+
+def origins(name: str) -> list[KernelOrigin]:
+    """Each registered kernel of `name`: built-in, from a library, custom (with the
+    source hash and build directory), Python, and whether it is overridden."""
+    from ..kernel import library_of
+
+    et_dir = os.path.dirname(_native.executorch_lib_dir())
+    out = []
+    with _lock:
+        for index, (n, key, address) in enumerate(_entries()):
+            if n != name:
+                continue
+            stack = _stacks.get(index)
+            base_address = stack[0][1] if stack else address
+            info = _registered.get(index)
+            if info is not None:
+                kind = info["kind"]
+                library = info.get("library") or library_of(base_address)
+            else:
+                library = library_of(base_address)
+                kind = "built-in" if library.startswith(et_dir) else "library"
+            overrides = tuple(o[2]["kind"] for o in stack[1:]) if stack else ()
+            out.append(
+                KernelOrigin(key, kind, library, info and info.get("source_hash"), info and info.get("build_dir"), bool(overrides), overrides)
+            )
+    return out
+
+
+def register_kernel(name, impl=None, kernel_key=None, *, schema=None, function=None, sources=None, cflags=(), ldflags=()):
+    """Registers one ExecuTorch kernel and returns its KernelHandle (callable like
+    the kernel object; ``.deregister()`` removes it).
+
+    ``impl`` is C++ source (a string; the typed kernel function etops wraps, or a
+    boxed ``void f(KernelRuntimeContext&, Span<EValue*>)``), ``sources=[paths or
+    strings]``, a function pointer (int or ctypes function), ``(library, symbol)``,
+    ``"path.so:symbol"`` or a Python function (see register_python_kernel).
+    ``kernel_key`` is None (the fallback), ExecuTorch's key string, or one
+    ``(dtype, dim order or rank)`` per Tensor argument. ``schema`` is needed for
+    operators torch does not define. Raises (registry unchanged) on a duplicate name +
+    key, a full registry, a bad key or name, a BuildError."""
+    _check_name(name)
+    sch = None
+    if schema is not None or not (isinstance(impl, int) or isinstance(impl, ctypes._CFuncPtr)):
+        sch = _schema_for(name, schema)
+    else:
+        sch, _ = find_schema(name)
+    key = _key_of(kernel_key, sch)
+    with _lock:
+        if _core.reg_find(name, key) >= 0:
+            raise DuplicateKernelError(
+                f"{name} already has a {'kernel for key ' + key if key else 'fallback kernel'}; ExecuTorch allows one per "
+                "name and key: use etops.override(name, ...) to replace it, or deregister it first"
+            )
+        if not isinstance(impl, (int, KernelHandle)) and _core.reg_free_count() == 0:
+            _check_room()  # before compiling anything
+    address, origin = _resolve(name, impl, sch, function, sources, cflags, ldflags)
+    with _lock:
+        rc, index = _core.reg_add(name, key, address)
+        if rc != REG_OK:
+            _release(origin)
+        _raise_for(rc, name, key)
+        _registered[index] = origin
+        _stacks.pop(index, None)
+    _refresh_registry()
+    return KernelHandle(name, key, index, address, origin)
+
+
+def _key_of(spec, schema):
+    return kernel_key(spec, schema)
+
+
+def _check_room():
+    if len(_entries()) >= _core.REG_CAPACITY and _core.reg_free_count() == 0:
+        raise RegistryFullError(f"ExecuTorch's kernel registry is full ({_core.REG_CAPACITY} kernels) and none is free")
+
+
+def _raise_for(rc: int, name: str, key):
+    if rc == REG_OK:
+        return
+    if rc == REG_DUPLICATE:
+        raise DuplicateKernelError(f"{name} ({key or 'fallback'}) is already registered")
+    if rc == REG_FULL:
+        raise RegistryFullError(f"ExecuTorch's kernel registry is full ({_core.REG_CAPACITY} kernels)")
+    if rc == REG_BAD_KEY:
+        raise RegistrationError(f"kernel key {key!r} is too long for ExecuTorch")
+    if rc == REG_NOT_FOUND:
+        raise KernelNotFoundError(f"no kernel is registered for {name} ({key or 'fallback'})", name)
+    if rc == REG_STALE:
+        raise RegistrationError(f"{name}: the registry entry changed underneath (another override?); nothing was changed")
+    raise RegistrationError(f"{name}: refused (code {rc})")
+
+
+class KernelHandle:
+    """A kernel etops registered: calls and attributes go to the operator's kernel
+    object (``handle.kernel``); ``deregister()`` removes this registration."""
+
+    def __init__(self, name, key, index, address, origin):
+        self.name = name
+        self.key = key
+        self.index = index
+        self.address = address
+        self.origin = origin
+        self.active = True
+
+    @property
+    def kernel(self):
+        from ..registry import registry
+
+        return registry().get_kernel(self.name)
+
+    @property
+    def source_hash(self):
+        return self.origin.get("source_hash")
+
+    @property
+    def build_dir(self):
+        return self.origin.get("build_dir")
+
+    def __call__(self, *args, **kwargs):
+        return self.kernel(*args, **kwargs)
+
+    def __getattr__(self, attr):
+        if attr.startswith("__"):
+            raise AttributeError(attr)
+        return getattr(self.kernel, attr)
+
+    def deregister(self) -> None:
+        """Removes this kernel: later lookups (etops calls, .pte programs loaded
+        afterwards) no longer find it. Its registry slot is reused by the next
+        registration."""
+        with _lock:
+            if not self.active:
+                raise RegistrationError(f"{self.name} ({self.key or 'fallback'}) was already deregistered")
+            if _core.reg_find(self.name, self.key) != self.index:
+                self.active = False
+                raise RegistrationError(f"{self.name} ({self.key or 'fallback'}) is no longer registered")
+            rc = _core.reg_free(self.index, 0)
+            _raise_for(rc, self.name, self.key)
+            _registered.pop(self.index, None)
+            for entry in [[0, 0, self.origin]] + _stacks.pop(self.index, []):
+                _release(entry[2])
+            self.active = False
+        _refresh_registry()
+
+    def replace(self, impl, **kw) -> None:
+        """Installs a new implementation in this registration's slot (the
+        edit-compile-run loop): same name and key, at once for new lookups."""
+        sch, _ = find_schema(self.name)
+        address, origin = _resolve(self.name, impl, sch, **kw)
+        with _lock:
+            if not self.active:
+                raise RegistrationError(f"{self.name} was deregistered")
+            stack = _stacks.get(self.index)
+            current = stack[-1][1] if stack else self.address
+            if stack:
+                raise RegistrationError(f"{self.name}: restore the overrides on it first")
+            _raise_for(_core.reg_swap(self.index, current, address), self.name, self.key)
+            self.address = address
+            self.origin = origin
+            _registered[self.index] = origin
+        _refresh_registry()
+
+    def __repr__(self):
+        state = "registered" if self.active else "deregistered"
+        return f"<etops custom kernel {self.name} ({self.key or 'fallback'}), {self.origin.get('kind')}, {state}>"
+
+
+class Override:
+    """An override applied to one registry entry; ``restore()`` or leaving the
+    ``with`` block puts back exactly the function it replaced."""
+
+    def __init__(self, name, index, key, token, address, origin):
+        self.name = name
+        self.index = index
+        self.key = key
+        self._token = token
+        self.address = address
+        self.origin = origin
+
+    @property
+    def active(self) -> bool:
+        stack = _stacks.get(self.index)
+        return bool(stack) and any(e[0] == self._token for e in stack)
+
+    @property
+    def kernel(self):
+        from ..registry import registry
+
+        return registry().get_kernel(self.name)
+
+    def restore(self) -> None:
+        with _lock:
+            stack = _stacks.get(self.index)
+            if not stack:
+                return
+            pos = next((i for i, e in enumerate(stack) if e[0] == self._token), None)
+            if pos is None:
+                return
+            if pos == len(stack) - 1:
+                _raise_for(_core.reg_swap(self.index, stack[pos][1], stack[pos - 1][1]), self.name, self.key)
+            _release(stack[pos][2])
+            del stack[pos]
+            if len(stack) == 1:
+                del _stacks[self.index]
+        _refresh_registry()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.restore()
+        return False
+
+    def __repr__(self):
+        return f"<etops override of {self.name} ({self.key or 'fallback'}) by a {self.origin.get('kind')} kernel{'' if self.active else ', restored'}>"
+
+
+def override(name, impl, kernel_key=None, *, schema=None, function=None, sources=None, cflags=(), ldflags=()) -> Override:
+    """Replaces the kernel registered for `name` (and `kernel_key`, None: the
+    fallback) by `impl` (any form register_kernel takes), built-in kernels included.
+    Takes effect at once; ``with etops.override(...):`` restores the previous kernel
+    on exit. .pte Methods loaded before may keep the old kernel."""
+    _check_name(name)
+    sch = _schema_for(name, schema) if not isinstance(impl, int) else find_schema(name)[0]
+    key = kernel_key_of(kernel_key, sch)
+    with _lock:
+        index = _core.reg_find(name, key)
+        if index < 0:
+            _missing(name, key)
+    address, origin = _resolve(name, impl, sch, function, sources, cflags, ldflags)
+    with _lock:
+        index = _core.reg_find(name, key)
+        if index < 0:
+            _missing(name, key)
+        stack = _stacks.get(index)
+        current = stack[-1][1] if stack else _entries()[index][2]
+        rc = _core.reg_swap(index, current, address)
+        if rc != REG_OK:
+            _release(origin)
+        _raise_for(rc, name, key)
+        token = next(_tokens)
+        if stack is None:
+            stack = _stacks[index] = [[0, current, {"kind": "original"}]]
+        stack.append([token, address, origin])
+    _refresh_registry()
+    return Override(name, index, key, token, address, origin)
+
+
+def kernel_key_of(spec, schema):
+    return kernel_key(spec, schema)
+
+
+def _missing(name, key):
+    same = [k for n, k, _ in _entries() if n == name]
+    if same:
+        keys = ", ".join(k or "fallback" for k in same)
+        raise KernelNotFoundError(f"{name} has no kernel for {key or 'the fallback key'} (registered: {keys})", name)
+    from ..registry import registry
+
+    raise registry()._missing(*split_name(name))
+
+
+def deregister(name, kernel_key=None) -> None:
+    """Deregisters a kernel etops registered, by name and key."""
+    with _lock:
+        sch, _ = find_schema(name)
+        key = kernel_key_of(kernel_key, sch)
+        index = _core.reg_find(name, key)
+        if index < 0 or index not in _registered:
+            raise RegistrationError(f"{name} ({key or 'fallback'}) is not a kernel etops registered")
+        origin = _registered[index]
+        handle = KernelHandle(name, key, index, _entries()[index][2], origin)
+    handle.deregister()
+
+
+def registration_for(name, key) -> KernelHandle | None:
+    """The handle of a live etops registration for name + key, or None."""
+    with _lock:
+        index = _core.reg_find(name, key)
+        if index < 0 or index not in _registered:
+            return None
+        stack = _stacks.get(index)
+        address = stack[0][1] if stack else _entries()[index][2]
+        return KernelHandle(name, key, index, address, _registered[index])

@@ -1,0 +1,252 @@
+"""Register, override, deregister: key-specialised selection, every refusal with the
+registry unchanged, restoring exactly, 10,000 cycles, concurrent calls, the
+executorch.runtime spelling."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+import torch
+from custom_helpers import INSTRUMENTED_ADD, SCALE_SOURCE, TWICE_SCHEMA, cache, registry_snapshot, run_fresh  # noqa: F401
+
+import etops
+from etops import custom
+
+_MEMO: dict = {}
+
+
+@pytest.fixture
+def scale_kernels(cache):
+    """ctest::scale.out: a fallback (x2) and a float32 1-D specialisation (x3)."""
+    if not _MEMO:
+        schema = TWICE_SCHEMA.replace("twice", "scale")
+        _MEMO["fallback"] = etops.register_kernel("ctest::scale.out", SCALE_SOURCE.replace("K *", "2 *"), schema=schema)
+        _MEMO["special"] = etops.register_kernel("ctest::scale.out", SCALE_SOURCE.replace("K *", "3 *"), [(torch.float32, 1)])
+    return _MEMO["fallback"], _MEMO["special"]
+
+
+@pytest.fixture
+def instrumented(cache):
+    """The address of a compiled aten::add.out replacement (adds 100 more)."""
+    if "add" not in _MEMO:
+        h = etops.register_kernel("ctest::instrumented_add.out", INSTRUMENTED_ADD,
+                                  schema=str(etops.registry().aten.add.out._schema).replace("aten::add.out", "ctest::instrumented_add.out"))
+        _MEMO["add"] = h
+    return _MEMO["add"]
+
+
+def test_key_specialised_kernel_is_picked(scale_kernels):
+    fallback, special = scale_kernels
+    assert special.key == "v1/6;0|6;0|6;0"  # x, out, and out again as the return slot
+    op = etops.registry().ctest.scale.out
+    x = torch.arange(4.0)
+    torch.testing.assert_close(op(x, out=torch.empty(4)), 3 * x)  # float32 1-D: specialised
+    xd = x.double()
+    torch.testing.assert_close(op(xd, out=torch.empty(4, dtype=torch.double)), 2 * xd)  # fallback
+    x2 = torch.ones(2, 2)
+    torch.testing.assert_close(op(x2, out=torch.empty(2, 2)), 2 * x2)  # other rank: fallback
+    explained = op.explain(x, out=torch.empty(4))
+    assert "kernel key: v1/6;0|6;0|6;0" in explained
+    assert "runs: the kernel registered for exactly this key" in explained and special.build_dir in explained
+    assert "runs: the fallback kernel" in op.explain(xd, out=torch.empty(4, dtype=torch.double))
+    kinds = {o.key: o.kind for o in op.origins}
+    assert kinds == {None: "custom", "v1/6;0|6;0|6;0": "custom"}
+
+
+def test_key_forms():
+    schema = etops.registry().aten.add.out._schema
+    assert etops.kernel_key([(torch.float32, 2)], schema) == "v1/6;0,1|6;0,1|6;0,1|6;0,1"
+    assert etops.kernel_key([(torch.float32, (0, 2, 3, 1))] * 3, schema) == "v1/6;0,2,3,1|6;0,2,3,1|6;0,2,3,1|6;0,2,3,1"
+    assert etops.kernel_key("v1/6;0,1|6;0,1") == "v1/6;0,1|6;0,1"
+    assert etops.kernel_key(None) is None
+
+
+@pytest.mark.parametrize(
+    "name, impl_kind, key, error",
+    [
+        ("aten::add.out", "pointer", None, etops.DuplicateKernelError),  # built-in fallback exists
+        ("not a name", "pointer", None, etops.RegistrationError),
+        ("ctest::x.out", "pointer", "v2/garbage", etops.RegistrationError),
+        ("ctest::x.out", "pointer", "v1/6;0,0", etops.RegistrationError),  # not a dim order
+        ("ctest::x.out", "pointer", "v1/99;0", etops.RegistrationError),  # no such dtype
+        ("aten::add.out", "pointer", [(torch.float32, 1)] * 2, etops.RegistrationError),  # wrong tensor count
+        ("aten::add.out", "pointer", [("float", 1)], etops.RegistrationError),
+        ("ctest::x.out", 0, None, etops.RegistrationError),  # null pointer
+        ("ctest::x.out", object(), None, etops.RegistrationError),
+        ("ctest::noschema.out", "source", None, etops.RegistrationError),  # no schema known
+    ],
+)
+def test_registration_errors_leave_registry_unchanged(name, impl_kind, key, error):
+    missing = etops._native._core.reg_missing_fn()
+    impl = {"pointer": missing, "source": "Tensor& f(KernelRuntimeContext& ctx, Tensor& out) { return out; }"}.get(impl_kind, impl_kind) if isinstance(impl_kind, str) else impl_kind
+    before = registry_snapshot()
+    with pytest.raises(error):
+        etops.register_kernel(name, impl, key, schema="x.out(Tensor x, *, Tensor(a!) out) -> Tensor(a!)" if name == "ctest::x.out" else None)
+    assert registry_snapshot() == before
+
+
+def test_duplicate_of_custom_kernel_refused(scale_kernels):
+    before = registry_snapshot()
+    with pytest.raises(etops.DuplicateKernelError, match="already has a kernel for key v1/6;0"):
+        etops.register_kernel("ctest::scale.out", scale_kernels[1].address, [(torch.float32, 1)])
+    assert registry_snapshot() == before
+
+
+def test_override_errors_leave_registry_unchanged(instrumented):
+    before = registry_snapshot()
+    with pytest.raises(etops.KernelNotFoundError):
+        etops.override("aten::no_such_op.out", instrumented.address)
+    with pytest.raises(etops.KernelNotFoundError, match="no kernel for"):
+        etops.override("aten::add.out", instrumented.address, "v1/6;0|6;0|6;0|6;0")
+    with pytest.raises(etops.RegistrationError):
+        etops.override("aten::add.out", instrumented.address, "bad key")
+    assert registry_snapshot() == before
+
+
+def test_override_builtin_and_restore(instrumented):
+    reg = etops.registry()
+    add = reg.aten.add.out
+    a = torch.ones(3)
+    original = registry_snapshot()
+    with etops.override("aten::add.out", instrumented.address) as ov:
+        assert ov.active
+        torch.testing.assert_close(add(a, a, out=torch.empty(3)), torch.full((3,), 102.0))
+        [origin] = add.origins
+        assert origin.kind == "built-in" and origin.overridden and origin.overrides == ("pointer",)
+    assert not ov.active
+    assert registry_snapshot() == original
+    torch.testing.assert_close(add(a, a, out=torch.empty(3)), torch.full((3,), 2.0))
+    assert not add.origins[0].overridden
+
+
+def test_override_restored_on_exception(instrumented):
+    original = registry_snapshot()
+    with pytest.raises(ZeroDivisionError):
+        with etops.override("aten::add.out", instrumented.address):
+            1 / 0
+    assert registry_snapshot() == original
+
+
+def test_nested_overrides_restore_out_of_order(instrumented, cache):
+    add = etops.registry().aten.add.out
+    a = torch.ones(2)
+    original = registry_snapshot()
+    first = etops.override("aten::add.out", instrumented.address)
+    second = etops.override("aten::add.out", lambda self, other, alpha=1, out=None: self * 0 + 7,
+                            schema=None)  # a Python kernel on top
+    assert add(a, a, out=torch.empty(2)).tolist() == [7.0, 7.0]
+    first.restore()  # under the top one: nothing visible changes
+    assert add(a, a, out=torch.empty(2)).tolist() == [7.0, 7.0]
+    second.restore()  # back to the built-in, not to `first`
+    assert registry_snapshot() == original
+    assert add(a, a, out=torch.empty(2)).tolist() == [2.0, 2.0]
+    second.restore()  # restoring twice is harmless
+    assert registry_snapshot() == original
+
+
+def test_deregister(scale_kernels, cache):
+    h = etops.register_kernel("ctest::gone.out", scale_kernels[0].address, schema="gone.out(Tensor x, *, Tensor(a!) out) -> Tensor(a!)")
+    x = torch.ones(2)
+    assert h(x, out=torch.empty(2)).tolist() == [2.0, 2.0]
+    kernel = h.kernel
+    h.deregister()
+    assert not h.active
+    assert "ctest::gone.out" not in etops.registry()
+    assert "ctest::gone.out" not in etops.registry().operator_names
+    with pytest.raises(etops.NoMatchingKernelError):
+        kernel(x, out=torch.empty(2))
+    with pytest.raises(etops.RegistrationError):
+        h.deregister()
+    # registering again reuses the freed slot
+    again = etops.register_kernel("ctest::gone.out", scale_kernels[0].address)
+    assert again.index == h.index
+    assert again(x, out=torch.empty(2)).tolist() == [2.0, 2.0]
+    etops.deregister("ctest::gone.out")
+    assert "ctest::gone.out" not in etops.registry()
+
+
+def test_runtime_registry_register_kernel(scale_kernels):
+    from executorch.runtime import Runtime
+
+    ops = Runtime.get().operator_registry
+    h = ops.register_kernel("ctest::rt.out", SCALE_SOURCE.replace("K *", "2 *"), None,
+                            schema="rt.out(Tensor x, *, Tensor(a!) out) -> Tensor(a!)")
+    try:
+        assert isinstance(h, etops.KernelHandle)
+        assert h.kernel is ops.get_kernel("ctest::rt.out") is etops.registry().get_kernel("ctest::rt.out")
+        assert h(torch.ones(2), out=torch.empty(2)).tolist() == [2.0, 2.0]
+        assert "ctest::rt.out" in ops.operator_names
+    finally:
+        h.deregister()
+    assert "ctest::rt.out" not in etops.registry()
+
+
+def test_override_under_concurrent_calls(instrumented):
+    """Threads call aten::add.out while the main thread overrides and restores it:
+    every result is the built-in's or the override's, never anything else."""
+    add = etops.registry().aten.add.out
+    a = torch.ones(64)
+    stop = threading.Event()
+    bad = []
+
+    def caller():
+        out = torch.empty(64)
+        while not stop.is_set():
+            add(a, a, out=out)
+            v = out[0].item()
+            if v not in (2.0, 102.0) or not bool((out == v).all()):
+                bad.append(v)
+
+    threads = [threading.Thread(target=caller) for _ in range(3)]
+    for t in threads:
+        t.start()
+    try:
+        for _ in range(300):
+            with etops.override("aten::add.out", instrumented.address):
+                pass
+    finally:
+        stop.set()
+        for t in threads:
+            t.join()
+    assert bad == []
+    assert add(a, a, out=torch.empty(64))[0].item() == 2.0
+
+
+def test_10000_cycles_and_full_registry(cache):
+    """In a fresh process: 10,000 register/deregister cycles use one slot; filling
+    the registry to 2000 raises RegistryFullError (no abort), registry unchanged."""
+    result = run_fresh(
+        """
+        import etops, torch
+        core = etops._native._core
+        fn = core.reg_missing_fn()
+        schema = "cyc.out(Tensor x, *, Tensor(a!) out) -> Tensor(a!)"
+        n0 = len(etops._native.registered_kernels())
+        for i in range(10000):
+            h = etops.register_kernel("cyc::cyc.out", fn, schema=schema if i == 0 else None)
+            h.deregister()
+        assert len(etops._native.registered_kernels()) == n0 + 1, len(etops._native.registered_kernels())
+        handles = []
+        try:
+            for i in range(core.REG_CAPACITY + 10):
+                handles.append(etops.register_kernel(f"cyc::k{i}.out", fn, schema=schema.replace("cyc.out", f"k{i}.out")))
+        except etops.RegistryFullError as e:
+            print("full after", len(handles), e)
+        before = list(etops._native.registered_kernels())
+        assert len(before) == core.REG_CAPACITY
+        try:
+            etops.register_kernel("cyc::one_more.out", fn, schema=schema.replace("cyc.out", "one_more.out"))
+        except etops.RegistryFullError:
+            pass
+        else:
+            raise AssertionError("no RegistryFullError")
+        assert list(etops._native.registered_kernels()) == before
+        handles.pop().deregister()
+        etops.register_kernel("cyc::one_more.out", fn, schema=schema.replace("cyc.out", "one_more.out"))
+        print("ok")
+        """,
+        cache,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.strip().endswith("ok")
