@@ -18,7 +18,7 @@ $(PY):
 
 # The pinned runtime pair (torch 2.13.0 is the CPU build on these machines) and the build tools.
 $(DEPS): $(PY)
-	$(PIP) install -q torch==2.13.0 executorch==1.5.1 "scikit-build-core>=0.10" ninja cmake pytest numpy
+	$(PIP) install -q torch==2.13.0 executorch==1.5.1 "scikit-build-core>=0.10" ninja cmake pytest numpy rich==15.0.0 matplotlib==3.11.2
 	touch $@
 
 # Builds against the executorch and torch installed in the venv (no build isolation:

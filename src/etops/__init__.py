@@ -100,3 +100,5 @@ def __getattr__(name):
 
         return importlib.import_module(".edge", __name__)
     raise AttributeError(f"module 'etops' has no attribute {name!r}")
+
+from .bench import bench, bench_all, get_num_threads, set_num_threads  # noqa: E402  (the benchmark harness, imported lazily inside)

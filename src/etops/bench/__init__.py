@@ -1,0 +1,205 @@
+"""Benchmarks of ExecuTorch kernels against ATen, and ExecuTorch's threadpool size.
+
+    import etops
+    r = etops.bench("aten::add.out", sizes=["16", "4k", "1M"], dtypes=["float32"])
+    print(r)                 # the table; r.rows has every figure
+    r.plot("add.png")
+
+    etops.set_num_threads(2)  # ExecuTorch's threadpool
+    etops.bench_all(budget=60).markdown()
+
+Inputs come from PyTorch's OpInfo samples (``etops.bench.inputs``), scaled to the
+sizes asked for; ``inputs=`` gives your own. Timing: ``etops.bench.core``.
+Nothing heavy is imported until a benchmark runs.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import time
+
+from .threads import default_num_threads, get_num_threads, set_num_threads
+
+__all__ = ["BenchResult", "bench", "bench_all", "default_num_threads", "get_num_threads", "machine", "set_num_threads"]
+
+
+def __getattr__(name):
+    if name == "BenchResult":
+        from .result import BenchResult
+
+        return BenchResult
+    raise AttributeError(name)
+
+
+def machine() -> dict:
+    """The facts a benchmark figure needs next to it."""
+    import torch
+
+    try:
+        import executorch.version as ev
+
+        et_version = ev.__version__
+    except Exception:  # noqa: BLE001
+        et_version = "?"
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    cpu = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    try:
+        load = os.getloadavg()[0]
+    except OSError:
+        load = None
+    return {
+        "date": time.strftime("%Y-%m-%d %H:%M:%S"),
+        "cpu": cpu,
+        "cores": os.cpu_count(),
+        "load_average": load,
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "executorch": et_version,
+    }
+
+
+def _dtype(value):
+    import torch
+
+    if isinstance(value, torch.dtype):
+        return value
+    name = str(value).strip().replace("torch.", "")
+    aliases = {"float": "float32", "half": "float16", "double": "float64", "int": "int32", "long": "int64", "bf16": "bfloat16", "f32": "float32", "f16": "float16"}
+    name = aliases.get(name, name)
+    dt = getattr(torch, name, None)
+    if not isinstance(dt, torch.dtype):
+        raise ValueError(f"unknown dtype {value!r} (try float32, float16, bfloat16, int64, ...)")
+    return dt
+
+
+def _kernel(name_or_kernel):
+    from ..registry import registry
+
+    if isinstance(name_or_kernel, str):
+        return registry().get_kernel(name_or_kernel)
+    return name_or_kernel
+
+
+def _base_sample(kernel, dtype):
+    """The OpInfo sample for `kernel` at `dtype` (None: OpInfo has none)."""
+    from . import inputs as _inputs
+
+    if dtype is None:
+        found = _inputs.derive([kernel], only_named=True) or _inputs.derive([kernel])
+        return found.get(kernel.name)
+    for only_named in (True, False):
+        found = _inputs.derive([kernel], dtypes=[dtype], only_named=only_named)
+        if kernel.name in found:
+            return found[kernel.name]
+    if dtype.is_floating_point:  # an OpInfo without this dtype: convert its float sample
+        found = _inputs.derive([kernel], only_named=True) or _inputs.derive([kernel])
+        if kernel.name in found and found[kernel.name].dtype is not None and found[kernel.name].dtype.is_floating_point:
+            s = _inputs.with_dtype(found[kernel.name], dtype)
+            s.notes.append(f"converted to {str(dtype).replace('torch.', '')}")
+            return s
+    return None
+
+
+def sized(kernel, sample, size: int | None, with_pair: bool = False):
+    """A sample of about `size` elements that both sides accept: the OpInfo sample
+    scaled, else 1-D inputs; None if neither works. ``with_pair``: returns
+    (sample, its core.Pair) instead."""
+    from . import core, inputs as _inputs
+
+    if size is None or size == sample.size:
+        return (sample, None) if with_pair else sample
+    for make in (_inputs.scaled, _inputs.flat):
+        candidate = make(sample, size)
+        pair = core.Pair.try_make(kernel, candidate) if candidate is not None else None
+        if pair is not None:
+            return (candidate, pair) if with_pair else candidate
+    return (None, None) if with_pair else None
+
+
+def _user_sample(kernel, inputs, size, dtype):
+    from .inputs import Sample
+
+    if callable(inputs):
+        got = inputs(size, dtype)
+    else:
+        got = inputs
+    if isinstance(got, tuple) and len(got) == 2 and isinstance(got[1], dict):
+        args, kwargs = got
+    else:
+        args, kwargs = tuple(got) if isinstance(got, (list, tuple)) else (got,), {}
+    return Sample(kernel.name, tuple(args), dict(kwargs), "given inputs")
+
+
+def bench(kernels, sizes=None, dtypes=None, *, inputs=None, repeats: int = 11, warmup: int = 2, target: float = 0.005,
+          threads: int | None = None, progress=None):
+    """Times ExecuTorch kernels (through etops) against ATen's out variants.
+
+    ``kernels``: a name (``"aten::add.out"``), kernel object, or a list of them.
+    ``sizes``: element counts (ints or ``"4k"``, ``"1M"``) of the largest input;
+    default: OpInfo's sample as it is. ``dtypes``: default float32 where OpInfo has it.
+    ``inputs``: your own ``(args, kwargs)``, or ``f(size, dtype) -> (args, kwargs)``.
+    ``repeats`` rounds are kept after ``warmup`` ones; each timed loop lasts about
+    ``target`` seconds. ``threads``: torch's intra-op threads and ExecuTorch's pool
+    are both set to it for the run (default: torch's current count).
+    ``progress(done, total, label)`` is called along the way.
+
+    Returns a BenchResult."""
+    from . import core, inputs as _inputs
+    from .result import BenchResult
+
+    names = [kernels] if isinstance(kernels, str) or not isinstance(kernels, (list, tuple)) else list(kernels)
+    objs = [_kernel(k) for k in names]
+    size_list = [None] if not sizes else [s if isinstance(s, int) else _inputs.parse_size(str(s)) for s in sizes]
+    dtype_list = [None] if not dtypes else [_dtype(d) for d in dtypes]
+    if repeats < 1 or warmup < 0:
+        raise ValueError("repeats must be at least 1 and warmup at least 0")
+    rows = []
+    total = len(objs) * len(size_list) * len(dtype_list)
+    done = 0
+    with core.thread_counts(threads) as used:
+        for kernel in objs:
+            if not kernel.callable:
+                raise ValueError(f"{kernel.name} cannot be called: {kernel._plan_error}")
+            for dtype in dtype_list:
+                base = None if inputs is not None else _base_sample(kernel, dtype)
+                for size in size_list:
+                    label = _inputs.format_size(size) if size is not None else None
+                    if progress:
+                        progress(done, total, f"{kernel.name} {str(dtype or '').replace('torch.', '')} {label or ''}".strip())
+                    if inputs is not None:
+                        sample = _user_sample(kernel, inputs, size, dtype)
+                    elif base is None:
+                        sample = None
+                        err = f"no OpInfo sample calls {kernel.name}'s functional op" + (f" at {dtype}" if dtype else "") + "; pass inputs="
+                    else:
+                        sample = sized(kernel, base, size)
+                        err = f"no input of {label} elements derived from {base.source} works on both sides"
+                    if sample is None:
+                        rows.append({"kernel": kernel.name, "dtype": str(dtype).replace("torch.", "") if dtype else "-",
+                                     "size": size or 0, "size_label": label or "-", "error": err})
+                    else:
+                        rows.append(core.run_one(kernel, sample, label, repeats=repeats, warmup=warmup, target=target))
+                    done += 1
+        if progress:
+            progress(done, total, "done")
+    return BenchResult(rows, dict(used), machine(), {"repeats": repeats, "warmup": warmup, "target": target})
+
+
+def bench_all(budget: float = 120.0, size="16k", dtype="float32", *, kernels=None, threads: int | None = None,
+              isolate: bool = True, progress=None):
+    """Every registered aten kernel (or ``kernels``) against ATen on a representative
+    input (OpInfo's first matching sample, scaled to ``size`` elements; ``size=None``
+    keeps the sample's own), within about ``budget`` seconds in all. ``isolate``
+    runs the kernels in a child process (restarted should a kernel abort it).
+    Returns a BenchResult; ``ranked()`` orders it slowest ratio first."""
+    from .runall import run_all
+
+    return run_all(budget=budget, size=size, dtype=dtype, kernels=kernels, threads=threads, isolate=isolate, progress=progress)

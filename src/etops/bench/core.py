@@ -1,0 +1,236 @@
+"""The timing harness: one kernel on one input, the ExecuTorch kernel (through etops)
+against the ATen out variant of the same op, interleaved.
+
+Per measurement: both sides are called once (ExecuTorch allocating its outs, ATen
+writing into outs of the same shapes), their results compared, and a zero-element
+version of the input found that both accept. Then four loops (etops, ATen, and
+their zero-size calls) are timed round-robin, the order rotated every round:
+``warmup`` rounds thrown away, ``repeats`` rounds kept. Each loop makes enough
+calls to last ``target`` seconds. Reported per side: min and median seconds per
+call; the zero-size call's median is the per-call overhead and
+``median(call - zero-size call)`` the kernel time. Ratios are ExecuTorch / ATen,
+taken within each round (neighbouring loops share the machine's state) and
+summarised by their median and interquartile range (the noise).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import statistics
+import time
+import warnings
+
+import torch
+
+from . import inputs as _inputs
+from . import threads as _threads
+
+
+def _summary(samples: list[float]) -> dict:
+    s = sorted(samples)
+    if len(s) >= 4:
+        q = statistics.quantiles(s, n=4)
+        q1, q3 = q[0], q[2]
+    else:
+        q1, q3 = s[0], s[-1]
+    return {"min": s[0], "median": statistics.median(s), "q1": q1, "q3": q3, "samples": samples}
+
+
+def _loop(fn, args, kwargs, n: int) -> float:
+    repeat = itertools.repeat(None, n)
+    clock = time.perf_counter_ns
+    t0 = clock()
+    for _ in repeat:
+        fn(*args, **kwargs)
+    return (clock() - t0) / 1e9 / n
+
+
+def _outs_of(kernel, result) -> dict:
+    names = kernel.out_names()
+    if len(names) == 1:
+        return {names[0]: result}
+    return dict(zip(names, result))
+
+
+def _empty_like(value):
+    if isinstance(value, torch.Tensor):
+        return torch.empty_like(value)
+    if isinstance(value, (list, tuple)):
+        return [_empty_like(v) for v in value]
+    return value
+
+
+def _agree(a, b) -> bool:
+    if isinstance(a, (list, tuple)):
+        return len(a) == len(b) and all(_agree(x, y) for x, y in zip(a, b))
+    if not isinstance(a, torch.Tensor) or not isinstance(b, torch.Tensor):
+        return a == b
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    if a.is_floating_point() or a.is_complex():
+        # Loose: sums over thousands of terms (mm, convolution) round differently.
+        tol = {torch.float16: 1e-2, torch.bfloat16: 5e-2}.get(a.dtype, 1e-3)
+        scale = float(b.abs().max()) if b.numel() and b.is_floating_point() else 1.0
+        scale = scale if scale == scale and scale != float("inf") else 1.0
+        return bool(torch.allclose(a, b, rtol=tol, atol=tol * max(1.0, scale), equal_nan=True))
+    return bool(torch.equal(a, b))
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0] if text else ''}"[:300]
+
+
+class Pair:
+    """The ExecuTorch and ATen calls of one kernel on one input, ready to time."""
+
+    def __init__(self, kernel, sample: _inputs.Sample) -> None:
+        from ..schemas import torch_overload
+
+        self.kernel = kernel
+        self.sample = sample
+        self.aten = torch_overload(kernel.name)
+        if self.aten is None:
+            raise LookupError(f"torch has no {kernel.name} to compare with")
+        args, kwargs = sample.args, dict(sample.kwargs)
+        try:
+            result = kernel(*args, **kwargs)
+        except Exception as exc:  # noqa: BLE001
+            raise RuntimeError(f"ExecuTorch: {_one_line(exc)}") from exc
+        if not kernel.out_names():  # no outs (aten::_local_scalar_dense): compare what they return
+            self.et_outs, self.aten_outs = {}, {}
+            try:
+                expected = self.aten(*args, **kwargs)
+            except Exception as exc:  # noqa: BLE001
+                raise RuntimeError(f"ATen: {_one_line(exc)}") from exc
+            self.agree = _agree(result, expected)
+        else:
+            self.et_outs = _outs_of(kernel, result)
+            self.aten_outs = {k: _empty_like(v) for k, v in self.et_outs.items()}
+            try:
+                self.aten(*args, **kwargs, **self.aten_outs)
+            except Exception as exc:  # noqa: BLE001
+                raise RuntimeError(f"ATen: {_one_line(exc)}") from exc
+            self.agree = all(_agree(self.et_outs[k], self.aten_outs[k]) for k in self.et_outs)
+        self.et_call = (kernel, args, {**kwargs, **self.et_outs})
+        self.aten_call = (self.aten, args, {**kwargs, **self.aten_outs})
+
+    @classmethod
+    def try_make(cls, kernel, sample):
+        try:
+            return cls(kernel, sample)
+        except Exception:  # noqa: BLE001
+            return None
+
+
+def zero_pair(kernel, sample: _inputs.Sample) -> Pair | None:
+    for candidate in _inputs.zero_size(sample):
+        if any(t.numel() for t in candidate.tensors() if t.dim() > 0) or not any(t.dim() > 0 for t in candidate.tensors()):
+            continue
+        pair = Pair.try_make(kernel, candidate)
+        if pair is not None:
+            return pair
+    return None
+
+
+@contextlib.contextmanager
+def thread_counts(n: int | None):
+    """torch's intra-op threads and ExecuTorch's pool set to `n` (default: torch's
+    current count) for the duration; yields {"torch": .., "executorch": ..}."""
+    torch_before = torch.get_num_threads()
+    et_before = _threads.get_num_threads()
+    n = torch_before if n is None else int(n)
+    if n != torch_before:
+        torch.set_num_threads(n)
+    if n != et_before:
+        _threads.set_num_threads(n)
+    try:
+        yield {"torch": torch.get_num_threads(), "executorch": _threads.get_num_threads()}
+    finally:
+        if torch.get_num_threads() != torch_before:
+            torch.set_num_threads(torch_before)
+        if _threads.get_num_threads() != et_before:
+            _threads.set_num_threads(et_before)
+
+
+def _calibrate(call, target: float) -> int:
+    fn, args, kwargs = call
+    fn(*args, **kwargs)
+    t = _loop(fn, args, kwargs, 1)
+    if t < target / 10:
+        t = _loop(fn, args, kwargs, max(1, int(target / 10 / max(t, 1e-9))))
+    return max(1, min(1_000_000, int(target / max(t, 1e-9))))
+
+
+def measure(pair: Pair, zero: Pair | None, repeats: int = 11, warmup: int = 2, target: float = 0.005) -> dict:
+    """Times one pair; returns the figures as a dict (seconds per call)."""
+    calls = {"etops": pair.et_call, "aten": pair.aten_call}
+    if zero is not None:
+        calls["etops_zero"] = zero.et_call
+        calls["aten_zero"] = zero.aten_call
+    samples: dict[str, list[float]] = {k: [] for k in calls}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        counts = {k: _calibrate(c, target) for k, c in calls.items()}
+        names = list(calls)
+        for r in range(warmup + repeats):
+            shift = r % len(names)
+            for name in names[shift:] + names[:shift]:
+                fn, args, kwargs = calls[name]
+                t = _loop(fn, args, kwargs, counts[name])
+                if r >= warmup:
+                    samples[name].append(t)
+    out = {k: _summary(v) for k, v in samples.items()}
+    ratios = [e / a for e, a in zip(samples["etops"], samples["aten"]) if a > 0]
+    out["ratio"] = _summary(ratios) if ratios else None
+    if out["ratio"] is not None:
+        out["ratio"]["of_mins"] = out["etops"]["min"] / out["aten"]["min"]
+    out["calls_per_loop"] = counts
+    if zero is not None:
+        et_k = [e - z for e, z in zip(samples["etops"], samples["etops_zero"])]
+        at_k = [a - z for a, z in zip(samples["aten"], samples["aten_zero"])]
+        out["etops_kernel"] = statistics.median(et_k)
+        out["aten_kernel"] = statistics.median(at_k)
+        pairs = [e / a for e, a in zip(et_k, at_k) if a > 0 and e > 0]
+        # Only meaningful when both kernels take clearly longer than their call.
+        ok = out["etops_kernel"] > 0.2 * out["etops_zero"]["median"] and out["aten_kernel"] > 0.2 * out["aten_zero"]["median"]
+        out["kernel_ratio"] = _summary(pairs) if pairs and len(pairs) >= max(1, len(et_k) // 2) and ok else None
+    else:
+        out["etops_kernel"] = out["aten_kernel"] = None
+        out["kernel_ratio"] = None
+    return out
+
+
+def run_one(kernel, sample: _inputs.Sample, size_label: str | None = None, repeats: int = 11, warmup: int = 2,
+            target: float = 0.005, pair: Pair | None = None, budget: float | None = None) -> dict:
+    """A result row for one kernel on one sample (errors recorded, not raised)."""
+    row = {
+        "kernel": kernel.name,
+        "dtype": str(sample.dtype).replace("torch.", "") if sample.dtype is not None else "-",
+        "size": sample.size,
+        "size_label": size_label or _inputs.format_size(sample.size),
+        "shapes": sample.shapes(),
+        "input": "; ".join([sample.source] + sample.notes),
+        "error": None,
+    }
+    try:
+        pair = pair or Pair(kernel, sample)
+    except Exception as exc:  # noqa: BLE001
+        row["error"] = str(exc) if isinstance(exc, (RuntimeError, LookupError)) else _one_line(exc)
+        return row
+    row["agree"] = pair.agree
+    zero = zero_pair(kernel, sample)
+    if budget is not None:
+        # Fit the rounds into `budget` seconds: four loops a round, each at least one call.
+        fn, args, kwargs = pair.et_call
+        t_et = _loop(fn, args, kwargs, 1)
+        fn, args, kwargs = pair.aten_call
+        t_aten = _loop(fn, args, kwargs, 1)
+        per_round = max(t_et, target) + max(t_aten, target) + (2 * target if zero is not None else 0)
+        fit = int(budget / (per_round * 1.3)) - warmup
+        repeats = max(3, min(repeats, fit))
+    row.update(measure(pair, zero, repeats=repeats, warmup=warmup, target=target))
+    row["repeats"] = repeats
+    row["warmup"] = warmup
+    return row

@@ -1,0 +1,102 @@
+"""The ``etops`` command line (``python -m etops`` or the ``etops`` script).
+
+    etops list [--ns NS] [--grep TEXT] [--json]
+    etops show NAME [--json]
+    etops bench NAME... [--sizes 16,4k,1M] [--dtype float32,float16] [--plot add.png] [--json]
+    etops bench --all [--budget 120] [--report bench.md]
+    etops threads [N] [--json]
+
+Tables and progress bars are rich's on a terminal, plain text when piped. An error
+is one line on stderr and exit code 2 (``--debug`` shows the traceback).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+EXIT_ERROR = 2
+
+
+class UsageError(Exception):
+    """A mistake on the command line (one line, exit code 2)."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # one line, not usage + message
+        raise UsageError(f"{message} (see '{self.prog} --help')")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="etops", description="ExecuTorch's registered kernels: list, inspect, benchmark against ATen.")
+    p.add_argument("--debug", action="store_true", help="show tracebacks and library log messages")
+    p.add_argument("--version", action="store_true", help="print the versions of etops, torch and executorch")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+
+    ls = sub.add_parser("list", help="every registered kernel: name, kernel keys, providing library, schema known")
+    ls.add_argument("--ns", action="append", metavar="NAMESPACE", help="only this namespace (repeatable)")
+    ls.add_argument("--grep", metavar="TEXT", help="only names containing TEXT (case-insensitive)")
+    ls.add_argument("--json", action="store_true", help="JSON on stdout")
+
+    sh = sub.add_parser("show", help="one kernel: schema, each kernel key decoded, provider, built-in / custom / overridden")
+    sh.add_argument("name", nargs="+", help="operator name, e.g. aten::convolution.out")
+    sh.add_argument("--json", action="store_true", help="JSON on stdout")
+
+    b = sub.add_parser("bench", help="time ExecuTorch kernels against ATen")
+    b.add_argument("name", nargs="*", help="operator names (aten::add.out ...)")
+    b.add_argument("--all", action="store_true", help="every registered aten kernel on a representative input, ranked")
+    b.add_argument("--sizes", metavar="LIST", help="element counts of the largest input, e.g. 16,4k,1M,16M (default: OpInfo's sample as it is)")
+    b.add_argument("--dtype", metavar="LIST", help="dtypes, e.g. float32,float16 (default: float32 where OpInfo has it)")
+    b.add_argument("--repeats", type=int, default=None, help="timed rounds (default 11; --all: 5)")
+    b.add_argument("--warmup", type=int, default=2, help="rounds thrown away first (default 2)")
+    b.add_argument("--target", type=float, default=0.005, help="seconds each timed loop lasts (default 0.005)")
+    b.add_argument("--threads", type=int, metavar="N", help="torch's and ExecuTorch's thread counts (default: torch's current count, for both)")
+    b.add_argument("--plot", metavar="PNG", help="write a plot: time against size, and the ratio")
+    b.add_argument("--budget", type=float, default=120.0, help="--all: seconds for the whole run (default 120)")
+    b.add_argument("--size", default="16k", help="--all: scale each sample to about this many elements ('sample': keep it; default 16k)")
+    b.add_argument("--report", metavar="MD", help="write the table as markdown to MD and the figures as JSON next to it")
+    b.add_argument("--grep", metavar="TEXT", help="--all: only kernels whose name contains TEXT")
+    b.add_argument("--top", type=int, metavar="N", help="--all: print only the N slowest ratios (the report has all)")
+    b.add_argument("--json", action="store_true", help="JSON on stdout instead of the table")
+
+    th = sub.add_parser("threads", help="ExecuTorch's threadpool size (for this process's benchmarks)")
+    th.add_argument("n", nargs="?", type=int, help="set the pool to N threads")
+    th.add_argument("--json", action="store_true", help="JSON on stdout")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    debug = "--debug" in argv
+    try:
+        args = build_parser().parse_args(argv)
+        if args.version:
+            from .commands import version
+
+            return version(args)
+        if not args.command:
+            build_parser().print_help()
+            return 0
+        from . import commands
+
+        return getattr(commands, "cmd_" + args.command)(args)
+    except KeyboardInterrupt:
+        print("etops: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 0
+    except SystemExit as exc:  # --help
+        return exc.code if isinstance(exc.code, int) else 0
+    except BaseException as exc:  # noqa: BLE001 - every error is one line
+        if debug:
+            import traceback
+
+            traceback.print_exc()
+        message = str(exc).strip().splitlines()
+        text = message[0] if message else type(exc).__name__
+        if not isinstance(exc, UsageError) and type(exc).__module__.split(".")[0] not in ("etops",) and not isinstance(exc, (ValueError, KeyError, TypeError, OSError)):
+            text = f"{type(exc).__name__}: {text}"
+        if len(message) > 1 and not debug:
+            text += " (--debug for more)"
+        print(f"etops: error: {text}", file=sys.stderr)
+        return EXIT_ERROR

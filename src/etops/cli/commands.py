@@ -1,0 +1,344 @@
+"""The commands behind ``etops``: each takes the parsed arguments, prints, returns
+the exit code, and raises for errors (``etops.cli.main`` makes them one line)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import sys
+
+from . import UsageError
+
+
+# ---- output helpers ------------------------------------------------------------------
+
+
+def _tty(stream=None) -> bool:
+    stream = stream or sys.stdout
+    return hasattr(stream, "isatty") and stream.isatty()
+
+
+def _console(stderr: bool = False):
+    from rich.console import Console
+
+    return Console(stderr=stderr, highlight=False)
+
+
+def _emit_json(data) -> int:
+    json.dump(data, sys.stdout, indent=1, default=str)
+    sys.stdout.write("\n")
+    return 0
+
+
+def _plain_table(headers: list[str], rows: list[list[str]]) -> str:
+    widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(headers)]
+    lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths)).rstrip()]
+    lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
+    return "\n".join(lines)
+
+
+def _print_table(headers, rows, title=None, caption=None) -> None:
+    if _tty():
+        from rich.markup import escape
+        from rich.table import Table
+
+        t = Table(title=title, caption=caption, header_style="bold")
+        for h in headers:
+            t.add_column(h, overflow="fold")
+        for r in rows:
+            t.add_row(*[escape(c) for c in r])
+        _console().print(t)
+    else:
+        if title:
+            print(title)
+        print(_plain_table(headers, rows))
+        if caption:
+            print(caption)
+
+
+@contextlib.contextmanager
+def _quiet(debug: bool):
+    """Schema look-ups import modules that log and warn (torchao); hide that."""
+    if debug:
+        yield
+        return
+    from ..bench.inputs import quiet
+
+    with quiet():
+        yield
+
+
+@contextlib.contextmanager
+def _progress(label: str):
+    """A rich progress bar on a terminal's stderr; yields update(done, total, text)."""
+    if not _tty(sys.stderr):
+        yield lambda done, total, text: None
+        return
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    with Progress(TextColumn("[bold]" + label), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  TextColumn("{task.description}"), console=_console(stderr=True), transient=True) as progress:
+        task = progress.add_task("", total=None)
+
+        def update(done, total, text):
+            progress.update(task, completed=done, total=total, description=str(text))
+
+        yield update
+
+
+def _etops(debug: bool):
+    with _quiet(debug):
+        import etops
+    return etops
+
+
+# ---- kernel facts ----------------------------------------------------------------------
+
+
+def _et_package_dir() -> str:
+    import importlib.util
+
+    spec = importlib.util.find_spec("executorch")
+    return os.path.realpath(list(spec.submodule_search_locations)[0]) if spec and spec.submodule_search_locations else ""
+
+
+def _origin(library: str, base: str) -> str:
+    return "built-in" if base and os.path.realpath(library).startswith(base + os.sep) else "custom"
+
+
+def _describe(kernel) -> dict:
+    """Everything list/show report about one registered operator."""
+    base = _et_package_dir()
+    entries = kernel.kernels
+    fallbacks = [i for i, k in enumerate(entries) if k.key is None]
+    items = []
+    for i, k in enumerate(entries):
+        note = ""
+        if k.key is None and len(fallbacks) > 1 and i != fallbacks[-1]:
+            note = "shadowed: a later fallback kernel is the one ExecuTorch picks"
+        items.append({
+            "key": k.key,
+            "tensors": [list(t) for t in k.tensors] if k.tensors is not None else None,
+            "describe": k.describe(),
+            "library": k.library,
+            "origin": _origin(k.library, base),
+            "note": note,
+        })
+    origins = {it["origin"] for it in items}
+    status = "overridden" if len(origins) > 1 else (origins.pop() if origins else "-")
+    schema = getattr(kernel, "_schema", None)
+    info = {
+        "name": kernel.name,
+        "schema": str(schema) if schema is not None else None,
+        "schema_known": schema is not None,
+        "schema_source": kernel.schema_source,
+        "callable": bool(kernel.callable),
+        "kernels": items,
+        "libraries": sorted({os.path.basename(it["library"]) for it in items}),
+        "status": status,
+    }
+    if not kernel.callable:
+        info["not_callable"] = kernel._plan_error
+    return info
+
+
+def _keys_summary(info: dict) -> str:
+    items = info["kernels"]
+    if len(items) == 1 and items[0]["key"] is None:
+        return "fallback"
+    dtypes = []
+    for it in items:
+        if it["tensors"]:
+            d = it["tensors"][0][0]
+            if d not in dtypes:
+                dtypes.append(d)
+    fb = " + fallback" if any(it["key"] is None for it in items) else ""
+    shown = ", ".join(dtypes[:4]) + (", ..." if len(dtypes) > 4 else "")
+    return f"{sum(1 for it in items if it['key'] is not None)} keys ({shown}){fb}"
+
+
+# ---- commands ----------------------------------------------------------------------------
+
+
+def version(args) -> int:
+    etops = _etops(args.debug)
+    import torch
+
+    from ..bench import machine
+
+    m = machine()
+    print(f"etops {etops.__version__}, torch {torch.__version__}, executorch {m['executorch']}, python {m['python']}")
+    return 0
+
+
+def cmd_list(args) -> int:
+    etops = _etops(args.debug)
+    reg = etops.registry()
+    names = sorted(reg.operator_names)
+    if args.ns:
+        unknown = [ns for ns in args.ns if ns not in reg.namespaces]
+        if unknown:
+            raise UsageError(f"no registered kernels in namespace {unknown[0]!r} (namespaces: {', '.join(reg.namespaces)})")
+        names = [n for n in names if n.split("::", 1)[0] in args.ns]
+    if args.grep:
+        names = [n for n in names if args.grep.lower() in n.lower()]
+    with _quiet(args.debug):
+        infos = [_describe(reg.get_kernel(n)) for n in names]
+    if args.json:
+        return _emit_json([{k: v for k, v in i.items()} for i in infos])
+    rows = [[i["name"], _keys_summary(i), ", ".join(i["libraries"]), "yes" if i["schema_known"] else "no"] for i in infos]
+    _print_table(["name", "kernel keys", "library", "schema known"], rows,
+                 caption=f"{len(rows)} kernels" + (f" of {len(reg.operator_names)}" if len(rows) != len(reg.operator_names) else ""))
+    return 0
+
+
+def _show_text(info: dict) -> str:
+    lines = [info["name"]]
+    lines.append(f"  schema:   {info['schema'] or '(unknown)'}")
+    lines.append(f"  source:   {info['schema_source']}")
+    lines.append(f"  callable: {'yes' if info['callable'] else 'no - ' + str(info.get('not_callable'))}")
+    lines.append(f"  status:   {info['status']}  ({len(info['kernels'])} kernel{'s' if len(info['kernels']) != 1 else ''})")
+    for it in info["kernels"]:
+        key = it["key"] or "fallback"
+        lines.append(f"  kernel {key}")
+        if it["tensors"] is not None:
+            lines.append(f"    tensors: {it['describe']}")
+        lines.append(f"    library: {it['library']} ({it['origin']})")
+        if it["note"]:
+            lines.append(f"    note:    {it['note']}")
+    return "\n".join(lines)
+
+
+def cmd_show(args) -> int:
+    etops = _etops(args.debug)
+    reg = etops.registry()
+    infos = []
+    with _quiet(args.debug):
+        for name in args.name:
+            if "::" not in name:
+                name = "aten::" + name
+            infos.append(_describe(reg.get_kernel(name)))
+    if args.json:
+        return _emit_json(infos[0] if len(infos) == 1 else infos)
+    for n, info in enumerate(infos):
+        if n:
+            print()
+        if _tty():
+            from rich.markup import escape
+
+            text = escape(_show_text(info))
+            text = text.replace("built-in)", "[green]built-in[/green])").replace("custom)", "[yellow]custom[/yellow])")
+            _console().print(text)
+        else:
+            print(_show_text(info))
+    return 0
+
+
+def _split(text: str | None) -> list[str] | None:
+    if not text:
+        return None
+    return [t.strip() for t in text.split(",") if t.strip()]
+
+
+def _write_report(result, path: str, title: str, rows=None) -> str:
+    with open(path, "w") as f:
+        f.write(result.markdown(title=title, rows=rows))
+    json_path = os.path.splitext(path)[0] + ".json"
+    result.to_json(json_path, rows=rows)
+    return json_path
+
+
+def cmd_bench(args) -> int:
+    if args.grep and not args.all:
+        raise UsageError("--grep goes with --all")
+    if args.all and args.name:
+        raise UsageError("give kernel names or --all, not both")
+    if not args.all and not args.name:
+        raise UsageError("name a kernel (etops bench aten::add.out) or pass --all")
+    if args.threads is not None and args.threads < 1:
+        raise UsageError(f"--threads must be at least 1, got {args.threads}")
+    if args.repeats is not None and args.repeats < 1:
+        raise UsageError(f"--repeats must be at least 1, got {args.repeats}")
+    from ..bench import inputs as _inputs
+
+    sizes = _split(args.sizes)
+    if sizes:
+        sizes = [_inputs.parse_size(s) for s in sizes]
+    dtypes = _split(args.dtype)
+    from ..bench import _dtype
+
+    if dtypes:
+        dtypes = [_dtype(d) for d in dtypes]
+    if args.plot:
+        d = os.path.dirname(os.path.abspath(args.plot))
+        if not os.path.isdir(d):
+            raise UsageError(f"--plot: no folder {d}")
+    etops = _etops(args.debug)
+    reg = etops.registry()
+    if args.all:
+        if args.budget <= 0:
+            raise UsageError("--budget must be positive")
+        if dtypes and len(dtypes) > 1:
+            raise UsageError("--all takes one --dtype")
+        selected = None
+        if args.grep:
+            selected = sorted(n for n in reg.operator_names if n.startswith("aten::") and args.grep.lower() in n.lower())
+            if not selected:
+                raise UsageError(f"no registered aten kernel name contains {args.grep!r}")
+        with _quiet(args.debug), _progress("bench --all") as update:
+            result = etops.bench_all(budget=args.budget, kernels=selected, size=None if args.size == "sample" else args.size,
+                                     dtype=dtypes[0] if dtypes else "float32", threads=args.threads, progress=update)
+        rows = result.ranked()
+        title = f"ExecuTorch / ATen, {'aten kernels matching ' + repr(args.grep) if args.grep else 'every registered aten kernel'}, slowest ratio first (budget {args.budget:g} s)"
+    else:
+        kernels = [reg.get_kernel(n if "::" in n else "aten::" + n) for n in args.name]
+        with _quiet(args.debug), _progress("bench") as update:
+            result = etops.bench(kernels, sizes=sizes, dtypes=dtypes, repeats=args.repeats or 11, warmup=args.warmup,
+                                 target=args.target, threads=args.threads, progress=update)
+        rows = result.rows
+        title = "ExecuTorch (etops) / ATen, " + ", ".join(k.name for k in kernels)
+    if args.plot:
+        result.plot(args.plot)
+    if args.report:
+        _write_report(result, args.report, title, rows)
+    if args.json:
+        data = result.to_dict()
+        data["rows"] = rows
+        return _emit_json(data)
+    shown = rows[: args.top] if args.top else rows
+    if _tty():
+        _console().print(result.table(title=title, rows=shown))
+    else:
+        print(title)
+        print(result.text(rows=shown))
+    notes = [result.summary()] if args.all else []
+    if args.plot:
+        notes.append(f"plot: {args.plot}")
+    if args.report:
+        notes.append(f"report: {args.report} and {os.path.splitext(args.report)[0]}.json")
+    for n in notes:
+        print(n, file=sys.stderr)
+    return 0
+
+
+def cmd_threads(args) -> int:
+    etops = _etops(args.debug)
+    import torch
+
+    from ..bench import threads as _threads
+
+    before = etops.get_num_threads()
+    if args.n is not None:
+        if args.n < 1:
+            raise UsageError(f"the threadpool needs at least 1 thread, got {args.n}")
+        etops.set_num_threads(args.n)
+    now = etops.get_num_threads()
+    data = {"executorch": now, "previous": before, "default": _threads.default_num_threads(), "torch": torch.get_num_threads(), "cores": os.cpu_count()}
+    if args.json:
+        return _emit_json(data)
+    print(f"ExecuTorch threadpool: {now} threads" + (f" (was {before})" if now != before else "")
+          + f"; default {data['default']} (the logical cores); torch intra-op threads: {data['torch']}")
+    if args.n is not None:
+        print("The size lasts for this process only: use 'etops bench --threads N', or etops.set_num_threads(N) in Python.")
+    return 0

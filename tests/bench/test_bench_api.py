@@ -1,0 +1,106 @@
+"""etops.bench as a Python API (notebooks): numbers positive on both sides, the
+result's renderings, the threadpool size. No assertion on speed."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+import etops
+from etops.bench import inputs
+
+
+def _add_inputs(size, dtype):
+    n = size or 8
+    return (torch.randn(n, dtype=dtype or torch.float32), torch.randn(n, dtype=dtype or torch.float32)), {"alpha": 2}
+
+
+@pytest.fixture(scope="module")
+def result():
+    return etops.bench("aten::add.out", sizes=[16, "1k"], inputs=_add_inputs, repeats=3, warmup=1, target=2e-4)
+
+
+def test_both_sides_measured(result):
+    assert len(result.rows) == 2
+    for row in result.rows:
+        assert row["error"] is None and row["agree"] is True
+        for side in ("etops", "aten", "etops_zero", "aten_zero"):
+            s = row[side]
+            assert 0 < s["min"] <= s["median"] and len(s["samples"]) == 3
+        assert row["ratio"]["median"] > 0 and row["ratio"]["q1"] <= row["ratio"]["q3"]
+    assert [r["size"] for r in result.rows] == [16, 1024]
+    assert result.threads["torch"] == result.threads["executorch"] >= 1
+
+
+def test_renderings(result, tmp_path):
+    text = result.text()
+    assert "aten::add.out" in text and "ratio (ET/ATen)" in text and "threads: torch" in text
+    assert "| `aten::add.out` |" in result.markdown(title="add")
+    assert json.loads(result.to_json())["rows"][0]["kernel"] == "aten::add.out"
+    assert result.table().row_count == 2
+    png = result.plot(str(tmp_path / "p.png"))
+    assert open(png, "rb").read(8) == b"\x89PNG\r\n\x1a\n"
+    assert result.ranked()[0]["kernel"] == "aten::add.out"
+
+
+def test_opinfo_sample_at_a_size():
+    r = etops.bench(etops.registry().aten.mul.out, sizes=["4k"], repeats=3, warmup=0, target=2e-4, threads=1)
+    (row,) = r.rows
+    assert row["error"] is None, row
+    assert "OpInfo 'mul'" in row["input"]
+    assert row["size"] == pytest.approx(4096, rel=0.1)
+    assert row["etops"]["median"] > 0 and row["aten"]["median"] > 0
+    assert r.threads == {"torch": 1, "executorch": 1}
+
+
+def test_derive_maps_view_ops_to_copy_kernels():
+    reg = etops.registry()
+    found = inputs.derive([reg.get_kernel("aten::select_copy.int_out")], only_named=True)
+    sample = found["aten::select_copy.int_out"]
+    assert sample.functional == "aten::select.int"
+    out = reg.get_kernel("aten::select_copy.int_out")(*sample.args, **sample.kwargs)
+    assert torch.equal(out, torch.select_copy(*sample.args, **sample.kwargs))
+
+
+def test_set_num_threads_round_trip():
+    before = etops.get_num_threads()
+    try:
+        assert etops.set_num_threads(1) == 1 and etops.get_num_threads() == 1
+        assert etops.set_num_threads(3) == 3
+    finally:
+        etops.set_num_threads(before)
+    assert etops.get_num_threads() == before
+    with pytest.raises(ValueError):
+        etops.set_num_threads(0)
+    with pytest.raises(TypeError):
+        etops.set_num_threads(1.5)
+
+
+def test_sizes_parse():
+    assert [inputs.parse_size(s) for s in ("16", "4k", "1M", "16M")] == [16, 4096, 1 << 20, 16 << 20]
+    assert inputs.format_size(16 << 20) == "16M"
+    with pytest.raises(ValueError):
+        inputs.parse_size("lots")
+
+
+def test_unknown_kernel_raises():
+    with pytest.raises(etops.KernelNotFoundError):
+        etops.bench("aten::add.Tensor")
+
+
+def test_ranked_puts_the_slowest_ratio_first():
+    from etops.bench.result import BenchResult
+
+    def row(name, kernel_ratio=None, ratio=None, error=None):
+        s = lambda m: {"min": m, "median": m, "q1": m, "q3": m, "samples": [m]}  # noqa: E731
+        r = {"kernel": name, "dtype": "float32", "size": 1, "size_label": "1", "error": error}
+        if ratio is not None:
+            r.update(etops=s(1.0), aten=s(1.0), ratio=s(ratio), kernel_ratio=s(kernel_ratio) if kernel_ratio else None)
+        return r
+
+    rows = [row("a", 0.5, 0.6), row("b", error="x"), row("c", 3.0, 2.0), row("d", None, 9.0), row("e", 1.0, 1.0)]
+    result = BenchResult(rows, {"torch": 1, "executorch": 1}, {}, {"budget": 1})
+    assert [r["kernel"] for r in result.ranked()] == ["c", "e", "a", "d", "b"]
+    assert "5 rows: 4 measured, 1 failed" in result.summary()
