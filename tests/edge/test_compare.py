@@ -147,24 +147,22 @@ def test_compare_pre_emission_program(planted):
     assert report.first_divergence.kernel == "aten::_log_softmax.out"
 
 
-def test_progress_bar_on_large_graphs(capsys):
-    from executorch.exir import to_edge
+def test_progress_bar(planted, capsys):
+    """Shown on graphs of more than 300 nodes (forced here on a small one, and
+    the threshold checked on its own: exporting a 300-node graph takes seconds)."""
+    from etops.edge._run import Progress
 
-    class Chain(nn.Module):
-        def forward(self, x):
-            for i in range(105):
-                x = torch.tanh(x) * 0.5 + 0.1
-            return x
-
-    x = torch.randn(4)
-    manager = to_edge(torch.export.export(Chain(), (x,)))
+    assert Progress(301, "x", None).enabled and not Progress(300, "x", None).enabled
+    assert not Progress(5000, "x", False).enabled
+    model, inputs, manager = planted
     nodes = sum(1 for n in manager.exported_program().graph.nodes if n.op == "call_function")
-    assert nodes > 300
-    report = edge.compare(manager, x)
+    edge.compare(manager, inputs, progress=True)
     err = capsys.readouterr().err
-    assert "etops.edge.compare [" in err and f"/{2 * nodes} nodes" in err
-    assert report.ok
-    edge.run(manager, x)
+    assert "etops.edge.compare [" in err and f"/{2 * nodes} nodes" in err  # reference run + end-to-end run
+    assert f"] {nodes + 4}/{2 * nodes} nodes" in err  # the end-to-end run stopped at the planted kernel (5th node)
+    with pytest.raises(etops.KernelError):
+        edge.run(manager, inputs, progress=True)
     assert "etops.edge.run [" in capsys.readouterr().err
-    edge.run(manager, x, progress=False)
+    with pytest.raises(etops.KernelError):
+        edge.run(manager, inputs)
     assert "etops.edge.run" not in capsys.readouterr().err

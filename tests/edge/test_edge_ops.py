@@ -221,3 +221,22 @@ def test_import_etops_does_not_load_edge():
     env_path = str(__import__("pathlib").Path(etops.__file__).resolve().parent.parent)
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env={**__import__("os").environ, "PYTHONPATH": env_path}, timeout=120)
     assert result.returncode == 0 and "ok" in result.stdout, result.stderr[-2000:]
+
+
+class Branchy(torch.nn.Module):
+    def forward(self, x):
+        return torch.cond(x.sum() > 0, lambda x: x.sin() * 2, lambda x: x.cos() + 1, (x,))
+
+
+def test_cond_runs_the_taken_branch_bit_exact():
+    from executorch.runtime import Runtime
+
+    x = torch.randn(3, 4)
+    lowered = Lowered(Branchy(), (x,))
+    method = Runtime.get().load_program(lowered.executorch.buffer).load_method("forward")
+    for inp in (x.abs() + 1, -x.abs() - 1):
+        expected = list(method.execute([inp]))
+        bit_identical(edge.run(lowered.edge, inp, flat=True), expected)
+        bit_identical(edge.run(lowered.executorch, inp, flat=True), expected)
+    report = edge.compare(lowered.edge, -x.abs() - 1)
+    assert report.ok and any(r.op == "aten::cos" for r in report)

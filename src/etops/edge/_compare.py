@@ -212,7 +212,7 @@ class NodeResult:
         return f'''\
 """etops.edge.compare: node {self.node} ({self.op}) diverges on ExecuTorch kernel {self.kernel}:
 {self.status}{': ' + self.message if self.message else ''}
-max abs error {self.max_abs:.3g}, max rel error {self.max_rel:.3g}, {self.mismatched}/{self.numel} elements beyond rtol={self.rtol:g} atol={self.atol:g}{chr(10) + 'source: ' + self.source if self.source else ''}
+{self._measured()}{'source: ' + self.source if self.source else ''}
 """
 import base64, io
 {imports}
@@ -237,6 +237,11 @@ print("expected:", expected)
 print("actual:  ", actual)
 torch.testing.assert_close(actual, expected, rtol={self.rtol!r}, atol={self.atol!r})
 '''
+
+    def _measured(self) -> str:
+        if self.status != "mismatch":
+            return ""
+        return f"max abs error {self.max_abs:.3g}, max rel error {self.max_rel:.3g}, {self.mismatched}/{self.numel} elements beyond rtol={self.rtol:g} atol={self.atol:g}\n"
 
     def write_reproducer(self, path) -> str:
         with open(path, "w") as f:
@@ -340,6 +345,7 @@ class CompareReport:
 
     def _rows(self, rows: list[NodeResult]):
         for r in rows:
+            measured = r.status in ("ok", "mismatch")
             yield (
                 str(r.index),
                 r.node,
@@ -347,10 +353,10 @@ class CompareReport:
                 r.kernel or "-",
                 r.dtype,
                 "x".join(str(s) for s in r.shape) if r.shape else "()",
-                _fmt(r.max_abs),
-                _fmt(r.max_rel),
-                f"{r.mismatched}/{r.numel}",
-                _fmt_snr(r.snr),
+                _fmt(r.max_abs) if measured else "-",
+                _fmt(r.max_rel) if measured else "-",
+                f"{r.mismatched}/{r.numel}" if measured else "-",
+                _fmt_snr(r.snr) if measured else "-",
                 r.status if r.ok else r.status.upper(),
             )
 
@@ -448,11 +454,12 @@ class CompareReport:
         failed = [r for r in self.results if r.status not in ("ok", "mismatch") or math.isinf(r.max_abs)]
         if failed:
             ax.scatter([r.index for r in failed], [top] * len(failed), s=50, color="black", marker="v", label="kernel failed / missing / inf", zorder=4)
-        ax.plot([r.index for r in self.results], [max(r.atol, floor) for r in self.results], color="tab:green", linewidth=0.8, label="atol (torch.testing default)")
+        ax.plot([r.index for r in self.results], [max(r.atol, floor) for r in self.results], color="tab:green", linewidth=0.8, drawstyle="steps-mid", label="atol (torch.testing default)")
         first = self.first_divergence
         if first is not None:
             y = top if first in failed else max(first.max_abs, floor)
-            ax.annotate(f"{first.node}\n{first.kernel or first.op}", (first.index, y), textcoords="offset points", xytext=(8, -24), fontsize=8, color="tab:red")
+            right = first.index > (len(self.results) - 1) / 2
+            ax.annotate(f"{first.node}\n{first.kernel or first.op}", (first.index, y), textcoords="offset points", xytext=(-8 if right else 8, -24), ha="right" if right else "left", fontsize=8, color="tab:red")
         ax.set_yscale("log")
         ax.set_ylim(floor / 2, top * 3)
         ax.set_xlabel("kernel node along the graph")

@@ -242,13 +242,17 @@ class Progress:
         now = time.monotonic()
         if now - self._last >= 0.1 or self.done >= self.total:
             self._last = now
-            width = 30
-            filled = int(width * self.done / max(self.total, 1))
-            sys.stderr.write(f"\r{self.label} [{'#' * filled}{'.' * (width - filled)}] {self.done}/{self.total} nodes {now - self._start:.1f}s")
-            sys.stderr.flush()
+            self._draw(now)
+
+    def _draw(self, now: float) -> None:
+        width = 30
+        filled = int(width * min(self.done, self.total) / max(self.total, 1))
+        sys.stderr.write(f"\r{self.label} [{'#' * filled}{'.' * (width - filled)}] {self.done}/{self.total} nodes {now - self._start:.1f}s")
+        sys.stderr.flush()
 
     def close(self) -> None:
         if self.enabled:
+            self._draw(time.monotonic())  # where it stopped (a failing kernel stops a run early)
             sys.stderr.write("\n")
             sys.stderr.flush()
 
