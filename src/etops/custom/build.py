@@ -27,6 +27,7 @@ import hashlib
 import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import threading
@@ -36,7 +37,7 @@ from pathlib import Path
 from ..errors import EtopsError, SchemaError
 
 #: Bumped whenever the generated code or the build recipe changes.
-GENERATOR_VERSION = "2"
+GENERATOR_VERSION = "3"
 
 
 class BuildError(EtopsError, RuntimeError):
@@ -308,7 +309,7 @@ def _wrap_namespace(qualified: str, decl: str) -> str:
 
 def generate(kernels: list[KernelSpec]) -> tuple[str, str]:
     """(decls.h, wrappers.cpp) for a kernel set."""
-    decls = ['#pragma once', '#include "prelude.h"', ""]
+    decls = ["#pragma once", "// after the prelude (force-included first)", ""]
     wrappers = ['#include "decls.h"', "", "#define ETOPS_EXPORT extern \"C\" __attribute__((visibility(\"default\")))", ""]
     for i, k in enumerate(kernels):
         if k.boxed:
@@ -391,17 +392,57 @@ def _open(path: str):
     return handle
 
 
-def _ninja_file(tc: Toolchain, sources: list[str], cflags: list[str], ldflags: list[str]) -> str:
+def _base_flags(tc: Toolchain) -> list[str]:
+    flags = ["-std=c++17", "-O2", "-fPIC", "-fvisibility=hidden", "-fdiagnostics-color=never"]
+    flags += [f"-D{d}" for d in tc.defines]
+    flags += [f"-isystem {d}" for d in tc.include_dirs]
+    return flags
+
+
+def _prelude(tc: Toolchain) -> tuple[str, bool]:
+    """(path of the prelude header, whether it is precompiled). ExecuTorch's headers
+    are most of a small kernel's compile time, so GCC gets a precompiled prelude,
+    made once per toolchain in the cache. Making it takes several times one kernel's
+    compile, so the first build does not wait for it: it starts the precompile in the
+    background and compiles without; later builds use it. (Set ETOPS_PCH=0 to never
+    precompile. Without a usable .gch GCC reads the header itself, so a stale or
+    missing one only costs time.)"""
+    flags = _base_flags(tc)
+    key = hashlib.sha256("\0".join([GENERATOR_VERSION, tc.cxx_id, PRELUDE] + flags).encode()).hexdigest()[:16]
+    folder = cache_dir() / "prelude" / key
+    header = folder / "prelude.h"
+    gch = folder / "prelude.h.gch"
+    if not header.exists():
+        folder.mkdir(parents=True, exist_ok=True)
+        tmp = folder / f"prelude.h.{os.getpid()}"
+        tmp.write_text(PRELUDE)
+        os.replace(tmp, header)
+    if gch.exists():
+        return str(header), True
+    if os.environ.get("ETOPS_PCH", "1") != "0" and "clang" not in tc.cxx_id:
+        marker = folder / "building"
+        try:
+            fd = os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+            os.close(fd)
+        except FileExistsError:
+            return str(header), False  # another build is making it
+        tmp = folder / f"prelude.h.gch.{os.getpid()}"
+        command = " ".join([shlex.quote(tc.cxx)] + flags + ["-x", "c++-header", shlex.quote(str(header)), "-o", shlex.quote(str(tmp))])
+        command = f"{command} && mv {shlex.quote(str(tmp))} {shlex.quote(str(gch))}; rm -f {shlex.quote(str(tmp))} {shlex.quote(str(marker))}"
+        subprocess.Popen(["sh", "-c", command], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                         stderr=subprocess.DEVNULL, start_new_session=True)
+    return str(header), False
+
+
+def _ninja_file(tc: Toolchain, sources: list[str], cflags: list[str], ldflags: list[str], prelude: str, pch: bool = False) -> str:
     """The first source is compiled as part of wrappers.cpp (one translation unit
     for the common one-source set: the headers are parsed once); each further source
     is its own compile edge, run in parallel by Ninja."""
     def esc(s: str) -> str:
         return s.replace("$", "$$").replace(" ", "$ ").replace(":", "$:")
 
-    flags = ["-std=c++17", "-O2", "-fPIC", "-fvisibility=hidden", "-fdiagnostics-color=never"]
-    flags += [f"-D{d}" for d in tc.defines]
-    flags += ["-I."] + [f"-isystem {d}" for d in tc.include_dirs]
-    flags += ["-include", "decls.h"]
+    flags = _base_flags(tc) + ["-I."]
+    flags += ["-include", prelude, "-include", "decls.h"]
     flags += cflags
     link = ["-shared", f"-L{tc.lib_dir}", f"-Wl,-rpath,{tc.lib_dir}", "-Wl,-z,defs"]
     link += [f"-l{lib}" for lib in tc.libs] + ldflags
@@ -426,9 +467,9 @@ def _ninja_file(tc: Toolchain, sources: list[str], cflags: list[str], ldflags: l
             continue
         obj = f"obj_{i}.o"
         objects.append(obj)
-        lines.append(f"build {obj}: cxx {esc(src)} | decls.h prelude.h")
+        lines.append(f"build {obj}: cxx {esc(src)} | decls.h")
     first = " " + esc(sources[0]) if sources else ""
-    lines.append(f"build wrappers.o: cxx wrappers.cpp | decls.h prelude.h{first}")
+    lines.append(f"build wrappers.o: cxx wrappers.cpp | decls.h{first}")
     lines.append(f"build kernels.so: link {' '.join(objects + ['wrappers.o'])}")
     lines.append("default kernels.so")
     return "\n".join(lines) + "\n"
@@ -522,7 +563,8 @@ def build(sources: list[Source], kernels: list[KernelSpec], cflags=(), ldflags=(
             # file name and line numbers in diagnostics.
             wrappers = wrappers.replace('#include "decls.h"\n', f'#include "decls.h"\n#include {json.dumps(compile_paths[0])}\n', 1)
         (build_dir / "wrappers.cpp").write_text(wrappers)
-        (build_dir / "build.ninja").write_text(_ninja_file(tc, compile_paths, list(cflags), list(ldflags)))
+        prelude, pch = _prelude(tc)
+        (build_dir / "build.ninja").write_text(_ninja_file(tc, compile_paths, list(cflags), list(ldflags), prelude, pch))
         proc = subprocess.run([tc.ninja, "-C", str(build_dir)], capture_output=True, text=True)
         log = proc.stdout + proc.stderr
         with open(build_dir / "build.log", "a") as f:
