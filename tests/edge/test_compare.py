@@ -74,16 +74,45 @@ def test_run_raises_at_the_planted_kernel(planted):
         edge.run(manager, inputs)
 
 
+def _run_script(source: str):
+    exec(compile(source, "reproducer.py", "exec"), {"__name__": "__main__"})
+
+
 def test_reproducer_reproduces(planted, tmp_path):
     model, inputs, manager = planted
     first = edge.compare(manager, inputs).first_divergence
     script = first.write_reproducer(tmp_path / "repro.py")
     source = open(script).read()
     assert "exir_ops.edge.aten._log_softmax.default" in source
+    with pytest.raises(etops.KernelError, match="_log_softmax.out"):
+        _run_script(source)  # self-contained: its own imports, the inputs embedded
+
+
+def test_reproducer_runs_standalone(planted, tmp_path):
+    """The script in a fresh interpreter (as a user would run it)."""
+    model, inputs, manager = planted
+    script = edge.compare(manager, inputs).first_divergence.write_reproducer(tmp_path / "repro.py")
     src = str(__import__("pathlib").Path(etops.__file__).resolve().parent.parent)
     result = subprocess.run([sys.executable, script], capture_output=True, text=True, timeout=180, env={**__import__("os").environ, "PYTHONPATH": src})
     assert result.returncode != 0
     assert "KernelError" in result.stderr and "_log_softmax.out" in result.stderr, result.stderr[-3000:]
+
+
+def test_reproducer_of_a_mismatch_passes_with_default_tolerance():
+    """A mismatch found with zero tolerance: the script compares with those."""
+    from executorch.exir import to_edge
+
+    torch.manual_seed(0)
+    model = nn.Linear(16, 8).eval()
+    x = torch.randn(4, 16)
+    report = edge.compare(to_edge(torch.export.export(model, (x,))), x, rtol=0, atol=0)
+    first = report.first_divergence
+    assert first is not None and first.status == "mismatch" and first.kernel == "aten::addmm.out"
+    source = first.reproducer()
+    assert "rtol=0" in source and "atol=0" in source
+    with pytest.raises(AssertionError, match="Tensor-likes are not equal|not close"):
+        _run_script(source)
+    _run_script(source.replace("rtol=0, atol=0", "rtol=1.3e-06, atol=1e-05"))
 
 
 def test_compare_flags_mismatches_beyond_tolerance():
@@ -144,7 +173,12 @@ def test_compare_pre_emission_program(planted):
     model, inputs, manager = planted
     report = edge.compare(manager, inputs, stage="executorch")
     assert report.stage == "pre-emission"
-    assert report.first_divergence.kernel == "aten::_log_softmax.out"
+    first = report.first_divergence
+    assert first.kernel == "aten::_log_softmax.out" and first.op == "aten::_log_softmax.out"
+    source = first.reproducer()
+    assert "torch.ops.aten._log_softmax.out" in source and "OUTS = ('out',)" in source
+    with pytest.raises(etops.KernelError, match="_log_softmax.out"):
+        _run_script(source)
 
 
 def test_progress_bar(planted, capsys):

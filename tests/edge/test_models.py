@@ -80,7 +80,15 @@ def _examples_lstm():
     return m.get_eager_model(), m.get_example_inputs()
 
 
+def _examples_resnet8():
+    from executorch.examples.models.mlperf_tiny.resnet8 import ResNet8Model
+
+    m = ResNet8Model()
+    return m.get_eager_model(), m.get_example_inputs()
+
+
 MODELS["examples.lstm"] = _examples_lstm
+MODELS["examples.resnet8"] = _examples_resnet8
 
 _cache: dict = {}
 

@@ -319,8 +319,9 @@ def on_executorch():
         with _patch_lock:
             _patch_users -= 1
             if _patch_users == 0:
+                # _original_call stays set: a thread already inside _patched_call
+                # (outside any block) still goes on to ATen through it.
                 EdgeOpOverload.__call__ = _original_call
-                _original_call = None
 
 
 def is_on_executorch() -> bool:

@@ -640,4 +640,5 @@ def compare(
                         e2e.append(OutputDiff(i, str(t.dtype).replace("torch.", "") if t is not None else type(e).__name__, tuple(t.shape) if t is not None else (), d.max_abs, d.max_rel, d.mismatched, d.numel, d.snr, d.problem))
     finally:
         bar.close()
-    return CompareReport(executor.results, e2e, e2e_error, reference, "edge" if stage == "edge" else "pre-emission", method)
+    pre_emission = stage == "executorch" or type(program).__name__ == "ExecutorchProgramManager"
+    return CompareReport(executor.results, e2e, e2e_error, reference, "pre-emission" if pre_emission else "edge", method)
