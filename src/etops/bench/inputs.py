@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 import torch
 
 #: Samples looked at per OpInfo and dtype before giving up on it.
-MAX_SAMPLES = 12
+MAX_SAMPLES = 40
 #: dtypes tried, in order, when the caller does not ask for one.
 DEFAULT_DTYPES = (torch.float32, torch.int64, torch.int32, torch.bool, torch.uint8, torch.float64)
 

@@ -229,7 +229,7 @@ def cmd_show(args) -> int:
 
             text = escape(_show_text(info))
             text = text.replace("built-in)", "[green]built-in[/green])").replace("custom)", "[yellow]custom[/yellow])")
-            _console().print(text)
+            _console().print(text, soft_wrap=True)
         else:
             print(_show_text(info))
     return 0
