@@ -200,3 +200,47 @@ def test_progress_bar(planted, capsys):
     with pytest.raises(etops.KernelError):
         edge.run(manager, inputs)
     assert "etops.edge.run" not in capsys.readouterr().err
+
+
+def _bad_relu(x, out=None):
+    y = torch.relu(x)
+    y[..., 0] += 0.01  # the planted fault: first column off by 0.01
+    return y
+
+
+class MLP(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1, self.fc2, self.fc3 = nn.Linear(8, 16), nn.Linear(16, 16), nn.Linear(16, 4)
+
+    def forward(self, x):
+        h = torch.relu(self.fc1(x))
+        h = torch.tanh(self.fc2(h))
+        return self.fc3(h)
+
+
+@pytest.mark.skipif(not hasattr(etops, "override"), reason="needs etops.override (custom kernels)")
+def test_compare_finds_an_overridden_faulty_kernel():
+    """The planted fault proper: aten::relu.out replaced by a kernel that is off by
+    0.01 in one column. compare points at relu; the nodes after it, fed ATen's
+    values, stay within tolerance; end to end the error shows; the .pte agrees."""
+    from executorch.exir import to_edge
+    from executorch.runtime import Runtime
+
+    torch.manual_seed(0)
+    model = MLP().eval()
+    x = torch.randn(3, 8)
+    manager = to_edge(torch.export.export(model, (x,)))
+    et = __import__("copy").deepcopy(manager).to_executorch()
+    with etops.override("aten::relu.out", _bad_relu):
+        report = edge.compare(manager, x, model=model)
+        outs = edge.run(manager, x, flat=True)
+        pte = list(Runtime.get().load_program(et.buffer).load_method("forward").execute([x]))
+    first = report.first_divergence
+    assert first.kernel == "aten::relu.out" and first.status == "mismatch"
+    assert first.max_abs == pytest.approx(0.01, rel=1e-3) and first.mismatched == 3
+    assert "torch.relu(self.fc1(x))" in first.source
+    assert [r.node for r in report.divergences] == [first.node]
+    assert not all(o.ok for o in report.end_to_end)
+    assert torch.equal(outs[0], pte[0])  # the .pte ran the overridden kernel too
+    assert edge.compare(manager, x).ok  # restored

@@ -163,11 +163,14 @@ def _first_line(trace: str | None) -> str | None:
     if not trace:
         return None
     lines = [line.strip() for line in trace.strip().splitlines() if line.strip()]
-    for i in range(len(lines) - 1, -1, -1):
-        if lines[i].startswith("File "):
-            code = lines[i + 1] if i + 1 < len(lines) else ""
-            where = lines[i].replace("File ", "", 1)
-            return f"{where}: {code}"
+    frames = [i for i, line in enumerate(lines) if line.startswith("File ")]
+    # the user's frame: the last one outside torch itself (nn.ReLU's forward is not news)
+    mine = [i for i in frames if "/site-packages/torch/" not in lines[i] and "/torch/nn/" not in lines[i]]
+    chosen = (mine or frames)[-1:]
+    for i in chosen:
+        code = lines[i + 1] if i + 1 < len(lines) and not lines[i + 1].startswith("File ") else ""
+        where = lines[i].replace("File ", "", 1)
+        return f"{where}: {code}"
     return lines[-1] if lines else None
 
 
