@@ -38,8 +38,15 @@ def _plain_table(headers: list[str], rows: list[list[str]]) -> str:
     return "\n".join(lines)
 
 
+def _fits(plain: str) -> bool:
+    """Whether a rich table of this plain text's width fits the terminal (a squeezed
+    table wraps every cell: plain text reads better then)."""
+    width = max((len(line) for line in plain.splitlines()), default=0)
+    return _console().width >= width + 3 * plain.splitlines()[0].count("  ") // 2 + 4
+
+
 def _print_table(headers, rows, title=None, caption=None) -> None:
-    if _tty():
+    if _tty() and _fits(_plain_table(headers, rows)):
         from rich.markup import escape
         from rich.table import Table
 
@@ -307,7 +314,7 @@ def cmd_bench(args) -> int:
         data["rows"] = rows
         return _emit_json(data)
     shown = rows[: args.top] if args.top else rows
-    if _tty():
+    if _tty() and _fits(result.text(rows=shown)):
         _console().print(result.table(title=title, rows=shown))
     else:
         print(title)
