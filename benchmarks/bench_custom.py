@@ -7,7 +7,7 @@
   * the call cost of the custom kernel against the built-in aten::add.out (same
     schema, 2x3 float32, out given), interleaved plain loops.
 
-    python benchmarks/bench_custom.py [--cold 3] [--inline 1] [--fresh 5] [--calls 20000] [--repeats 15] [--json PATH]
+    python benchmarks/bench_custom.py [--cold 3] [--inline 1] [--fresh 5] [--calls 10000] [--repeats 30] [--json PATH]
 """
 
 from __future__ import annotations
@@ -150,7 +150,8 @@ def call_overhead(calls: int, repeats: int) -> dict:
     res = {"custom": [], "builtin": [], "same": []}
     rng = range(calls)
     for r in range(repeats + 2):
-        for name in (("custom", "builtin", "same") if r % 2 == 0 else ("same", "builtin", "custom")):
+        names = ["custom", "builtin", "same"]
+        for name in names[r % 3:] + names[: r % 3]:  # every order position in turn
             op = {"custom": custom, "builtin": builtin, "same": same}[name]
             t = time.perf_counter()
             for _ in rng:
@@ -167,7 +168,7 @@ def call_overhead(calls: int, repeats: int) -> dict:
             "same_ratio_paired": paired_same, "same_ratio_min": min(res["same"]) / min(res["builtin"])}
 
 
-def run(cold: int = 3, inline: int = 1, fresh: int = 5, calls: int = 20000, repeats: int = 15) -> dict:
+def run(cold: int = 3, inline: int = 1, fresh: int = 5, calls: int = 10000, repeats: int = 30) -> dict:
     out = {"cold_etops_s": cold_etops(cold)}
     if inline:
         out["cold_load_inline_s"] = _common.summary(cold_load_inline(inline))
@@ -201,4 +202,4 @@ def report(res: dict) -> str:
 
 
 if __name__ == "__main__":
-    _common.standalone_main(__doc__, {"cold": 3, "inline": 1, "fresh": 5, "calls": 20000, "repeats": 15}, run, report)
+    _common.standalone_main(__doc__, {"cold": 3, "inline": 1, "fresh": 5, "calls": 10000, "repeats": 30}, run, report)

@@ -125,3 +125,21 @@ def test_replacing_the_kernel_of_a_custom_op(cache, export_to_pte, run_pte):
     assert op2.handle.index == op.handle.index  # same registry slot
     assert run_pte(pte).execute([x])[0].tolist() == [0.0, 5.0, 10.0]
     assert torch.ops.loop.k(x).tolist() == [0.0, 5.0, 10.0]
+
+
+def test_custom_op_with_shape_function(cache):
+    src = r"""
+Tensor& rowsum_out(KernelRuntimeContext& ctx, const Tensor& x, Tensor& out) {
+  const float* in = x.const_data_ptr<float>();
+  float* o = out.mutable_data_ptr<float>();
+  for (ssize_t i = 0; i < x.size(0); i++) {
+    o[i] = 0;
+    for (ssize_t j = 0; j < x.size(1); j++) o[i] += in[i * x.size(1) + j];
+  }
+  return out;
+}
+"""
+    op = etops.custom_op("shapes::rowsum(Tensor x) -> Tensor", src, shape=lambda x: (x.shape[0],))
+    x = torch.randn(4, 3)
+    torch.testing.assert_close(torch.ops.shapes.rowsum(x), x.sum(1))
+    torch.testing.assert_close(op.out(x), x.sum(1))  # out allocated from torch's functional op

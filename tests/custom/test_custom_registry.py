@@ -250,3 +250,28 @@ def test_10000_cycles_and_full_registry(cache):
     )
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.strip().endswith("ok")
+
+
+def test_register_from_library_symbol(scale_kernels):
+    """A kernel given as (library, symbol) and as "path.so:symbol"."""
+    lib = scale_kernels[0].origin["library"]
+    schema = "sym.out(Tensor x, *, Tensor(a!) out) -> Tensor(a!)"
+    h = etops.register_kernel("ctest::sym.out", (lib, "etops_boxed_0"), schema=schema)
+    try:
+        assert h.origin["kind"] == "symbol"
+        assert h(torch.ones(2, 2), out=torch.empty(2, 2)).tolist() == [[2.0, 2.0]] * 2
+    finally:
+        h.deregister()
+    h = etops.register_kernel("ctest::sym.out", f"{lib}:etops_boxed_0")
+    h.deregister()
+    before = registry_snapshot()
+    with pytest.raises(etops.RegistrationError, match="no symbol"):
+        etops.register_kernel("ctest::sym.out", (lib, "no_such_symbol"))
+    assert registry_snapshot() == before
+
+
+def test_signature_helper():
+    schema = etops.registry().aten.add.out._schema
+    assert custom.signature("aten::add.out", schema, "my_add") == (
+        "Tensor& my_add(KernelRuntimeContext& ctx, const Tensor& self, const Tensor& other, const Scalar& alpha, Tensor& out)"
+    )

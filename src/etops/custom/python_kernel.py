@@ -296,8 +296,11 @@ def python_kernel_function(name: str, fn, schema) -> tuple[int, dict]:
         scalar_ret = t
     lib = _library()
     with _lock:
-        used = set(_slots)
-        free = next((i for i in range(SLOTS) if i not in used), None)
+        # A .pte Method loaded earlier may still call a released slot's trampoline:
+        # never-used slots go first, then the one released longest ago.
+        free = next((i for i in range(SLOTS) if i not in _slots and i not in _released), None)
+        if free is None and _released:
+            free = _released.pop(0)
         if free is None:
             raise RuntimeError(f"all {SLOTS} Python kernel slots are in use; deregister some Python kernels")
         _slots[free] = (name, fn, schema, outs, scalar_ret)
@@ -305,6 +308,11 @@ def python_kernel_function(name: str, fn, schema) -> tuple[int, dict]:
     return address, {"kind": "python", "function": getattr(fn, "__qualname__", repr(fn)), "slot": free, "library": "<python>"}
 
 
+#: released slots, oldest first
+_released: list[int] = []
+
+
 def release_slot(slot: int) -> None:
     with _lock:
-        _slots.pop(slot, None)
+        if _slots.pop(slot, None) is not None:
+            _released.append(slot)
