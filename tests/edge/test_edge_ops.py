@@ -205,6 +205,28 @@ def test_run_does_not_change_mutated_buffers():
     torch.testing.assert_close(out, torch.full((3,), 2.0))
     for k, v in ep.state_dict.items():
         assert torch.equal(v, state[k])
+    # before emission the mutation is an in-place aten::copy_ kernel
+    lowered = __import__("copy").deepcopy(manager).to_executorch()
+    pre = lowered.exported_program()
+    assert any("copy_" in str(n.target) for n in pre.graph.nodes)
+    pre_state = {k: v.clone() for k, v in pre.state_dict.items()}
+    torch.testing.assert_close(edge.run(lowered, x), torch.full((3,), 2.0))
+    assert edge.compare(lowered, x).ok
+    for k, v in pre.state_dict.items():
+        assert torch.equal(v, pre_state[k])
+
+
+def test_any_method_of_a_multi_method_program():
+    from executorch.exir import to_edge
+
+    torch.manual_seed(0)
+    lin = torch.nn.Linear(3, 2).eval()
+    x = torch.randn(1, 3)
+    manager = to_edge({"forward": torch.export.export(torch.nn.ReLU(), (x,)), "project": torch.export.export(lin, (x,))})
+    torch.testing.assert_close(edge.run(manager, x, method="project"), lin(x))
+    assert torch.equal(edge.run(manager, x), torch.relu(x))
+    report = edge.compare(manager, x, method="project")
+    assert report.ok and report.method == "project"
 
 
 def test_import_etops_does_not_load_edge():
