@@ -18,7 +18,7 @@ $(PY):
 
 # The pinned runtime pair (torch 2.13.0 is the CPU build on these machines) and the build tools.
 $(DEPS): $(PY)
-	$(PIP) install -q torch==2.13.0 executorch==1.5.1 "scikit-build-core>=0.10" ninja cmake pytest numpy rich==15.0.0 matplotlib==3.11.2
+	$(PIP) install -q torch==2.13.0 executorch==1.5.1 "scikit-build-core>=0.10" ninja cmake pytest numpy rich==15.0.0 matplotlib==3.11.2 hypothesis==6.170.17
 	touch $@
 
 # Builds against the executorch and torch installed in the venv (no build isolation:
@@ -40,3 +40,33 @@ bench: $(BUILT)
 
 clean:
 	rm -rf build dist $(BUILT) src/etops/_native/_core*.so
+
+# Fuzzing (issue 8): the long Hypothesis campaign over every callable kernel, in
+# isolated worker processes; prints kernels fuzzed, cases run, aborts found and
+# fixed, and writes build/fuzz/report.json. FUZZ_BUDGET is in seconds.
+FUZZ_BUDGET ?= 1800
+FUZZ_EXAMPLES ?= 25
+.PHONY: fuzz test-asan
+fuzz: $(BUILT)
+	$(PY) -m etops.fuzz --budget $(FUZZ_BUDGET) --examples $(FUZZ_EXAMPLES) --report build/fuzz/report.json
+
+# The C extension and bridge built with AddressSanitizer + UndefinedBehaviorSanitizer
+# (gcc's runtimes, Debian's libasan/libubsan, installed here when missing) into
+# build/asan, next to a copy of the Python package, and the whole test suite run
+# under it. A Python extension needs the ASan runtime preloaded; detect_leaks=0
+# because CPython and torch keep allocations alive at exit on purpose (LeakSanitizer
+# would report those, not etops'). Any sanitizer report (in pytest or in the
+# subprocesses and fuzz workers it starts) lands in build/asan/reports and fails.
+ASAN_DIR := build/asan
+test-asan: $(DEPS)
+	@gcc -print-file-name=libasan.so | grep -q / && test -e "$$(gcc -print-file-name=libasan.so)" || \
+	  { SUDO=$$(command -v sudo || true); $$SUDO apt-get update -q && $$SUDO apt-get install -y -q gcc g++ libasan8 libubsan1; }
+	cmake -G Ninja -S . -B $(ASAN_DIR) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DETOPS_SANITIZE=ON -DPython_EXECUTABLE=$(abspath $(PY)) > /dev/null
+	cmake --build $(ASAN_DIR)
+	rm -rf $(ASAN_DIR)/pkg $(ASAN_DIR)/reports && mkdir -p $(ASAN_DIR)/pkg $(ASAN_DIR)/reports
+	cp -r src/etops $(ASAN_DIR)/pkg/ && rm -f $(ASAN_DIR)/pkg/etops/_native/_core*.so && cp $(ASAN_DIR)/_core*.so $(ASAN_DIR)/pkg/etops/_native/
+	LD_PRELOAD="$$(gcc -print-file-name=libasan.so) $$(gcc -print-file-name=libubsan.so)" \
+	ASAN_OPTIONS=detect_leaks=0:log_path=$(abspath $(ASAN_DIR))/reports/asan \
+	UBSAN_OPTIONS=print_stacktrace=1:log_path=$(abspath $(ASAN_DIR))/reports/ubsan \
+	PYTHONPATH=$(ASAN_DIR)/pkg $(PY) -m pytest -q -p no:cacheprovider tests
+	@if ls $(ASAN_DIR)/reports/* > /dev/null 2>&1; then echo "sanitizer reports:"; cat $(ASAN_DIR)/reports/*; exit 1; else echo "test-asan: zero sanitizer reports"; fi

@@ -1,0 +1,15 @@
+"""Property-based fuzzing of every registered kernel's call path (issue 8).
+
+- ``strategies``: Hypothesis strategies built from a kernel's schema plan: valid
+  calls (shapes, dtypes, dim orders, scalars and lists within the schema) and
+  invalid ones (one mutation of a valid call: wrong types, counts, ranks, sizes,
+  devices, outs ...). A case is plain picklable data.
+- ``worker``: materializes a case in a worker process, runs it through etops and
+  through ATen, and checks the properties (see ``worker.run_case``).
+- ``runner``: the isolated runner (worker processes forked from a preloaded
+  forkserver, restarted when a kernel kills one), per-kernel Hypothesis drivers
+  and the long campaign (``python -m etops.fuzz``, ``make fuzz``).
+
+Only ``etops.fuzz.strategies`` needs Hypothesis; nothing else in etops imports this
+package.
+"""

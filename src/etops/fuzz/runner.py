@@ -1,0 +1,216 @@
+"""Isolated runner and Hypothesis drivers.
+
+``IsolatedRunner`` runs cases in a worker process forked from a forkserver that
+has torch and etops imported already, so a kernel that aborts, segfaults or hangs
+costs a fork (milliseconds), not an interpreter start. A dead worker is reported
+as an outcome with ``status`` ``"died"`` (the signal and what it wrote to stderr,
+etops' abort notice included) or ``"hang"``, and is replaced on the next case.
+
+``fuzz_kernel`` drives Hypothesis over one kernel: a worker death fails the
+property, so Hypothesis shrinks it to a minimal reproducer; other violations are
+collected (the smallest case per kind) without stopping the search.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import signal
+import tempfile
+import time
+from dataclasses import dataclass, field
+
+from . import worker
+
+_CTX = None
+
+
+def _context():
+    global _CTX
+    if _CTX is None:
+        os.environ["ETOPS_FUZZ_FORKSERVER"] = "1"  # the forkserver warms up (worker.warm_up)
+        _CTX = multiprocessing.get_context("forkserver")
+        _CTX.set_forkserver_preload(["etops.fuzz.worker"])
+    return _CTX
+
+
+class IsolatedRunner:
+    """Runs fuzz cases in a replaceable worker process."""
+
+    def __init__(self, timeout: float = 20.0, start_timeout: float = 600.0):
+        self.timeout = timeout
+        self.start_timeout = start_timeout
+        self.proc = None
+        self.conn = None
+        self.deaths = 0
+        self.started = 0
+        fd, self.stderr_path = tempfile.mkstemp(prefix="etops-fuzz-", suffix=".stderr")
+        os.close(fd)
+
+    def _start(self):
+        ctx = _context()
+        parent, child = ctx.Pipe()
+        proc = ctx.Process(target=worker.serve, args=(child, self.stderr_path), daemon=True)
+        proc.start()
+        child.close()
+        if not parent.poll(self.start_timeout):
+            proc.kill()
+            raise RuntimeError("fuzz worker did not start")
+        parent.recv()
+        self.proc, self.conn = proc, parent
+        self.started += 1
+
+    def _stderr_from(self, pos: int) -> str:
+        try:
+            with open(self.stderr_path, "rb") as f:
+                f.seek(pos)
+                return f.read()[-4000:].decode("utf-8", "replace")
+        except OSError:
+            return ""
+
+    def run(self, case) -> dict:
+        if self.proc is None or not self.proc.is_alive():
+            self._start()
+        pos = os.path.getsize(self.stderr_path)
+        try:
+            self.conn.send(case)
+            if self.conn.poll(self.timeout):
+                return self.conn.recv()
+            status = "hang"
+            self.proc.kill()
+        except (EOFError, ConnectionError, BrokenPipeError, OSError):
+            status = "died"
+        self.proc.join(10)
+        code = self.proc.exitcode
+        self.conn.close()
+        self.proc = self.conn = None
+        self.deaths += 1
+        if status == "hang":
+            what = f"no answer within {self.timeout:.0f}s (killed)"
+        elif code is not None and code < 0:
+            what = f"killed by {signal.Signals(-code).name}"
+        else:
+            what = f"exited with status {code}"
+        stderr = self._stderr_from(pos)
+        notice = [line for line in stderr.splitlines() if line.startswith("etops: ExecuTorch aborted")]
+        return {
+            "op": case["op"],
+            "status": status,
+            "signal": what,
+            "stderr": stderr,
+            "notice": notice[-1] if notice else "",
+            "violations": [("crash", f"worker {what}" + (f": {notice[-1]}" if notice else ""))],
+        }
+
+    def close(self):
+        if self.conn is not None:
+            try:
+                self.conn.send(None)
+            except OSError:
+                pass
+        if self.proc is not None:
+            self.proc.join(5)
+            if self.proc.is_alive():
+                self.proc.kill()
+        self.proc = self.conn = None
+        try:
+            os.unlink(self.stderr_path)
+        except OSError:
+            pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+class Crash(Exception):
+    """A case killed (or hung) the worker process."""
+
+
+@dataclass
+class KernelReport:
+    op: str
+    mode: str
+    cases: int = 0
+    raised: int = 0
+    ok: int = 0
+    aten_ok: int = 0
+    crash: dict | None = None  #: {"case", "signal", "notice", "repro"} of the shrunk crash
+    violations: dict = field(default_factory=dict)  #: kind -> (repro, message, case)
+    harness_errors: list = field(default_factory=list)
+    error: str | None = None  #: Hypothesis' own complaint (flaky crash ...), if any
+
+
+def fuzz_kernel(runner: IsolatedRunner, kernel, mode: str, max_examples: int, derandomize: bool = False,
+                seed: int | None = None) -> KernelReport:
+    """Hypothesis over one kernel's `mode` ("valid" or "invalid") calls."""
+    from hypothesis import HealthCheck, Phase, Verbosity, given, settings
+    from hypothesis import seed as hseed
+
+    from . import strategies
+
+    report = KernelReport(kernel.name, mode)
+    last_fatal = {}
+
+    def prop(case):
+        out = runner.run(case)
+        report.cases += 1
+        if out["status"] in ("died", "hang"):
+            last_fatal.update(case=case, out=out)
+            raise Crash(out["signal"])
+        if out["status"] == "harness_error":
+            if len(report.harness_errors) < 3:
+                report.harness_errors.append((strategies.describe(case), out["violations"][0][1], out.get("traceback", "")))
+            return
+        report.raised += out["status"] == "raised"
+        report.ok += out["status"] == "ok"
+        report.aten_ok += out.get("aten") == "ok"
+        for kind, message in out["violations"]:
+            repro = strategies.describe(case)
+            old = report.violations.get(kind)
+            if old is None or len(repro) < len(old[0]):
+                report.violations[kind] = (repro, message, case)
+
+    test = given(strategies.calls(kernel, mode))(prop)
+    test = settings(
+        max_examples=max_examples,
+        deadline=None,
+        database=None,
+        derandomize=derandomize,
+        suppress_health_check=list(HealthCheck),
+        verbosity=Verbosity.quiet,
+        print_blob=False,
+        report_multiple_bugs=False,
+        phases=[Phase.explicit, Phase.generate, Phase.shrink],
+    )(test)
+    if seed is not None and not derandomize:
+        test = hseed(seed)(test)
+    try:
+        test()
+    except Crash:
+        pass
+    except Exception as exc:  # noqa: BLE001 - Flaky and friends: keep what was found
+        report.error = f"{type(exc).__name__}: {str(exc)[:500]}"
+    if last_fatal:
+        case, out = last_fatal["case"], last_fatal["out"]
+        report.crash = {"case": case, "signal": out["signal"], "notice": out["notice"], "stderr": out["stderr"][-1500:], "repro": strategies.describe(case)}
+    return report
+
+
+def callable_kernels(pattern: str | None = None):
+    """Every registered kernel etops can call (a schema it can plan), sorted."""
+    import etops
+
+    out = []
+    for k in etops.registry().kernels():
+        if getattr(k._info, "callable", False) and (pattern is None or pattern in k.name):
+            out.append(k)
+    return out
+
+
+def timed(fn, *a, **kw):
+    t = time.monotonic()
+    r = fn(*a, **kw)
+    return r, time.monotonic() - t

@@ -1,0 +1,526 @@
+"""Runs fuzz cases: materializes a case, runs it through etops and ATen, checks the
+properties. Meant to run in a worker process (``runner``), since a kernel may kill
+the process it runs in; ``run_case`` also works in-process for cases known safe.
+
+Properties checked for every case (a broken one is a *violation*):
+
+- ``input_written``: an input the schema does not mark mutable keeps its bytes;
+- ``out_touched``: an error raised before the kernel ran (anything but
+  KernelError) leaves every out's shape and bytes as they were;
+- ``refcount``: ``sys.getrefcount`` of every tensor, array and list argument and
+  out is the same after the call (or the error) as before;
+- valid calls ATen accepts: etops returns the same dtype, shape and values (within
+  tolerance) - ``mismatch`` - or raises KernelError / NoMatchingKernelError /
+  SchemaError (ExecuTorch kernels implement a subset) - else ``refused``;
+- invalid calls: the error is a TypeError, ValueError, OverflowError, IndexError,
+  ZeroDivisionError or etops error (``unexpected_exception`` otherwise) and, for a
+  mutation of one argument, its message names that argument (``unnamed_arg``).
+"""
+
+from __future__ import annotations
+
+import gc
+import math
+import multiprocessing
+import os
+import re
+import sys
+import traceback
+import warnings
+
+import numpy as np
+import torch
+
+import etops
+from etops._plan import F_MUTABLE, F_OUT, K_RETURN_SLOT
+from etops._prechecks import PRECHECKS
+
+#: kernels whose results are random or uninitialized: only shape and dtype compare
+NONDETERMINISTIC = {
+    "aten::rand.out",
+    "aten::randn.out",
+    "aten::empty.out",
+    "dim_order_ops::_empty_dim_order.out",
+    "aten::native_dropout.out",
+}
+
+#: kernels that return indices of ties (any index of equal values is right)
+TIES = {
+    "aten::topk.values",
+    "aten::max.dim_max",
+    "aten::min.dim_min",
+    "aten::argmax.out",
+    "aten::argmin.out",
+    "aten::sort.values",
+    "aten::max_pool2d_with_indices.out",
+}
+
+ALLOWED_INVALID = (TypeError, ValueError, OverflowError, IndexError, ZeroDivisionError, etops.EtopsError)
+ALLOWED_VALID_REFUSAL = (etops.KernelError, etops.NoMatchingKernelError, etops.SchemaError)
+
+_REG = None
+
+
+def registry():
+    global _REG
+    if _REG is None:
+        _REG = etops.registry()
+    return _REG
+
+
+def warm_up():
+    """Builds every kernel object and looks up torch's functional overloads (the
+    first quantized op imports executorch.exir: tens of seconds). The runner's
+    forkserver runs this once, so every worker forked from it starts warm."""
+    for kernel in registry().kernels():
+        info = getattr(kernel, "_info", None)
+        if info is not None and getattr(info, "callable", False) and info.out_names():
+            try:
+                info.functional_overload()
+            except Exception:  # noqa: BLE001 - the cases will say
+                pass
+
+
+if os.environ.get("ETOPS_FUZZ_FORKSERVER") == "1" and multiprocessing.parent_process() is None and __name__ != "__main__":
+    warm_up()
+
+
+# ---- materializing a case -----------------------------------------------------------
+
+
+def _values(shape, dtype, seed, values):
+    g = torch.Generator().manual_seed(seed)
+    n = math.prod(shape)
+    if values in ("index", "oob_high", "oob_low"):
+        lo, hi = {"index": (-1, 4), "oob_high": (50, 1000), "oob_low": (-1000, -50)}[values]
+        t = torch.randint(lo, hi, (n,), generator=g)
+    elif dtype.is_floating_point or dtype.is_complex:
+        t = torch.rand((n,), generator=g, dtype=torch.float64) * 6 - 3
+        if values == "special" and n:
+            picks = torch.randint(0, 6, (n,), generator=g)
+            t = torch.where(picks == 0, float("nan"), t)
+            t = torch.where(picks == 1, float("inf"), t)
+            t = torch.where(picks == 2, float("-inf"), t)
+            t = torch.where(picks == 3, 0.0, t)
+    elif dtype == torch.bool:
+        t = torch.randint(0, 2, (n,), generator=g)
+    else:
+        lo = 0 if dtype == torch.uint8 else -5
+        t = torch.randint(lo, 6, (n,), generator=g)
+        if values == "special" and n:
+            t[0] = 0
+    return t.to(dtype).reshape(shape)
+
+
+def make_tensor(spec):
+    _, shape, dtype_name, layout, seed, values = spec
+    dtype = getattr(torch, dtype_name)
+    if layout == "big":
+        return torch.empty((0, 2**31), dtype=dtype)
+    if layout == "rank17":
+        return torch.zeros([1] * 17, dtype=dtype)
+    if layout == "meta":
+        return torch.empty(shape, dtype=dtype, device="meta")
+    t = _values(tuple(shape), dtype, seed, values)
+    if isinstance(layout, (tuple, list)) and layout[0] == "p":
+        perm = list(layout[1])
+        inverse = [perm.index(i) for i in range(len(perm))]
+        return t.permute(perm).contiguous().permute(inverse)
+    if layout == "cl" and t.dim() == 4:
+        return t.contiguous(memory_format=torch.channels_last)
+    if layout == "nd" and t.dim() >= 1:
+        big = torch.zeros(tuple(shape[:-1]) + (shape[-1] * 2,), dtype=dtype)
+        big[..., ::2] = t
+        return big[..., ::2]
+    if layout == "ex" and t.dim() >= 1:
+        return t[..., :1].expand(t.shape) if t.shape[-1] else t
+    if layout in ("np", "np_ro"):
+        if dtype in (torch.bfloat16,):
+            return t
+        arr = t.numpy().copy()
+        if layout == "np_ro":
+            arr.flags.writeable = False
+        return arr
+    return t
+
+
+def materialize(spec):
+    tag = spec[0]
+    if tag == "T":
+        return make_tensor(spec)
+    if tag == "L":
+        return [materialize(s) for s in spec[1]]
+    if tag == "V":
+        value = spec[1]
+        if isinstance(value, str) and value.startswith("torch."):  # dtypes spelled in findings.py
+            return getattr(torch, value[len("torch.") :])
+        return list(value) if isinstance(value, list) else value
+    if tag == "OBJ":
+        return object()
+    if tag == "DICT":
+        return {1: 2}
+    if tag == "HUGE_INTS":
+        return [1] * spec[1]
+    if tag == "HUGE_TENSORS":
+        return [torch.zeros(1) for _ in range(spec[1])]
+    raise ValueError(f"unknown value spec {spec!r}")
+
+
+def _as_torch(value):
+    if isinstance(value, np.ndarray):
+        return torch.from_numpy(value.copy())
+    if isinstance(value, torch.Tensor):
+        return value.clone() if value.device.type != "meta" else value
+    if isinstance(value, list):
+        return [_as_torch(v) for v in value]
+    return value
+
+
+def _bytes(t):
+    if isinstance(t, np.ndarray):
+        return (t.shape, t.tobytes())
+    if isinstance(t, torch.Tensor):
+        if t.device.type == "meta":
+            return (tuple(t.shape), b"")
+        flat = torch.empty(t.numel(), dtype=t.dtype)
+        flat.copy_(t.detach().reshape(-1))
+        if flat.dtype == torch.bool:
+            flat = flat.to(torch.uint8)
+        return (tuple(t.shape), bytes(flat.view(torch.uint8).numpy().tobytes()) if flat.numel() else b"")
+    return None
+
+
+# ---- reference ------------------------------------------------------------------------
+
+
+def reference(kernel, case, args, kwargs):
+    """ATen's result: ("ok", [tensors or a scalar]) or ("error", message) or ("none", why)."""
+    info = kernel._info
+    out_names = info.out_names()
+    ref_args = [_as_torch(a) for a in args]
+    ref_kwargs = {k: _as_torch(v) for k, v in kwargs.items() if k not in out_names}
+    ns, op, overload = info.namespace, info.op, info.overload
+    try:
+        packet = getattr(getattr(torch.ops, ns), op)
+        overload_fn = getattr(packet, overload)
+    except (AttributeError, RuntimeError) as exc:
+        return ("none", f"torch has no {info.name}: {exc}")
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            if not out_names:
+                result = overload_fn(*ref_args, **ref_kwargs)
+                returned = [r for r in info._plan.returns if r >= 0]
+                if returned:  # in-place ops (copy_, index_put_) return self
+                    return ("ok", [ref_args[returned[0]] if returned[0] < len(ref_args) else result])
+                return ("ok", [result])
+            functional = info.functional_overload()
+            bound = info.bind(tuple(ref_args), ref_kwargs)
+            if functional is not None:
+                positional = [bound[a.name] for a in functional._schema.arguments if not a.kwarg_only]
+                keywords = {a.name: bound[a.name] for a in functional._schema.arguments if a.kwarg_only}
+                result = functional(*positional, **keywords)
+            else:
+                dtype = getattr(torch, case.get("out_dtype") or "float32")
+                outs = {n: torch.empty(0, dtype=dtype) for n in out_names}
+                result = overload_fn(*ref_args, **ref_kwargs, **outs)
+    except Exception as exc:  # noqa: BLE001 - ATen refuses the arguments
+        return ("error", f"{type(exc).__name__}: {str(exc)[:300]}")
+    if isinstance(result, torch.Tensor):
+        results = [result]
+    elif isinstance(result, (list, tuple)) and len(out_names) == 1 and all(isinstance(r, torch.Tensor) for r in result) and _is_list_out(info):
+        results = [list(result)]
+    else:
+        results = list(result) if isinstance(result, (list, tuple)) else [result]
+    return ("ok", results)
+
+
+def _is_list_out(info):
+    for entry in info._plan.args:
+        if entry[2] & F_OUT:
+            return entry[1] != 1
+    return False
+
+
+# ---- comparing ------------------------------------------------------------------------
+
+
+def _tolerance(dtype):
+    if dtype in (torch.float16, torch.bfloat16):
+        return 2e-2, 2e-2
+    if dtype in (torch.float32, torch.complex64):
+        return 1e-4, 1e-4
+    return 1e-7, 1e-7
+
+
+def compare(op, got, want):
+    """None when `got` matches `want`, else a description of the difference."""
+    if isinstance(want, list):
+        if not isinstance(got, (list, tuple)) or len(got) != len(want):
+            return f"expected a list of {len(want)} tensors, got {type(got).__name__}"
+        for i, (g, w) in enumerate(zip(got, want)):
+            d = compare(op, g, w)
+            if d:
+                return f"[{i}]: {d}"
+        return None
+    if isinstance(want, torch.Tensor):
+        if isinstance(got, np.ndarray):
+            got = torch.from_numpy(got)
+        if not isinstance(got, torch.Tensor):
+            return f"expected a tensor, got {type(got).__name__}"
+        if got.dtype != want.dtype:
+            return f"dtype {got.dtype} != ATen's {want.dtype}"
+        if tuple(got.shape) != tuple(want.shape):
+            return f"shape {tuple(got.shape)} != ATen's {tuple(want.shape)}"
+        if op in NONDETERMINISTIC or got.numel() == 0:
+            return None
+        if op in TIES and not want.dtype.is_floating_point:
+            return None
+        rtol, atol = _tolerance(want.dtype)
+        g, w = got.detach(), want.detach()
+        if g.dtype == torch.bool or not (g.dtype.is_floating_point or g.dtype.is_complex):
+            if torch.equal(g, w):
+                return None
+            diff = (g != w).sum().item()
+            return f"{diff} of {w.numel()} elements differ (exact dtype {w.dtype})"
+        if w.dtype.is_complex:
+            g, w = torch.view_as_real(g.contiguous()), torch.view_as_real(w.contiguous())
+        if torch.allclose(g.double(), w.double(), rtol=rtol, atol=atol, equal_nan=True):
+            return None
+        bad = ~torch.isclose(g.double(), w.double(), rtol=rtol, atol=atol, equal_nan=True)
+        err = (g.double() - w.double()).abs()
+        err = err[bad & ~err.isnan()]
+        worst = err.max().item() if err.numel() else float("nan")
+        return f"{bad.sum().item()} of {w.numel()} elements differ (max abs diff {worst:.3g}, dtype {w.dtype})"
+    # Python scalars (prim ops)
+    if isinstance(want, (bool, int, float)):
+        if type(got) is not type(want):
+            return f"returned {type(got).__name__} {got!r}, ATen {type(want).__name__} {want!r}"
+        if isinstance(want, float) and (math.isclose(got, want, rel_tol=1e-9, abs_tol=1e-12) or (math.isnan(got) and math.isnan(want))):
+            return None
+        return None if got == want else f"returned {got!r}, ATen {want!r}"
+    return None
+
+
+# ---- running a case -------------------------------------------------------------------
+
+
+def _make_out(spec, want, case, args_by_name, list_out=False):
+    dtype = getattr(torch, case.get("out_dtype") or "float32")
+    tag = spec[0]
+    if want is None and list_out and tag in ("ref", "empty"):
+        return [torch.empty(0, dtype=dtype), torch.empty(0, dtype=dtype)]
+    if isinstance(want, list):  # tensor-list out
+        if tag == "ref":
+            return [torch.full_like(w, 7) if w.dtype != torch.bool else torch.ones_like(w) for w in want]
+        return [torch.empty(0, dtype=w.dtype) for w in want] if want else [torch.empty(0, dtype=dtype)]
+    if isinstance(want, torch.Tensor):
+        dtype = want.dtype
+    if tag == "ref" and isinstance(want, torch.Tensor):
+        t = torch.empty(want.shape, dtype=dtype)
+        t.fill_(True if dtype == torch.bool else 7)
+        return t
+    if tag in ("ref", "empty"):
+        return torch.empty(0, dtype=dtype)
+    shape = tuple(want.shape) if isinstance(want, torch.Tensor) else (3,)
+    if tag == "nondense":
+        big = torch.zeros(shape[:-1] + (max(shape[-1], 1) * 2,) if shape else (2,), dtype=dtype)
+        return big[..., ::2] if shape else big[::2]
+    if tag == "overlap":
+        n = max(math.prod(shape), 2)
+        return torch.zeros(1, dtype=dtype).expand(n)
+    if tag == "alias":
+        return args_by_name.get(spec[1])
+    if tag == "np_ro":
+        arr = np.zeros(shape, dtype=torch.empty(0, dtype=dtype).numpy().dtype if dtype != torch.bfloat16 else np.float32)
+        arr.flags.writeable = False
+        return arr
+    if tag == "meta":
+        return torch.empty(shape, dtype=dtype, device="meta")
+    if tag == "wrong_type":
+        return materialize(spec[1])
+    raise ValueError(f"unknown out spec {spec!r}")
+
+
+def _tracked(obj, into):
+    """Objects whose reference counts the call must not change."""
+    if isinstance(obj, (torch.Tensor, np.ndarray)):
+        into.append(obj)
+    elif isinstance(obj, list):
+        into.append(obj)
+        for item in obj[:64]:
+            if isinstance(item, (torch.Tensor, np.ndarray)):
+                into.append(item)
+
+
+def _snapshots(plan, out_names, args_by_name, kwargs, aliased):
+    inputs = {}
+    for name, value in args_by_name.items():
+        entry = plan.get(name)
+        if entry is None or entry[2] & (F_OUT | F_MUTABLE):
+            continue
+        items = value if isinstance(value, list) else [value]
+        for j, item in enumerate(items[:64]):
+            if isinstance(item, (torch.Tensor, np.ndarray)) and id(item) not in aliased:
+                inputs[f"{name}[{j}]" if isinstance(value, list) else name] = (item, _bytes(item))
+    outs_before = {}
+    for name in out_names:
+        if name in kwargs:
+            items = kwargs[name] if isinstance(kwargs[name], list) else [kwargs[name]]
+            outs_before[name] = [(o, _bytes(o)) for o in items]
+    return inputs, outs_before
+
+
+def _tracking(args, kwargs):
+    tracked = []
+    for value in list(args) + list(kwargs.values()):
+        _tracked(value, tracked)
+    return tracked
+
+
+def _names_an_argument(message, plan):
+    return any(re.search(rf"\b{re.escape(name)}\b", message) for name in plan)
+
+
+def run_case(case):
+    """Runs one case; returns {"status", "exc", "aten", "violations", ...}."""
+    if case["op"] == "<selftest:abort>":  # the runner's own tests
+        os.abort()
+    if case["op"] == "<selftest:hang>":
+        import time
+
+        time.sleep(3600)
+    kernel = registry().get_kernel(case["op"])
+    info = kernel._info
+    plan = {e[0]: e for e in info._plan.args if e[1] != K_RETURN_SLOT}
+    args = [materialize(v) for _, v in case["args"]]
+    kwargs = {n: materialize(v) for n, v in case["kwargs"]}
+    args_by_name = dict(zip([n for n, _ in case["args"]], args))
+    args_by_name.update(kwargs)
+    outcome = {"op": case["op"], "violations": [], "status": None, "exc": None, "aten": None}
+
+    ref_status = ("none", "invalid case")
+    if case["mode"] == "valid" or case["mutation"] in ("numpy", "nondense_input", "special_values", "index_out_of_range"):
+        ref_status = reference(kernel, case, args, kwargs)
+    outcome["aten"] = ref_status[0]
+    if ref_status[0] == "error":
+        outcome["aten_error"] = ref_status[1]
+    wants = ref_status[1] if ref_status[0] == "ok" else []
+    out_names = info.out_names()
+    for i, name in enumerate(out_names):
+        spec = case["outs"].get(name, ("omit",))
+        if spec[0] == "omit":
+            continue
+        want = wants[i] if i < len(wants) else None
+        kwargs[name] = _make_out(spec, want, case, args_by_name, list_out=_is_list_out(info))
+    aliased = {id(v) for n, v in kwargs.items() if n in out_names}
+
+    inputs, outs_before = _snapshots(plan, out_names, args_by_name, kwargs, aliased)
+    tracked = _tracking(args, kwargs)
+    counts_before = [sys.getrefcount(o) for o in tracked]
+
+    result = None
+    exc_info = None
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            result = kernel(*args, **kwargs)
+            outcome["status"] = "ok"
+        except Exception as exc:  # noqa: BLE001 - classified below
+            exc_info = (type(exc), str(exc))
+            outcome["status"] = "raised"
+            outcome["exc"] = f"{type(exc).__name__}: {str(exc)[:400]}"
+            if not isinstance(exc, ALLOWED_INVALID + ALLOWED_VALID_REFUSAL):
+                outcome["traceback"] = traceback.format_exc()[-2000:]
+            del exc
+    v = outcome["violations"]
+
+    # results (before refcounts: `result` holds references on purpose)
+    if outcome["status"] == "ok" and ref_status[0] == "ok" and case["mode"] == "valid":
+        if out_names:
+            got = list(result) if isinstance(result, tuple) else [result]
+            if len(out_names) == 1 and _is_list_out(info):
+                got = [result if result is not None else kwargs[out_names[0]]]
+        else:
+            got = [result]
+        for i, want in enumerate(wants[: len(got)]):
+            d = compare(case["op"], got[i], want)
+            if d:
+                v.append(("mismatch", f"result {i}: {d}"))
+    result = got = None  # noqa: F841
+
+    counts_after = [sys.getrefcount(o) for o in tracked]
+    if counts_after != counts_before:
+        # References held by a garbage cycle (a traceback's frames) are freed by
+        # the cyclic GC: a softer finding than a leak.
+        gc.collect()
+        counts_gc = [sys.getrefcount(o) for o in tracked]
+        for o, b, a, c in zip(tracked, counts_before, counts_after, counts_gc):
+            if c != b:
+                v.append(("refcount", f"{type(o).__name__} refcount {b} -> {c} (after gc.collect())"))
+                break
+        else:
+            outcome["held_by_cycle"] = True
+
+    for label, (item, before) in inputs.items():
+        if _bytes(item) != before:
+            v.append(("input_written", f"input '{label}' was written (not mutable in the schema)"))
+    if exc_info is not None and not issubclass(exc_info[0], etops.KernelError):
+        for name, items in outs_before.items():
+            for o, before in items:
+                if before is not None and _bytes(o) != before:
+                    v.append(("out_touched", f"out '{name}' changed although the call raised {exc_info[0].__name__} before the kernel ran"))
+    if exc_info is not None:
+        etype, msg = exc_info
+        if case["mode"] == "invalid":
+            if not issubclass(etype, ALLOWED_INVALID):
+                v.append(("unexpected_exception", outcome["exc"]))
+            elif case["target"] and not issubclass(etype, etops.KernelError) and case["target"] not in msg and not _names_an_argument(msg, plan):
+                v.append(("unnamed_arg", f"{etype.__name__} does not name argument '{case['target']}': {msg[:300]}"))
+        elif ref_status[0] == "ok" and not issubclass(etype, ALLOWED_VALID_REFUSAL) and not (case["op"] in PRECHECKS and issubclass(etype, ALLOWED_INVALID)):
+            v.append(("refused", f"ATen accepts this call; etops raised {outcome['exc']}"))
+        elif not issubclass(etype, ALLOWED_INVALID):
+            v.append(("unexpected_exception", outcome["exc"]))
+    return outcome
+
+
+#: address space a worker may grow by: a case asking for a huge tensor fails with
+#: an allocation error instead of swapping the machine
+MEMORY_HEADROOM = 3 << 30
+
+
+def limit_memory():
+    try:
+        import resource
+
+        with open("/proc/self/statm") as f:
+            vm = int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+        limit = vm + MEMORY_HEADROOM
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    except (OSError, ValueError, ImportError):
+        pass
+
+
+def serve(conn, stderr_path=None):
+    """Worker loop: receive a case, send back its outcome, until told to stop."""
+    if stderr_path:
+        fd = os.open(stderr_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        os.dup2(fd, 2)
+        os.close(fd)
+    torch.set_num_threads(1)
+    limit_memory()
+    registry()
+    conn.send(("ready", os.getpid()))
+    while True:
+        try:
+            case = conn.recv()
+        except EOFError:
+            return
+        if case is None:
+            return
+        try:
+            out = run_case(case)
+        except Exception as exc:  # noqa: BLE001 - a fuzzer bug, not a kernel finding
+            out = {"op": case.get("op"), "status": "harness_error", "violations": [("harness", f"{type(exc).__name__}: {exc}")], "traceback": traceback.format_exc()[-3000:]}
+        sys.stderr.flush()
+        conn.send(out)

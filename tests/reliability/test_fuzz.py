@@ -1,0 +1,65 @@
+"""The bounded fuzz `make test` runs: a few Hypothesis examples of valid and of
+invalid calls for every callable kernel, each in an isolated worker process (the
+long campaign is `make fuzz`), the isolated runner itself, and the regression
+tests of every abort the fuzzer found (each now a pre-check)."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+import etops
+from etops.fuzz import findings
+from etops.fuzz.runner import IsolatedRunner, callable_kernels, fuzz_kernel
+
+pytest.importorskip("hypothesis")
+
+#: examples per kernel and mode in `make test` (ETOPS_FUZZ_EXAMPLES to change)
+EXAMPLES = int(os.environ.get("ETOPS_FUZZ_EXAMPLES", "2"))
+
+#: property violations that break the contract outright: a new one fails the suite
+HARD = {"crash", "refcount", "input_written", "out_touched", "unexpected_exception", "harness"}
+
+#: (kernel, kind) of hard violations already reported (README, "Reliability")
+KNOWN = set(findings.KNOWN_HARD)
+
+KERNELS = [k.name for k in callable_kernels()]
+
+
+@pytest.fixture(scope="module")
+def runner():
+    with IsolatedRunner(timeout=120) as r:
+        yield r
+
+
+def test_runner_reports_an_abort_and_recovers(runner):
+    out = runner.run({"op": "<selftest:abort>"})
+    assert out["status"] == "died" and "SIGABRT" in out["signal"]
+    ok = runner.run(findings.ABORTS[0]["case"])  # a fresh worker takes the next case
+    assert ok["status"] == "raised"
+
+
+def test_runner_reports_a_hang():
+    with IsolatedRunner(timeout=2) as r:
+        out = r.run({"op": "<selftest:hang>"})
+    assert out["status"] == "hang"
+
+
+@pytest.mark.parametrize("item", findings.ABORTS, ids=[a["op"] for a in findings.ABORTS])
+def test_abort_found_by_fuzzing_is_now_a_clear_error(runner, item):
+    out = runner.run(item["case"])
+    assert out["status"] == "raised", f"{item['op']} still kills the process: {out.get('signal')} {out.get('notice')}"
+    assert f"'{item['argument']}'" in out["exc"], out["exc"]
+    assert not out["exc"].startswith("KernelError")
+
+
+@pytest.mark.parametrize("mode", ["valid", "invalid"])
+@pytest.mark.parametrize("name", KERNELS)
+def test_bounded_fuzz(runner, name, mode):
+    kernel = etops.registry().get_kernel(name)
+    report = fuzz_kernel(runner, kernel, mode, EXAMPLES, derandomize=True)
+    assert report.crash is None, f"{report.crash['repro']}\n{report.crash['signal']}: {report.crash['notice']}"
+    assert not report.harness_errors, report.harness_errors
+    new = {kind: v for kind, v in report.violations.items() if kind in HARD and (name, kind) not in KNOWN}
+    assert not new, "\n".join(f"{kind}: {repro}\n    {message}" for kind, (repro, message, _case) in new.items())
