@@ -41,6 +41,12 @@ bench: $(BUILT)
 clean:
 	rm -rf build dist $(BUILT) src/etops/_native/_core*.so
 
+# The full OpInfo conformance sweep (every registered aten kernel, every OpInfo dtype,
+# worker processes): reports and reproducers in build/conformance/.
+.PHONY: conformance
+conformance: $(BUILT)
+	$(PY) -m etops.conformance check --isolated --jobs 2 --report build/conformance/report.md --json build/conformance/report.json
+
 # Fuzzing (issue 8): the long Hypothesis campaign over every callable kernel, in
 # isolated worker processes; prints kernels fuzzed, cases run, aborts found and
 # fixed, and writes build/fuzz/report.json. FUZZ_BUDGET is in seconds.

@@ -1,0 +1,128 @@
+"""``python -m etops check`` (also ``python -m etops.conformance``): ExecuTorch's
+kernels against ATen on PyTorch's OpInfo samples.
+
+``main(argv)`` takes the arguments after ``check`` (a leading ``check`` is
+accepted too) and returns the exit status: 0 the sweep ran (whatever it found;
+with ``--strict`` 1 if it found a mismatch, error or crash), 2 usage error."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+EPILOG = """\
+examples:
+  python -m etops check                                  every registered aten kernel, every OpInfo dtype
+  python -m etops check aten::add.out --dtype float16 --verbose
+  python -m etops check --isolated --jobs 2 --report report.md --json report.json
+
+Without --isolated the kernels run in this process: a kernel that segfaults or
+aborts ends it. With --isolated (or --jobs > 1) cases run in worker processes; a
+worker that dies is recorded as a crash, with a reproducer, and the sweep goes on.
+Reproducers of mismatches and crashes go to REPORT_DIR/reproducers/.
+"""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m etops check", description=__doc__.split("\n\n")[0],
+                                epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("kernels", nargs="*", metavar="KERNEL",
+                   help="kernels to check (aten::add.out; aten::add for every overload); default: every registered aten kernel")
+    p.add_argument("--dtype", action="append", dest="dtypes", metavar="DTYPE",
+                   help="only this dtype (float16, int64, ...; repeat or comma-separate); default: every dtype OpInfo lists for CPU")
+    p.add_argument("--opinfo", action="append", dest="opinfos", metavar="NAME",
+                   help="only these OpInfos (ids as 'nn.functional.conv2d', 'max.reduction_with_dim'); repeatable")
+    p.add_argument("--isolated", action="store_true", help="run cases in worker processes; a crash is recorded and the sweep goes on")
+    p.add_argument("--jobs", "-j", type=int, default=None, metavar="N", help="worker processes (implies --isolated when > 1; default 1)")
+    p.add_argument("--report", metavar="PATH.md", help="write the markdown report here")
+    p.add_argument("--json", metavar="PATH.json", help="write the JSON report here")
+    p.add_argument("--report-dir", metavar="DIR",
+                   help="where reproducer scripts go (default: the folder of --report/--json, else ./etops-conformance)")
+    p.add_argument("--verbose", "-v", action="store_true", help="one line per task and per failing case as they finish")
+    p.add_argument("--quiet", "-q", action="store_true", help="no table, only the summary line")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--strict", action="store_true", help="exit 1 if any case is a mismatch, error or crash")
+    p.add_argument("--timeout", type=float, default=None, metavar="S", help="isolated mode: seconds without news before a worker counts as hung (120)")
+    p.add_argument("--max-details", type=int, default=3, metavar="N", help="recorded cases (and reproducers) per kernel, OpInfo, dtype and status (3)")
+    p.add_argument("--refresh-discovery", action="store_true", help="rediscover which OpInfos reach which kernels (cached otherwise)")
+    p.add_argument("--hooks", metavar="MODULE", help=argparse.SUPPRESS)  # test hooks: module name or .py path
+    return p
+
+
+def main(argv=None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["check"]:
+        argv = argv[1:]
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:
+        return int(exc.code or 0)
+    import torch
+
+    from .. import KernelNotFoundError
+    from .report import terminal, write_json, write_markdown
+    from .runner import dtype_from_name
+    from .sweep import run
+
+    dtypes = None
+    if args.dtypes:
+        try:
+            dtypes = [dtype_from_name(d.strip()) for spec in args.dtypes for d in spec.split(",") if d.strip()]
+        except ValueError as exc:
+            parser.print_usage(sys.stderr)
+            print(f"{parser.prog}: error: {exc}", file=sys.stderr)
+            return 2
+    jobs = 1 if args.jobs is None else args.jobs
+    if jobs < 1:
+        print(f"{parser.prog}: error: --jobs must be at least 1", file=sys.stderr)
+        return 2
+    report_dir = args.report_dir
+    if report_dir is None:
+        first = args.report or args.json
+        report_dir = str(Path(first).resolve().parent) if first else "etops-conformance"
+    from .runner import default_kmap
+    from .sweep import resolve_kernels
+
+    try:
+        kernels = resolve_kernels(args.kernels or None, default_kmap()) if args.kernels else None
+        if args.opinfos:
+            from .runner import opinfos
+
+            unknown = [o for o in args.opinfos if o not in opinfos()]
+            if unknown:
+                raise ValueError(f"no OpInfo named {', '.join(unknown)}")
+    except (KernelNotFoundError, ValueError) as exc:
+        parser.print_usage(sys.stderr)
+        print(f"{parser.prog}: error: {exc}", file=sys.stderr)
+        return 2
+    report = run(kernels, dtypes=dtypes, isolated=args.isolated or jobs > 1, jobs=jobs, report_dir=report_dir,
+                 hooks=args.hooks, progress=False if args.no_progress else None, max_details=args.max_details,
+                 refresh_discovery=args.refresh_discovery, opinfo_filter=set(args.opinfos) if args.opinfos else None,
+                 timeout=args.timeout, verbose=args.verbose, log=sys.stderr)
+    del torch
+    if args.quiet:
+        from .report import _summary_line
+
+        print(_summary_line(report))
+    else:
+        print(terminal(report))
+    if args.report:
+        write_markdown(report, args.report)
+        print(f"markdown report: {args.report}")
+    if args.json:
+        write_json(report, args.json)
+        print(f"JSON report: {args.json}")
+    n_repro = sum(1 for c in report.details if c.reproducer)
+    if n_repro:
+        print(f"reproducers: {n_repro} in {Path(report_dir) / 'reproducers'}")
+    if args.strict:
+        t = report.totals()
+        if t["mismatch"] or t["error"] or t["crash"]:
+            return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

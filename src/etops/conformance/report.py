@@ -1,0 +1,218 @@
+"""The report of a sweep as JSON, markdown and a terminal table."""
+
+from __future__ import annotations
+
+import datetime
+import json
+
+import torch
+
+from .runner import STATUSES
+from .sweep import Report
+
+SCHEMA = "etops.conformance.report/1"
+
+#: What a JSON report holds (checked by the tests): key -> type.
+JSON_SCHEMA = {
+    "schema": str,
+    "created": str,
+    "versions": dict,
+    "options": dict,
+    "seconds": float,
+    "totals": dict,
+    "coverage": dict,
+    "kernels": list,
+    "mismatches": list,
+    "crashes": list,
+    "unsupported": list,
+    "errors": list,
+    "task_errors": list,
+}
+KERNEL_KEYS = ("kernel", "cases", *STATUSES, "dtypes", "dtypes_passing", "opinfos", "max_abs_error", "max_rel_error", "by_dtype")
+CASE_KEYS = ("kernel", "aten_op", "opinfo", "dtype", "sample", "call", "status", "message", "inputs", "max_abs_error",
+             "max_rel_error", "atol", "rtol", "reproducer")
+
+
+def _versions() -> dict:
+    import etops
+
+    try:
+        from importlib.metadata import version
+
+        et = version("executorch")
+    except Exception:  # noqa: BLE001
+        et = None
+    return {"etops": etops.__version__, "torch": torch.__version__, "executorch": et}
+
+
+def to_json(report: Report) -> dict:
+    return {
+        "schema": SCHEMA,
+        "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "versions": _versions(),
+        "options": {"kernels": report.selected, "dtypes": report.dtypes, "isolated": report.isolated, "jobs": report.jobs,
+                    "report_dir": report.report_dir},
+        "seconds": round(report.seconds, 2),
+        "discovery_seconds": round(report.discovery_seconds, 2),
+        "tasks": report.tasks,
+        "samples": report.samples,
+        "samples_failed": report.samples_failed,
+        "totals": report.totals(),
+        "coverage": report.coverage(),
+        "kernels": report.kernel_rows(),
+        "mismatches": [c.to_json() for c in report.cases("mismatch")],
+        "crashes": [c.to_json() for c in report.cases("crash")],
+        "unsupported": [c.to_json() for c in report.cases("unsupported")],
+        "errors": [c.to_json() for c in report.cases("error")],
+        "task_errors": report.task_errors,
+    }
+
+
+def write_json(report: Report, path) -> None:
+    with open(path, "w") as f:
+        json.dump(to_json(report), f, indent=1)
+
+
+def _fmt(x) -> str:
+    if x is None:
+        return ""
+    if x == float("inf"):
+        return "inf"
+    return f"{x:.3g}"
+
+
+def _summary_line(report: Report) -> str:
+    t = report.totals()
+    cov = report.coverage()
+    return (f"{t['cases']} cases: {t['pass']} pass, {t['mismatch']} mismatch, {t['unsupported']} unsupported, "
+            f"{t['error']} error, {t['crash']} crash; kernels reached {cov['reached']}/{cov['registered']} "
+            f"({100 * cov['fraction']:.0f}%); {report.tasks} tasks, {report.samples} samples in {report.seconds:.0f}s")
+
+
+def table_rows(report: Report) -> list[list[str]]:
+    rows = []
+    for r in report.kernel_rows():
+        rows.append([r["kernel"], str(r["cases"]), *(str(r[s]) for s in STATUSES), _fmt(r["max_abs_error"]), _fmt(r["max_rel_error"]),
+                     " ".join(r["dtypes"])])
+    return rows
+
+
+HEADER = ["kernel", "cases", *STATUSES, "max abs err", "max rel err", "dtypes"]
+
+
+def terminal(report: Report, width: int | None = None) -> str:
+    """A plain-text table (one row per kernel reached) and the summary."""
+    rows = table_rows(report)
+    widths = [max(len(HEADER[i]), *(len(r[i]) for r in rows)) if rows else len(HEADER[i]) for i in range(len(HEADER) - 1)]
+    lines = []
+    fmt_row = lambda r: "  ".join(c.ljust(widths[i]) if i == 0 else c.rjust(widths[i]) for i, c in enumerate(r[:-1])) + "  " + r[-1]  # noqa: E731
+    lines.append(fmt_row(HEADER))
+    lines.append("-" * min(sum(widths) + 2 * len(widths) + 6, width or 200))
+    for r in rows:
+        lines.append(fmt_row(r))
+    cov = report.coverage()
+    if cov["unreached"]:
+        lines.append("")
+        lines.append(f"not reached by any sample ({len(cov['unreached'])}): " + ", ".join(cov["unreached"]))
+    mism = report.cases("mismatch")
+    crashes = report.cases("crash")
+    if crashes:
+        lines.append("")
+        lines.append(f"crashes ({len(crashes)}):")
+        for c in crashes:
+            lines.append(f"  {c.kernel} via {c.aten_op} [{c.opinfo}, {c.dtype}, s{c.sample}c{c.call}]: {c.message[:120]}" + (f"\n    reproducer: {c.reproducer}" if c.reproducer else ""))
+    if mism:
+        lines.append("")
+        lines.append(f"mismatches (first {min(len(mism), 20)} of {len(mism)} recorded; all in the markdown/JSON report):")
+        for c in mism[:20]:
+            lines.append(f"  {c.kernel} [{c.opinfo}, {c.dtype}, s{c.sample}c{c.call}] abs {_fmt(c.max_abs_error)} rel {_fmt(c.max_rel_error)}: {c.message[:100]}")
+    lines.append("")
+    lines.append(_summary_line(report))
+    return "\n".join(lines)
+
+
+def _md_escape(text: str) -> str:
+    return (text or "").replace("|", "\\|").replace("\n", " ")
+
+
+def markdown(report: Report) -> str:
+    t = report.totals()
+    cov = report.coverage()
+    out = ["# etops conformance report", ""]
+    v = _versions()
+    out.append(f"ExecuTorch kernels against ATen on PyTorch's OpInfo samples. etops {v['etops']}, torch {v['torch']}, "
+               f"executorch {v['executorch']}; {'isolated, ' if report.isolated else ''}{report.jobs} job(s); "
+               f"dtypes: {', '.join(report.dtypes) if report.dtypes else 'every dtype OpInfo lists for CPU'}.")
+    out.append("")
+    out.append("## Summary")
+    out.append("")
+    out.append("| cases | pass | mismatch | unsupported | error | crash | kernels reached | time |")
+    out.append("|---|---|---|---|---|---|---|---|")
+    out.append(f"| {t['cases']} | {t['pass']} | {t['mismatch']} | {t['unsupported']} | {t['error']} | {t['crash']} | "
+               f"{cov['reached']} / {cov['registered']} ({100 * cov['fraction']:.0f}%) | {report.seconds:.0f} s |")
+    out.append("")
+    out.append(f"{report.tasks} tasks (OpInfo x dtype), {report.samples} samples ({report.samples_failed} refused by ATen itself). "
+               "Statuses: *mismatch* values beyond OpInfo's tolerance, or another dtype/shape; *unsupported* the kernel "
+               "failed where ATen accepted (ExecuTorch restricts dtypes on purpose); *error* etops could not make the "
+               "call (an etops bug); *crash* the worker died in the kernel.")
+    out.append("")
+    out.append("## Per kernel")
+    out.append("")
+    out.append("| kernel | cases | pass | mismatch | unsupported | error | crash | max abs err | max rel err | dtypes (all passing in bold) |")
+    out.append("|---|---|---|---|---|---|---|---|---|---|")
+    for r in report.kernel_rows():
+        dts = " ".join(f"**{d}**" if d in r["dtypes_passing"] else d for d in r["dtypes"])
+        out.append(f"| `{r['kernel']}` | {r['cases']} | {r['pass']} | {r['mismatch']} | {r['unsupported']} | {r['error']} | {r['crash']} | "
+                   f"{_fmt(r['max_abs_error'])} | {_fmt(r['max_rel_error'])} | {dts} |")
+    out.append("")
+    out.append("## Coverage")
+    out.append("")
+    out.append(f"{cov['reached']} of {cov['registered']} kernels reached ({100 * cov['fraction']:.1f}%).")
+    if cov["unreached"]:
+        out.append("")
+        out.append("Not reached by any OpInfo sample: " + ", ".join(f"`{k}`" for k in cov["unreached"]) + ".")
+    for title, status in (("Crashes", "crash"), ("Mismatches", "mismatch"), ("Errors (etops could not call the kernel)", "error")):
+        cases = report.cases(status)
+        if not cases:
+            continue
+        out.append("")
+        out.append(f"## {title}")
+        out.append("")
+        if status == "mismatch":
+            out.append("Recorded cases (at most a few per kernel, OpInfo and dtype; the counts above are complete).")
+            out.append("")
+        out.append("| kernel | via | OpInfo | dtype | case | max abs err | max rel err | inputs | what | reproducer |")
+        out.append("|---|---|---|---|---|---|---|---|---|---|")
+        for c in cases:
+            repro = f"`{c.reproducer.rsplit('/', 2)[-2]}/{c.reproducer.rsplit('/', 1)[-1]}`" if c.reproducer else ""
+            out.append(f"| `{c.kernel}` | `{c.aten_op}` | {c.opinfo} | {c.dtype} | s{c.sample}c{c.call} | {_fmt(c.max_abs_error)} | "
+                       f"{_fmt(c.max_rel_error)} | {_md_escape(c.inputs[:120])} | {_md_escape(c.message[:200])} | {repro} |")
+    unsupported = report.cases("unsupported")
+    if unsupported:
+        out.append("")
+        out.append("## Unsupported (kernel refused what ATen accepts)")
+        out.append("")
+        out.append("First recorded message per kernel and dtype:")
+        out.append("")
+        out.append("| kernel | dtype | cases | message |")
+        out.append("|---|---|---|---|")
+        seen = set()
+        for c in unsupported:
+            if (c.kernel, c.dtype) in seen:
+                continue
+            seen.add((c.kernel, c.dtype))
+            n = report.tallies[(c.kernel, c.dtype)].counts.get("unsupported", 0)
+            out.append(f"| `{c.kernel}` | {c.dtype} | {n} | {_md_escape(c.message[:200])} |")
+    if report.task_errors:
+        out.append("")
+        out.append("## Tasks that could not run fully")
+        out.append("")
+        for e in report.task_errors:
+            out.append(f"- {e['opinfo']} [{e['dtype']}]: {_md_escape(e['error'][:200])}")
+    out.append("")
+    return "\n".join(out)
+
+
+def write_markdown(report: Report, path) -> None:
+    with open(path, "w") as f:
+        f.write(markdown(report))

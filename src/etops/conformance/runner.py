@@ -1,0 +1,599 @@
+"""Running OpInfo samples under a torch dispatch mode and checking every ATen call
+that has an ExecuTorch kernel against that kernel.
+
+One *task* is one OpInfo at one dtype: its samples run one after the other, under
+``_CheckMode``; each ATen call the mode sees whose kernel is selected is one *case*:
+the inputs are cloned (storage, offset and strides kept), ATen runs on the originals
+(the sample goes on with ATen's result), the ExecuTorch kernel on the clones, and the
+two results are compared with OpInfo's tolerance for the dtype.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import importlib.util
+import math
+import os
+import time
+import traceback
+import warnings
+import zlib
+from dataclasses import dataclass, field
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from .mapping import KernelMap, overload_name
+
+STATUSES = ("pass", "mismatch", "unsupported", "error", "crash")
+
+#: Detailed records (and reproducers) kept per (kernel, OpInfo, dtype, status);
+#: the counts are always complete.
+DEFAULT_MAX_DETAILS = 3
+
+_UNINITIALIZED = {"empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided", "_empty_dim_order"}
+
+
+# ---- OpInfo ----------------------------------------------------------------------
+
+_OPS: dict[str, object] | None = None
+
+
+def opinfo_id(op) -> str:
+    return op.name + (f".{op.variant_test_name}" if op.variant_test_name else "")
+
+
+def opinfos() -> dict[str, object]:
+    """OpInfo id ('add', 'nn.functional.conv2d', 'max.reduction_with_dim') -> OpInfo."""
+    global _OPS
+    if _OPS is None:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            from torch.testing._internal.common_methods_invocations import op_db
+        _OPS = {opinfo_id(op): op for op in op_db}
+    return _OPS
+
+
+def dtype_name(dtype: torch.dtype) -> str:
+    return str(dtype).replace("torch.", "")
+
+
+def dtype_from_name(name: str) -> torch.dtype:
+    dtype = getattr(torch, name, None)
+    if not isinstance(dtype, torch.dtype):
+        raise ValueError(f"unknown dtype {name!r}")
+    return dtype
+
+
+def opinfo_dtypes(op) -> list[torch.dtype]:
+    """The dtypes OpInfo lists for CPU, in a stable order."""
+    return sorted(op.supported_dtypes("cpu"), key=str)
+
+
+def tolerance(op, dtype: torch.dtype) -> tuple[float | None, float | None]:
+    """(atol, rtol) for `dtype`: the largest override OpInfo's decorators give
+    (toleranceOverride / precisionOverride, any test), else (None, None): the
+    defaults of torch.testing.assert_close."""
+    atol = rtol = None
+    for info in getattr(op, "decorators", ()) or ():
+        for dec in getattr(info, "decorators", (info,)):
+            table = getattr(dec, "d", None)
+            if not isinstance(table, dict) or dtype not in table:
+                continue
+            value = table[dtype]
+            if hasattr(value, "atol"):
+                atol = max(atol or 0.0, value.atol)
+                rtol = max(rtol or 0.0, value.rtol)
+            elif isinstance(value, (int, float)):
+                atol = max(atol or 0.0, float(value))
+    if atol is None and rtol is None:
+        return None, None
+    from torch.testing._comparison import _DTYPE_PRECISIONS
+
+    default_rtol, default_atol = _DTYPE_PRECISIONS.get(dtype, (0.0, 0.0))
+    return max(atol or 0.0, default_atol), max(rtol or 0.0, default_rtol)
+
+
+# ---- records ---------------------------------------------------------------------
+
+
+@dataclass
+class CaseInfo:
+    """Where a case comes from (what hooks receive)."""
+
+    kernel: str
+    aten_op: str
+    opinfo: str
+    dtype: str
+    sample: int
+    call: int
+
+    @property
+    def id(self) -> str:
+        return f"{self.kernel}|{self.opinfo}|{self.dtype}|s{self.sample}c{self.call}"
+
+
+@dataclass
+class CaseResult:
+    kernel: str
+    aten_op: str
+    opinfo: str
+    dtype: str
+    sample: int
+    call: int
+    status: str
+    message: str = ""
+    inputs: str = ""
+    max_abs_error: float | None = None
+    max_rel_error: float | None = None
+    atol: float | None = None
+    rtol: float | None = None
+    reproducer: str | None = None
+
+    @property
+    def id(self) -> str:
+        return f"{self.kernel}|{self.opinfo}|{self.dtype}|s{self.sample}c{self.call}"
+
+    def to_json(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+@dataclass
+class Tally:
+    """Counts for one (kernel, dtype)."""
+
+    counts: dict = field(default_factory=lambda: dict.fromkeys(STATUSES, 0))
+    max_abs_error: float | None = None
+    max_rel_error: float | None = None
+    opinfos: set = field(default_factory=set)
+
+    def add(self, status: str, opinfo: str, abs_err=None, rel_err=None, n: int = 1) -> None:
+        self.counts[status] = self.counts.get(status, 0) + n
+        self.opinfos.add(opinfo)
+        if abs_err is not None and math.isfinite(abs_err):
+            self.max_abs_error = max(self.max_abs_error or 0.0, abs_err)
+        if rel_err is not None and math.isfinite(rel_err):
+            self.max_rel_error = max(self.max_rel_error or 0.0, rel_err)
+
+    def merge(self, other: "Tally") -> None:
+        for k, v in other.counts.items():
+            self.counts[k] = self.counts.get(k, 0) + v
+        self.opinfos |= other.opinfos
+        for attr in ("max_abs_error", "max_rel_error"):
+            theirs = getattr(other, attr)
+            if theirs is not None:
+                setattr(self, attr, max(getattr(self, attr) or 0.0, theirs))
+
+    def to_json(self) -> dict:
+        return {"counts": self.counts, "max_abs_error": self.max_abs_error, "max_rel_error": self.max_rel_error, "opinfos": sorted(self.opinfos)}
+
+    @classmethod
+    def from_json(cls, d: dict) -> "Tally":
+        return cls(dict(d["counts"]), d.get("max_abs_error"), d.get("max_rel_error"), set(d.get("opinfos", ())))
+
+
+@dataclass
+class TaskResult:
+    """What one (OpInfo, dtype) task found."""
+
+    opinfo: str
+    dtype: str
+    tallies: dict = field(default_factory=dict)  # (kernel, dtype) -> Tally
+    details: list = field(default_factory=list)  # CaseResult for non-pass cases (capped)
+    samples: int = 0
+    samples_failed: int = 0
+    sample_error: str = ""
+    seconds: float = 0.0
+
+    def record(self, result: CaseResult, keep: bool) -> None:
+        tally = self.tallies.setdefault((result.kernel, result.dtype), Tally())
+        tally.add(result.status, result.opinfo, result.max_abs_error, result.max_rel_error)
+        if keep:
+            self.details.append(result)
+
+    def to_json(self) -> dict:
+        return {
+            "opinfo": self.opinfo,
+            "dtype": self.dtype,
+            "tallies": [[k, d, t.to_json()] for (k, d), t in self.tallies.items()],
+            "details": [r.to_json() for r in self.details],
+            "samples": self.samples,
+            "samples_failed": self.samples_failed,
+            "sample_error": self.sample_error,
+            "seconds": self.seconds,
+        }
+
+    @classmethod
+    def from_json(cls, d: dict) -> "TaskResult":
+        r = cls(d["opinfo"], d["dtype"])
+        r.tallies = {(k, dt): Tally.from_json(t) for k, dt, t in d["tallies"]}
+        r.details = [CaseResult(**c) for c in d["details"]]
+        r.samples, r.samples_failed = d["samples"], d["samples_failed"]
+        r.sample_error, r.seconds = d.get("sample_error", ""), d.get("seconds", 0.0)
+        return r
+
+
+# ---- hooks -----------------------------------------------------------------------
+
+
+def load_hooks(spec):
+    """A hooks module from a module name or a .py path (None: no hooks). Hooks:
+    ``before_call(case: CaseInfo)`` runs just before the kernel is called;
+    ``reference(case, expected)`` returns what the kernel's result is compared with
+    (default: ATen's result). Both exist for testing the machinery."""
+    if spec is None or not isinstance(spec, str):
+        return spec
+    if spec in _HOOKS:
+        return _HOOKS[spec]
+    if spec.endswith(".py"):
+        name = "_etops_conformance_hooks_" + str(zlib.crc32(spec.encode()))
+        loader = importlib.util.spec_from_file_location(name, spec)
+        module = importlib.util.module_from_spec(loader)
+        loader.loader.exec_module(module)
+    else:
+        module = importlib.import_module(spec)
+    _HOOKS[spec] = module
+    return module
+
+
+_HOOKS: dict = {}
+
+
+# ---- values ----------------------------------------------------------------------
+
+
+def exact_clone(value):
+    """Tensors copied with their storage, offset and strides (as_strided sees the
+    same thing); lists and tuples copied element-wise."""
+    if isinstance(value, torch.Tensor):
+        storage = value.untyped_storage().clone()
+        out = torch.empty(0, dtype=value.dtype)
+        out.set_(storage, value.storage_offset(), value.size(), value.stride())
+        return out
+    if isinstance(value, (list, tuple)):
+        return type(value)(exact_clone(v) for v in value)
+    return value
+
+
+def describe(value) -> str:
+    if isinstance(value, torch.Tensor):
+        extra = "" if value.is_contiguous() else f", stride={tuple(value.stride())}"
+        if value.numel() == 1 and value.dim() == 0:
+            return f"tensor({value.item()!r}, {dtype_name(value.dtype)})"
+        return f"Tensor{list(value.shape)}:{dtype_name(value.dtype)}{extra}"
+    if isinstance(value, (list, tuple)):
+        inner = ", ".join(describe(v) for v in value)
+        return f"[{inner}]" if isinstance(value, list) else f"({inner})"
+    return repr(value)
+
+
+def _leaves(value):
+    if isinstance(value, (list, tuple)):
+        out = []
+        for v in value:
+            out.extend(_leaves(v))
+        return out
+    return [value]
+
+
+def errors(actual, expected) -> tuple[float | None, float | None]:
+    """Max absolute and relative error over finite elements of same-shaped tensors."""
+    max_abs = max_rel = None
+    for a, e in zip(_leaves(actual), _leaves(expected)):
+        if not isinstance(a, torch.Tensor):
+            a = torch.tensor(a) if isinstance(a, (int, float, bool, complex)) else None
+        if not isinstance(e, torch.Tensor):
+            e = torch.tensor(e) if isinstance(e, (int, float, bool, complex)) else None
+        if a is None or e is None or a.shape != e.shape or a.numel() == 0:
+            continue
+        wide = torch.complex128 if (a.is_complex() or e.is_complex()) else torch.float64
+        a64, e64 = a.detach().to(wide), e.detach().to(wide)
+        diff = (a64 - e64).abs()
+        finite = torch.isfinite(a64) & torch.isfinite(e64)
+        # inf vs inf of the same sign and nan vs nan agree; anything else non-finite is off by inf
+        same = (a64 == e64) | (torch.isnan(a64) & torch.isnan(e64))
+        diff = torch.where(finite, diff, torch.where(same, torch.zeros_like(diff), torch.full_like(diff, math.inf)))
+        abs_err = float(diff.max())
+        denom = e64.abs()
+        rel = torch.where(denom > 0, diff / denom.clamp_min(1e-300), torch.where(diff > 0, torch.full_like(diff, math.inf), torch.zeros_like(diff)))
+        rel_err = float(rel.max())
+        max_abs = abs_err if max_abs is None else max(max_abs, abs_err)
+        max_rel = rel_err if max_rel is None else max(max_rel, rel_err)
+    return max_abs, max_rel
+
+
+def compare(actual, expected, atol, rtol, values: bool = True) -> str | None:
+    """None if they agree, else why not (shape, dtype, count or values)."""
+    a_leaves, e_leaves = _leaves(actual), _leaves(expected)
+    if len(a_leaves) != len(e_leaves):
+        return f"ExecuTorch returned {len(a_leaves)} values, ATen {len(e_leaves)}"
+    for i, (a, e) in enumerate(zip(a_leaves, e_leaves)):
+        where = f"output {i}: " if len(a_leaves) > 1 else ""
+        if isinstance(e, torch.Tensor):
+            if not isinstance(a, torch.Tensor):
+                return f"{where}ExecuTorch returned {type(a).__name__}, ATen a Tensor"
+            if a.shape != e.shape:
+                return f"{where}shape {list(a.shape)} (ExecuTorch) vs {list(e.shape)} (ATen)"
+            if a.dtype != e.dtype:
+                return f"{where}dtype {dtype_name(a.dtype)} (ExecuTorch) vs {dtype_name(e.dtype)} (ATen)"
+            if not values:
+                continue
+        elif not values:
+            continue
+        try:
+            torch.testing.assert_close(a, e, atol=atol, rtol=rtol, equal_nan=True, check_stride=False, check_device=False)
+        except AssertionError as exc:
+            return where + " ".join(str(exc).split())
+        except Exception as exc:  # noqa: BLE001 - incomparable values
+            return f"{where}cannot compare: {type(exc).__name__}: {exc}"
+    return None
+
+
+def values_compared(func) -> bool:
+    """False for ops whose values are random or uninitialized (shape and dtype only)."""
+    if torch.Tag.nondeterministic_seeded in getattr(func, "tags", ()):
+        return False
+    return func._schema.name.split("::")[-1] not in _UNINITIALIZED
+
+
+# ---- calling the kernel ------------------------------------------------------------
+
+
+def bind(func, args, kwargs) -> dict:
+    schema = func._schema
+    bound = {}
+    positional = [a for a in schema.arguments if not a.kwarg_only]
+    for arg, value in zip(positional, args):
+        bound[arg.name] = value
+    bound.update(kwargs)
+    return bound
+
+
+@dataclass
+class KernelCall:
+    """How to call a kernel for one ATen call: positional and keyword arguments
+    (by the kernel's schema) and whether outs must be given (factory ops whose
+    TensorOptions the out variant does not take)."""
+
+    args: list
+    kwargs: dict
+    outs_from_aten: bool
+
+
+def plan_call(kernel, func, args, kwargs) -> KernelCall:
+    info = kernel._info
+    schema = info._schema
+    bound = bind(func, args, kwargs)
+    k_args, k_kwargs = [], {}
+    names = set()
+    for arg in schema.arguments:
+        if arg.is_out:
+            continue
+        names.add(arg.name)
+        if arg.name not in bound:
+            continue
+        if arg.kwarg_only or len(k_args) != _positional_index(schema, arg.name):
+            k_kwargs[arg.name] = bound[arg.name]
+        else:
+            k_args.append(bound[arg.name])
+    dropped = [n for n in bound if n not in names]
+    outs_from_aten = bool(info.out_names()) and (bool(dropped) or _no_shape_inference(info))
+    return KernelCall(k_args, k_kwargs, outs_from_aten)
+
+
+def _positional_index(schema, name: str) -> int:
+    i = 0
+    for arg in schema.arguments:
+        if arg.kwarg_only:
+            break
+        if arg.name == name:
+            return i
+        i += 1
+    return -1
+
+
+def _no_shape_inference(info) -> bool:
+    from ..kernel import DATA_DEPENDENT
+
+    return info.name not in DATA_DEPENDENT and info.functional_overload() is None
+
+
+def _empty_like(value):
+    if isinstance(value, torch.Tensor):
+        dense = value.is_contiguous() or value.is_contiguous(memory_format=torch.channels_last)
+        return torch.empty_like(value) if dense else torch.empty(value.shape, dtype=value.dtype)
+    if isinstance(value, (list, tuple)):
+        return [_empty_like(v) for v in value]
+    return value
+
+
+def call_kernel(kernel, plan: KernelCall, expected):
+    kwargs = dict(plan.kwargs)
+    if plan.outs_from_aten:
+        names = kernel._info.out_names()
+        results = [expected] if len(names) == 1 else list(expected)
+        for name, value in zip(names, results):
+            kwargs[name] = _empty_like(value)
+    return kernel(*plan.args, **kwargs)
+
+
+# ---- the dispatch mode --------------------------------------------------------------
+
+
+class _Abort(BaseException):
+    """Stops a capture once the wanted call is found."""
+
+
+class _CheckMode(TorchDispatchMode):
+    def __init__(self, runner: "TaskRunner") -> None:
+        super().__init__()
+        self.runner = runner
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        runner = self.runner
+        target = runner.kmap.target(func)
+        if target is None or (runner.selected is not None and target not in runner.selected):
+            return func(*args, **kwargs)
+        return runner.handle(func, target, args, kwargs)
+
+
+class TaskRunner:
+    """Runs the samples of one OpInfo at one dtype and checks the kernels reached.
+
+    mode: "check" (call kernels and compare), "discover" (record which kernels the
+    calls map to, call nothing), "capture" (return the inputs of one case)."""
+
+    def __init__(self, kmap: KernelMap, selected=None, *, hooks=None, report_dir=None, max_details=DEFAULT_MAX_DETAILS,
+                 skip=(), on_start=None, mode: str = "check", capture_at=None, kernels=None):
+        self.kmap = kmap
+        self.selected = set(selected) if selected is not None else None
+        self.hooks = load_hooks(hooks)
+        self.report_dir = report_dir
+        self.max_details = max_details
+        self.skip = {tuple(s) for s in skip}
+        self.on_start = on_start
+        self.mode = mode
+        self.capture_at = capture_at
+        self.captured = None
+        self.reached: set[str] = set()
+        self._kernels = kernels or {}
+
+    def kernel(self, name: str):
+        k = self._kernels.get(name)
+        if k is None:
+            import etops
+
+            k = self._kernels[name] = etops.registry().get_kernel(name)
+        return k
+
+    # -- one task --
+
+    def run(self, opinfo: str, dtype: torch.dtype) -> TaskResult:
+        op = opinfos()[opinfo]
+        self.op, self.opinfo, self.dtype = op, opinfo, dtype
+        self.dname = dtype_name(dtype)
+        self.atol, self.rtol = tolerance(op, dtype)
+        self.result = TaskResult(opinfo, self.dname)
+        self._kept: dict = {}
+        start = time.perf_counter()
+        torch.manual_seed(zlib.crc32(f"{opinfo}|{self.dname}".encode()))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            try:
+                # OpInfo's own sample_inputs() wraps this generator in a tracker that
+                # crawls the stack and reseeds for every sample (most of the time of a
+                # sweep); the task is seeded once instead.
+                samples = op.sample_inputs_func(op, "cpu", dtype, False)
+                for index, sample in enumerate(samples):
+                    self.sample_index, self.call_index = index, 0
+                    self.result.samples += 1
+                    try:
+                        with _CheckMode(self):
+                            op(sample.input, *sample.args, **sample.kwargs)
+                    except _Abort:
+                        raise
+                    except Exception:  # noqa: BLE001 - ATen refused the sample itself
+                        self.result.samples_failed += 1
+            except _Abort:
+                pass
+            except Exception as exc:  # noqa: BLE001 - the sample generator failed
+                self.result.sample_error = f"{type(exc).__name__}: {exc}"[:300]
+        self.result.seconds = time.perf_counter() - start
+        return self.result
+
+    # -- one case --
+
+    def handle(self, func, target: str, args, kwargs):
+        sample, call = self.sample_index, self.call_index
+        self.call_index += 1
+        self.reached.add(target)
+        if self.mode == "discover":
+            return func(*args, **kwargs)
+        if self.mode == "capture":
+            if (sample, call) == self.capture_at:
+                self.captured = (func, target, exact_clone(args), exact_clone(kwargs))
+                raise _Abort()
+            return func(*args, **kwargs)
+        inputs_args, inputs_kwargs = exact_clone(args), exact_clone(kwargs)
+        expected = func(*args, **kwargs)
+        if (sample, call) in self.skip:
+            return expected  # crashed a worker before: the parent recorded it
+        case = CaseInfo(target, overload_name(func), self.opinfo, self.dname, sample, call)
+        result = self.check(case, func, target, inputs_args, inputs_kwargs, expected)
+        key = (target, self.dname, result.status)
+        kept = self._kept.get(key, 0)
+        keep = result.status != "pass" and kept < self.max_details
+        if keep:
+            self._kept[key] = kept + 1
+            if result.status == "mismatch" and self.report_dir is not None:
+                try:
+                    from .reproducer import write_reproducer
+
+                    result.reproducer = write_reproducer(self.report_dir, result, func, self._saved_args, self._saved_kwargs,
+                                                         self._saved_reference, values_compared(func))
+                except Exception as exc:  # noqa: BLE001
+                    result.message += f" (no reproducer: {type(exc).__name__}: {exc})"
+        self.result.record(result, keep)
+        return expected
+
+    def check(self, case: CaseInfo, func, target, args, kwargs, expected) -> CaseResult:
+        from ..errors import KernelError, NoMatchingKernelError
+
+        result = CaseResult(case.kernel, case.aten_op, case.opinfo, case.dtype, case.sample, case.call, "pass",
+                            inputs=_describe_call(args, kwargs), atol=self.atol, rtol=self.rtol)
+        reference = expected
+        if self.hooks is not None and hasattr(self.hooks, "reference"):
+            reference = self.hooks.reference(case, expected)
+        self._saved_reference = reference if reference is not expected else None
+        # inputs as they were before the kernel ran (kernels may write mutable args)
+        self._saved_args, self._saved_kwargs = exact_clone(args), exact_clone(kwargs)
+        try:
+            kernel = self.kernel(target)
+            plan = plan_call(kernel, func, args, kwargs)
+            if self.on_start is not None:
+                self.on_start(case)
+            if self.hooks is not None and hasattr(self.hooks, "before_call"):
+                self.hooks.before_call(case)
+            actual = call_kernel(kernel, plan, expected)
+        except (KernelError, NoMatchingKernelError) as exc:
+            result.status = "unsupported"
+            result.message = f"{type(exc).__name__}: {exc}"[:500]
+            return result
+        except Exception as exc:  # noqa: BLE001 - etops could not make the call
+            result.status = "error"
+            tb = traceback.extract_tb(exc.__traceback__)
+            where = f" [{tb[-1].filename.rsplit('/', 1)[-1]}:{tb[-1].lineno}]" if tb else ""
+            result.message = f"{type(exc).__name__}: {exc}"[:500] + where
+            return result
+        why = compare(actual, reference, self.atol, self.rtol, values_compared(func))
+        if why is not None:
+            result.status = "mismatch"
+            result.message = why[:500]
+            result.max_abs_error, result.max_rel_error = errors(actual, reference)
+        return result
+
+
+def _describe_call(args, kwargs) -> str:
+    parts = [describe(a) for a in args] + [f"{k}={describe(v)}" for k, v in kwargs.items()]
+    text = ", ".join(parts)
+    return text if len(text) < 400 else text[:397] + "..."
+
+
+def capture(kmap: KernelMap, selected, opinfo: str, dtype: torch.dtype, sample: int, call: int):
+    """(ATen overload, kernel name, args, kwargs) of one case, found by running the
+    task again without calling any kernel (used to write a crash's reproducer)."""
+    runner = TaskRunner(kmap, selected, mode="capture", capture_at=(sample, call))
+    runner.run(opinfo, dtype)
+    return runner.captured
+
+
+def default_kmap() -> KernelMap:
+    import etops
+
+    return KernelMap(etops.registry().operator_names)
+
+
+def ensure_env() -> None:
+    os.environ.setdefault("OMP_NUM_THREADS", "1")

@@ -1,0 +1,148 @@
+"""Testing kernels with PyTorch's OpInfo samples (``etops.conformance``'s machinery).
+
+    import pytest, etops.testing
+
+    @etops.testing.parametrize("aten::add.out", dtypes=["float32"])
+    def test_add(case):
+        case.check()
+
+    # a kernel of your own standing in for an ATen op, on that op's OpInfo samples
+    for case in etops.testing.opinfo_cases("mylib::my_add.out", op="add", aten="aten::add.Tensor"):
+        case.check()
+
+Each case is one OpInfo at one dtype: ``case.run()`` runs its samples under the
+dispatch mode and returns what it found (a ``TaskResult``); ``case.check()`` raises
+AssertionError for a mismatch or an error and (under pytest) skips when the kernel
+only refused the dtype.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+__all__ = ["OpInfoCase", "opinfo_cases", "parametrize"]
+
+
+@dataclass
+class OpInfoCase:
+    """The samples of one OpInfo at one dtype, checked against one kernel."""
+
+    kernel: str
+    opinfo: str
+    dtype: torch.dtype
+    aten: tuple = ()  #: ATen overloads the kernel stands in for (empty: found from schemas)
+    hooks: object = None
+    report_dir: str | None = None
+    _kmap: object = field(default=None, repr=False, compare=False)
+
+    @property
+    def id(self) -> str:
+        return f"{self.kernel}-{self.opinfo}-{str(self.dtype).replace('torch.', '')}"
+
+    def __str__(self) -> str:
+        return self.id
+
+    def run(self):
+        from .conformance.mapping import KernelMap
+        from .conformance.runner import TaskRunner, default_kmap
+
+        if self._kmap is None:
+            self._kmap = KernelMap([self.kernel], overrides={a: self.kernel for a in self.aten}) if self.aten else default_kmap()
+        runner = TaskRunner(self._kmap, [self.kernel], hooks=self.hooks, report_dir=self.report_dir)
+        return runner.run(self.opinfo, self.dtype)
+
+    def check(self):
+        """Runs the case; AssertionError listing mismatches and errors. Returns the
+        TaskResult."""
+        result = self.run()
+        counts = {}
+        for tally in result.tallies.values():
+            for status, n in tally.counts.items():
+                counts[status] = counts.get(status, 0) + n
+        bad = [d for d in result.details if d.status in ("mismatch", "error")]
+        if bad:
+            lines = [f"{self.id}: {counts.get('mismatch', 0)} mismatch, {counts.get('error', 0)} error of {sum(counts.values())} cases"]
+            for d in bad:
+                errs = f" (max abs {d.max_abs_error:.3g}, rel {d.max_rel_error:.3g})" if d.max_abs_error is not None and d.max_rel_error is not None else ""
+                lines.append(f"  {d.status} {d.aten_op} sample {d.sample} call {d.call}{errs}: {d.message}")
+                lines.append(f"    inputs: {d.inputs}")
+                if d.reproducer:
+                    lines.append(f"    reproducer: {d.reproducer}")
+            raise AssertionError("\n".join(lines))
+        if not counts.get("pass"):
+            why = "no sample reached the kernel" if not counts else f"the kernel refused every case ({counts.get('unsupported', 0)} unsupported): " + \
+                next((d.message for d in result.details if d.status == "unsupported"), "")
+            _skip(f"{self.id}: {why}")
+        return result
+
+
+def _skip(reason: str) -> None:
+    try:
+        import pytest
+    except ImportError:  # pragma: no cover
+        return
+    pytest.skip(reason)
+
+
+def _names(value) -> list[str] | None:
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return [value]
+    return list(value)
+
+
+def opinfo_cases(kernel=None, op=None, *, aten=None, dtypes=None, hooks=None, report_dir=None) -> list[OpInfoCase]:
+    """The OpInfo cases for `kernel` (a registered kernel name or kernel object;
+    None: every registered aten kernel).
+
+    op: OpInfo ids whose samples to run (default: the OpInfos whose samples reach
+    the kernel, found by running them all once, cached); aten: the ATen overload(s)
+    a kernel of another namespace stands in for (its calls go to the kernel);
+    dtypes: torch dtypes or names (default: every dtype the OpInfo lists for CPU)."""
+    from .conformance.runner import dtype_from_name, opinfo_dtypes, opinfos
+    from .conformance.sweep import discover, resolve_kernels
+
+    ops = opinfos()
+    aten = tuple(_names(aten) or ())
+    wanted_dtypes = None
+    if dtypes is not None:
+        wanted_dtypes = [d if isinstance(d, torch.dtype) else dtype_from_name(d) for d in _names(dtypes)]
+    names = _names(kernel.name if hasattr(kernel, "_info") else kernel)
+    opinfo_names = _names(op)
+    for o in opinfo_names or ():
+        if o not in ops:
+            raise ValueError(f"no OpInfo named {o!r}")
+    if names and any(not n.startswith("aten::") for n in names) and not (aten and opinfo_names):
+        raise ValueError("a kernel outside the aten namespace needs op= (OpInfo names) and aten= (the ATen overload it stands in for)")
+    if aten:
+        kernels = names
+    else:
+        from .conformance.runner import default_kmap
+
+        kmap = default_kmap()
+        kernels = resolve_kernels(names, kmap)
+        discovered = None if opinfo_names else discover(kmap)
+    cases = []
+    for k in kernels:
+        if opinfo_names is not None:
+            chosen = opinfo_names
+        else:
+            chosen = sorted(oid for oid, info in discovered.items() if k in info["kernels"] and oid in ops)
+        for oid in chosen:
+            for dtype in opinfo_dtypes(ops[oid]):
+                if wanted_dtypes is not None and dtype not in wanted_dtypes:
+                    continue
+                cases.append(OpInfoCase(k, oid, dtype, aten, hooks, report_dir))
+    return cases
+
+
+def parametrize(kernel=None, op=None, *, aten=None, dtypes=None, argname: str = "case"):
+    """``pytest.mark.parametrize`` over ``opinfo_cases(...)``, ids like
+    ``aten::add.out-add-float32``."""
+    import pytest
+
+    cases = opinfo_cases(kernel, op, aten=aten, dtypes=dtypes)
+    return pytest.mark.parametrize(argname, cases, ids=[c.id for c in cases])

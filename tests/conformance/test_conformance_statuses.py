@@ -1,0 +1,94 @@
+"""Every status from a real case, the reproducers, and isolated mode surviving a
+worker that is killed."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import etops
+from etops import conformance
+
+HERE = Path(__file__).resolve().parent
+SRC = str(Path(etops.__file__).resolve().parent.parent)
+
+
+def _run_script(path: str) -> subprocess.CompletedProcess:
+    env = dict(os.environ, PYTHONPATH=SRC + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    return subprocess.run([sys.executable, path], capture_output=True, text=True, timeout=300, env=env)
+
+
+def _only(report, status):
+    return [c for c in report.details if c.status == status]
+
+
+def test_pass():
+    report = conformance.run(["aten::add.out"], dtypes=["float32"], opinfo_filter={"add"}, progress=False)
+    totals = report.totals()
+    assert totals["pass"] > 0
+    assert totals["cases"] == sum(totals[s] for s in conformance.STATUSES)
+    assert report.coverage() == {"registered": 1, "reached": 1, "fraction": 1.0, "unreached": []}
+
+
+def test_unsupported_is_a_kernel_refusing_what_aten_accepts():
+    # ExecuTorch's add refuses mixed complex / real operands that ATen promotes
+    report = conformance.run(["aten::add.out"], dtypes=["complex64"], opinfo_filter={"add"}, progress=False)
+    cases = _only(report, "unsupported")
+    assert cases, report.totals()
+    assert all(c.message.startswith(("KernelError", "NoMatchingKernelError")) for c in cases)
+
+
+def test_error_is_etops_unable_to_make_the_call():
+    # softsign's decomposition calls aten::add.Tensor with a Python number for the
+    # Tensor 'other' (the dispatcher wraps it); etops refuses numbers for Tensor
+    # arguments: an etops error, reported as such. If etops learns to take them,
+    # pick another real case here.
+    report = conformance.run(["aten::add.out"], dtypes=["float32"], opinfo_filter={"nn.functional.softsign"}, progress=False)
+    cases = _only(report, "error")
+    assert cases, report.totals()
+    assert "TypeError" in cases[0].message
+
+
+def test_mismatch_and_its_reproducer(tmp_path):
+    report = conformance.run(["aten::add.out"], dtypes=["float32"], opinfo_filter={"add"}, progress=False,
+                             hooks=str(HERE / "mismatch_hooks.py"), report_dir=tmp_path)
+    planted = [c for c in _only(report, "mismatch") if c.opinfo == "add" and c.sample == 1]
+    assert len(planted) == 1
+    case = planted[0]
+    assert case.max_abs_error == pytest.approx(1.0)
+    assert case.reproducer and Path(case.reproducer).is_file() and Path(case.reproducer).with_suffix(".pt").is_file()
+    assert Path(case.reproducer).parent == tmp_path / "reproducers"
+    proc = _run_script(case.reproducer)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "MISMATCH" in proc.stdout
+    assert "ExecuTorch:" in proc.stdout and "ATen:" in proc.stdout
+
+
+def test_crash_in_isolated_mode_is_recorded_and_the_sweep_goes_on(tmp_path):
+    report = conformance.run(["aten::add.out"], dtypes=["float32"], opinfo_filter={"add"}, progress=False,
+                             isolated=True, jobs=1, hooks=str(HERE / "crash_hooks.py"), report_dir=tmp_path)
+    crashes = _only(report, "crash")
+    assert len(crashes) == 1, report.totals()
+    crash = crashes[0]
+    assert (crash.kernel, crash.opinfo, crash.sample) == ("aten::add.out", "add", 2)
+    assert "SIGKILL" in crash.message
+    # the samples after the crash ran in a new worker
+    samples = report.samples
+    assert report.totals()["pass"] == report.totals()["cases"] - 1 and samples > 3
+    # its reproducer rebuilds the inputs (the hook is not in it, so the kernel runs fine)
+    assert crash.reproducer and Path(crash.reproducer).is_file()
+    assert "Tensor" in crash.inputs
+    proc = _run_script(crash.reproducer)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "no mismatch" in proc.stdout
+
+
+def test_isolated_results_equal_in_process():
+    kwargs = dict(dtypes=["float32", "int64"], opinfo_filter={"add", "mul", "sub"}, progress=False)
+    inproc = conformance.run(["aten::add.out", "aten::mul.out"], **kwargs)
+    pooled = conformance.run(["aten::add.out", "aten::mul.out"], isolated=True, jobs=2, **kwargs)
+    assert inproc.totals() == pooled.totals()
