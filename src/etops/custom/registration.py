@@ -435,7 +435,11 @@ class KernelHandle:
             current = stack[-1][1] if stack else self.address
             if stack:
                 raise RegistrationError(f"{self.name}: restore the overrides on it first")
-            _raise_for(_core.reg_swap(self.index, current, address), self.name, self.key)
+            rc = _core.reg_swap(self.index, current, address)
+            if rc != REG_OK:
+                _release(origin)
+            _raise_for(rc, self.name, self.key)
+            _release(self.origin)
             self.address = address
             self.origin = origin
             _registered[self.index] = origin

@@ -113,7 +113,8 @@ def custom_op(schema: str, source=None, *, function=None, sources=None, fake=Non
         lib = _libs.get(qualname)
         existing = getattr(getattr(torch.ops, ns, None), op, None) if lib is not None else None
         same = existing is not None and str(existing.default._schema) == str(functional)
-        if lib is not None and not same:
+        redefined = lib is not None and not same
+        if redefined:
             lib._destroy()
             lib = None
         if lib is None:
@@ -125,6 +126,12 @@ def custom_op(schema: str, source=None, *, function=None, sources=None, fake=Non
         else:
             _state[qualname]["fake"] = fake_fn
 
+    if redefined:
+        # The schema changed: kernel objects made for the old one must be remade.
+        from ..registry import registry
+
+        if ET_name in registry():
+            registry().get_kernel(ET_name, schema=f"{ns}::{out_text}")
     impl = python if python is not None else source
     handle = registration_for(ET_name, None if kernel_key is None else _key(ET_name, kernel_key))
     if handle is not None:
