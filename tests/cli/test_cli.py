@@ -224,3 +224,14 @@ def test_help_lists_the_commands(capsys):
     out = capsys.readouterr().out
     for cmd in ("list", "show", "bench", "threads"):
         assert cmd in out
+
+
+def test_check_is_the_conformance_command(tmp_path):
+    """`etops check` hands its arguments to etops.conformance's command line."""
+    report = tmp_path / "check.json"
+    proc = _run("check", "aten::add.out", "--dtype", "float32", "--no-progress", "--quiet", "--json", str(report))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    data = json.loads(report.read_text())
+    assert "aten::add.out" in json.dumps(data)
+    bad = _run("check", "--no-such-option")
+    assert bad.returncode == 2

@@ -5,6 +5,7 @@
     etops bench NAME... [--sizes 16,4k,1M] [--dtype float32,float16] [--plot add.png] [--json]
     etops bench --all [--budget 120] [--report bench.md]
     etops threads [N] [--json]
+    etops check [NAME...] [--dtype ...] [--isolated --jobs N] [--report R.md --json R.json]
 
 Tables and progress bars are rich's on a terminal, plain text when piped. An error
 is one line on stderr and exit code 2 (``--debug`` shows the traceback).
@@ -62,12 +63,21 @@ def build_parser() -> argparse.ArgumentParser:
     th = sub.add_parser("threads", help="ExecuTorch's threadpool size (for this process's benchmarks)")
     th.add_argument("n", nargs="?", type=int, help="set the pool to N threads")
     th.add_argument("--json", action="store_true", help="JSON on stdout")
+
+    # `check` is the conformance command line (etops.conformance.cli): main() hands it
+    # everything after the word; this entry only lists it in --help.
+    sub.add_parser("check", help="run OpInfo samples against ExecuTorch kernels (see 'etops check --help')", add_help=False)
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     debug = "--debug" in argv
+    rest = [a for a in argv if a != "--debug"]
+    if rest and rest[0] == "check":
+        from ..conformance.cli import main as check_main
+
+        return check_main(rest[1:])
     try:
         args = build_parser().parse_args(argv)
         if args.version:
