@@ -7,6 +7,8 @@ Every entry is a finding about ExecuTorch worth reporting upstream.
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 
@@ -167,6 +169,43 @@ def _check_dim_in_range(op: str, name: str = "self", dim_name: str = "dim"):
     return check
 
 
+def _check_dim_valid(op: str, name: str, dim_name: str):
+    """-ndim <= dim < ndim: the kernel normalizes an out-of-range negative dim into
+    another negative one and ET's size() aborts on it."""
+
+    def check(bound: dict) -> None:
+        m, dim = _meta(bound.get(name)), bound.get(dim_name)
+        if m is None or isinstance(dim, bool) or not isinstance(dim, int):
+            return
+        ndim = max(len(m[0]), 1)
+        if not -ndim <= dim < ndim:
+            raise IndexError(f"{op}: argument '{dim_name}' is {dim}, out of range for {len(m[0])} dims")
+
+    return check
+
+
+def _check_arange(op: str):
+    """compute_arange_out_size() ET_CHECKs numel >= 0: a length beyond int32 (tiny
+    step, huge end) aborts."""
+
+    def check(bound: dict) -> None:
+        start, end, step = bound.get("start", 0), bound.get("end"), bound.get("step", 1)
+        values = (start, end, step)
+        if not all(isinstance(v, (int, float)) for v in values):
+            return  # tensors, None ...: the call path reports the type
+        if step == 0:
+            raise ValueError(f"{op}: argument 'step' must be nonzero")
+        try:
+            length = math.ceil((end - start) / step)
+        except (OverflowError, ValueError, ZeroDivisionError):
+            length = math.inf
+        if not length < 2**31 - 1:
+            name = "step" if "step" in bound else "end"
+            raise ValueError(f"{op}: argument '{name}' gives {float(length):.3g} elements (start={start!r}, end={end!r}, step={step!r}); ExecuTorch sizes are int32")
+
+    return check
+
+
 def _all(*checks):
     def check(bound: dict) -> None:
         for c in checks:
@@ -181,11 +220,13 @@ PRECHECKS.update(
         "aten::_fft_c2r.out": _check_complex("aten::_fft_c2r.out"),
         "aten::_log_softmax.out": _check_log_softmax,
         "aten::narrow_copy.out": _check_dim_in_range("aten::narrow_copy.out"),
+        "aten::arange.out": _check_arange("aten::arange.out"),
+        "aten::arange.start_out": _check_arange("aten::arange.start_out"),
         "aten::amax.out": _check_nonempty("aten::amax.out"),
         "aten::amin.out": _check_nonempty("aten::amin.out"),
         "aten::bmm.out": _check_exact_dim("aten::bmm.out", ("self", "mat2"), 3),
         "aten::native_group_norm.out": _check_min_dim("aten::native_group_norm.out", {"input": 2}),
-        "aten::unfold_copy.out": _check_min_dim("aten::unfold_copy.out", {"self": 1}),
+        "aten::unfold_copy.out": _all(_check_min_dim("aten::unfold_copy.out", {"self": 1}), _check_dim_valid("aten::unfold_copy.out", "self", "dimension")),
         "quantized_decomposed::add.out": _check_quantized_add,
     }
 )

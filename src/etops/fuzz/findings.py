@@ -109,6 +109,24 @@ ABORTS.append(
     }
 )
 
+ABORTS.append(
+    {
+        "op": "aten::unfold_copy.out",
+        "case": _case("aten::unfold_copy.out", [("self", _t((0, 0, 0))), ("dimension", ("V", -4)), ("size", ("V", 0)), ("step", ("V", 0))], outs={"out": ("empty",)}),
+        "argument": "dimension",
+        "abort": "size(): Dimension out of range (dimension -4 of a 3-d tensor normalized to -1)",
+    }
+)
+
+ABORTS.append(
+    {
+        "op": "aten::arange.start_out",
+        "case": _case("aten::arange.start_out", [("start", ("V", 0)), ("end", ("V", 1)), ("step", ("V", 3.614981244061654e-210))], outs={"out": ("empty",)}),
+        "argument": "step",
+        "abort": "compute_arange_out_size(): numel >= 0 (the length overflows int32)",
+    }
+)
+
 #: ExecuTorch's quantized kernels validate with ET_CHECK_MSG: each abort below was
 #: found by the fuzzer with 0-dim float inputs, the first thing Hypothesis shrinks to
 ABORTS += [
@@ -133,4 +151,14 @@ ABORTS += [
 #: (kernel, property) violations the fuzzer reported that need a fix outside the
 #: fuzzer's reach (etops' Python slow path or C call path, or ExecuTorch): the
 #: bounded fuzz of `make test` tolerates exactly these. See README, "Reliability".
-KNOWN_HARD: set = set()
+KNOWN_HARD: set = {
+    # outs omitted, output_mask leaves one out: torch's functional returns None for
+    # it and the slow path's _allocate(None) raises AttributeError
+    ("aten::convolution_backward.out", "unexpected_exception"),
+    # the out upper bound calls torch.broadcast_shapes (RuntimeError) and reads
+    # .shape of a 0-d numpy array _python_scalar turned into a float (AttributeError)
+    ("aten::masked_select.out", "unexpected_exception"),
+    # out aliasing self: resize-and-retry after the KernelError resizes self too
+    ("aten::index.Tensor_out", "out_touched"),
+    ("aten::unsqueeze_copy.out", "out_touched"),
+}
