@@ -14,7 +14,7 @@ import torch
 
 import etops
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # tests/custom
 _BUILT: list = []
 
 
