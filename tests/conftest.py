@@ -1,23 +1,12 @@
-"""Shared fixtures: the process-wide registry and a helper to run code in a fresh
-interpreter (import order and aborts are process-wide)."""
+"""Shared fixtures: the process-wide registry and a fixed seed. Fresh-interpreter
+helpers are in fresh_python.py."""
 
 from __future__ import annotations
-
-import concurrent.futures
-import os
-import subprocess
-import sys
-import textwrap
-from pathlib import Path
 
 import pytest
 import torch
 
 import etops
-
-#: The folder etops was imported from (the source tree, or wherever PYTHONPATH
-#: points): fresh interpreters import the same etops.
-SRC = str(Path(etops.__file__).resolve().parent.parent)
 
 
 @pytest.fixture(scope="session")
@@ -30,43 +19,8 @@ def _seed():
     torch.manual_seed(0)
 
 
-#: Fresh interpreters run two at a time in the background, next to the in-process
-#: tests: each pays torch's (and executorch.runtime's) import, seconds apiece.
-_POOL = concurrent.futures.ThreadPoolExecutor(max_workers=2, thread_name_prefix="etops-subprocess")
-
-
-def _run(code: str, timeout: float) -> subprocess.CompletedProcess:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = SRC + os.pathsep + env.get("PYTHONPATH", "")
-    try:
-        return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout, env=env)
-    except subprocess.TimeoutExpired as exc:
-        return subprocess.CompletedProcess(exc.cmd, -9, exc.stdout or "", f"timed out after {timeout}s\n{exc.stderr or ''}")
-
-
-class Launched:
-    """Code queued to run in a fresh interpreter; `.result()` waits for it."""
-
-    def __init__(self, code: str, timeout: float = 300) -> None:
-        self.code = textwrap.dedent(code)
-        self._future = _POOL.submit(_run, self.code, timeout)
-
-    def result(self) -> subprocess.CompletedProcess:
-        return self._future.result()
-
-
-def start_python(code: str) -> Launched:
-    """Queues `code` for a fresh interpreter (etops importable from where this process
-    imported it) and returns at once. Call it at module level, so the work overlaps
-    the in-process tests; collect with ``.result()`` in the test."""
-    return Launched(code)
-
-
-def run_python(code: str, timeout: float = 300) -> subprocess.CompletedProcess:
-    """Runs `code` in a fresh interpreter and waits for it."""
-    return _run(textwrap.dedent(code), timeout)
-
-
 def pytest_sessionfinish(session, exitstatus):
     """Drops queued interpreters nobody will look at (after -x, say)."""
+    from fresh_python import _POOL
+
     _POOL.shutdown(wait=False, cancel_futures=True)

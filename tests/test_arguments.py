@@ -8,7 +8,7 @@ import torch
 from torch.testing import assert_close
 
 import etops
-from conftest import start_python
+from fresh_python import start_python
 
 aten = torch.ops.aten
 

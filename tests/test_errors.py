@@ -11,7 +11,7 @@ import torch
 from torch.testing import assert_close
 
 import etops
-from conftest import run_python, start_python
+from fresh_python import run_python, start_python
 
 
 def _alive(reg):

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from conftest import start_python
+from fresh_python import start_python
 
 SNIPPET = '''
 import torch
