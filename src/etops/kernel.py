@@ -214,8 +214,14 @@ class KernelInfo:
 
 
 def _python_scalar(value):
-    """numpy scalars (np.float32(1.5)) as the Python numbers torch's parser takes."""
-    if not isinstance(value, (torch.Tensor, bool, int, float, complex)) and getattr(value, "shape", None) == () and hasattr(value, "item"):
+    """numpy scalars (np.float32(1.5)) as the Python numbers torch's parser takes;
+    a 0-d array stays a tensor."""
+    if (
+        not isinstance(value, (torch.Tensor, bool, int, float, complex))
+        and type(value).__name__ != "ndarray"
+        and getattr(value, "shape", None) == ()
+        and hasattr(value, "item")
+    ):
         return value.item()
     return value
 
@@ -249,7 +255,11 @@ def _upper_bound_nonzero(bound):
 
 def _upper_bound_masked_select(bound):
     x, mask = _as_torch(bound["self"]), _as_torch(bound["mask"])
-    return {"out": ((torch.broadcast_shapes(x.shape, mask.shape).numel(),), x.dtype)}
+    try:
+        shape = torch.broadcast_shapes(x.shape, mask.shape)
+    except RuntimeError as exc:
+        raise ValueError(f"aten::masked_select.out: argument 'mask' of shape {tuple(mask.shape)} does not broadcast with 'self' of shape {tuple(x.shape)}") from exc
+    return {"out": ((shape.numel(),), x.dtype)}
 
 
 DATA_DEPENDENT = {
@@ -419,16 +429,18 @@ class SlowPath:
         PRECHECKS[info.name](info.bind(args, kwargs))
 
     def failed(self, kernel, args, kwargs, extra):
-        code, error_name, log = extra
+        """The kernel failed: when outs of the wrong size explain it, resize them as
+        torch does and call again; otherwise raise KernelError. (The error is never
+        bound to a local: a traceback -> frame -> error cycle would keep the
+        arguments alive until the garbage collector runs.)"""
         info: KernelInfo = kernel._info
-        error = KernelError(info.name, code, error_name, log)
         if not info.out_names():
-            raise error
+            raise KernelError(info.name, *extra[:2], extra[2])
         bound = info.bind(args, kwargs)
         try:
             specs = infer_outs(info, bound)
         except (SchemaError, ValueError):
-            raise error from None
+            raise KernelError(info.name, *extra[:2], extra[2]) from None
         changed = False
         for name in info.out_names():
             out, spec = bound[name], specs.get(name)
@@ -444,7 +456,7 @@ class SlowPath:
             else:
                 changed |= _resize_like_torch(info, name, out, spec[0])
         if not changed:
-            raise error
+            raise KernelError(info.name, *extra[:2], extra[2])
         try:
             return kernel(*args, **kwargs)
         finally:

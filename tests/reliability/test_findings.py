@@ -1,7 +1,7 @@
 """Regression tests of what the fuzzer found in etops' own call path (outside the
-fuzzer's files: the lead fixes them). Each is xfail(strict=True): it fails today,
-and turns into an unexpected pass - a failure - the day it is fixed, so the mark
-comes off with the fix. Minimal reproducers, shrunk by Hypothesis."""
+fuzzer's files). A finding still open is xfail(strict=True): it fails today, and
+turns into an unexpected pass - a failure - the day it is fixed, so the mark comes
+off with the fix; the others are plain regression tests. Minimal reproducers, shrunk by Hypothesis."""
 
 from __future__ import annotations
 
@@ -27,13 +27,11 @@ def test_convolution_backward_with_output_mask_and_outs_omitted(reg):
     assert outs[0].shape == x.shape
 
 
-@pytest.mark.xfail(strict=True, raises=RuntimeError, reason="slow path: masked_select's out upper bound calls torch.broadcast_shapes, whose RuntimeError escapes unnamed")
 def test_masked_select_with_a_mask_that_does_not_broadcast_raises_value_error(reg):
     with pytest.raises(ValueError, match="mask"):
         reg.aten.masked_select.out(torch.ones(3, 4), torch.ones(3, dtype=torch.bool))
 
 
-@pytest.mark.xfail(strict=True, raises=ValueError, reason="slow path: _python_scalar turns a 0-d numpy array (a tensor) into a Python number before torch's shape inference")
 def test_zero_dim_numpy_array_is_a_tensor_for_out_inference(reg):
     got = reg.aten.bitwise_left_shift.Tensor_out(torch.tensor([1, 2, 3]), np.array(1, dtype=np.int16))
     assert torch.equal(got, torch.tensor([2, 4, 6]))

@@ -101,7 +101,6 @@ def test_refcounts_unchanged_after_gc_for_kernel_errors(ops, label):
     assert _counts(objs) == before
 
 
-@pytest.mark.xfail(strict=True, reason="SlowPath.failed keeps the KernelError in a local: traceback <-> frame cycle holds the arguments until gc")
 @pytest.mark.parametrize("label", sorted(KERNEL_ERROR_CALLS))
 def test_refcounts_unchanged_for_kernel_errors_without_gc(ops, label):
     import gc
