@@ -3,9 +3,7 @@ extension, summaries, machine facts."""
 
 from __future__ import annotations
 
-import datetime
 import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -43,31 +41,12 @@ def summary(samples: list[float]) -> dict:
 
 
 def machine() -> dict:
+    """etops.bench's machine facts, plus torch's thread count."""
     import torch
 
-    try:
-        import executorch.version as ev  # cheap: no exir
-        et_version = ev.__version__
-    except Exception:  # pragma: no cover
-        et_version = "?"
-    cpu = platform.processor()
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    cpu = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
-    return {
-        "date": datetime.datetime.now().isoformat(timespec="seconds"),
-        "cpu": cpu,
-        "cores": os.cpu_count(),
-        "python": platform.python_version(),
-        "torch": torch.__version__,
-        "executorch": et_version,
-        "torch_threads": torch.get_num_threads(),
-    }
+    from etops.bench import machine as etops_machine
+
+    return {**etops_machine(), "torch_threads": torch.get_num_threads()}
 
 
 def standalone_main(doc: str, options: dict, run, report) -> None:
