@@ -85,24 +85,9 @@ def test_refcounts_unchanged(ops, label):
 
 
 @pytest.mark.parametrize("label", sorted(KERNEL_ERROR_CALLS))
-def test_refcounts_unchanged_after_gc_for_kernel_errors(ops, label):
-    import gc
-
-    name, make, raises = KERNEL_ERROR_CALLS[label]
-    op = ops.get_kernel(name)
-    args, kwargs = make()
-    objs = _objects(args, kwargs)
-    _call(op, args, kwargs, raises)
-    gc.collect()
-    before = _counts(objs)
-    for _ in range(3):
-        _call(op, args, kwargs, raises)
-    gc.collect()
-    assert _counts(objs) == before
-
-
-@pytest.mark.parametrize("label", sorted(KERNEL_ERROR_CALLS))
 def test_refcounts_unchanged_for_kernel_errors_without_gc(ops, label):
+    """Failing calls leave no reference behind, even with the collector off (the
+    slow path keeps no error/traceback cycle)."""
     import gc
 
     name, make, raises = KERNEL_ERROR_CALLS[label]
