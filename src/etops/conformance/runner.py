@@ -115,14 +115,10 @@ class CaseInfo:
 
 
 @dataclass
-class CaseResult:
-    kernel: str
-    aten_op: str
-    opinfo: str
-    dtype: str
-    sample: int
-    call: int
-    status: str
+class CaseResult(CaseInfo):
+    """A case's outcome: where it comes from (CaseInfo), then what happened."""
+
+    status: str = ""
     message: str = ""
     inputs: str = ""
     max_abs_error: float | None = None
@@ -130,10 +126,6 @@ class CaseResult:
     atol: float | None = None
     rtol: float | None = None
     reproducer: str | None = None
-
-    @property
-    def id(self) -> str:
-        return f"{self.kernel}|{self.opinfo}|{self.dtype}|s{self.sample}c{self.call}"
 
     def to_json(self) -> dict:
         return dataclasses.asdict(self)
