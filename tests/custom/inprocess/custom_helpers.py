@@ -36,18 +36,18 @@ Tensor& scale_out(KernelRuntimeContext& ctx, const Tensor& x, Tensor& out) {
 }
 """
 
-SCALED_ADD_SOURCE = r"""
-Tensor& scaled_add_out(KernelRuntimeContext& ctx, const Tensor& a, const Tensor& b,
-                       double alpha, Tensor& out) {
-  ET_KERNEL_CHECK(ctx, a.scalar_type() == ScalarType::Float && a.numel() == b.numel() &&
-                  out.numel() == a.numel(), InvalidArgument, out);
-  const float* x = a.const_data_ptr<float>();
-  const float* y = b.const_data_ptr<float>();
-  float* o = out.mutable_data_ptr<float>();
-  for (ssize_t i = 0; i < out.numel(); i++) o[i] = x[i] + static_cast<float>(alpha) * y[i];
-  return out;
-}
-"""
+
+def _example_source() -> str:
+    """The scaled-add kernel of examples/custom_kernel_pte.py: the tests build the
+    same source the example shows."""
+    import runpy
+
+    example = Path(__file__).resolve().parents[3] / "examples" / "custom_kernel_pte.py"
+    return runpy.run_path(str(example), run_name="custom_kernel_pte")["SOURCE"]
+
+
+SCALED_ADD_SOURCE = _example_source()
+
 
 #: aten::add.out that adds 100 more and counts its calls
 INSTRUMENTED_ADD = r"""
