@@ -87,9 +87,10 @@ def _enum_default(value, enum_map):
     return value
 
 
-def build_plan(name: str, schema) -> Plan:
+def build_plan(name: str, schema, return_slot: bool = True) -> Plan:
     """The plan for `schema` (a torch FunctionSchema). Raises SchemaError naming the
-    argument whose type ExecuTorch kernels cannot take."""
+    argument whose type ExecuTorch kernels cannot take. Without `return_slot` the
+    stack is the arguments alone, as a backend's execute takes it (inputs, outs)."""
     entries = []
     alias_to_arg: dict[str, int] = {}
     out_names = []
@@ -141,7 +142,10 @@ def build_plan(name: str, schema) -> Plan:
             fresh.append(ret)
     if fresh and (returns or len(fresh) > 1):
         raise SchemaError(f"{name}: returns {len(fresh)} fresh values; an ExecuTorch kernel has one return slot")
-    if fresh:
+    if not return_slot:
+        if fresh:
+            raise SchemaError(f"{name}: returns a fresh value, which needs a kernel's return slot")
+    elif fresh:
         entries.append(("<return>", K_RETURN_SLOT, 0, None, None, 0))
         returns = [-1]
     else:

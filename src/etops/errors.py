@@ -54,3 +54,30 @@ class KernelError(EtopsError, RuntimeError):
 
     def __reduce__(self):
         return (type(self), (self.op, self.error_code, self.error_name, self.log))
+
+
+class DelegateError(KernelError):
+    """A delegate's backend failed: it is not registered or not available, refused
+    the lowered module's processed blob at init, or failed to execute.
+
+    ``op`` is the delegate's name (``"XnnpackBackend::lowered_module_0"``);
+    ``action`` says which step failed ("init" or "execute"); ``detail`` is etops'
+    own explanation, when it has one."""
+
+    def __init__(self, op: str, error_code: int, error_name: str, log: str = "", action: str = "execute", detail: str = ""):
+        super().__init__(op, error_code, error_name, log)
+        self.action = action
+        self.detail = detail
+        message = f"ExecuTorch delegate {op} failed to {action} with Error::{error_name} (0x{error_code:02x})"
+        if detail:
+            message += f": {detail}"
+        lines = [line.rstrip(" :") for line in log.splitlines() if line.strip(" :")]
+        if lines:
+            message += ("; " if detail else ": ") + "; ".join(lines)
+        self.args = (message,)
+
+    def __str__(self) -> str:
+        return self.args[0]
+
+    def __reduce__(self):
+        return (type(self), (self.op, self.error_code, self.error_name, self.log, self.action, self.detail))

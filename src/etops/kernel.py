@@ -77,6 +77,9 @@ class KernelInfo:
     """Describes one operator of ExecuTorch's registry: name, schema, registered
     kernels and where they come from. Shared by the C kernel object (as ``_info``)."""
 
+    #: what a failed call raises (a delegate's info raises DelegateError)
+    error_type = KernelError
+
     def __init__(self, name: str, schema, schema_source: str, plan: Plan | None, plan_error: str | None):
         self.name = name
         self.namespace, self.op, self.overload = split_name(name)
@@ -188,6 +191,14 @@ class KernelInfo:
 
     def out_names(self) -> tuple[str, ...]:
         return self._require_plan().out_names
+
+    def out_specs(self, bound: dict) -> dict:
+        """What the outs of a call with these arguments must be (see infer_outs)."""
+        return infer_outs(self, bound)
+
+    def precheck(self, bound: dict) -> None:
+        """Refuses arguments the kernel is known to abort on (_prechecks.py)."""
+        PRECHECKS[self.name](bound)
 
     def functional_overload(self):
         """torch's functional counterpart of this out variant (same non-out
@@ -406,7 +417,7 @@ class SlowPath:
     def allocate_and_call(self, kernel, args, kwargs, _extra):
         info: KernelInfo = kernel._info
         bound = info.bind(args, kwargs)
-        specs = infer_outs(info, bound)
+        specs = info.out_specs(bound)
         outs = {}
         for name in info.out_names():
             given = bound.get(name)
@@ -426,7 +437,7 @@ class SlowPath:
     def precheck(self, kernel, args, kwargs, _extra):
         """Runs the check of a kernel known to abort on some inputs (_prechecks.py)."""
         info: KernelInfo = kernel._info
-        PRECHECKS[info.name](info.bind(args, kwargs))
+        info.precheck(info.bind(args, kwargs))
 
     def failed(self, kernel, args, kwargs, extra):
         """The kernel failed: when outs of the wrong size explain it, resize them as
@@ -435,12 +446,12 @@ class SlowPath:
         arguments alive until the garbage collector runs.)"""
         info: KernelInfo = kernel._info
         if not info.out_names():
-            raise KernelError(info.name, *extra[:2], extra[2])
+            raise info.error_type(info.name, *extra[:2], extra[2])
         bound = info.bind(args, kwargs)
         try:
-            specs = infer_outs(info, bound)
+            specs = info.out_specs(bound)
         except (SchemaError, ValueError):
-            raise KernelError(info.name, *extra[:2], extra[2]) from None
+            raise info.error_type(info.name, *extra[:2], extra[2]) from None
         changed = False
         for name in info.out_names():
             out, spec = bound[name], specs.get(name)
@@ -456,7 +467,7 @@ class SlowPath:
             else:
                 changed |= _resize_like_torch(info, name, out, spec[0])
         if not changed:
-            raise KernelError(info.name, *extra[:2], extra[2])
+            raise info.error_type(info.name, *extra[:2], extra[2])
         try:
             return kernel(*args, **kwargs)
         finally:

@@ -1,16 +1,19 @@
-// bridge.cpp - the only file of etops that touches ExecuTorch's C++ types.
+// bridge.cpp - the call stack of ExecuTorch values, kernel calls, registry queries, PAL.
 //
 // It turns the C description of a call (etb_value slots, see etops_bridge.h) into
-// EValues, TensorImpls and a KernelRuntimeContext living on this function's stack,
-// runs the kernel, and reports back. It also wraps the registry queries and takes
-// over ExecuTorch's platform layer (logging and abort).
+// EValues and TensorImpls living on this function's stack, runs the kernel (or,
+// for backends.cpp, a delegate) on them, and reports back. It also wraps the
+// registry queries and takes over ExecuTorch's platform layer (logging and abort).
 //
 // Invariants the caller (kernel.c) guarantees, so nothing here can make ExecuTorch
 // abort: every tensor has ndim <= ETB_MAX_DIM, sizes and strides fit int32, a dtype
 // ExecuTorch knows and a dim order that is a permutation; every slot's tag is what
 // the schema says the kernel will read.
+//
+// (bridge.cpp and backends.cpp are the only files that touch ExecuTorch's types.)
 
 #include "etops_bridge.h"
+#include "bridge_internal.hpp"
 
 #include <executorch/runtime/core/evalue.h>
 #include <executorch/runtime/core/exec_aten/exec_aten.h>
@@ -31,6 +34,7 @@
 namespace et = ::executorch::runtime;
 namespace eta = ::executorch::aten;
 using et::EValue;
+using etops_bridge::MallocAllocator;
 using TensorImpl = ::executorch::runtime::etensor::TensorImpl;
 
 static_assert(sizeof(bool) == 1, "etb bool lists are passed as bytes");
@@ -108,28 +112,6 @@ inline void ensure_pal() {
   const et::PalImpl* pal = et::get_pal_impl();
   if (g_sink != nullptr && pal != nullptr && pal->emit_log_message != emit_log) claim_pal();
 }
-
-// Temp memory for kernels that ask for scratch (ctx.allocate_temp): plain malloc,
-// all freed when the call returns.
-class CallTempAllocator final : public et::MemoryAllocator {
- public:
-  CallTempAllocator() : et::MemoryAllocator(0, nullptr) {}
-  ~CallTempAllocator() override { reset(); }
-  void* allocate(size_t size, size_t alignment) override {
-    if (alignment < sizeof(void*)) alignment = sizeof(void*);
-    void* p = nullptr;
-    if (posix_memalign(&p, alignment, size == 0 ? 1 : size) != 0) return nullptr;
-    blocks_.push_back(p);
-    return p;
-  }
-  void reset() override {
-    for (void* p : blocks_) std::free(p);
-    blocks_.clear();
-  }
-
- private:
-  std::vector<void*> blocks_;
-};
 
 // Storage for objects without default constructors, inline up to N, heap beyond.
 template <typename T, size_t N>
@@ -245,7 +227,30 @@ int etb_make_key(int ntensors, const int8_t* dtypes, const uint8_t* ndims,
 
 const char* etb_error_name(int32_t error) { return error_name(static_cast<et::Error>(error)); }
 
-etb_status etb_call(etb_kernel_fn fn, const char* op_name, etb_value* values, int nvalues) {
+}  // extern "C"
+
+namespace etops_bridge {
+
+etb_status status_of(et::Error error) {
+  etb_status st = {static_cast<int32_t>(error), error_name(error)};
+  return st;
+}
+
+LogCapture::LogCapture(const char* name) {
+  ensure_pal();
+  CallState& c = t_call;
+  c.current_op = name;
+  c.log_len = 0;
+  c.log[0] = '\0';
+  c.in_call = true;
+}
+
+LogCapture::~LogCapture() {
+  t_call.in_call = false;
+  t_call.current_op = nullptr;
+}
+
+etb_status call_on_stack(const char* op_name, etb_value* values, int nvalues, StackRunner run, void* self) {
   // Count what the slots need, so storage is sized once.
   size_t n_tensors = 0, n_list_items = 0, n_arrays = 0;
   for (int i = 0; i < nvalues; i++) {
@@ -395,12 +400,12 @@ etb_status etb_call(etb_kernel_fn fn, const char* op_name, etb_value* values, in
     stack[i] = ev;
   }
 
-  CallTempAllocator temp;
-  et::KernelRuntimeContext ctx(nullptr, &temp);
-  call.in_call = true;
-  reinterpret_cast<et::OpFunction>(fn)(ctx, et::Span<EValue*>(stack, static_cast<size_t>(nvalues)));
-  call.in_call = false;
-  call.current_op = nullptr;
+  MallocAllocator temp;
+  et::Error err;
+  {
+    LogCapture capture(op_name);
+    err = run(self, et::Span<EValue*>(stack, static_cast<size_t>(nvalues)), temp);
+  }
 
   // Report resized tensors and fresh return values.
   for (size_t i = 0; i < saved.size(); i++) {
@@ -423,9 +428,25 @@ etb_status etb_call(etb_kernel_fn fn, const char* op_name, etb_value* values, in
     else if (ev.isDouble()) { v.tag = ETB_DOUBLE; v.u.d = ev.toDouble(); }
     else if (ev.isBool()) { v.tag = ETB_BOOL; v.u.b = ev.toBool(); }
   }
-  et::Error err = ctx.failure_state();
-  etb_status st = {static_cast<int32_t>(err), error_name(err)};
-  return st;
+  return status_of(err);
+}
+
+}  // namespace etops_bridge
+
+namespace {
+
+et::Error run_kernel(void* fn, et::Span<EValue*> stack, et::MemoryAllocator& temp) {
+  et::KernelRuntimeContext ctx(nullptr, &temp);
+  reinterpret_cast<et::OpFunction>(fn)(ctx, stack);
+  return ctx.failure_state();
+}
+
+}  // namespace
+
+extern "C" {
+
+etb_status etb_call(etb_kernel_fn fn, const char* op_name, etb_value* values, int nvalues) {
+  return etops_bridge::call_on_stack(op_name, values, nvalues, run_kernel, fn);
 }
 
 const char* etb_last_call_log(void) { return t_call.log; }

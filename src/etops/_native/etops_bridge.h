@@ -1,5 +1,5 @@
 /*
- * etops_bridge.h - the C face of the one C++ file that touches ExecuTorch's types.
+ * etops_bridge.h - the C face of the C++ bridge, the only code that touches ExecuTorch's types.
  *
  * The CPython extension (C) describes a kernel call as an array of etb_value slots
  * (one per schema argument, outs included, then one per fresh return value) and
@@ -161,6 +161,49 @@ size_t etb_reg_free_count(void);
 etb_kernel_fn etb_reg_missing_fn(void);
 /* Probe processes only: turns every entry into a free slot. Returns how many. */
 int etb_reg_hide_all(void);
+
+
+/* ==== backends and delegates (backends.cpp) =======================================
+ * ExecuTorch's backend registry, and one lowered module's blob run by its backend
+ * outside a Method: init as a Method would (runtime allocator, named data, compile
+ * specs), execute on the same etb_value stack as a kernel (inputs, then outputs),
+ * destroy. None aborts; failures are ExecuTorch Error codes. */
+
+/* Number of registered backends, and the name of one (NULL past the end). */
+size_t etb_backend_count(void);
+const char* etb_backend_name(size_t index);
+/* 1 if the backend `name` is available, 0 if not, -1 if no backend has that name. */
+int etb_backend_available(const char* name);
+
+typedef struct etb_compile_spec {
+  const char* key;
+  const void* value;
+  size_t size;
+} etb_compile_spec;
+
+/* One named-data entry: bytes a backend loads by key (weights outside the blob). */
+typedef struct etb_named_data {
+  const char* key;
+  const void* data;
+  size_t size;
+} etb_named_data;
+
+typedef struct etb_delegate etb_delegate;
+
+/* Initialises backend `backend` with the processed blob and compile specs (copied)
+ * and the named data (indexed, not copied). The blob and the named data bytes must
+ * stay valid and unchanged until etb_delegate_destroy. NotFound: no such backend;
+ * NotSupported: the backend is not available; else the backend's init error. The
+ * call log (etb_last_call_log) holds what the backend logged. */
+etb_status etb_delegate_init(const char* backend, const void* processed, size_t processed_size,
+                             const etb_compile_spec* specs, int nspecs, const etb_named_data* data,
+                             int ndata, const char* method_name, etb_delegate** out);
+
+/* Runs the delegate on `values`: its inputs then its outputs, as a Method passes them. */
+etb_status etb_delegate_execute(etb_delegate* d, const char* name, etb_value* values, int nvalues);
+
+/* Calls the backend's destroy on the handle and frees the delegate. NULL is a no-op. */
+void etb_delegate_destroy(etb_delegate* d);
 
 #ifdef __cplusplus
 }

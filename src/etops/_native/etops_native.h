@@ -43,6 +43,7 @@ enum {
 
 typedef struct etops_state {
   PyObject* kernel_type;          /* the Kernel type */
+  PyObject* delegate_type;        /* the Delegate type (delegate.c) */
   PyObject* torch_tensor_type;    /* torch.Tensor, set by configure() */
   const DLPackExchangeAPI* torch_api;
   PyObject* densify;              /* callable(obj) -> contiguous copy */
@@ -85,5 +86,9 @@ PyObject* etops_sizes_tuple(const etb_tensor* t);
 extern volatile int etops_logs_pending;
 
 int etops_kernel_type_init(PyObject* module, etops_state* st);
+int etops_delegate_type_init(PyObject* module, etops_state* st);
+
+/* The backend handle of a Delegate object (NULL with TypeError for anything else). */
+etb_delegate* etops_delegate_handle(etops_state* st, PyObject* obj);
 
 #endif /* ETOPS_NATIVE_H */

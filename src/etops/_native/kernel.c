@@ -10,6 +10,9 @@
  * returns what torch's out variant returns. Nothing on this path allocates Python
  * objects for a call with correctly sized outs.
  *
+ * A Kernel built with a Delegate (delegate.c) runs that backend handle on the same
+ * path instead of a registered kernel: a lowered module called like an out variant.
+ *
  * Everything unusual goes to the Python "slow path" object given at construction:
  * missing outs (allocate), a failed kernel (resize outs and retry, or raise
  * KernelError), a kernel key with no kernel (raise), outs the kernel resized.
@@ -57,6 +60,8 @@ typedef struct {
   PyObject* info;
   PyObject* slow;
   int has_precheck; /* call slow.precheck(...) before every call (kernels that abort) */
+  PyObject* delegate;  /* a Delegate (delegate.c) run instead of a registered kernel, or NULL */
+  etb_delegate* delegate_handle;
   /* kernel function cache, valid for registry generation `gen` */
   uint64_t gen;
   int has_specialized;
@@ -684,19 +689,29 @@ static PyObject* kernel_vectorcall(PyObject* self, PyObject* const* args, size_t
     goto done;
   }
 
-  etb_kernel_fn fn = select_kernel(k, vals);
-  if (fn == NULL) {
-    result = slow_path(k, "no_kernel", args, nargs, kwnames, NULL);
-    goto done;
-  }
-
   etb_status status;
-  if (cs.numel_total >= GIL_RELEASE_NUMEL) {
-    Py_BEGIN_ALLOW_THREADS
-    status = etb_call(fn, k->op_name, vals, k->nslots);
-    Py_END_ALLOW_THREADS
+  if (k->delegate_handle != NULL) {
+    /* a lowered module: its backend executes on the same stack (inputs, then outputs) */
+    if (cs.numel_total >= GIL_RELEASE_NUMEL) {
+      Py_BEGIN_ALLOW_THREADS
+      status = etb_delegate_execute(k->delegate_handle, k->op_name, vals, k->nslots);
+      Py_END_ALLOW_THREADS
+    } else {
+      status = etb_delegate_execute(k->delegate_handle, k->op_name, vals, k->nslots);
+    }
   } else {
-    status = etb_call(fn, k->op_name, vals, k->nslots);
+    etb_kernel_fn fn = select_kernel(k, vals);
+    if (fn == NULL) {
+      result = slow_path(k, "no_kernel", args, nargs, kwnames, NULL);
+      goto done;
+    }
+    if (cs.numel_total >= GIL_RELEASE_NUMEL) {
+      Py_BEGIN_ALLOW_THREADS
+      status = etb_call(fn, k->op_name, vals, k->nslots);
+      Py_END_ALLOW_THREADS
+    } else {
+      status = etb_call(fn, k->op_name, vals, k->nslots);
+    }
   }
   if (etops_logs_pending || (status.error == 0 && etb_last_call_log()[0] != '\0')) {
     /* queued messages from other threads, and what a successful call logged */
@@ -805,11 +820,12 @@ static int parse_plan(KernelObject* k, PyObject* plan) {
 }
 
 static PyObject* kernel_new(PyTypeObject* type, PyObject* args, PyObject* kwargs) {
-  static char* kwlist[] = {"name", "plan", "returns", "info", "slow_path", "precheck", NULL};
+  static char* kwlist[] = {"name", "plan", "returns", "info", "slow_path", "precheck", "delegate", NULL};
   PyObject *name, *plan, *returns, *info, *slow;
+  PyObject* delegate = Py_None;
   int precheck = 0;
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "UOOOO|p", kwlist, &name, &plan, &returns, &info, &slow,
-                                   &precheck))
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "UOOOO|pO", kwlist, &name, &plan, &returns, &info, &slow,
+                                   &precheck, &delegate))
     return NULL;
   KernelObject* k = (KernelObject*)type->tp_alloc(type, 0);
   if (k == NULL) return NULL;
@@ -832,6 +848,14 @@ static PyObject* kernel_new(PyTypeObject* type, PyObject* args, PyObject* kwargs
   k->slow = Py_NewRef(slow);
   k->has_precheck = precheck;
   k->gen = 0;
+  if (delegate != Py_None) {
+    k->delegate_handle = etops_delegate_handle(k->st, delegate);
+    if (k->delegate_handle == NULL) {
+      Py_DECREF(k);
+      return NULL;
+    }
+    k->delegate = Py_NewRef(delegate);
+  }
   if (parse_plan(k, plan) < 0) {
     Py_DECREF(k);
     return NULL;
@@ -863,6 +887,7 @@ static int kernel_traverse(KernelObject* k, visitproc visit, void* arg) {
   Py_VISIT(k->module);
   Py_VISIT(k->info);
   Py_VISIT(k->slow);
+  Py_VISIT(k->delegate);
   for (int i = 0; i < k->nslots; i++) {
     Py_VISIT(k->args[i].default_value);
     Py_VISIT(k->args[i].extra);
@@ -873,6 +898,8 @@ static int kernel_traverse(KernelObject* k, visitproc visit, void* arg) {
 static int kernel_clear(KernelObject* k) {
   Py_CLEAR(k->info);
   Py_CLEAR(k->slow);
+  Py_CLEAR(k->delegate);
+  k->delegate_handle = NULL;
   for (int i = 0; i < k->nslots; i++) {
     Py_CLEAR(k->args[i].default_value);
     Py_CLEAR(k->args[i].extra);

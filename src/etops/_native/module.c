@@ -1,6 +1,6 @@
 /*
  * module.c - the etops._native extension module: module state, registry queries,
- * the ExecuTorch log queue, and the Kernel type (kernel.c).
+ * the ExecuTorch log queue, the Kernel type (kernel.c) and backends (delegate.c).
  */
 #include "etops_native.h"
 
@@ -263,6 +263,7 @@ static int module_exec(PyObject* module) {
   st->str_dlpack_device = PyUnicode_InternFromString("__dlpack_device__");
   if (st->str_dlpack == NULL || st->str_dlpack_device == NULL) return -1;
   if (etops_kernel_type_init(module, st) < 0) return -1;
+  if (etops_delegate_type_init(module, st) < 0) return -1;
   if (PyModule_AddIntConstant(module, "MAX_DIM", ETB_MAX_DIM) < 0) return -1;
   if (PyModule_AddIntConstant(module, "MAX_ARGS", ETOPS_MAX_ARGS) < 0) return -1;
   return 0;
@@ -271,6 +272,7 @@ static int module_exec(PyObject* module) {
 static int module_traverse(PyObject* module, visitproc visit, void* arg) {
   etops_state* st = state_of(module);
   Py_VISIT(st->kernel_type);
+  Py_VISIT(st->delegate_type);
   Py_VISIT(st->torch_tensor_type);
   Py_VISIT(st->densify);
   Py_VISIT(st->flush_logs);
@@ -280,6 +282,7 @@ static int module_traverse(PyObject* module, visitproc visit, void* arg) {
 static int module_clear(PyObject* module) {
   etops_state* st = state_of(module);
   Py_CLEAR(st->kernel_type);
+  Py_CLEAR(st->delegate_type);
   Py_CLEAR(st->torch_tensor_type);
   Py_CLEAR(st->densify);
   Py_CLEAR(st->flush_logs);

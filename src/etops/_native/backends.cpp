@@ -1,0 +1,185 @@
+// backends.cpp - ExecuTorch's backend registry and delegates run outside a Method.
+//
+// A delegate here is what a Method builds for one BackendDelegate of a program: the
+// backend's handle from init() on the processed blob and compile specs, with a
+// runtime allocator and a NamedDataMap that live as long as the handle. execute()
+// runs on the stack bridge.cpp builds from etb_value slots (inputs, then outputs),
+// exactly the span a Method passes. Nothing here aborts: a missing backend, an
+// unavailable one and a rejected blob come back as Errors.
+
+#include "bridge_internal.hpp"
+
+#include <executorch/runtime/backend/interface.h>
+#include <executorch/runtime/core/freeable_buffer.h>
+#include <executorch/runtime/core/named_data_map.h>
+
+#include <cstring>
+#include <new>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace et = ::executorch::runtime;
+using et::EValue;
+using etops_bridge::status_of;
+
+namespace {
+
+// Named data (weights kept outside the processed blob) over caller-owned buffers.
+class NamedData final : public et::NamedDataMap {
+ public:
+  struct Entry {
+    std::string key;
+    const void* data;
+    size_t size;
+  };
+
+  void add(const char* key, const void* data, size_t size) { entries_.push_back({key, data, size}); }
+
+  et::Result<const et::TensorLayout> get_tensor_layout(std::string_view key) const override {
+    (void)key;
+    return et::Error::NotImplemented;  // the lowered module's store keeps raw bytes only
+  }
+
+  et::Result<et::FreeableBuffer> get_data(std::string_view key) const override {
+    const Entry* e = find(key);
+    if (e == nullptr) return et::Error::NotFound;
+    return et::FreeableBuffer(e->data, e->size, nullptr);
+  }
+
+  et::Error load_data_into(std::string_view key, void* buffer, size_t size) const override {
+    const Entry* e = find(key);
+    if (e == nullptr) return et::Error::NotFound;
+    if (size != e->size) return et::Error::InvalidArgument;
+    std::memcpy(buffer, e->data, size);
+    return et::Error::Ok;
+  }
+
+  et::Result<uint32_t> get_num_keys() const override { return static_cast<uint32_t>(entries_.size()); }
+
+  et::Result<const char*> get_key(uint32_t index) const override {
+    if (index >= entries_.size()) return et::Error::InvalidArgument;
+    return entries_[index].key.c_str();
+  }
+
+ private:
+  const Entry* find(std::string_view key) const {
+    for (const Entry& e : entries_) {
+      if (e.key == key) return &e;
+    }
+    return nullptr;
+  }
+  std::vector<Entry> entries_;
+};
+
+}  // namespace
+
+// One initialised delegate. Owns copies of the compile specs, the allocator the
+// backend placed its handle's objects in, and the named-data index; the processed
+// blob and the named data bytes stay the caller's (see etb_delegate_init).
+struct etb_delegate {
+  et::BackendInterface* backend = nullptr;
+  std::string backend_name;
+  std::string method_name;
+  std::vector<std::string> spec_keys;
+  std::vector<std::vector<uint8_t>> spec_values;
+  std::vector<et::CompileSpec> specs;
+  NamedData named;
+  etops_bridge::MallocAllocator runtime_allocator;
+  std::optional<et::FreeableBuffer> processed;  // FreeableBuffer cannot be assigned
+  et::DelegateHandle* handle = nullptr;
+};
+
+namespace {
+
+et::Error run_delegate(void* self, et::Span<EValue*> stack, et::MemoryAllocator& temp) {
+  etb_delegate* d = static_cast<etb_delegate*>(self);
+  et::BackendExecutionContext ctx(nullptr, &temp, d->method_name.c_str());
+  return d->backend->execute(ctx, d->handle, stack);
+}
+
+}  // namespace
+
+extern "C" {
+
+size_t etb_backend_count(void) { return et::get_num_registered_backends(); }
+
+const char* etb_backend_name(size_t index) {
+  auto name = et::get_backend_name(index);
+  return name.ok() ? name.get() : nullptr;
+}
+
+int etb_backend_available(const char* name) {
+  et::BackendInterface* backend = et::get_backend_class(name);
+  if (backend == nullptr) return -1;
+  etops_bridge::LogCapture capture(name);
+  return backend->is_available() ? 1 : 0;
+}
+
+etb_status etb_delegate_init(const char* backend_name, const void* processed, size_t processed_size,
+                             const etb_compile_spec* specs, int nspecs, const etb_named_data* data,
+                             int ndata, const char* method_name, etb_delegate** out) {
+  *out = nullptr;
+  et::BackendInterface* backend = et::get_backend_class(backend_name);
+  if (backend == nullptr) return status_of(et::Error::NotFound);
+  etb_delegate* d = new (std::nothrow) etb_delegate();
+  if (d == nullptr) return status_of(et::Error::MemoryAllocationFailed);
+  d->backend = backend;
+  d->backend_name = backend_name;
+  d->method_name = method_name;
+  d->spec_keys.reserve(static_cast<size_t>(nspecs));
+  d->spec_values.reserve(static_cast<size_t>(nspecs));
+  for (int i = 0; i < nspecs; i++) {
+    d->spec_keys.emplace_back(specs[i].key);
+    const uint8_t* v = static_cast<const uint8_t*>(specs[i].value);
+    d->spec_values.emplace_back(v, v + specs[i].size);
+  }
+  for (int i = 0; i < nspecs; i++) {
+    et::CompileSpec spec;
+    spec.key = d->spec_keys[i].c_str();
+    spec.value.buffer = d->spec_values[i].data();
+    spec.value.nbytes = d->spec_values[i].size();
+    d->specs.push_back(spec);
+  }
+  for (int i = 0; i < ndata; i++) d->named.add(data[i].key, data[i].data, data[i].size);
+  d->processed.emplace(processed, processed_size, nullptr);
+
+  et::Error err = et::Error::Ok;
+  {
+    etops_bridge::LogCapture capture(backend_name);
+    if (!backend->is_available()) {
+      err = et::Error::NotSupported;
+    } else {
+      et::BackendInitContext ctx(&d->runtime_allocator, nullptr, d->method_name.c_str(), &d->named);
+      et::Result<et::DelegateHandle*> handle = backend->init(
+          ctx, &*d->processed, et::ArrayRef<et::CompileSpec>(d->specs.data(), d->specs.size()));
+      if (handle.ok()) {
+        d->handle = handle.get();
+      } else {
+        err = handle.error();
+      }
+    }
+  }
+  if (err != et::Error::Ok) {
+    delete d;
+    return status_of(err);
+  }
+  *out = d;
+  return status_of(et::Error::Ok);
+}
+
+etb_status etb_delegate_execute(etb_delegate* d, const char* name, etb_value* values, int nvalues) {
+  return etops_bridge::call_on_stack(name, values, nvalues, run_delegate, d);
+}
+
+void etb_delegate_destroy(etb_delegate* d) {
+  if (d == nullptr) return;
+  {
+    etops_bridge::LogCapture capture(d->backend_name.c_str());
+    d->backend->destroy(d->handle);
+  }
+  delete d;  // frees what the backend placed in the runtime allocator
+}
+
+}  // extern "C"

@@ -1,0 +1,72 @@
+// bridge_internal.hpp - what the C++ files of the bridge share (never included from C).
+//
+// bridge.cpp owns the stack of EValues built from etb_value slots, the per-thread
+// log capture and the platform layer; backends.cpp (delegates) runs a backend on
+// the same stack instead of a kernel, so both call paths convert values once, here.
+#ifndef ETOPS_BRIDGE_INTERNAL_HPP
+#define ETOPS_BRIDGE_INTERNAL_HPP
+
+#include "etops_bridge.h"
+
+#include <executorch/runtime/core/error.h>
+#include <executorch/runtime/core/evalue.h>
+#include <executorch/runtime/core/memory_allocator.h>
+#include <executorch/runtime/core/span.h>
+
+#include <cstdlib>
+#include <vector>
+
+namespace etops_bridge {
+
+namespace et = ::executorch::runtime;
+
+// A MemoryAllocator on malloc that never runs out and frees everything it handed
+// out on reset() or destruction. Kernels get one per call for scratch; a delegate
+// keeps one for its whole life (backends place their handle's objects in it).
+class MallocAllocator final : public et::MemoryAllocator {
+ public:
+  MallocAllocator() : et::MemoryAllocator(0, nullptr) {}
+  ~MallocAllocator() override { reset(); }
+  MallocAllocator(const MallocAllocator&) = delete;
+  MallocAllocator& operator=(const MallocAllocator&) = delete;
+  void* allocate(size_t size, size_t alignment) override {
+    if (alignment < sizeof(void*)) alignment = sizeof(void*);
+    void* p = nullptr;
+    if (posix_memalign(&p, alignment, size == 0 ? 1 : size) != 0) return nullptr;
+    blocks_.push_back(p);
+    return p;
+  }
+  void reset() override {
+    for (void* p : blocks_) std::free(p);
+    blocks_.clear();
+  }
+
+ private:
+  std::vector<void*> blocks_;
+};
+
+// What runs on a built stack: a kernel (bridge.cpp) or a backend's execute
+// (backends.cpp). `temp` is the call's scratch allocator. Returns the call's Error.
+using StackRunner = et::Error (*)(void* self, et::Span<et::EValue*> stack, et::MemoryAllocator& temp);
+
+// Builds the EValue stack for `values` (see etops_bridge.h), runs `run` on it with
+// the log captured under `name`, then reports resized tensors and fresh return
+// values back into the slots. Never aborts on anything the caller validated.
+etb_status call_on_stack(const char* name, etb_value* values, int nvalues, StackRunner run, void* self);
+
+// Captures ExecuTorch's log messages on this thread into the call log (read with
+// etb_last_call_log) while alive, with `name` in the abort notice.
+class LogCapture {
+ public:
+  explicit LogCapture(const char* name);
+  ~LogCapture();
+  LogCapture(const LogCapture&) = delete;
+  LogCapture& operator=(const LogCapture&) = delete;
+};
+
+// An etb_status for an ExecuTorch Error.
+etb_status status_of(et::Error error);
+
+}  // namespace etops_bridge
+
+#endif  // ETOPS_BRIDGE_INTERNAL_HPP

@@ -1,0 +1,293 @@
+"""One lowered module as a Python callable: backend init once, execute per call.
+
+``load(lowered)`` initialises the lowered module's backend with its processed blob,
+compile specs and named data, as a Method would, and wraps the handle in the same C
+``Kernel`` object a registered kernel is: the call binds, validates and converts
+arguments and sizes the outputs on the foundation's path, from a schema etops
+writes for the delegate out of its original subgraph's input and output specs::
+
+    XnnpackBackend::lowered_module_0(Tensor x, *, Tensor(o0!) out) -> Tensor(o0!)
+
+The handle is destroyed (the backend's destroy) when the kernel object goes away.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import weakref
+from dataclasses import dataclass
+
+import torch
+
+from .. import _native, dtypes
+from .._plan import build_plan
+from ..errors import DelegateError, SchemaError
+from ..kernel import SLOW_PATH, KernelInfo
+from . import backend_registry as _backends
+from .lowered import compile_specs, named_data
+
+#: schema type of a non-tensor input value
+_SCALAR_TYPES = {int: "SymInt", float: "float", bool: "bool"}
+
+
+@dataclass(frozen=True)
+class ValueSpec:
+    """One input or output of a delegate, from its original subgraph's metadata."""
+
+    name: str
+    kind: str  #: "Tensor", "SymInt", "float" or "bool"
+    dtype: torch.dtype | None = None
+    shape: tuple = ()  #: ints, or sympy expressions for dynamic dims
+    dim_order: tuple[int, ...] = ()
+
+    @property
+    def static(self) -> bool:
+        return all(isinstance(d, int) for d in self.shape)
+
+    def describe(self) -> str:
+        if self.kind != "Tensor":
+            return f"{self.name}: {self.kind}"
+        order = "" if self.dim_order == tuple(range(len(self.shape))) else f", dim order {list(self.dim_order)}"
+        return f"{self.name}: {str(self.dtype).replace('torch.', '')}{list(self.shape)}{order}"
+
+
+def _dim(size):
+    """An int, or the sympy expression of a symbolic size."""
+    if isinstance(size, int):
+        return size
+    node = getattr(size, "node", None)
+    expr = getattr(node, "expr", None)
+    if expr is not None and getattr(expr, "is_number", False):
+        return int(expr)
+    return expr if expr is not None else size
+
+
+def _value_spec(name: str, val) -> ValueSpec:
+    if isinstance(val, torch.Tensor):
+        shape = tuple(_dim(s) for s in val.shape)
+        try:
+            order = tuple(int(d) for d in val.dim_order())
+        except Exception:  # noqa: BLE001 - symbolic strides torch cannot order
+            order = tuple(range(val.dim()))
+        return ValueSpec(name, "Tensor", val.dtype, shape, order)
+    for py_type, kind in _SCALAR_TYPES.items():
+        if isinstance(val, py_type) or type(val).__name__ == f"Sym{py_type.__name__.capitalize()}":
+            return ValueSpec(name, kind)
+    raise SchemaError(f"delegate value '{name}' is a {type(val).__name__}; etops passes tensors, ints, floats and bools")
+
+
+def _identifier(name: str, taken: set[str]) -> str:
+    ident = re.sub(r"\W", "_", name) or "arg"
+    if ident[0].isdigit():
+        ident = "_" + ident
+    while ident in taken:
+        ident += "_"
+    taken.add(ident)
+    return ident
+
+
+def _specs(lowered) -> tuple[list[ValueSpec], list[ValueSpec]]:
+    """Input and output specs of `lowered`, from its original subgraph: the user
+    inputs in call order, then every value its output node returns."""
+    program = lowered.original_module
+    placeholders = {n.name: n for n in program.graph.nodes if n.op == "placeholder"}
+    taken: set[str] = set()
+    inputs = []
+    for name in program.graph_signature.user_inputs:
+        node = placeholders[name]
+        inputs.append(_value_spec(_identifier(name, taken), node.meta.get("val")))
+    results = program.graph.output_node().args[0]
+    results = list(results) if isinstance(results, (list, tuple)) else [results]
+    outputs = []
+    for i, node in enumerate(results):
+        name = _identifier("out" if len(results) == 1 else f"out{i}", taken)
+        spec = _value_spec(name, node.meta.get("val") if hasattr(node, "meta") else node)
+        if spec.kind != "Tensor":
+            raise SchemaError(f"delegate output {i} is a {spec.kind}; etops takes tensor outputs only")
+        outputs.append(spec)
+    return inputs, outputs
+
+
+def delegate_schema(name: str, inputs: list[ValueSpec], outputs: list[ValueSpec]):
+    """The torch FunctionSchema etops calls a delegate with: inputs positional,
+    outputs as keyword-only outs, returned as an out variant returns them."""
+    args = [f"{spec.kind} {spec.name}" for spec in inputs]
+    outs = [f"Tensor(o{i}!) {spec.name}" for i, spec in enumerate(outputs)]
+    rets = [f"Tensor(o{i}!)" for i in range(len(outputs))]
+    returns = rets[0] if len(rets) == 1 else f"({', '.join(rets)})"
+    return torch._C.parse_schema(f"{name}({', '.join(args + ['*'] + outs)}) -> {returns}")
+
+
+class DelegateInfo(KernelInfo):
+    """What a loaded delegate knows about itself: its backend, the input and output
+    specs of its subgraph, the ops inside it; shared by the kernel object as ``_info``."""
+
+    error_type = DelegateError
+
+    def __init__(self, name: str, lowered, inputs: list[ValueSpec], outputs: list[ValueSpec]):
+        schema = delegate_schema(name, inputs, outputs)
+        super().__init__(name, schema, "lowered module", build_plan(name, schema, return_slot=False), None)
+        self.backend = lowered.backend_id
+        self.inputs = tuple(inputs)
+        self.outputs = tuple(outputs)
+        self.original_module = lowered.original_module  #: the subgraph the backend replaced, on ATen
+        self.processed_size = len(lowered.processed_bytes)
+        self.compile_specs = tuple(key for key, _ in compile_specs(lowered))
+        self.ops = tuple(
+            str(getattr(n.target, "__name__", n.target))
+            for n in self.original_module.graph.nodes
+            if n.op == "call_function"
+        )
+        self._ranges = {
+            sym: (int(r.lower), None if r.upper.is_infinite else int(r.upper))
+            for sym, r in getattr(self.original_module, "range_constraints", {}).items()
+            if getattr(r.lower, "is_finite", True) and getattr(r.lower, "is_integer", True)
+        }
+
+    # ---- introspection -------------------------------------------------------------
+
+    @property
+    def kernels(self):
+        return []
+
+    @property
+    def library(self) -> str:
+        return f"backend {self.backend}"
+
+    def explain(self, *args, **kwargs) -> str:
+        return f"{self.name} runs backend {self.backend} on its processed blob ({len(self.ops)} ops inside: {', '.join(self.ops)})"
+
+    def functional_overload(self):
+        return None
+
+    def __repr__(self) -> str:
+        lines = [f"ExecuTorch delegate {self.name}"]
+        lines.append(f"  schema:  {self._schema}")
+        lines.append(f"  backend: {self.backend} (processed blob of {self.processed_size} bytes, compile specs: {list(self.compile_specs)})")
+        lines.extend(f"  input    {spec.describe()}" for spec in self.inputs)
+        lines.extend(f"  output   {spec.describe()}" for spec in self.outputs)
+        lines.append(f"  ops inside: {', '.join(self.ops)}")
+        return "\n".join(lines)
+
+    def reference(self, *inputs):
+        """The delegated subgraph run on ATen (its original module): the outputs as
+        a list of tensors."""
+        result = self.original_module.module()(*inputs)
+        return list(result) if isinstance(result, (list, tuple)) else [result]
+
+    # ---- the slow path's questions -------------------------------------------------
+
+    def _sizes(self, bound: dict) -> dict:
+        """Symbol -> size, from the inputs' actual shapes (checked against the specs)."""
+        sizes: dict = {}
+        for spec in self.inputs:
+            value = bound[spec.name]
+            if spec.kind != "Tensor":
+                continue
+            shape = tuple(value.shape)
+            if len(shape) != len(spec.shape):
+                raise ValueError(f"{self.name}: argument '{spec.name}' has {len(shape)} dims, the delegate takes {spec.describe()}")
+            for axis, (got, want) in enumerate(zip(shape, spec.shape)):
+                if isinstance(want, int):
+                    if got != want:
+                        raise ValueError(f"{self.name}: argument '{spec.name}' has shape {list(shape)}, the delegate takes {spec.describe()} (dim {axis} differs)")
+                    continue
+                if getattr(want, "is_Symbol", False):
+                    low, high = self._ranges.get(want, (0, None))
+                    if got < low or (high is not None and got > high):
+                        raise ValueError(f"{self.name}: argument '{spec.name}' dim {axis} is {got}; the delegate takes {want} in [{low}, {high if high is not None else 'inf'}]")
+                    if sizes.setdefault(want, got) != got:
+                        raise ValueError(f"{self.name}: argument '{spec.name}' dim {axis} is {got}, but {want} is {sizes[want]} in another input")
+        return sizes
+
+    def precheck(self, bound: dict) -> None:
+        """Refuses inputs the backend would misread: wrong kind, dtype, shape or dim
+        order (a backend trusts what its program told it)."""
+        for spec in self.inputs:
+            value = bound[spec.name]
+            if spec.kind != "Tensor":
+                continue
+            et_dtype, order, dense = _native.tensor_meta(value, self.name, spec.name)
+            if dtypes.TORCH_DTYPE.get(et_dtype) != spec.dtype:
+                raise TypeError(f"{self.name}: argument '{spec.name}' is {dtypes.dtype_name(et_dtype)}, the delegate takes {spec.describe()}")
+            seen = tuple(order) if dense else tuple(range(len(order)))
+            if len(seen) == len(spec.dim_order) and seen != spec.dim_order and len(seen) > 1:
+                raise ValueError(
+                    f"{self.name}: argument '{spec.name}' has dim order {list(seen)}, the delegate takes {spec.describe()}"
+                    f" (dim order {list(spec.dim_order)})"
+                )
+        self._sizes(bound)
+
+    def out_specs(self, bound: dict) -> dict:
+        """out name -> (shape, dtype, stride) for the outputs of a call with these inputs."""
+        sizes = None
+        out = {}
+        for spec in self.outputs:
+            if spec.static:
+                shape = spec.shape
+            else:
+                if sizes is None:
+                    sizes = self._sizes(bound)
+                shape = []
+                for d in spec.shape:
+                    value = d if isinstance(d, int) else d.xreplace(sizes)
+                    if not getattr(value, "is_number", isinstance(value, int)):
+                        raise SchemaError(f"{self.name}: output '{spec.name}' has size {d}, which the inputs do not determine; pass the outs")
+                    shape.append(int(value))
+                shape = tuple(shape)
+            out[spec.name] = (shape, spec.dtype, _stride(shape, spec.dim_order))
+        return out
+
+
+def _stride(shape: tuple, dim_order: tuple) -> tuple:
+    """Dense strides of `shape` laid out in `dim_order` (outermost dim first)."""
+    stride = [0] * len(shape)
+    step = 1
+    for d in reversed(dim_order):
+        stride[d] = step
+        step *= max(shape[d], 1)
+    return tuple(stride)
+
+
+def load(lowered, *, name: str | None = None, method: str = "forward"):
+    """Initialises `lowered`'s backend with its processed blob, compile specs and
+    named data, and returns the delegate as a kernel object: call it with the
+    subgraph's inputs (outputs allocated, or passed as ``out=`` / ``out0=``...).
+
+    Raises DelegateError when the backend is not registered, not available, or
+    refuses the blob; SchemaError when an input or output is of a kind etops
+    cannot pass. The backend's handle is destroyed with the returned object."""
+    if not hasattr(lowered, "processed_bytes") or not hasattr(lowered, "backend_id"):
+        raise TypeError(f"lowered must be a LoweredBackendModule (see etops.delegate.lowered_modules), not {type(lowered).__name__}")
+    _backends.load_backend_libraries()
+    label = f"{lowered.backend_id}::{name or 'lowered_module'}"
+    inputs, outputs = _specs(lowered)
+    info = DelegateInfo(label, lowered, inputs, outputs)
+    handle = _native._core.delegate_init(lowered.backend_id, lowered.processed_bytes, compile_specs(lowered), named_data(lowered), method)
+    if isinstance(handle, tuple):
+        code, error_name, log = handle
+        registered = _backends.backend_names()
+        if lowered.backend_id not in registered:
+            detail = f"no backend named {lowered.backend_id!r} is registered (registered: {', '.join(registered) or 'none'})"
+        elif error_name == "NotSupported":
+            detail = f"backend {lowered.backend_id} is not available on this machine"
+        else:
+            detail = f"backend {lowered.backend_id} refused the processed blob ({len(lowered.processed_bytes)} bytes)"
+        raise DelegateError(label, code, error_name, log, action="init", detail=detail)
+    return _native.Kernel(label, info._plan.args, info._plan.returns, info, SLOW_PATH, precheck=True, delegate=handle)
+
+
+_cache_lock = threading.Lock()
+_cache: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def loaded(lowered, name: str | None = None):
+    """The delegate kernel of `lowered`, initialised once per lowered module and kept
+    while the module lives (edge.run, edge.compare and bench share it)."""
+    with _cache_lock:
+        kernel = _cache.get(lowered)
+        if kernel is None:
+            kernel = load(lowered, name=name)
+            _cache[lowered] = kernel
+        return kernel
