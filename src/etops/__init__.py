@@ -16,6 +16,7 @@ import torch
 from . import _native
 from . import _logs, _runtime_patch
 from .errors import (
+    DelegateError,
     EtopsError,
     KernelError,
     KernelNotFoundError,
@@ -75,6 +76,8 @@ __all__ = [
     "override",
     "register_kernel",
     "register_python_kernel",
+    "DelegateError",
+    "DelegateInfo",
     "EtopsError",
     "Kernel",
     "KernelError",
@@ -87,6 +90,8 @@ __all__ = [
     "Registry",
     "SchemaError",
     "UncallableKernel",
+    "backends",
+    "delegate",
     "get_kernel",
     "registry",
     "set_schema",
@@ -102,3 +107,5 @@ def __getattr__(name):
     raise AttributeError(f"module 'etops' has no attribute {name!r}")
 
 from .bench import bench, bench_all, get_num_threads, set_num_threads  # noqa: E402  (the benchmark harness, imported lazily inside)
+from . import delegate  # noqa: E402  (backends and lowered modules; no executorch.exir import)
+from .delegate import DelegateInfo, backends  # noqa: E402
