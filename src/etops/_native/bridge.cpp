@@ -166,6 +166,11 @@ const char* error_name(et::Error e) {
     case et::Error::MemoryAllocationFailed: return "MemoryAllocationFailed";
     case et::Error::AccessFailed: return "AccessFailed";
     case et::Error::InvalidProgram: return "InvalidProgram";
+    case et::Error::InvalidExternalData: return "InvalidExternalData";
+    case et::Error::OutOfResources: return "OutOfResources";
+    case et::Error::DelegateInvalidCompatibility: return "DelegateInvalidCompatibility";
+    case et::Error::DelegateMemoryAllocationFailed: return "DelegateMemoryAllocationFailed";
+    case et::Error::DelegateInvalidHandle: return "DelegateInvalidHandle";
     default: return "Unknown";
   }
 }

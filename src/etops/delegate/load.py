@@ -13,6 +13,7 @@ The handle is destroyed (the backend's destroy) when the kernel object goes away
 
 from __future__ import annotations
 
+import operator
 import re
 import threading
 import weakref
@@ -137,7 +138,7 @@ class DelegateInfo(KernelInfo):
         self.ops = tuple(
             str(getattr(n.target, "__name__", n.target))
             for n in self.original_module.graph.nodes
-            if n.op == "call_function"
+            if n.op == "call_function" and n.target is not operator.getitem
         )
         self._ranges = {
             sym: (int(r.lower), None if r.upper.is_infinite else int(r.upper))
