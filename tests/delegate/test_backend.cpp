@@ -9,6 +9,8 @@
 #include <executorch/runtime/backend/interface.h>
 #include <executorch/runtime/core/exec_aten/exec_aten.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -21,6 +23,8 @@ int g_available = 1;
 int g_inits = 0;
 int g_destroys = 0;
 int g_executes = 0;
+std::atomic<int> g_in_execute{0};
+std::atomic<int> g_overlaps{0};  // executes that started while another was running
 
 struct Handle {
   float scale;
@@ -69,6 +73,13 @@ class TestBackend final : public et::BackendInterface {
   et::Error execute(et::BackendExecutionContext& ctx, et::DelegateHandle* handle,
                     et::Span<et::EValue*> args) const override {
     (void)ctx;
+    if (g_in_execute.fetch_add(1) != 0) g_overlaps++;
+    struct Leave {
+      ~Leave() { g_in_execute--; }
+    } leave;
+    auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(200);
+    while (std::chrono::steady_clock::now() < until) {
+    }  // long enough for calls from other threads to overlap, if they could
     g_executes++;
     if (args.size() != 2 || !args[0]->isTensor() || !args[1]->isTensor()) return et::Error::InvalidArgument;
     const auto& in = args[0]->toTensor();
@@ -103,4 +114,5 @@ EXPORT void etops_test_backend_set_available(int available) { g_available = avai
 EXPORT int etops_test_backend_inits() { return g_inits; }
 EXPORT int etops_test_backend_destroys() { return g_destroys; }
 EXPORT int etops_test_backend_executes() { return g_executes; }
+EXPORT int etops_test_backend_overlaps() { return g_overlaps; }
 EXPORT int etops_test_backend_registered() { return g_registered == et::Error::Ok; }

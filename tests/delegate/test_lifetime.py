@@ -107,3 +107,27 @@ def test_xnnpack_load_and_destroy_cycles_do_not_grow_memory():
         etops.delegate.load(lw)(x)
     grown = rss_kib() - before
     assert grown < 1024, f"500 XNNPACK init/execute/destroy cycles grew the resident set by {grown} KiB"
+
+
+def test_eight_threads_calling_one_delegate_run_one_at_a_time(backend):
+    """Inputs big enough that the GIL is released around execute: etops runs one
+    handle's executes one at a time (as a Method would), each on its own tensors."""
+    import threading
+
+    run = etops.delegate.load(lower_to_test_backend(shape=(256, 256)))
+    inputs = [torch.randn(256, 256) for _ in range(8)]
+    overlaps = backend.etops_test_backend_overlaps()
+    failures = []
+
+    def worker(x):
+        for _ in range(20):
+            if not torch.equal(run(x), expected(x)):
+                failures.append(x)
+
+    threads = [threading.Thread(target=worker, args=(x,)) for x in inputs]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert failures == []
+    assert backend.etops_test_backend_overlaps() == overlaps

@@ -14,6 +14,7 @@
 #include <executorch/runtime/core/named_data_map.h>
 
 #include <cstring>
+#include <mutex>
 #include <new>
 #include <optional>
 #include <string>
@@ -89,12 +90,16 @@ struct etb_delegate {
   etops_bridge::MallocAllocator runtime_allocator;
   std::optional<et::FreeableBuffer> processed;  // FreeableBuffer cannot be assigned
   et::DelegateHandle* handle = nullptr;
+  // A handle is one program's method: a Method never runs it on two threads at once,
+  // so neither does etops (callers on other threads wait here, without the GIL).
+  std::mutex execute_mutex;
 };
 
 namespace {
 
 et::Error run_delegate(void* self, et::Span<EValue*> stack, et::MemoryAllocator& temp) {
   etb_delegate* d = static_cast<etb_delegate*>(self);
+  std::lock_guard<std::mutex> lock(d->execute_mutex);
   et::BackendExecutionContext ctx(nullptr, &temp, d->method_name.c_str());
   return d->backend->execute(ctx, d->handle, stack);
 }
