@@ -174,7 +174,8 @@ class DelegateInfo(KernelInfo):
     def reference(self, *inputs):
         """The delegated subgraph run on ATen (its original module): the outputs as
         a list of tensors."""
-        result = self.original_module.module()(*inputs)
+        with torch.no_grad():
+            result = self.original_module.module()(*inputs)
         return list(result) if isinstance(result, (list, tuple)) else [result]
 
     # ---- the slow path's questions -------------------------------------------------
