@@ -15,18 +15,21 @@ import etops.edge  # noqa: E402
 
 
 class Lowered:
-    def __init__(self, model: torch.nn.Module, inputs: tuple, dynamic_shapes=None):
-        from executorch.exir import to_edge
+    """`partitioner`: lowered with ``to_edge_transform_and_lower`` and these
+    partitioners (delegates in the graph) instead of ``to_edge``."""
+
+    def __init__(self, model: torch.nn.Module, inputs: tuple, dynamic_shapes=None, partitioner=None):
+        from executorch.exir import to_edge, to_edge_transform_and_lower
         from executorch.runtime import Runtime
 
         self.model = model.eval()
         self.inputs = inputs
         exported = torch.export.export(self.model, inputs, dynamic_shapes=dynamic_shapes)
-        self.edge = to_edge(exported)
+        self.edge = to_edge(exported) if partitioner is None else to_edge_transform_and_lower(exported, partitioner=list(partitioner))
         # to_executorch() rewrites the manager's programs in place: lower a copy
         self.executorch = copy.deepcopy(self.edge).to_executorch()
-        method = Runtime.get().load_program(self.executorch.buffer).load_method("forward")
-        self.pte_outputs = list(method.execute(pytree.tree_leaves(inputs)))
+        self.method = Runtime.get().load_program(self.executorch.buffer).load_method("forward")
+        self.pte_outputs = list(self.method.execute(pytree.tree_leaves(inputs)))
         with torch.no_grad():
             self.eager_outputs = pytree.tree_leaves(self.model(*inputs))
 

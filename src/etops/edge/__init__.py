@@ -5,6 +5,7 @@
     with etops.edge.on_executorch():                             # EdgeOpOverload calls run their kernels
         ...
     outs = etops.edge.run(edge_program_manager, example_inputs)  # node by node, as the .pte would
+                                                                 # (delegate calls on their backends)
     report = etops.edge.compare(edge_program_manager, example_inputs)
     print(report); report.first_divergence.reproducer
 

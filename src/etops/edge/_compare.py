@@ -3,7 +3,9 @@
 The graph runs once with ATen (the reference). Every node that calls a kernel also
 runs on its ExecuTorch kernel with the very inputs the reference gave that node,
 so a faulty kernel shows at its own node and errors do not pile up along the
-graph. Tolerances default to torch.testing's per dtype; the signal-to-noise ratio
+graph. A delegate call is one row: its backend run on the lowered module's
+processed blob vs the lowered module's original subgraph on ATen, with the ops
+inside it listed. Tolerances default to torch.testing's per dtype; the signal-to-noise ratio
 is ExecuTorch devtools' own comparator (``SNRComparator``, as
 ``Inspector.calculate_numeric_gap`` computes it).
 """
@@ -14,19 +16,23 @@ import base64
 import io
 import math
 import textwrap
+from collections import Counter
 from dataclasses import dataclass, field
 
 import torch
 import torch.utils._pytree as pytree
 from executorch.exir.dialects.edge._ops import EdgeOpOverload
 
+from ..delegate import loaded
 from ..errors import EtopsError, KernelNotFoundError
 from ._call import resolve
 from ._run import (
     AtenExecutor,
     ExecuTorchExecutor,
     Progress,
+    delegate_name,
     interpret,
+    is_structural,
     placeholder_values,
     resolve_program,
     target_name,
@@ -176,12 +182,15 @@ def _first_line(trace: str | None) -> str | None:
 
 @dataclass
 class NodeResult:
-    """One node's ExecuTorch kernel vs ATen, on the same (reference) inputs."""
+    """One node's ExecuTorch kernel vs ATen, on the same (reference) inputs; or one
+    delegate call's backend vs its original subgraph on ATen."""
 
-    index: int  #: position among the nodes that call a kernel
+    index: int  #: position among the nodes that call a kernel or a delegate
     node: str  #: the fx node's name
-    op: str  #: the graph's target (``aten::convolution``)
-    kernel: str | None  #: the ExecuTorch kernel run (``aten::convolution.out``)
+    op: str  #: the graph's target (``aten::convolution``); for a delegate call
+    #: ``delegate (XnnpackBackend): aten.linear.default, aten.relu.default``
+    kernel: str | None  #: the ExecuTorch kernel run (``aten::convolution.out``), or the
+    #: delegate (``XnnpackBackend::lowered_module_0``)
     dtype: str
     shape: tuple
     status: str  #: "ok", "mismatch", "error" (the kernel failed), "no kernel"
@@ -197,16 +206,28 @@ class NodeResult:
     target: object = field(default=None, repr=False)
     inputs: tuple | None = field(default=None, repr=False)  #: (args, kwargs) kept for diverging nodes
     out_names: tuple = field(default=(), repr=False)
+    backend: str | None = None  #: a delegate call's backend (``XnnpackBackend``); None for a kernel node
+    ops: tuple = ()  #: the ops inside a delegate call's subgraph, in graph order
+    lowered: object = field(default=None, repr=False)  #: a delegate call's LoweredBackendModule
 
     @property
     def ok(self) -> bool:
         return self.status == "ok"
 
+    @property
+    def is_delegate(self) -> bool:
+        return self.backend is not None
+
     def reproducer(self) -> str:
         """A self-contained Python script (inputs embedded) that runs this node's
-        op with ATen and on its ExecuTorch kernel and compares them."""
+        op with ATen and on its ExecuTorch kernel and compares them. For a delegate
+        call, the script embeds the lowered module (its original subgraph, processed
+        blob, compile specs and named data), loads it with ``etops.delegate.load``
+        and compares it with its original subgraph on ATen."""
         if self.inputs is None:
             raise ValueError(f"node {self.node}: inputs were not kept (only diverging nodes keep theirs)")
+        if self.is_delegate:
+            return self._delegate_reproducer()
         buffer = io.BytesIO()
         torch.save(self.inputs, buffer)
         data = base64.b64encode(buffer.getvalue()).decode()
@@ -241,6 +262,62 @@ print("actual:  ", actual)
 torch.testing.assert_close(actual, expected, rtol={self.rtol!r}, atol={self.atol!r})
 '''
 
+    def _delegate_reproducer(self) -> str:
+        args = tuple(self.inputs[0])
+        header = f'''\
+"""etops.edge.compare: delegate call {self.node} ({self.kernel}) diverges from its original subgraph on ATen:
+{self.status}{': ' + self.message if self.message else ''}
+{self._measured()}ops inside: {', '.join(self.ops)}
+{'source: ' + self.source + chr(10) if self.source else ''}"""
+'''
+        try:
+            payload = _lowered_payload(self.lowered, self.kernel.split("::", 1)[-1])
+            buffer = io.BytesIO()
+            torch.save({"inputs": args, "lowered": payload}, buffer)
+        except Exception as exc:  # noqa: BLE001 - a subgraph exir cannot serialize
+            reason = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+            return header + f'''
+# This delegate call cannot be reproduced standalone: its lowered module did not
+# serialize ({reason!r}).
+# With the program at hand:
+#     lowered = dict((name, m) for name, m, _ in etops.delegate.delegate_calls(program.exported_program().graph_module))["{self.kernel.split("::", 1)[-1]}"]
+#     run = etops.delegate.load(lowered); run(*inputs) vs run._info.reference(*inputs)
+raise SystemExit("etops.edge.compare: delegate call {self.node} ({self.kernel}) cannot be reproduced standalone")
+'''
+        data = "\n".join(textwrap.wrap(base64.b64encode(buffer.getvalue()).decode(), 100))
+        return header + f'''import base64, io
+import torch
+import etops, etops.delegate
+from executorch.exir._serialize._named_data_store import NamedDataStore
+from executorch.exir.backend.compile_spec_schema import CompileSpec
+from executorch.exir.lowered_backend_module import LoweredBackendModule
+from executorch.exir.serde.serialize import load as load_program
+
+DATA = """
+{data}
+"""
+data = torch.load(io.BytesIO(base64.b64decode(DATA)), weights_only=False)
+args, spec = data["inputs"], data["lowered"]
+store = NamedDataStore()
+for key, blob, alignment in spec["named_data"]:
+    store.add_named_data(key, blob, alignment)
+lowered = LoweredBackendModule(
+    load_program(io.BytesIO(spec["program"])),  # the original subgraph (edge dialect)
+    spec["backend"],
+    spec["processed"],
+    [CompileSpec(key, value) for key, value in spec["compile_specs"]],
+    store.get_named_data_store_output(),
+)
+run = etops.delegate.load(lowered, name=spec["name"])   # {self.kernel}
+with torch.no_grad():
+    expected = run._info.reference(*args)              # the original subgraph on ATen
+actual = run(*args)                                     # the backend on its processed blob
+actual = list(actual) if isinstance(actual, tuple) else [actual]
+print("expected:", expected)
+print("actual:  ", actual)
+torch.testing.assert_close(actual, expected, rtol={self.rtol!r}, atol={self.atol!r})
+'''
+
     def _measured(self) -> str:
         if self.status != "mismatch":
             return ""
@@ -250,6 +327,25 @@ torch.testing.assert_close(actual, expected, rtol={self.rtol!r}, atol={self.atol
         with open(path, "w") as f:
             f.write(self.reproducer())
         return str(path)
+
+
+def _lowered_payload(lowered, name: str) -> dict:
+    """What a reproducer needs to rebuild a LoweredBackendModule: its original
+    subgraph serialized by exir's serde (edge ops included) and its backend's bytes."""
+    from executorch.exir.serde.serialize import save as save_program
+
+    from ..delegate.lowered import compile_specs, named_data
+
+    program = io.BytesIO()
+    save_program(lowered.original_module, program)
+    return {
+        "name": name,
+        "backend": lowered.backend_id,
+        "program": program.getvalue(),
+        "processed": bytes(lowered.processed_bytes),
+        "compile_specs": compile_specs(lowered),
+        "named_data": [(key, bytes(blob), alignment) for key, blob, alignment in named_data(lowered)],
+    }
 
 
 def _target_expr(target) -> tuple[str, str]:
@@ -336,13 +432,26 @@ class CompareReport:
     def __iter__(self):
         return iter(self.results)
 
+    @property
+    def delegates(self) -> list[NodeResult]:
+        """The rows of delegate calls."""
+        return [r for r in self.results if r.is_delegate]
+
     def __getitem__(self, key):
+        """A row by position, node name, or a delegate's name
+        (``"XnnpackBackend::lowered_module_0"``)."""
         if isinstance(key, str):
             for r in self.results:
-                if r.node == key:
+                if r.node == key or (r.is_delegate and r.kernel == key):
                     return r
             raise KeyError(key)
         return self.results[key]
+
+    def _counted(self) -> str:
+        delegates = len(self.delegates)
+        kernels = len(self.results) - delegates
+        counted = f"{kernels} kernel node{'s' if kernels != 1 else ''}"
+        return f"{counted} and {delegates} delegate call{'s' if delegates != 1 else ''}" if delegates else counted
 
     # ---- rendering -----------------------------------------------------------------
 
@@ -368,25 +477,27 @@ class CompareReport:
         for r in self.results:
             counts[r.status] = counts.get(r.status, 0) + 1
         parts = [f"{n} {s}" for s, n in sorted(counts.items())]
-        lines = [f"etops.edge.compare ({self.stage} program, method {self.method}): {len(self.results)} kernel nodes: {', '.join(parts) or 'none'}"]
+        lines = [f"etops.edge.compare ({self.stage} program, method {self.method}): {self._counted()}: {', '.join(parts) or 'none'}"]
         first = self.first_divergence
         if first is not None:
-            lines.append(f"first divergence: #{first.index} {first.node} ({first.op} on {first.kernel or 'no kernel'}): {first.status}" + (f": {first.message}" if first.message else f", max abs err {_fmt(first.max_abs)}"))
+            what = f"{first.kernel}, {first.op}" if first.is_delegate else f"{first.op} on {first.kernel or 'no kernel'}"
+            lines.append(f"first divergence: #{first.index} {first.node} ({what}): {first.status}" + (f": {first.message}" if first.message else f", max abs err {_fmt(first.max_abs)}"))
             if first.source:
                 lines.append(f"  from {first.source}")
         lines.append(self._end_to_end_line())
         return "\n".join(lines)
 
     def _end_to_end_line(self) -> str:
+        on = "ExecuTorch kernels and delegates" if self.delegates else "ExecuTorch kernels"
         if self.end_to_end_error:
-            return f"end to end (all nodes on ExecuTorch kernels vs {self.reference}): not run: {self.end_to_end_error}"
+            return f"end to end (all nodes on {on} vs {self.reference}): not run: {self.end_to_end_error}"
         parts = []
         for o in self.end_to_end:
             if o.problem:
                 parts.append(f"output {o.index}: {o.problem}")
             else:
                 parts.append(f"output {o.index} {o.dtype} {list(o.shape)}: max abs {_fmt(o.max_abs)}, max rel {_fmt(o.max_rel)}, {o.mismatched}/{o.numel} beyond tolerance, SNR {_fmt_snr(o.snr)}")
-        return f"end to end (all nodes on ExecuTorch kernels vs {self.reference}): " + ("; ".join(parts) or "no outputs")
+        return f"end to end (all nodes on {on} vs {self.reference}): " + ("; ".join(parts) or "no outputs")
 
     def table(self, rows: list[NodeResult] | None = None, max_width: int = 48) -> str:
         """Plain-text table of ``rows`` (default: every node on graphs of up to
@@ -410,7 +521,7 @@ class CompareReport:
         return self.summary() + "\n\n" + self.table()
 
     def __repr__(self) -> str:
-        return f"<CompareReport: {len(self.results)} kernel nodes, {len(self.divergences)} diverging>"
+        return f"<CompareReport: {self._counted()}, {len(self.divergences)} diverging>"
 
     def to_markdown(self, rows: list[NodeResult] | None = None) -> str:
         """The summary and table as GitHub markdown."""
@@ -450,8 +561,11 @@ class CompareReport:
         values = [max(r.max_abs, floor) if r.status in ("ok", "mismatch") and not math.isinf(r.max_abs) else None for r in self.results]
         ys = [v for v in values if v is not None]
         top = max(ys + [1.0]) * 10
-        xs_ok = [r.index for r, v in zip(self.results, values) if v is not None and r.ok]
-        ax.scatter(xs_ok, [v for r, v in zip(self.results, values) if v is not None and r.ok], s=12, color="tab:blue", label="within tolerance", zorder=3)
+        xs_ok = [r.index for r, v in zip(self.results, values) if v is not None and r.ok and not r.is_delegate]
+        ax.scatter(xs_ok, [v for r, v in zip(self.results, values) if v is not None and r.ok and not r.is_delegate], s=12, color="tab:blue", label="within tolerance", zorder=3)
+        delegated = [(r.index, v) for r, v in zip(self.results, values) if v is not None and r.ok and r.is_delegate]
+        if delegated:
+            ax.scatter([x for x, _ in delegated], [v for _, v in delegated], s=30, color="tab:purple", marker="s", label="delegate call within tolerance", zorder=3)
         xs_bad = [r.index for r, v in zip(self.results, values) if v is not None and not r.ok]
         ax.scatter(xs_bad, [v for r, v in zip(self.results, values) if v is not None and not r.ok], s=40, color="tab:red", marker="x", label="beyond tolerance", zorder=4)
         failed = [r for r in self.results if r.status not in ("ok", "mismatch") or math.isinf(r.max_abs)]
@@ -465,9 +579,10 @@ class CompareReport:
             ax.annotate(f"{first.node}\n{first.kernel or first.op}", (first.index, y), textcoords="offset points", xytext=(-8 if right else 8, -24), ha="right" if right else "left", fontsize=8, color="tab:red")
         ax.set_yscale("log")
         ax.set_ylim(floor / 2, top * 3)
-        ax.set_xlabel("kernel node along the graph")
+        ax.set_xlabel("kernel node / delegate call along the graph" if self.delegates else "kernel node along the graph")
         ax.set_ylabel("max abs error vs ATen (0 drawn at 1e-12)")
-        ax.set_title(title or f"ExecuTorch kernels vs ATen, node by node ({len(self.results)} nodes, {len(self.divergences)} diverging)")
+        what = "ExecuTorch kernels and delegates" if self.delegates else "ExecuTorch kernels"
+        ax.set_title(title or f"{what} vs ATen, node by node ({len(self.results)} nodes, {len(self.divergences)} diverging)")
         ax.grid(True, which="major", alpha=0.3)
         ax.legend(loc="upper left", fontsize=8)
         fig.tight_layout()
@@ -510,6 +625,45 @@ class _CompareExecutor:
         if status != "ok" and self._keeping():
             inputs = _snapshot(args, kwargs)
         expected = self.aten(node, target, args, kwargs)
+        self._record(node, name, kernel_name, status, failure, actual, expected, (args, kwargs), inputs, target=target, out_names=tuple(out_names))
+        return expected
+
+    def delegate(self, node, lowered, inputs):
+        """A delegate call: its backend on the inputs the reference gave it vs its
+        original subgraph on ATen; one row."""
+        name = delegate_name(node)
+        label = f"{lowered.backend_id}::{name}"
+        status, failure, actual = "ok", None, None
+        try:
+            kernel = loaded(lowered, name=name)
+            # ATen's reference values may be laid out differently from what the
+            # .pte's would be: give the backend the dim order it was compiled for
+            et_inputs = [_in_dim_order(v, spec) for v, spec in zip(inputs, kernel._info.inputs)] if len(inputs) == len(kernel._info.inputs) else list(inputs)
+            actual = self.executorch.delegate(node, lowered, et_inputs)
+        except (EtopsError, ValueError, TypeError, RuntimeError) as exc:
+            failure, status = f"{type(exc).__name__}: {exc}", "error"
+        kept = _snapshot(inputs, {}) if status != "ok" and self._keeping() else None
+        expected = self.aten.delegate(node, lowered, inputs)
+        ops = _delegate_ops(lowered)
+        self._record(
+            node,
+            f"delegate ({lowered.backend_id}): " + ", ".join(f"{op} x{n}" if n > 1 else op for op, n in Counter(ops).items()),
+            label,
+            status,
+            failure,
+            actual,
+            expected,
+            (inputs, {}),
+            kept,
+            target=node.target,
+            source=_delegate_source(node, lowered),
+            backend=lowered.backend_id,
+            ops=ops,
+            lowered=lowered,
+        )
+        return expected
+
+    def _record(self, node, name, kernel_name, status, failure, actual, expected, args_kwargs, inputs, *, source=None, **extra):
         first = pytree.tree_leaves(expected)
         tensor = next((t for t in first if isinstance(t, torch.Tensor)), None)
         rtol, atol = tolerances(tensor.dtype) if tensor is not None else (0.0, 0.0)
@@ -522,7 +676,7 @@ class _CompareExecutor:
                 status = "mismatch"
                 failure = d.problem
                 if self._keeping():
-                    inputs = _snapshot(args, kwargs)
+                    inputs = _snapshot(*args_kwargs)
         self.results.append(
             NodeResult(
                 index=len(self.results),
@@ -540,17 +694,52 @@ class _CompareExecutor:
                 rtol=rtol,
                 atol=atol,
                 message=failure,
-                source=_first_line(node.meta.get("stack_trace")),
-                target=target,
+                source=source if source is not None else _first_line(node.meta.get("stack_trace")),
                 inputs=inputs,
-                out_names=tuple(out_names),
+                **extra,
             )
         )
-        return expected
 
     def _keeping(self) -> bool:
         kept = sum(1 for r in self.results if r.inputs is not None)
         return kept < self.keep
+
+
+def _delegate_ops(lowered) -> tuple:
+    """The ops inside a lowered module's original subgraph (``aten.linear.default``), in graph order."""
+    return tuple(
+        str(getattr(n.target, "__name__", n.target))
+        for n in lowered.original_module.graph.nodes
+        if n.op == "call_function" and not is_structural(n.target)
+    )
+
+
+def _delegate_source(node, lowered) -> str | None:
+    """The model's source line of a delegate call: the call's own, else that of the
+    first op inside its subgraph that has one."""
+    line = _first_line(node.meta.get("stack_trace"))
+    if line:
+        return line
+    for n in lowered.original_module.graph.nodes:
+        if n.op == "call_function" and n.meta.get("stack_trace"):
+            return _first_line(n.meta["stack_trace"])
+    return None
+
+
+def _in_dim_order(value, spec):
+    """`value` as a dense tensor in the dim order of the delegate's input `spec`
+    (a copy only when its strides differ)."""
+    if not isinstance(value, torch.Tensor) or spec.kind != "Tensor" or value.dim() != len(spec.dim_order) or value.dim() < 2:
+        return value
+    shape = tuple(value.shape)
+    stride = [0] * len(shape)
+    step = 1
+    for d in reversed(spec.dim_order):
+        stride[d] = step
+        step *= max(shape[d], 1)
+    if tuple(value.stride()) == tuple(stride):
+        return value
+    return torch.empty_strided(shape, stride, dtype=value.dtype).copy_(value)
 
 
 def _snapshot(args, kwargs):

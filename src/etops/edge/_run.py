@@ -5,6 +5,11 @@ program right before emission (``to_executorch()``'s, with ``memory.alloc`` outs
 ``memory.view`` and executorch_prim ops), and gives every node to an executor:
 ``ExecuTorchExecutor`` runs the kernels the ``.pte`` would run, ``AtenExecutor``
 runs ATen (the reference of ``etops.edge.compare``).
+
+A delegate call (``executorch_call_delegate(lowered_module, *inputs)``) goes to the
+executor's ``delegate`` method: ``ExecuTorchExecutor`` runs the lowered module's
+backend on its processed blob (``etops.delegate.loaded``), ``AtenExecutor`` its
+original subgraph, as ``executorch_call_delegate`` does eagerly.
 """
 
 from __future__ import annotations
@@ -12,7 +17,9 @@ from __future__ import annotations
 import copy
 import operator
 import sys
+import threading
 import time
+import weakref
 
 import torch
 import torch.utils._pytree as pytree
@@ -22,6 +29,7 @@ from executorch.exir.passes.executorch_prim_ops_registry import _PYTHON_SYM_OPS_
 from torch.export import ExportedProgram
 from torch.export.graph_signature import InputKind, OutputKind
 
+from ..delegate import is_delegate_call, loaded
 from ._call import Resolved, call_resolved, empty_like_spec, resolve
 
 __all__ = ["run", "resolve_program"]
@@ -191,6 +199,50 @@ def run_structural(node, target, args, kwargs, fresh: bool = False):
     raise AssertionError(target)
 
 
+def delegate_name(node) -> str:
+    """The attribute name of the lowered module a delegate call calls (``lowered_module_0``)."""
+    first = node.args[0]
+    return first.target if isinstance(first, torch.fx.Node) else getattr(first, "__name__", "lowered_module")
+
+
+def _as_sequence(result) -> tuple:
+    """A delegate call's value: the sequence its getitem nodes index."""
+    return tuple(result) if isinstance(result, (list, tuple)) else (result,)
+
+
+_originals_lock = threading.Lock()
+_originals: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def original_module(lowered) -> torch.nn.Module:
+    """The lowered module's original subgraph as a callable module (unlifted once
+    per lowered module)."""
+    with _originals_lock:
+        module = _originals.get(lowered)
+        if module is None:
+            module = lowered.original_module.module()
+            _originals[lowered] = module
+        return module
+
+
+def delegate_outs_from_meta(kernel, node) -> dict | None:
+    """Outs of a delegate call allocated from the node's tensor specs (what memory
+    planning gives the ``.pte``), keyed by the delegate kernel's out names; None
+    when a shape is symbolic or the specs do not line up."""
+    val = node.meta.get("val")
+    vals = list(val) if isinstance(val, (list, tuple)) else [val]
+    outputs = kernel._info.outputs
+    if len(vals) != len(outputs):
+        return None
+    outs = {}
+    for spec, v in zip(outputs, vals):
+        shape_dtype_stride = _spec_of(v)
+        if shape_dtype_stride is None or shape_dtype_stride[1] != spec.dtype:
+            return None
+        outs[spec.name] = empty_like_spec(*shape_dtype_stride)
+    return outs
+
+
 class AtenExecutor:
     """Runs each node with ATen (what the exported graph computes in PyTorch)."""
 
@@ -200,6 +252,11 @@ class AtenExecutor:
         if isinstance(target, EdgeOpOverload):
             return target._op(*args, **kwargs)
         return target(*args, **kwargs)
+
+    def delegate(self, node, lowered, inputs) -> tuple:
+        """The lowered module's original subgraph on ATen (what
+        ``executorch_call_delegate`` runs eagerly)."""
+        return _as_sequence(original_module(lowered)(*inputs))
 
 
 class ExecuTorchExecutor:
@@ -213,6 +270,13 @@ class ExecuTorchExecutor:
             isinstance(a, torch.fx.Node) and a.target is memory.alloc for n, a in node.kwargs.items() if n in resolved.out_names
         )
         return call_resolved(resolved, args, kwargs, outs_from_meta(resolved, node), planned)
+
+    def delegate(self, node, lowered, inputs) -> tuple:
+        """The lowered module's backend on its processed blob (initialised once per
+        lowered module), outs preallocated from the node's specs when static."""
+        kernel = loaded(lowered, name=delegate_name(node))
+        outs = delegate_outs_from_meta(kernel, node)
+        return _as_sequence(kernel(*inputs, **outs) if outs else kernel(*inputs))
 
 
 def is_kernel_target(target) -> bool:
@@ -264,7 +328,7 @@ class UnsupportedNodeError(NotImplementedError):
 def interpret(gm: torch.fx.GraphModule, inputs: list, executor, on_node=None, progress=None) -> list:
     """Runs a graph module's nodes with ``executor`` (without autograd); returns
     the flat outputs. ``on_node(node, args, kwargs, value)`` sees every node that
-    calls a kernel."""
+    calls a kernel or a delegate."""
     with torch.no_grad():
         return _interpret(gm, inputs, executor, on_node, progress)
 
@@ -293,8 +357,10 @@ def _interpret(gm, inputs, executor, on_node, progress):
                 pred, true_gm, false_gm, operands = args
                 branch = true_gm if bool(pred) else false_gm
                 env[node] = interpret(branch, list(operands), executor, on_node)
-            elif type(target).__name__ == "ExecutorchCallDelegate" or getattr(target, "__name__", "") == "executorch_call_delegate":
-                raise UnsupportedNodeError(f"node {node.name} calls a delegate: etops runs ExecuTorch's registered kernels, not delegated backends")
+            elif is_delegate_call(node):
+                env[node] = executor.delegate(node, args[0], args[1:])
+                if on_node is not None:
+                    on_node(node, args, kwargs, env[node])
             elif not is_kernel_target(target) and getattr(target, "__module__", None) not in ("_operator", "builtins", "math"):
                 raise UnsupportedNodeError(f"node {node.name}: etops.edge cannot run {target_name(target)}")
             else:
@@ -311,7 +377,9 @@ def _interpret(gm, inputs, executor, on_node, progress):
 def run(program, *inputs, method: str = "forward", stage: str = "edge", config=None, kwargs=None, progress=None, flat: bool = False):
     """Runs every node of an edge program on ExecuTorch's kernels, as the ``.pte``
     would, and returns its user outputs (structured as the exported model's,
-    or a flat list with ``flat=True``).
+    or a flat list with ``flat=True``). Delegate calls run their lowered module's
+    backend (``etops.delegate.loaded``): a program lowered with a partitioner
+    runs its delegated subgraphs as the ``.pte`` does.
 
     ``program``: an EdgeProgramManager, an ExecutorchProgramManager or an
     ExportedProgram in edge dialect. ``inputs``: the positional inputs (one tuple
