@@ -206,6 +206,26 @@ def _check_arange(op: str):
     return check
 
 
+def _check_mask_indices(op: str):
+    """check_mask_indices() (advanced_index_util.cpp) reads self.size(d) for every
+    dim a bool / uint8 mask index covers before checking that self has that dim:
+    masks covering more dims than self has abort."""
+
+    def check(bound: dict) -> None:
+        m, indices = _meta(bound.get("self")), bound.get("indices")
+        if m is None or not isinstance(indices, (list, tuple)):
+            return  # the call path reports the types
+        covered = 0
+        for i, index in enumerate(indices):
+            im = _meta(index)
+            mask = im is not None and im[1] in (torch.bool, torch.uint8)
+            covered += len(im[0]) if mask else 1
+            if mask and covered > len(m[0]):
+                raise IndexError(f"{op}: argument 'indices' has too many indices for 'self' of dimension {len(m[0])} (indices[{i}] of shape {list(im[0])} reaches dim {covered})")
+
+    return check
+
+
 def _all(*checks):
     def check(bound: dict) -> None:
         for c in checks:
@@ -228,6 +248,8 @@ PRECHECKS.update(
         "aten::native_group_norm.out": _check_min_dim("aten::native_group_norm.out", {"input": 2}),
         "aten::unfold_copy.out": _all(_check_min_dim("aten::unfold_copy.out", {"self": 1}), _check_dim_valid("aten::unfold_copy.out", "self", "dimension")),
         "quantized_decomposed::add.out": _check_quantized_add,
+        "aten::index.Tensor_out": _check_mask_indices("aten::index.Tensor_out"),
+        "aten::index_put.out": _check_mask_indices("aten::index_put.out"),
     }
 )
 
@@ -266,7 +288,7 @@ def _check_with_torch(op: str, bound: dict) -> None:
         return
     for name, spec in specs.items():
         m = _meta(bound.get(name))
-        if m is not None and not isinstance(spec, list) and len(m[0]) != len(spec[0]):
+        if m is not None and spec is not None and not isinstance(spec, list) and len(m[0]) != len(spec[0]):
             raise ValueError(f"{op}: argument '{name}' has {len(m[0])} dims, the result has {len(spec[0])}; ExecuTorch's kernel cannot change an out's rank")
 
 

@@ -312,7 +312,9 @@ _OUT_CACHE_SIZE = 256
 def infer_outs(info: KernelInfo, bound: dict) -> dict:
     """out name -> (shape, dtype, stride or None) or list of those for tensor-list
     outs, from torch's meta kernels (cached per argument signature); data-dependent
-    ops get an upper bound."""
+    ops get an upper bound. None for an out torch's functional does not compute
+    (it returns None for it: convolution_backward's output_mask), which the kernel
+    leaves alone too."""
     if info.name in DATA_DEPENDENT:
         return _infer_outs_uncached(info, bound)
     outs = set(info.out_names())
@@ -358,7 +360,9 @@ def _infer_outs_uncached(info: KernelInfo, bound: dict) -> dict:
         results = list(result)
     out = {}
     for name, value in zip(names, results):
-        if isinstance(value, (list, tuple)):
+        if value is None:
+            out[name] = None
+        elif isinstance(value, (list, tuple)):
             out[name] = [(tuple(v.shape), v.dtype, tuple(v.stride())) for v in value]
         else:
             out[name] = (tuple(value.shape), value.dtype, tuple(value.stride()))
@@ -366,6 +370,8 @@ def _infer_outs_uncached(info: KernelInfo, bound: dict) -> dict:
 
 
 def _allocate(spec):
+    if spec is None:  # an out the kernel will not write: it still needs a tensor
+        return torch.empty(0)
     if isinstance(spec, list):
         return [_allocate(s) for s in spec]
     shape, dtype, stride = spec
@@ -374,19 +380,66 @@ def _allocate(spec):
     return torch.empty(shape, dtype=dtype)
 
 
-def _resize_like_torch(info: KernelInfo, name: str, out, shape) -> bool:
-    """Resizes `out` to `shape` the way torch's out= does (warning when it held
-    elements). Returns whether it changed."""
-    if tuple(out.shape) == tuple(shape):
-        return False
-    if not isinstance(out, torch.Tensor):
-        raise ValueError(f"{info.name}: out argument '{name}' has shape {tuple(out.shape)}, the result needs {tuple(shape)}, and only a torch.Tensor out can be resized")
+def _memory_span(t: torch.Tensor, shape=None) -> tuple[int, int, int]:
+    """(storage address, first byte, end byte) of what `t` covers, or would cover
+    once resized to `shape` (contiguously, from its storage offset)."""
+    size = t.element_size()
+    first = t.storage_offset() * size
+    if shape is not None:
+        extent = torch.Size(shape).numel()
+    else:
+        extent = 0 if t.numel() == 0 else 1 + sum((n - 1) * s for n, s in zip(t.shape, t.stride()))
+    return t.untyped_storage().data_ptr(), first, first + extent * size
+
+
+_INT32_MAX = 2**31 - 1
+
+
+def _check_resizes(info: KernelInfo, bound: dict, resizes) -> None:
+    """Raises ValueError naming the out, before any out is touched, when an out to
+    resize is not a torch.Tensor; would get a shape an ExecuTorch tensor cannot
+    have (more than MAX_DIM dims, sizes or contiguous strides beyond int32: the
+    retried call would refuse it, the out already changed); or is an input or
+    shares memory with one (resizing it would change the input under the retried
+    call; torch refuses such calls too: "some elements of the input tensor and the
+    written-to tensor refer to a single memory location")."""
+    outs = set(info.out_names())
+    inputs = []
+    for name, value in bound.items():
+        if name in outs:
+            continue
+        for i, t in enumerate(value) if isinstance(value, (list, tuple)) else [(None, value)]:
+            if isinstance(t, torch.Tensor):
+                inputs.append((name if i is None else f"{name}[{i}]", t))
+    for label, out, shape in resizes:
+        if not isinstance(out, torch.Tensor):
+            raise ValueError(f"{info.name}: out argument '{label}' has shape {tuple(out.shape)}, the result needs {tuple(shape)}, and only a torch.Tensor out can be resized")
+        if len(shape) > _native.MAX_DIM:
+            raise ValueError(f"{info.name}: out argument '{label}' would be resized to {len(shape)} dims; ExecuTorch supports at most {_native.MAX_DIM}")
+        stride = 1
+        for size in reversed(shape):
+            if size > _INT32_MAX or stride > _INT32_MAX:
+                raise ValueError(f"{info.name}: out argument '{label}' would be resized to {list(shape)}, beyond ExecuTorch's int32 sizes and strides")
+            stride *= max(size, 1)
+        address, first, end = _memory_span(out, shape)
+        for name, t in inputs:
+            t_address, t_first, t_end = _memory_span(t)
+            if t is out or (address == t_address and address != 0 and first < t_end and t_first < end):
+                raise ValueError(
+                    f"{info.name}: out argument '{label}' shares memory with argument '{name}' and must be resized "
+                    f"from {list(out.shape)} to {list(shape)}, which would change '{name}' too; "
+                    f"pass an out that does not alias '{name}' (or a clone of '{name}')"
+                )
+
+
+def _resize_like_torch(info: KernelInfo, out, shape) -> None:
+    """Resizes `out` (a tensor of another shape; _check_resizes) to `shape` the
+    way torch's out= does (warning when it held elements)."""
     if out.numel() != 0 and id(out) not in _quiet_ids():
         _warn_resized(info, out.shape, shape)
     _quiet_ids().add(id(out))
     memory_format = torch.channels_last if out.dim() == 4 and len(shape) == 4 and out.is_contiguous(memory_format=torch.channels_last) and not out.is_contiguous() else torch.contiguous_format
     out.resize_(shape, memory_format=memory_format)
-    return True
 
 
 #: ids of outs etops itself allocated or already warned about, during one call on
@@ -422,6 +475,8 @@ class SlowPath:
         for name in info.out_names():
             given = bound.get(name)
             outs[name] = given if given is not None else _allocate(specs[name])
+        # outs torch's functional does not compute come back as None, as torch's do
+        unused = [outs[n] for n in info.out_names() if bound.get(n) is None and specs[n] is None]
         quiet = _quiet_ids()
         mine = {id(t) for v in outs.values() for t in (v if isinstance(v, list) else [v])}
         quiet |= mine
@@ -431,8 +486,12 @@ class SlowPath:
             quiet -= mine
         if result is None:  # `-> ()` with a tensor-list out: give back what was allocated
             values = [outs[n] for n in info.out_names()]
-            return values[0] if len(values) == 1 else tuple(values)
-        return result
+            result = values[0] if len(values) == 1 else tuple(values)
+        if not unused:
+            return result
+        if isinstance(result, tuple):
+            return tuple(None if any(r is u for u in unused) else r for r in result)
+        return None if any(result is u for u in unused) else result
 
     def precheck(self, kernel, args, kwargs, _extra):
         """Runs the check of a kernel known to abort on some inputs (_prechecks.py)."""
@@ -452,22 +511,25 @@ class SlowPath:
             specs = info.out_specs(bound)
         except (SchemaError, ValueError):
             raise info.error_type(info.name, *extra[:2], extra[2]) from None
-        changed = False
+        resizes = []  # (label, out, shape) of every out of the wrong size
         for name in info.out_names():
             out, spec = bound[name], specs.get(name)
             if spec is None:
                 continue
             if isinstance(out, (list, tuple)):
                 if isinstance(spec, list) and len(spec) == len(out):
-                    for i, (o, s) in enumerate(zip(out, spec)):
-                        changed |= _resize_like_torch(info, f"{name}[{i}]", o, s[0])
-            elif info.name in DATA_DEPENDENT:
-                if out.numel() < torch.Size(spec[0]).numel() or out.dim() != len(spec[0]):
-                    changed |= _resize_like_torch(info, name, out, spec[0])
+                    resizes += [(f"{name}[{i}]", o, s[0]) for i, (o, s) in enumerate(zip(out, spec))]
+            elif info.name in DATA_DEPENDENT:  # .shape: the out may be a numpy array (_check_resizes refuses it)
+                if torch.Size(out.shape).numel() < torch.Size(spec[0]).numel() or len(out.shape) != len(spec[0]):
+                    resizes.append((name, out, spec[0]))
             else:
-                changed |= _resize_like_torch(info, name, out, spec[0])
-        if not changed:
+                resizes.append((name, out, spec[0]))
+        resizes = [(label, out, tuple(shape)) for label, out, shape in resizes if tuple(out.shape) != tuple(shape)]
+        if not resizes:
             raise info.error_type(info.name, *extra[:2], extra[2])
+        _check_resizes(info, bound, resizes)
+        for _, out, shape in resizes:
+            _resize_like_torch(info, out, shape)
         try:
             return kernel(*args, **kwargs)
         finally:

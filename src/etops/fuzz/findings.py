@@ -109,6 +109,16 @@ ABORTS.append(
     }
 )
 
+ABORTS += [
+    {
+        "op": op,
+        "case": _case(op, [("self", _t((3,))), ("indices", ("L", [_t((3, 0, 0, 0), "bool")]))] + extra, outs={"out": ("empty",)}),
+        "argument": "indices",
+        "abort": "check_mask_indices(): size() out of range (a bool mask index with more dims than self)",
+    }
+    for op, extra in (("aten::index.Tensor_out", []), ("aten::index_put.out", [("values", _t(())), ("accumulate", ("V", False))]))
+]
+
 ABORTS.append(
     {
         "op": "aten::unfold_copy.out",
@@ -151,14 +161,7 @@ ABORTS += [
 #: (kernel, property) violations the fuzzer reported that need a fix outside the
 #: fuzzer's reach (etops' Python slow path or C call path, or ExecuTorch): the
 #: bounded fuzz of `make test` tolerates exactly these. See README, "Reliability".
-KNOWN_HARD: set = {
-    # outs omitted, output_mask leaves one out: torch's functional returns None for
-    # it and the slow path's _allocate(None) raises AttributeError
-    ("aten::convolution_backward.out", "unexpected_exception"),
-    # the out upper bound calls torch.broadcast_shapes (RuntimeError) and reads
-    # .shape of a 0-d numpy array _python_scalar turned into a float (AttributeError)
-    ("aten::masked_select.out", "unexpected_exception"),
-    # out aliasing self: resize-and-retry after the KernelError resizes self too
-    ("aten::index.Tensor_out", "out_touched"),
-    ("aten::unsqueeze_copy.out", "out_touched"),
-}
+#: (None open: the slow path's - outs output_mask leaves out, masks that do not
+#: broadcast, outs aliasing an input on resize, numpy outs of data-dependent ops -
+#: are fixed, with regression tests in tests/reliability/test_findings.py.)
+KNOWN_HARD: set = set()
