@@ -140,10 +140,13 @@ class DelegateInfo(KernelInfo):
             for n in self.original_module.graph.nodes
             if n.op == "call_function" and n.target is not operator.getitem
         )
+        # Symbol -> (lowest, highest) size a call may give it. The highest is the
+        # program's bound (what the .pte's memory plan holds); the lowest is 1, as a
+        # Method accepts: torch.export's lower bound of 2 only keeps sizes 0 and 1
+        # apart while tracing.
         self._ranges = {
-            sym: (int(r.lower), None if r.upper.is_infinite else int(r.upper))
+            sym: (1, None if r.upper.is_infinite else int(r.upper))
             for sym, r in getattr(self.original_module, "range_constraints", {}).items()
-            if getattr(r.lower, "is_finite", True) and getattr(r.lower, "is_integer", True)
         }
 
     # ---- introspection -------------------------------------------------------------
@@ -196,7 +199,7 @@ class DelegateInfo(KernelInfo):
                         raise ValueError(f"{self.name}: argument '{spec.name}' has shape {list(shape)}, the delegate takes {spec.describe()} (dim {axis} differs)")
                     continue
                 if getattr(want, "is_Symbol", False):
-                    low, high = self._ranges.get(want, (0, None))
+                    low, high = self._ranges.get(want, (1, None))
                     if got < low or (high is not None and got > high):
                         raise ValueError(f"{self.name}: argument '{spec.name}' dim {axis} is {got}; the delegate takes {want} in [{low}, {high if high is not None else 'inf'}]")
                     if sizes.setdefault(want, got) != got:
