@@ -163,12 +163,11 @@ def _calibrate(call, target: float) -> int:
     return max(1, min(1_000_000, int(target / max(t, 1e-9))))
 
 
-def measure(pair: Pair, zero: Pair | None, repeats: int = 11, warmup: int = 2, target: float = 0.005) -> dict:
-    """Times one pair; returns the figures as a dict (seconds per call)."""
-    calls = {"etops": pair.et_call, "aten": pair.aten_call}
-    if zero is not None:
-        calls["etops_zero"] = zero.et_call
-        calls["aten_zero"] = zero.aten_call
+def time_calls(calls: dict, repeats: int = 11, warmup: int = 2, target: float = 0.005) -> tuple[dict, dict]:
+    """Times named calls ``{name: (fn, args, kwargs)}`` round-robin, the order
+    rotated every round: ``warmup`` rounds thrown away, then ``repeats`` kept, each
+    loop calibrated to last about ``target`` seconds. Returns ({name: [seconds per
+    call, one per kept round]}, {name: calls per loop})."""
     samples: dict[str, list[float]] = {k: [] for k in calls}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -181,11 +180,29 @@ def measure(pair: Pair, zero: Pair | None, repeats: int = 11, warmup: int = 2, t
                 t = _loop(fn, args, kwargs, counts[name])
                 if r >= warmup:
                     samples[name].append(t)
+    return samples, counts
+
+
+def paired_ratio(top: list[float], bottom: list[float]) -> dict | None:
+    """The ratio top / bottom within each round (samples of the same round share the
+    machine's state), summarised (median, quartiles), plus the ratio of the mins."""
+    ratios = [t / b for t, b in zip(top, bottom) if b > 0]
+    if not ratios:
+        return None
+    out = _summary(ratios)
+    out["of_mins"] = min(top) / min(bottom) if min(bottom) > 0 else None
+    return out
+
+
+def measure(pair: Pair, zero: Pair | None, repeats: int = 11, warmup: int = 2, target: float = 0.005) -> dict:
+    """Times one pair; returns the figures as a dict (seconds per call)."""
+    calls = {"etops": pair.et_call, "aten": pair.aten_call}
+    if zero is not None:
+        calls["etops_zero"] = zero.et_call
+        calls["aten_zero"] = zero.aten_call
+    samples, counts = time_calls(calls, repeats=repeats, warmup=warmup, target=target)
     out = {k: _summary(v) for k, v in samples.items()}
-    ratios = [e / a for e, a in zip(samples["etops"], samples["aten"]) if a > 0]
-    out["ratio"] = _summary(ratios) if ratios else None
-    if out["ratio"] is not None:
-        out["ratio"]["of_mins"] = out["etops"]["min"] / out["aten"]["min"]
+    out["ratio"] = paired_ratio(samples["etops"], samples["aten"])
     out["calls_per_loop"] = counts
     if zero is not None:
         et_k = [e - z for e, z in zip(samples["etops"], samples["etops_zero"])]

@@ -42,7 +42,16 @@ class BenchResult:
     size; times in seconds per call), ``threads`` (the counts used), ``machine``.
 
     ``table()`` is a rich Table, ``text()`` plain text, ``markdown()``,
-    ``to_json()``, ``plot(path)`` a PNG; ``ranked()`` the rows slowest ratio first."""
+    ``to_json()``, ``plot(path)`` a PNG; ``ranked()`` the rows slowest ratio first.
+
+    A subclass renders other rows with the same code by giving ``columns`` (the
+    first ``key_columns`` name the row; an error row puts its message in the next
+    one), ``_cells(row)``, and ``_extra(row)`` for markdown's last column."""
+
+    columns = COLUMNS
+    key_columns = 3
+    left_columns = ("kernel", "dtype", "agree")
+    extra_column = "input"
 
     def __init__(self, rows: list[dict], threads: dict, machine: dict, settings: dict | None = None) -> None:
         self.rows = rows
@@ -72,9 +81,15 @@ class BenchResult:
             text += f"; {self.settings['elapsed']} s in all"
         return text
 
+    def _error_cells(self, keys: list[str], row) -> list[str]:
+        return keys + [row.get("error") or row.get("skipped") or "-"] + [""] * (len(self.columns) - len(keys) - 1)
+
+    def _extra(self, row) -> str:
+        return row.get("shapes", "") + (f" ({row['input']})" if row.get("input") else "")
+
     def _cells(self, row) -> list[str]:
         if row.get("error") or not row.get("etops"):
-            return [row["kernel"], row.get("dtype", "-"), row.get("size_label", "-"), row.get("error") or row.get("skipped") or "-"] + [""] * 6
+            return self._error_cells([row["kernel"], row.get("dtype", "-"), row.get("size_label", "-")], row)
         e, a = row["etops"], row["aten"]
         ez, az = row.get("etops_zero"), row.get("aten_zero")
         return [
@@ -103,26 +118,28 @@ class BenchResult:
         from rich.table import Table
 
         table = Table(title=title, caption=self.header(), show_lines=False)
-        for col in COLUMNS:
-            table.add_column(col, justify="left" if col in ("kernel", "dtype", "agree") else "right", overflow="fold")
+        k = self.key_columns
+        for col in self.columns:
+            table.add_column(col, justify="left" if col in self.left_columns else "right", overflow="fold")
         for row in rows if rows is not None else self.rows:
             cells = self._cells(row)
-            if row.get("error") or not row.get("etops"):
-                table.add_row(cells[0], cells[1], cells[2], "[red]" + _escape(cells[3]) + "[/red]" if row.get("error") else _escape(cells[3]), *cells[4:])
+            if cells[k + 1] == "" and cells[k]:
+                table.add_row(*[_escape(c) for c in cells[:k]], "[red]" + _escape(cells[k]) + "[/red]" if row.get("error") else _escape(cells[k]), *cells[k + 1:])
             else:
                 table.add_row(*[_escape(c) for c in cells])
         return table
 
     def text(self, rows: list[dict] | None = None) -> str:
         rows = rows if rows is not None else self.rows
-        cells = [list(COLUMNS)] + [self._cells(r) for r in rows]
-        widths = [max(len(c[i]) for c in cells if not (c is not cells[0] and c[4] == "" and i == 3)) for i in range(len(COLUMNS))]
+        k = self.key_columns
+        cells = [list(self.columns)] + [self._cells(r) for r in rows]
+        widths = [max(len(c[i]) for c in cells if not (c is not cells[0] and c[k + 1] == "" and i == k)) for i in range(len(self.columns))]
         lines = []
         for c in cells:
-            if c is not cells[0] and c[4] == "" and c[3]:
-                lines.append("  ".join(x.ljust(w) for x, w in zip(c[:3], widths[:3])) + "  " + c[3])
+            if c is not cells[0] and c[k + 1] == "" and c[k]:
+                lines.append("  ".join(x.ljust(w) for x, w in zip(c[:k], widths[:k])) + "  " + c[k])
             else:
-                lines.append("  ".join(x.ljust(w) if i < 3 else x.rjust(w) for i, (x, w) in enumerate(zip(c, widths))).rstrip())
+                lines.append("  ".join(x.ljust(w) if i < k else x.rjust(w) for i, (x, w) in enumerate(zip(c, widths))).rstrip())
         lines.append(self.header())
         return "\n".join(lines)
 
@@ -134,12 +151,12 @@ class BenchResult:
         out += [self.header(), ""]
         if "budget" in self.settings:
             out += [self.summary() + ".", ""]
-        out.append("| " + " | ".join(COLUMNS) + " | input |")
-        out.append("|" + "|".join("---" if i < 3 or i == 9 else "---:" for i in range(len(COLUMNS))) + "|---|")
+        out.append("| " + " | ".join(self.columns) + f" | {self.extra_column} |")
+        out.append("|" + "|".join("---" if i < self.key_columns or col in self.left_columns else "---:" for i, col in enumerate(self.columns)) + "|---|")
         for r in rows:
             cells = [c.replace("|", "\\|") for c in self._cells(r)]
             cells = [f"`{cells[0]}`"] + cells[1:]
-            out.append("| " + " | ".join(cells) + " | " + (r.get("shapes", "") + (f" ({r['input']})" if r.get("input") else "")).replace("|", "\\|") + " |")
+            out.append("| " + " | ".join(cells) + " | " + self._extra(r).replace("|", "\\|") + " |")
         return "\n".join(out) + "\n"
 
     def to_dict(self, rows: list[dict] | None = None) -> dict:
