@@ -106,6 +106,6 @@ def __getattr__(name):
         return importlib.import_module(".edge", __name__)
     raise AttributeError(f"module 'etops' has no attribute {name!r}")
 
-from .bench import bench, bench_all, get_num_threads, set_num_threads  # noqa: E402  (the benchmark harness, imported lazily inside)
+from .bench import bench, bench_all, bench_delegate, get_num_threads, set_num_threads  # noqa: E402  (the benchmark harness, imported lazily inside)
 from . import delegate  # noqa: E402  (backends and lowered modules; no executorch.exir import)
 from .delegate import DelegateInfo, backends  # noqa: E402

@@ -8,6 +8,10 @@
     etops.set_num_threads(2)  # ExecuTorch's threadpool
     etops.bench_all(budget=60).markdown()
 
+    # each delegate of a lowered program: the backend vs the same subgraph on
+    # ExecuTorch's kernels and on ATen (etops.bench.delegates)
+    etops.bench_delegate(edge_program_manager, example_inputs)
+
 Inputs come from PyTorch's OpInfo samples (``etops.bench.inputs``), scaled to the
 sizes asked for; ``inputs=`` gives your own. Timing: ``etops.bench.core``.
 Nothing heavy is imported until a benchmark runs.
@@ -21,7 +25,7 @@ import time
 
 from .threads import default_num_threads, get_num_threads, set_num_threads
 
-__all__ = ["BenchResult", "bench", "bench_all", "default_num_threads", "get_num_threads", "machine", "set_num_threads"]
+__all__ = ["BenchResult", "DelegateBenchResult", "bench", "bench_all", "bench_delegate", "default_num_threads", "get_num_threads", "machine", "set_num_threads"]
 
 
 def __getattr__(name):
@@ -29,6 +33,10 @@ def __getattr__(name):
         from .result import BenchResult
 
         return BenchResult
+    if name == "DelegateBenchResult":
+        from .delegates import DelegateBenchResult
+
+        return DelegateBenchResult
     raise AttributeError(name)
 
 
@@ -203,3 +211,23 @@ def bench_all(budget: float = 120.0, size="16k", dtype="float32", *, kernels=Non
     from .runall import run_all
 
     return run_all(budget=budget, size=size, dtype=dtype, kernels=kernels, threads=threads, isolate=isolate, progress=progress)
+
+
+def bench_delegate(program, inputs=None, *, method: str = "forward", label: str | None = None, partitioner=None,
+                   repeats: int = 11, warmup: int = 2, target: float = 0.005, threads: int | None = None, seed: int = 0,
+                   progress=None):
+    """Every delegate of a lowered program timed three ways, interleaved: the
+    delegate (its backend, e.g. XNNPACK, through ``etops.delegate``), the same
+    subgraph on ExecuTorch's kernels (``etops.edge``) and on ATen.
+
+    ``program``: an EdgeProgramManager / ExportedProgram with delegate calls and
+    ``inputs`` its example inputs (each delegate's inputs are captured by running it
+    once on ATen); one LoweredBackendModule with its inputs (or none: random inputs
+    from its specs); or an ``nn.Module`` with example inputs, exported and lowered
+    with ``partitioner`` (default XnnpackPartitioner). Other options as ``bench``.
+    Returns a DelegateBenchResult: one row per delegate call (see
+    ``etops.bench.delegates``)."""
+    from .delegates import bench_delegate as run
+
+    return run(program, inputs, method=method, label=label, partitioner=partitioner, repeats=repeats, warmup=warmup,
+               target=target, threads=threads, seed=seed, progress=progress)
