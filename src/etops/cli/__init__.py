@@ -4,6 +4,7 @@
     etops show NAME [--json]
     etops bench NAME... [--sizes 16,4k,1M] [--dtype float32,float16] [--plot add.png] [--json]
     etops bench --all [--budget 120] [--report bench.md]
+    etops bench --delegate FILE.py:FUNCTION... [--threads N] [--plot d.png] [--json]
     etops threads [N] [--json]
     etops check [NAME...] [--dtype ...] [--isolated --jobs N] [--report R.md --json R.json]
 
@@ -43,9 +44,13 @@ def build_parser() -> argparse.ArgumentParser:
     sh.add_argument("name", nargs="+", help="operator name, e.g. aten::convolution.out")
     sh.add_argument("--json", action="store_true", help="JSON on stdout")
 
-    b = sub.add_parser("bench", help="time ExecuTorch kernels against ATen")
+    b = sub.add_parser("bench", help="time ExecuTorch kernels against ATen, or delegates against both")
     b.add_argument("name", nargs="*", help="operator names (aten::add.out ...)")
     b.add_argument("--all", action="store_true", help="every registered aten kernel on a representative input, ranked")
+    b.add_argument("--delegate", nargs="+", action="extend", metavar="FILE.py:FUNCTION",
+                   help="models to lower to XNNPACK: a function returning (model, example_inputs), as FILE.py:FUNCTION or "
+                        "package.module:FUNCTION (FILE.py:f,g for several; FILE.py alone: its MODELS dict); each delegate "
+                        "is timed against the same subgraph on ExecuTorch kernels and on ATen")
     b.add_argument("--sizes", metavar="LIST", help="element counts of the largest input, e.g. 16,4k,1M,16M (default: OpInfo's sample as it is)")
     b.add_argument("--dtype", metavar="LIST", help="dtypes, e.g. float32,float16 (default: float32 where OpInfo has it)")
     b.add_argument("--repeats", type=int, default=None, help="timed rounds (default 11; --all: 5)")

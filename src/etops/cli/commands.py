@@ -256,13 +256,67 @@ def _write_report(result, path: str, title: str, rows=None) -> str:
     return json_path
 
 
+def _show_bench(args, result, title: str, rows: list, summary: bool) -> int:
+    """A benchmark's result as --plot, --report, --json and --top ask: the table on
+    stdout, notes on stderr."""
+    if args.plot:
+        result.plot(args.plot)
+    if args.report:
+        _write_report(result, args.report, title, rows)
+    if args.json:
+        data = result.to_dict()
+        data["rows"] = rows
+        return _emit_json(data)
+    shown = rows[: args.top] if args.top else rows
+    if _tty() and _fits(result.text(rows=shown)):
+        _console().print(result.table(title=title, rows=shown))
+    else:
+        print(title)
+        print(result.text(rows=shown))
+    notes = [result.summary()] if summary else []
+    if args.plot:
+        notes.append(f"plot: {args.plot}")
+    if args.report:
+        notes.append(f"report: {args.report} and {os.path.splitext(args.report)[0]}.json")
+    for n in notes:
+        print(n, file=sys.stderr)
+    return 0
+
+
+def _bench_delegates(args) -> int:
+    """``etops bench --delegate SPEC...``: each model lowered to XNNPACK, each of its
+    delegates against the same subgraph on ExecuTorch's kernels and on ATen."""
+    if args.name or args.all:
+        raise UsageError("--delegate takes model functions (FILE.py:FUNCTION); give kernel names, --all or --delegate, one of them")
+    for option in ("sizes", "dtype", "grep"):
+        if getattr(args, option):
+            raise UsageError(f"--{option} goes with kernel names, not --delegate (a model's example inputs fix the sizes)")
+    if args.threads is not None and args.threads < 1:
+        raise UsageError(f"--threads must be at least 1, got {args.threads}")
+    if args.repeats is not None and args.repeats < 1:
+        raise UsageError(f"--repeats must be at least 1, got {args.repeats}")
+    if args.plot and not os.path.isdir(os.path.dirname(os.path.abspath(args.plot))):
+        raise UsageError(f"--plot: no folder {os.path.dirname(os.path.abspath(args.plot))}")
+    _etops(args.debug)
+    from ..bench import delegates
+
+    models = [m for spec in args.delegate for m in delegates.models_from_spec(spec)]
+    with _quiet(args.debug), _progress("bench --delegate") as update:
+        result = delegates.bench_models(models, repeats=args.repeats or 11, warmup=args.warmup, target=args.target,
+                                        threads=args.threads, progress=update)
+    title = "delegate vs the same subgraph on ExecuTorch kernels and on ATen: " + ", ".join(name for name, _ in models)
+    return _show_bench(args, result, title, result.rows, summary=True)
+
+
 def cmd_bench(args) -> int:
+    if args.delegate:
+        return _bench_delegates(args)
     if args.grep and not args.all:
         raise UsageError("--grep goes with --all")
     if args.all and args.name:
         raise UsageError("give kernel names or --all, not both")
     if not args.all and not args.name:
-        raise UsageError("name a kernel (etops bench aten::add.out) or pass --all")
+        raise UsageError("name a kernel (etops bench aten::add.out), pass --all, or --delegate FILE.py:FUNCTION")
     if args.threads is not None and args.threads < 1:
         raise UsageError(f"--threads must be at least 1, got {args.threads}")
     if args.repeats is not None and args.repeats < 1:
@@ -305,28 +359,7 @@ def cmd_bench(args) -> int:
                                  target=args.target, threads=args.threads, progress=update)
         rows = result.rows
         title = "ExecuTorch (etops) / ATen, " + ", ".join(k.name for k in kernels)
-    if args.plot:
-        result.plot(args.plot)
-    if args.report:
-        _write_report(result, args.report, title, rows)
-    if args.json:
-        data = result.to_dict()
-        data["rows"] = rows
-        return _emit_json(data)
-    shown = rows[: args.top] if args.top else rows
-    if _tty() and _fits(result.text(rows=shown)):
-        _console().print(result.table(title=title, rows=shown))
-    else:
-        print(title)
-        print(result.text(rows=shown))
-    notes = [result.summary()] if args.all else []
-    if args.plot:
-        notes.append(f"plot: {args.plot}")
-    if args.report:
-        notes.append(f"report: {args.report} and {os.path.splitext(args.report)[0]}.json")
-    for n in notes:
-        print(n, file=sys.stderr)
-    return 0
+    return _show_bench(args, result, title, rows, summary=args.all)
 
 
 def cmd_threads(args) -> int:
