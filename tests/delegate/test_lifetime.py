@@ -131,3 +131,44 @@ def test_eight_threads_calling_one_delegate_run_one_at_a_time(backend):
         t.join()
     assert failures == []
     assert backend.etops_test_backend_overlaps() == overlaps
+
+
+@pytest.fixture
+def linear_lowered():
+    torch.manual_seed(0)
+    lowered = XnnpackLowered(LinearRelu(), (torch.randn(4, 16),))
+    _, lw, node = lowered.calls[0]
+    return lw, lowered.call_inputs[node.name][0], lowered.pte_outputs[0]
+
+
+@pytest.fixture
+def restore_threads():
+    from etops.bench import threads
+
+    n = threads.get_num_threads()
+    yield 1 if n != 1 else 2
+    threads.set_num_threads(n)
+
+
+def test_threadpool_resize_makes_a_delegate_load_again(linear_lowered, restore_threads):
+    """XNNPACK keeps the pool it was initialised with; etops.set_num_threads frees it."""
+    lw, x, pte_out = linear_lowered
+    run, cached = etops.delegate.load(lw), etops.delegate.loaded(lw)
+    etops.set_num_threads(restore_threads)
+    with pytest.raises(etops.DelegateError, match="threadpool was resized since this delegate was initialised"):
+        run(x)
+    fresh = etops.delegate.loaded(lw)
+    assert fresh is not cached and torch.equal(fresh(x), pte_out)
+    assert torch.equal(etops.delegate.load(lw)(x), pte_out)
+
+
+def test_threadpool_replaced_behind_etops_is_refused_by_the_bridge(linear_lowered, restore_threads):
+    """A reset etops did not make (executorch's own _unsafe_reset_threadpool)."""
+    from etops.bench import threads
+
+    lw, x, _ = linear_lowered
+    run = etops.delegate.load(lw)
+    _, _, reset = threads._lib()
+    assert reset(threads._pool(), restore_threads)
+    with pytest.raises(etops.DelegateError, match="InvalidState.*threadpool was resized"):
+        run(x)

@@ -12,6 +12,9 @@
 #include <executorch/runtime/backend/interface.h>
 #include <executorch/runtime/core/freeable_buffer.h>
 #include <executorch/runtime/core/named_data_map.h>
+#include <executorch/runtime/platform/log.h>
+
+#include <dlfcn.h>
 
 #include <cstring>
 #include <mutex>
@@ -93,13 +96,28 @@ struct etb_delegate {
   // A handle is one program's method: a Method never runs it on two threads at once,
   // so neither does etops (callers on other threads wait here, without the GIL).
   std::mutex execute_mutex;
+  void* threadpool = nullptr;  // the pthreadpool when init ran (see current_pthreadpool)
 };
 
 namespace {
 
+// ExecuTorch's current pthreadpool (libexecutorch_threadpool.so, when loaded), or
+// null. Backends such as XNNPACK keep the pool they were initialised with; resizing
+// the pool (ThreadPool::_unsafe_reset_threadpool) frees it under them.
+void* current_pthreadpool() {
+  using GetPool = void* (*)();
+  static GetPool get_pool = reinterpret_cast<GetPool>(
+      dlsym(RTLD_DEFAULT, "_ZN10executorch9extension10threadpool15get_pthreadpoolEv"));
+  return get_pool != nullptr ? get_pool() : nullptr;
+}
+
 et::Error run_delegate(void* self, et::Span<EValue*> stack, et::MemoryAllocator& temp) {
   etb_delegate* d = static_cast<etb_delegate*>(self);
   std::lock_guard<std::mutex> lock(d->execute_mutex);
+  if (current_pthreadpool() != d->threadpool) {
+    ET_LOG(Error, "the threadpool was resized since this delegate was initialised; load it again");
+    return et::Error::InvalidState;
+  }
   et::BackendExecutionContext ctx(nullptr, &temp, d->method_name.c_str());
   return d->backend->execute(ctx, d->handle, stack);
 }
@@ -156,6 +174,7 @@ etb_status etb_delegate_init(const char* backend_name, const void* processed, si
     if (!backend->is_available()) {
       err = et::Error::NotSupported;
     } else {
+      d->threadpool = current_pthreadpool();
       et::BackendInitContext ctx(&d->runtime_allocator, nullptr, d->method_name.c_str(), &d->named);
       et::Result<et::DelegateHandle*> handle = backend->init(
           ctx, &*d->processed, et::ArrayRef<et::CompileSpec>(d->specs.data(), d->specs.size()));

@@ -200,7 +200,8 @@ etb_status etb_delegate_init(const char* backend, const void* processed, size_t 
                              int ndata, const char* method_name, etb_delegate** out);
 
 /* Runs the delegate on `values`: its inputs then its outputs, as a Method passes them.
- * Calls on one delegate from several threads run one at a time. */
+ * Calls on one delegate from several threads run one at a time. InvalidState when
+ * ExecuTorch's threadpool was replaced since init (the backend may hold the old one). */
 etb_status etb_delegate_execute(etb_delegate* d, const char* name, etb_value* values, int nvalues);
 
 /* Calls the backend's destroy on the handle and frees the delegate. NULL is a no-op. */

@@ -7,7 +7,9 @@ function and the pool's ``get_thread_count()`` / ``_unsafe_reset_threadpool(n)``
 through ctypes, the two calls executorch's pybindings expose as
 ``_threadpool_get_thread_count`` and ``_unsafe_reset_threadpool`` (without
 importing executorch.runtime). Resetting replaces the pool: do it while no
-kernel runs on another thread.
+kernel runs on another thread. Delegates keep the pool they were initialised with
+(XNNPACK does): etops.delegate refuses to run one across a reset (load it again;
+``etops.delegate.loaded`` does so by itself).
 """
 
 from __future__ import annotations
@@ -26,6 +28,13 @@ _RESET = "_ZN10executorch9extension10threadpool10ThreadPool24_unsafe_reset_threa
 _lock = threading.Lock()
 _functions = None
 _default: int | None = None
+_generation = 0  # bumped each time set_num_threads replaces the pool
+
+
+def pool_generation() -> int:
+    """How many times etops replaced ExecuTorch's threadpool in this process. A
+    delegate initialised under an older generation holds a freed pool."""
+    return _generation
 
 
 def _lib():
@@ -79,10 +88,15 @@ def set_num_threads(n: int) -> int:
         raise TypeError(f"set_num_threads() takes an int, got {type(n).__name__}")
     if n < 1:
         raise ValueError(f"the threadpool needs at least 1 thread, got {n}")
+    global _generation
     get_num_threads()  # records the default first
     with _lock:
         _, count, reset = _lib()
         pool = _pool()
+        before = int(count(pool))
         if not reset(pool, n):
             raise EtopsError(f"ExecuTorch refused to resize its threadpool to {n} threads")
-        return int(count(pool))
+        after = int(count(pool))
+        if after != before:
+            _generation += 1
+        return after

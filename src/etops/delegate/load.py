@@ -22,6 +22,7 @@ from dataclasses import dataclass
 import torch
 
 from .. import _native, dtypes
+from ..bench import threads
 from .._plan import build_plan
 from ..errors import DelegateError, SchemaError
 from ..kernel import SLOW_PATH, KernelInfo
@@ -144,6 +145,7 @@ class DelegateInfo(KernelInfo):
         # program's bound (what the .pte's memory plan holds); the lowest is 1, as a
         # Method accepts: torch.export's lower bound of 2 only keeps sizes 0 and 1
         # apart while tracing.
+        self.pool_generation = threads.pool_generation()  #: threadpool it was initialised with
         self._ranges = {
             sym: (1, None if r.upper.is_infinite else int(r.upper))
             for sym, r in getattr(self.original_module, "range_constraints", {}).items()
@@ -206,9 +208,18 @@ class DelegateInfo(KernelInfo):
                         raise ValueError(f"{self.name}: argument '{spec.name}' dim {axis} is {got}, but {want} is {sizes[want]} in another input")
         return sizes
 
+    @property
+    def stale(self) -> bool:
+        """Whether etops resized the threadpool since this delegate was initialised
+        (its backend may hold the freed pool: it must be loaded again)."""
+        return self.pool_generation != threads.pool_generation()
+
     def precheck(self, bound: dict) -> None:
         """Refuses inputs the backend would misread: wrong kind, dtype, shape or dim
-        order (a backend trusts what its program told it)."""
+        order (a backend trusts what its program told it); and a delegate whose
+        threadpool was replaced since init."""
+        if self.stale:
+            raise DelegateError(self.name, 0x02, "InvalidState", "", detail="the threadpool was resized since this delegate was initialised; load it again")
         for spec in self.inputs:
             value = bound[spec.name]
             if spec.kind != "Tensor":
@@ -289,10 +300,11 @@ _cache: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 def loaded(lowered, name: str | None = None):
     """The delegate kernel of `lowered`, initialised once per lowered module and kept
-    while the module lives (edge.run, edge.compare and bench share it)."""
+    while the module lives (edge.run, edge.compare and bench share it); initialised
+    again after a threadpool resize."""
     with _cache_lock:
         kernel = _cache.get(lowered)
-        if kernel is None:
+        if kernel is None or kernel._info.stale:
             kernel = load(lowered, name=name)
             _cache[lowered] = kernel
         return kernel
