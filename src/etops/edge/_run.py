@@ -73,8 +73,8 @@ def flat_user_inputs(ep: ExportedProgram, args, kwargs) -> list:
     elif not isinstance(args, tuple):
         args = (args,)
     kwargs = kwargs or {}
-    in_spec = getattr(ep.call_spec, "in_spec", None)
-    if in_spec is not None and kwargs:
+    in_spec = getattr(ep.call_spec, "in_spec", None) if kwargs else None  # call_spec is rebuilt per access
+    if in_spec is not None:
         from torch.export._tree_utils import reorder_kwargs
 
         kwargs = reorder_kwargs(kwargs, in_spec)
