@@ -63,6 +63,8 @@ CASES = {
     "debug": ["--debug", "show", "aten::add.Tensor"],
     "list filtered": ["list", "--ns", "quantized_decomposed", "--grep", "embed", "--json"],
     "threads": ["threads", "1", "--json"],
+    "backends": ["backends", "--json"],
+    "backends table": ["backends"],
 }
 DRIVER = _POOL.submit(lambda: subprocess.run(
     [sys.executable, "-c", (
@@ -174,6 +176,15 @@ def test_threads_sets_and_reports():
     assert data["executorch"] == 1
     assert data["previous"] == data["default"] >= 1
     assert data["torch"] >= 1
+
+
+def test_backends_lists_the_wheel_backends():
+    data = json.loads(_case("backends").stdout)
+    found = {b["name"]: b["available"] for b in data["backends"]}
+    assert found["XnnpackBackend"] is True
+    assert "libexecutorch_backend_xnnpack.so" in data["libraries"] and data["failed_libraries"] == {}
+    table = _case("backends table")
+    assert table.returncode == 0 and "XnnpackBackend" in table.stdout and "available" in table.stdout
 
 
 def test_bench_json_and_plot():

@@ -6,6 +6,7 @@
     etops bench --all [--budget 120] [--report bench.md]
     etops bench --delegate FILE.py:FUNCTION... [--threads N] [--plot d.png] [--json]
     etops threads [N] [--json]
+    etops backends [--json]
     etops check [NAME...] [--dtype ...] [--isolated --jobs N] [--report R.md --json R.json]
 
 Tables and progress bars are rich's on a terminal, plain text when piped. An error
@@ -68,6 +69,9 @@ def build_parser() -> argparse.ArgumentParser:
     th = sub.add_parser("threads", help="ExecuTorch's threadpool size (for this process's benchmarks)")
     th.add_argument("n", nargs="?", type=int, help="set the pool to N threads")
     th.add_argument("--json", action="store_true", help="JSON on stdout")
+
+    be = sub.add_parser("backends", help="ExecuTorch's registered delegate backends and whether each is available")
+    be.add_argument("--json", action="store_true", help="JSON on stdout")
 
     # `check` is the conformance command line (etops.conformance.cli): main() hands it
     # everything after the word; this entry only lists it in --help.

@@ -382,3 +382,21 @@ def cmd_threads(args) -> int:
     if args.n is not None:
         print("The size lasts for this process only: use 'etops bench --threads N', or etops.set_num_threads(N) in Python.")
     return 0
+
+
+def cmd_backends(args) -> int:
+    etops = _etops(args.debug)
+    with _quiet(args.debug):
+        loaded = etops.delegate.load_backend_libraries()
+        found = etops.backends()
+    data = [{"name": b.name, "available": b.available} for b in found]
+    failed = {name: message for name, message in loaded.items() if message}
+    if args.json:
+        return _emit_json({"backends": data, "libraries": sorted(loaded), "failed_libraries": failed})
+    rows = [[b.name, "yes" if b.available else "no"] for b in found]
+    _print_table(["backend", "available"], rows,
+                 caption=f"{len(rows)} backends, from {', '.join(sorted(loaded))}")
+    for name, message in failed.items():
+        print(f"not loaded: {name}: {message}")
+    return 0
+
