@@ -177,6 +177,19 @@ def test_bad_out_names_the_argument(linear):
         run(x, out=[1, 2])
     with pytest.raises(TypeError, match="unexpected keyword argument 'out0'"):
         run(x, out0=torch.empty(4, 8))
+    # XNNPACK writes the float32 it planned: a narrower out would be overrun
+    half = torch.zeros(4, 8, dtype=torch.float16)
+    with pytest.raises(TypeError, match=r"out argument 'out' is float16, the delegate writes out: float32\[4, 8\]"):
+        run(x, out=half)
+    assert not half.any()
+    with pytest.raises(ValueError, match=r"out argument 'out' has dim order \[1, 0\], the delegate writes"):
+        run(x, out=torch.empty(8, 4).t())
+    with pytest.raises(ValueError, match="argument 'out' is not dense"):
+        run(x, out=torch.empty(4, 16)[:, ::2])
+    smaller = torch.empty(2, 8)
+    with pytest.warns(UserWarning, match="was resized since it had shape \\[2, 8\\]"):
+        assert run(x, out=smaller) is smaller
+    assert torch.equal(smaller, linear.pte_outputs[0])
 
 
 def test_execute_failure_raises_with_the_backend_log(test_backend):

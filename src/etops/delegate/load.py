@@ -215,25 +215,32 @@ class DelegateInfo(KernelInfo):
         return self.pool_generation != threads.pool_generation()
 
     def precheck(self, bound: dict) -> None:
-        """Refuses inputs the backend would misread: wrong kind, dtype, shape or dim
-        order (a backend trusts what its program told it); and a delegate whose
-        threadpool was replaced since init."""
+        """Refuses what the backend would misread or overrun: inputs of the wrong
+        kind, dtype, shape or dim order, outs of the wrong dtype or dim order (a
+        backend trusts what its program told it and writes the outputs it planned);
+        and a delegate whose threadpool was replaced since init."""
         if self.stale:
             raise DelegateError(self.name, 0x02, "InvalidState", "", detail="the threadpool was resized since this delegate was initialised; load it again")
         for spec in self.inputs:
-            value = bound[spec.name]
-            if spec.kind != "Tensor":
-                continue
-            et_dtype, order, dense = _native.tensor_meta(value, self.name, spec.name)
-            if dtypes.TORCH_DTYPE.get(et_dtype) != spec.dtype:
-                raise TypeError(f"{self.name}: argument '{spec.name}' is {dtypes.dtype_name(et_dtype)}, the delegate takes {spec.describe()}")
-            seen = tuple(order) if dense else tuple(range(len(order)))
-            if len(seen) == len(spec.dim_order) and seen != spec.dim_order and len(seen) > 1:
-                raise ValueError(
-                    f"{self.name}: argument '{spec.name}' has dim order {list(seen)}, the delegate takes {spec.describe()}"
-                    f" (dim order {list(spec.dim_order)})"
-                )
+            if spec.kind == "Tensor":
+                self._check_layout(spec, bound[spec.name], "argument")
+        for spec in self.outputs:
+            if bound.get(spec.name) is not None:
+                self._check_layout(spec, bound[spec.name], "out argument")
         self._sizes(bound)
+
+    def _check_layout(self, spec: ValueSpec, value, what: str) -> None:
+        """The dtype and (for a tensor of the spec's rank) the dim order of `value`
+        are the spec's; a non-dense input counts as contiguous (it is copied so)."""
+        et_dtype, order, dense = _native.tensor_meta(value, self.name, spec.name)
+        if dtypes.TORCH_DTYPE.get(et_dtype) != spec.dtype:
+            raise TypeError(f"{self.name}: {what} '{spec.name}' is {dtypes.dtype_name(et_dtype)}, the delegate {'takes' if what == 'argument' else 'writes'} {spec.describe()}")
+        seen = tuple(order) if dense else tuple(range(len(order)))
+        if len(seen) == len(spec.dim_order) and seen != spec.dim_order and len(seen) > 1:
+            raise ValueError(
+                f"{self.name}: {what} '{spec.name}' has dim order {list(seen)}, the delegate {'takes' if what == 'argument' else 'writes'} "
+                f"{spec.describe()} (dim order {list(spec.dim_order)})"
+            )
 
     def out_specs(self, bound: dict) -> dict:
         """out name -> (shape, dtype, stride) for the outputs of a call with these inputs."""
