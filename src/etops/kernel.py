@@ -380,7 +380,7 @@ def _allocate(spec):
     return torch.empty(shape, dtype=dtype)
 
 
-def _memory_span(t: torch.Tensor, shape=None) -> tuple[int, int, int]:
+def memory_span(t: torch.Tensor, shape=None) -> tuple[int, int, int]:
     """(storage address, first byte, end byte) of what `t` covers, or would cover
     once resized to `shape` (contiguously, from its storage offset)."""
     size = t.element_size()
@@ -421,9 +421,9 @@ def _check_resizes(info: KernelInfo, bound: dict, resizes) -> None:
             if size > _INT32_MAX or stride > _INT32_MAX:
                 raise ValueError(f"{info.name}: out argument '{label}' would be resized to {list(shape)}, beyond ExecuTorch's int32 sizes and strides")
             stride *= max(size, 1)
-        address, first, end = _memory_span(out, shape)
+        address, first, end = memory_span(out, shape)
         for name, t in inputs:
-            t_address, t_first, t_end = _memory_span(t)
+            t_address, t_first, t_end = memory_span(t)
             if t is out or (address == t_address and address != 0 and first < t_end and t_first < end):
                 raise ValueError(
                     f"{info.name}: out argument '{label}' shares memory with argument '{name}' and must be resized "
@@ -535,11 +535,12 @@ class SlowPath:
         finally:
             _quiet_ids().clear()
 
-    def resized(self, kernel, obj, sizes, _has_data):
-        """The kernel shrank an out in place (within its storage): mirror it in torch."""
+    def resized(self, kernel, obj, sizes, _has_data, name="out"):
+        """The kernel shrank out argument `name` in place (within its storage):
+        mirror it in torch."""
         info: KernelInfo = kernel._info
         if not isinstance(obj, torch.Tensor):
-            raise ValueError(f"{info.name}: the kernel resized a {type(obj).__name__} out to {list(sizes)}; pass a torch.Tensor out to have it resized")
+            raise ValueError(f"{info.name}: out argument '{name}' is a {type(obj).__name__}, which the kernel resized to {list(sizes)}; pass a torch.Tensor out to have it resized")
         if obj.numel() != 0 and id(obj) not in _quiet_ids():
             _warn_resized(info, obj.shape, sizes)
         memory_format = torch.channels_last if obj.dim() == 4 and obj.is_contiguous(memory_format=torch.channels_last) and not obj.is_contiguous() else torch.contiguous_format

@@ -733,8 +733,8 @@ static PyObject* kernel_vectorcall(PyObject* self, PyObject* const* args, size_t
     if (!r->t.resized) continue;
     PyObject* sizes = etops_sizes_tuple(&r->t);
     if (sizes == NULL) goto done;
-    PyObject* res = PyObject_CallMethod(k->slow, "resized", "OOOi", (PyObject*)k, r->obj, sizes,
-                                        (int)(r->t.data != NULL));
+    PyObject* res = PyObject_CallMethod(k->slow, "resized", "OOOiO", (PyObject*)k, r->obj, sizes,
+                                        (int)(r->t.data != NULL), k->args[r->arg].name);
     Py_DECREF(sizes);
     if (res == NULL) goto done;
     Py_DECREF(res);

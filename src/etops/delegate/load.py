@@ -25,7 +25,7 @@ from .. import _native, dtypes
 from ..bench import threads
 from .._plan import build_plan
 from ..errors import DelegateError, SchemaError
-from ..kernel import SLOW_PATH, KernelInfo
+from ..kernel import SLOW_PATH, KernelInfo, _as_torch, memory_span
 from . import backend_registry as _backends
 from .lowered import compile_specs, named_data
 
@@ -225,9 +225,27 @@ class DelegateInfo(KernelInfo):
             if spec.kind == "Tensor":
                 self._check_layout(spec, bound[spec.name], "argument")
         for spec in self.outputs:
-            if bound.get(spec.name) is not None:
-                self._check_layout(spec, bound[spec.name], "out argument")
+            out = bound.get(spec.name)
+            if out is not None:
+                self._check_layout(spec, out, "out argument")
+                self._check_no_alias(spec.name, bound)
+                if not isinstance(out, torch.Tensor) and spec.static and tuple(out.shape) != spec.shape:
+                    raise ValueError(f"{self.name}: out argument '{spec.name}' has shape {list(out.shape)}, the delegate writes {spec.describe()}, and only a torch.Tensor out can be resized")
         self._sizes(bound)
+
+    def _check_no_alias(self, out_name: str, bound: dict) -> None:
+        """A backend reads its inputs while it writes its outputs (a .pte's memory
+        plan never overlaps them): an out sharing memory with an input is refused."""
+        out = _as_torch(bound[out_name])
+        address, first, end = memory_span(out)
+        for spec in self.inputs:
+            value = bound[spec.name]
+            if spec.kind != "Tensor" or value is None:
+                continue
+            t = _as_torch(value)
+            t_address, t_first, t_end = memory_span(t)
+            if t is out or (address == t_address and address != 0 and first < t_end and t_first < end):
+                raise ValueError(f"{self.name}: out argument '{out_name}' shares memory with argument '{spec.name}'; the backend reads one while it writes the other")
 
     def _check_layout(self, spec: ValueSpec, value, what: str) -> None:
         """The dtype and (for a tensor of the spec's rank) the dim order of `value`
