@@ -160,7 +160,9 @@ def test_each_lowered_module_runs_directly(lowered):
         with torch.no_grad():
             expected = run._info.reference(*args)
         torch.testing.assert_close(outs, expected, rtol=1e-5, atol=1e-5)
-        pte = list(Runtime.get().load_program(module.buffer()).load_method("forward").execute(args))
+        buffer = module.buffer()  # executorch.runtime reads it while the method runs: keep it alive
+        pte = list(Runtime.get().load_program(buffer).load_method("forward").execute(args))
+        del buffer
         bit_identical(outs, pte)
 
 
