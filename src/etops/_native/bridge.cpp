@@ -255,7 +255,14 @@ LogCapture::~LogCapture() {
   t_call.current_op = nullptr;
 }
 
-etb_status call_on_stack(const char* op_name, etb_value* values, int nvalues, StackRunner run, void* self) {
+}  // namespace etops_bridge
+
+namespace {
+
+// The body of every call: `run(stack, temp)` is the kernel or the delegate. A
+// template, so that etb_call's kernel call is direct and inlined like the rest.
+template <typename Run>
+etb_status build_stack_and_run(const char* op_name, etb_value* values, int nvalues, Run&& run) {
   // Count what the slots need, so storage is sized once.
   size_t n_tensors = 0, n_list_items = 0, n_arrays = 0;
   for (int i = 0; i < nvalues; i++) {
@@ -406,11 +413,10 @@ etb_status call_on_stack(const char* op_name, etb_value* values, int nvalues, St
   }
 
   MallocAllocator temp;
-  et::Error err;
-  {
-    LogCapture capture(op_name);
-    err = run(self, et::Span<EValue*>(stack, static_cast<size_t>(nvalues)), temp);
-  }
+  call.in_call = true;  // what LogCapture does; the PAL and the log were set up above
+  et::Error err = run(et::Span<EValue*>(stack, static_cast<size_t>(nvalues)), temp);
+  call.in_call = false;
+  call.current_op = nullptr;
 
   // Report resized tensors and fresh return values.
   for (size_t i = 0; i < saved.size(); i++) {
@@ -433,25 +439,26 @@ etb_status call_on_stack(const char* op_name, etb_value* values, int nvalues, St
     else if (ev.isDouble()) { v.tag = ETB_DOUBLE; v.u.d = ev.toDouble(); }
     else if (ev.isBool()) { v.tag = ETB_BOOL; v.u.b = ev.toBool(); }
   }
-  return status_of(err);
-}
-
-}  // namespace etops_bridge
-
-namespace {
-
-et::Error run_kernel(void* fn, et::Span<EValue*> stack, et::MemoryAllocator& temp) {
-  et::KernelRuntimeContext ctx(nullptr, &temp);
-  reinterpret_cast<et::OpFunction>(fn)(ctx, stack);
-  return ctx.failure_state();
+  return etops_bridge::status_of(err);
 }
 
 }  // namespace
 
+etb_status etops_bridge::call_on_stack(const char* op_name, etb_value* values, int nvalues, StackRunner run,
+                                       void* self) {
+  return build_stack_and_run(op_name, values, nvalues, [&](et::Span<EValue*> stack, et::MemoryAllocator& temp) {
+    return run(self, stack, temp);
+  });
+}
+
 extern "C" {
 
 etb_status etb_call(etb_kernel_fn fn, const char* op_name, etb_value* values, int nvalues) {
-  return etops_bridge::call_on_stack(op_name, values, nvalues, run_kernel, fn);
+  return build_stack_and_run(op_name, values, nvalues, [fn](et::Span<EValue*> stack, et::MemoryAllocator& temp) {
+    et::KernelRuntimeContext ctx(nullptr, &temp);
+    reinterpret_cast<et::OpFunction>(fn)(ctx, stack);
+    return ctx.failure_state();
+  });
 }
 
 const char* etb_last_call_log(void) { return t_call.log; }
