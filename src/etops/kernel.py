@@ -454,6 +454,12 @@ def _quiet_ids() -> set:
     return ids
 
 
+def handled_in_this_call(obj) -> bool:
+    """Whether `obj` is an out etops allocated, or resized, in the call running on
+    this thread (checked already, or fresh: a check of it again is redundant)."""
+    return id(obj) in _quiet_ids()
+
+
 def _warn_resized(info: KernelInfo, old_shape, new_shape) -> None:
     warnings.warn(
         f"{info.name}: an output with one or more elements was resized since it had shape {list(old_shape)}, "

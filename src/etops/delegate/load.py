@@ -25,7 +25,7 @@ from .. import _native, dtypes
 from ..bench import threads
 from .._plan import build_plan
 from ..errors import DelegateError, SchemaError
-from ..kernel import SLOW_PATH, KernelInfo, _as_torch, memory_span
+from ..kernel import SLOW_PATH, KernelInfo, _as_torch, handled_in_this_call, memory_span
 from . import backend_registry as _backends
 from .lowered import compile_specs, named_data
 
@@ -226,7 +226,7 @@ class DelegateInfo(KernelInfo):
                 self._check_layout(spec, bound[spec.name], "argument")
         for spec in self.outputs:
             out = bound.get(spec.name)
-            if out is not None:
+            if out is not None and not handled_in_this_call(out):
                 self._check_layout(spec, out, "out argument")
                 self._check_no_alias(spec.name, bound)
                 if not isinstance(out, torch.Tensor) and spec.static and tuple(out.shape) != spec.shape:
