@@ -16,6 +16,7 @@
 
 #include <dlfcn.h>
 
+#include <atomic>
 #include <cstring>
 #include <mutex>
 #include <new>
@@ -97,9 +98,14 @@ struct etb_delegate {
   // so neither does etops (callers on other threads wait here, without the GIL).
   std::mutex execute_mutex;
   void* threadpool = nullptr;  // the pthreadpool when init ran (see current_pthreadpool)
+  uint64_t pool_generation = 0;
 };
 
 namespace {
+
+// Bumped each time etops replaces ExecuTorch's threadpool (etb_threadpool_replaced):
+// the pool pointer alone could come back at the same address.
+std::atomic<uint64_t> g_pool_generation{0};
 
 // ExecuTorch's current pthreadpool (libexecutorch_threadpool.so, when loaded), or
 // null. Backends such as XNNPACK keep the pool they were initialised with; resizing
@@ -114,7 +120,7 @@ void* current_pthreadpool() {
 et::Error run_delegate(void* self, et::Span<EValue*> stack, et::MemoryAllocator& temp) {
   etb_delegate* d = static_cast<etb_delegate*>(self);
   std::lock_guard<std::mutex> lock(d->execute_mutex);
-  if (current_pthreadpool() != d->threadpool) {
+  if (current_pthreadpool() != d->threadpool || g_pool_generation.load(std::memory_order_acquire) != d->pool_generation) {
     ET_LOG(Error, "the threadpool was resized since this delegate was initialised; load it again");
     return et::Error::InvalidState;
   }
@@ -175,6 +181,7 @@ etb_status etb_delegate_init(const char* backend_name, const void* processed, si
       err = et::Error::NotSupported;
     } else {
       d->threadpool = current_pthreadpool();
+      d->pool_generation = g_pool_generation.load(std::memory_order_acquire);
       et::BackendInitContext ctx(&d->runtime_allocator, nullptr, d->method_name.c_str(), &d->named);
       et::Result<et::DelegateHandle*> handle = backend->init(
           ctx, &*d->processed, et::ArrayRef<et::CompileSpec>(d->specs.data(), d->specs.size()));
@@ -195,6 +202,14 @@ etb_status etb_delegate_init(const char* backend_name, const void* processed, si
 
 etb_status etb_delegate_execute(etb_delegate* d, const char* name, etb_value* values, int nvalues) {
   return etops_bridge::call_on_stack(name, values, nvalues, run_delegate, d);
+}
+
+void etb_threadpool_replaced(void) { g_pool_generation.fetch_add(1, std::memory_order_acq_rel); }
+
+uint64_t etb_threadpool_generation(void) { return g_pool_generation.load(std::memory_order_acquire); }
+
+int etb_delegate_stale(const etb_delegate* d) {
+  return current_pthreadpool() != d->threadpool || etb_threadpool_generation() != d->pool_generation;
 }
 
 void etb_delegate_destroy(etb_delegate* d) {

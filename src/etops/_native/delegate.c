@@ -180,6 +180,15 @@ static PyObject* backends(PyObject* module, PyObject* noargs) {
   return out;
 }
 
+static PyObject* threadpool_replaced(PyObject* module, PyObject* noargs) {
+  etb_threadpool_replaced();
+  Py_RETURN_NONE;
+}
+
+static PyObject* delegate_get_stale(DelegateObject* d, void* closure) {
+  return PyBool_FromLong(d->handle != NULL && etb_delegate_stale(d->handle));
+}
+
 static PyObject* delegate_stats(PyObject* module, PyObject* noargs) {
   return Py_BuildValue("(LL)", delegates_initialised, delegates_destroyed);
 }
@@ -190,13 +199,22 @@ PyMethodDef etops_delegate_methods[] = {
     {"delegate_init", delegate_init, METH_VARARGS,
      "delegate_init(backend, processed, [(key, value)], [(key, data, alignment)], method_name) -> Delegate, or "
      "(error code, error name, backend log) when the backend is missing, unavailable or refuses the blob."},
+    {"threadpool_replaced", threadpool_replaced, METH_NOARGS,
+     "Tells delegates that etops replaced ExecuTorch's threadpool: those initialised before refuse to run."},
     {"delegate_stats", delegate_stats, METH_NOARGS,
      "(delegates initialised, delegates destroyed) in this process."},
     {NULL, NULL, 0, NULL},
 };
 
+static PyGetSetDef delegate_getset[] = {
+    {"stale", (getter)delegate_get_stale, NULL,
+     "Whether the threadpool this handle was initialised with is gone (it refuses to run).", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
 static PyType_Slot delegate_slots[] = {
     {Py_tp_dealloc, delegate_dealloc},
+    {Py_tp_getset, delegate_getset},
     {Py_tp_repr, delegate_repr},
     {Py_tp_doc, "A backend handle initialised from a lowered module (see etops.delegate.load)."},
     {0, NULL},

@@ -204,6 +204,13 @@ etb_status etb_delegate_init(const char* backend, const void* processed, size_t 
  * ExecuTorch's threadpool was replaced since init (the backend may hold the old one). */
 etb_status etb_delegate_execute(etb_delegate* d, const char* name, etb_value* values, int nvalues);
 
+/* etops replaced ExecuTorch's threadpool (a resize): delegates initialised before
+ * refuse to execute (InvalidState), as they do when the pool pointer changed. */
+void etb_threadpool_replaced(void);
+uint64_t etb_threadpool_generation(void);
+/* 1 when the threadpool the delegate was initialised with is gone. */
+int etb_delegate_stale(const etb_delegate* d);
+
 /* Calls the backend's destroy on the handle and frees the delegate. NULL is a no-op. */
 void etb_delegate_destroy(etb_delegate* d);
 

@@ -44,6 +44,18 @@ typedef struct {
   etb_kernel_fn fn;
 } CacheEntry;
 
+/* What the tensor of one argument must be, checked in C on every call (a delegate's
+ * input and output specs): dtype, dim order, sizes when static. A tensor that
+ * differs, or an out that may overlap an input, goes to the slow path's precheck,
+ * which raises the error naming the argument (or accepts an out to be resized). */
+typedef struct {
+  int8_t dtype; /* -1: no spec for this argument */
+  uint8_t ndim;
+  uint8_t check_sizes;
+  int32_t sizes[ETB_MAX_DIM];
+  uint8_t dim_order[ETB_MAX_DIM];
+} TensorSpec;
+
 typedef struct {
   PyObject_HEAD
   vectorcallfunc vectorcall;
@@ -62,6 +74,7 @@ typedef struct {
   int has_precheck; /* call slow.precheck(...) before every call (kernels that abort) */
   PyObject* delegate;  /* a Delegate (delegate.c) run instead of a registered kernel, or NULL */
   etb_delegate* delegate_handle;
+  TensorSpec* specs;   /* per argument, what its tensor must be (delegates), or NULL */
   /* kernel function cache, valid for registry generation `gen` */
   uint64_t gen;
   int has_specialized;
@@ -634,6 +647,51 @@ static int bind_arguments(KernelObject* k, PyObject* const* args, Py_ssize_t nar
   return 0;
 }
 
+/* Bytes per element of an ExecuTorch ScalarType (8 for ones etops never sees). */
+static size_t element_size(int8_t dtype) {
+  switch (dtype) {
+    case 0: case 1: case 11: case 23: case 24: case 25: case 26: return 1;
+    case 2: case 5: case 15: case 27: return 2;
+    case 3: case 6: case 28: return 4;
+    case 10: return 16;
+    default: return 8;
+  }
+}
+
+/* [first, end) bytes a tensor covers. */
+static void byte_range(const etb_tensor* t, uintptr_t* first, uintptr_t* end) {
+  uint64_t extent = 1;
+  for (int d = 0; d < t->ndim; d++) {
+    if (t->sizes[d] == 0) extent = 0;
+  }
+  if (extent != 0) {
+    for (int d = 0; d < t->ndim; d++) extent += (uint64_t)(t->sizes[d] - 1) * (uint64_t)t->strides[d];
+  }
+  *first = (uintptr_t)t->data;
+  *end = *first + (uintptr_t)(extent * element_size(t->dtype));
+}
+
+/* 1 when every tensor matches its spec and no out may overlap an input. */
+static int matches_specs(const KernelObject* k, const etb_value* vals) {
+  for (int i = 0; i < k->nargs; i++) {
+    const TensorSpec* s = &k->specs[i];
+    if (s->dtype < 0 || vals[i].tag != ETB_TENSOR) continue;
+    const etb_tensor* t = vals[i].u.t;
+    if (t->dtype != s->dtype || t->ndim != s->ndim || memcmp(t->dim_order, s->dim_order, t->ndim) != 0) return 0;
+    if (s->check_sizes && memcmp(t->sizes, s->sizes, sizeof(int32_t) * t->ndim) != 0) return 0;
+    if (!(k->args[i].flags & F_OUT)) continue;
+    uintptr_t first, end;
+    byte_range(t, &first, &end);
+    for (int j = 0; j < k->nargs; j++) {
+      if (j == i || (k->args[j].flags & F_OUT) || vals[j].tag != ETB_TENSOR) continue;
+      uintptr_t other_first, other_end;
+      byte_range(vals[j].u.t, &other_first, &other_end);
+      if (first < other_end && other_first < end) return 0;
+    }
+  }
+  return 1;
+}
+
 /* Releasing the GIL costs about as much as a tiny kernel: only for big ones. */
 #define GIL_RELEASE_NUMEL 32768
 
@@ -671,6 +729,11 @@ static PyObject* kernel_vectorcall(PyObject* self, PyObject* const* args, size_t
     } else if (convert_arg(k, &cs, i, bound[i], &vals[i]) < 0) {
       goto done;
     }
+  }
+  if (k->specs != NULL && !matches_specs(k, vals)) {
+    PyObject* ok = slow_path(k, "precheck", args, nargs, kwnames, NULL); /* raises, naming the argument */
+    if (ok == NULL) goto done;
+    Py_DECREF(ok);
   }
   for (int i = k->nargs; i < k->nslots; i++) {
     vals[i].len = 0;
@@ -819,13 +882,70 @@ static int parse_plan(KernelObject* k, PyObject* plan) {
   return 0;
 }
 
+/* specs: one entry per argument, None or (et_dtype, sizes or None, dim_order). */
+static int parse_specs(KernelObject* k, PyObject* specs) {
+  PyObject* seq = PySequence_Fast(specs, "specs must be a sequence");
+  if (seq == NULL) return -1;
+  if (PySequence_Fast_GET_SIZE(seq) != k->nargs) {
+    Py_DECREF(seq);
+    PyErr_Format(PyExc_ValueError, "%s: specs needs one entry per argument (%d)", k->op_name, k->nargs);
+    return -1;
+  }
+  k->specs = (TensorSpec*)PyMem_Calloc((size_t)k->nargs, sizeof(TensorSpec));
+  if (k->specs == NULL) {
+    Py_DECREF(seq);
+    PyErr_NoMemory();
+    return -1;
+  }
+  for (int i = 0; i < k->nargs; i++) {
+    TensorSpec* s = &k->specs[i];
+    s->dtype = -1;
+    PyObject* item = PySequence_Fast_GET_ITEM(seq, i);
+    if (item == Py_None) continue;
+    int dtype;
+    PyObject *sizes, *order;
+    if (!PyArg_ParseTuple(item, "iOO", &dtype, &sizes, &order)) goto fail;
+    PyObject* oseq = PySequence_Fast(order, "dim order must be a sequence");
+    if (oseq == NULL) goto fail;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(oseq);
+    if (n > ETB_MAX_DIM) {
+      Py_DECREF(oseq);
+      PyErr_SetString(PyExc_ValueError, "spec with more than 16 dims");
+      goto fail;
+    }
+    s->ndim = (uint8_t)n;
+    for (Py_ssize_t d = 0; d < n; d++) s->dim_order[d] = (uint8_t)PyLong_AsLong(PySequence_Fast_GET_ITEM(oseq, d));
+    Py_DECREF(oseq);
+    if (sizes != Py_None) {
+      PyObject* sseq = PySequence_Fast(sizes, "sizes must be a sequence");
+      if (sseq == NULL) goto fail;
+      if (PySequence_Fast_GET_SIZE(sseq) != n) {
+        Py_DECREF(sseq);
+        PyErr_SetString(PyExc_ValueError, "spec sizes and dim order differ in length");
+        goto fail;
+      }
+      for (Py_ssize_t d = 0; d < n; d++) s->sizes[d] = (int32_t)PyLong_AsLong(PySequence_Fast_GET_ITEM(sseq, d));
+      Py_DECREF(sseq);
+      s->check_sizes = 1;
+    }
+    s->dtype = (int8_t)dtype;
+    if (PyErr_Occurred()) goto fail;
+  }
+  Py_DECREF(seq);
+  return 0;
+fail:
+  Py_DECREF(seq);
+  return -1;
+}
+
 static PyObject* kernel_new(PyTypeObject* type, PyObject* args, PyObject* kwargs) {
-  static char* kwlist[] = {"name", "plan", "returns", "info", "slow_path", "precheck", "delegate", NULL};
+  static char* kwlist[] = {"name", "plan", "returns", "info", "slow_path", "precheck", "delegate", "specs", NULL};
   PyObject *name, *plan, *returns, *info, *slow;
   PyObject* delegate = Py_None;
+  PyObject* specs = Py_None;
   int precheck = 0;
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "UOOOO|pO", kwlist, &name, &plan, &returns, &info, &slow,
-                                   &precheck, &delegate))
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "UOOOO|pOO", kwlist, &name, &plan, &returns, &info, &slow,
+                                   &precheck, &delegate, &specs))
     return NULL;
   KernelObject* k = (KernelObject*)type->tp_alloc(type, 0);
   if (k == NULL) return NULL;
@@ -857,6 +977,10 @@ static PyObject* kernel_new(PyTypeObject* type, PyObject* args, PyObject* kwargs
     k->delegate = Py_NewRef(delegate);
   }
   if (parse_plan(k, plan) < 0) {
+    Py_DECREF(k);
+    return NULL;
+  }
+  if (specs != Py_None && parse_specs(k, specs) < 0) {
     Py_DECREF(k);
     return NULL;
   }
@@ -916,6 +1040,7 @@ static void kernel_dealloc(KernelObject* k) {
   Py_CLEAR(k->module);
   Py_CLEAR(k->py_name);
   PyMem_Free(k->op_name);
+  PyMem_Free(k->specs);
   tp->tp_free((PyObject*)k);
   Py_DECREF(tp);
 }

@@ -28,13 +28,6 @@ _RESET = "_ZN10executorch9extension10threadpool10ThreadPool24_unsafe_reset_threa
 _lock = threading.Lock()
 _functions = None
 _default: int | None = None
-_generation = 0  # bumped each time set_num_threads replaces the pool
-
-
-def pool_generation() -> int:
-    """How many times etops replaced ExecuTorch's threadpool in this process. A
-    delegate initialised under an older generation holds a freed pool."""
-    return _generation
 
 
 def _lib():
@@ -88,7 +81,6 @@ def set_num_threads(n: int) -> int:
         raise TypeError(f"set_num_threads() takes an int, got {type(n).__name__}")
     if n < 1:
         raise ValueError(f"the threadpool needs at least 1 thread, got {n}")
-    global _generation
     get_num_threads()  # records the default first
     with _lock:
         _, count, reset = _lib()
@@ -98,5 +90,5 @@ def set_num_threads(n: int) -> int:
             raise EtopsError(f"ExecuTorch refused to resize its threadpool to {n} threads")
         after = int(count(pool))
         if after != before:
-            _generation += 1
+            _native._core.threadpool_replaced()  # delegates initialised before now refuse to run
         return after

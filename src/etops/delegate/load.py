@@ -22,7 +22,6 @@ from dataclasses import dataclass
 import torch
 
 from .. import _native, dtypes
-from ..bench import threads
 from .._plan import build_plan
 from ..errors import DelegateError, SchemaError
 from ..kernel import SLOW_PATH, KernelInfo, _as_torch, handled_in_this_call, memory_span
@@ -130,6 +129,7 @@ class DelegateInfo(KernelInfo):
     def __init__(self, name: str, lowered, inputs: list[ValueSpec], outputs: list[ValueSpec]):
         schema = delegate_schema(name, inputs, outputs)
         super().__init__(name, schema, "lowered module", build_plan(name, schema, return_slot=False), None)
+        self._handle = None  #: the Delegate (set by load)
         self.backend = lowered.backend_id
         self.inputs = tuple(inputs)
         self.outputs = tuple(outputs)
@@ -145,7 +145,6 @@ class DelegateInfo(KernelInfo):
         # program's bound (what the .pte's memory plan holds); the lowest is 1, as a
         # Method accepts: torch.export's lower bound of 2 only keeps sizes 0 and 1
         # apart while tracing.
-        self.pool_generation = threads.pool_generation()  #: threadpool it was initialised with
         self._ranges = {
             sym: (1, None if r.upper.is_infinite else int(r.upper))
             for sym, r in getattr(self.original_module, "range_constraints", {}).items()
@@ -210,9 +209,27 @@ class DelegateInfo(KernelInfo):
 
     @property
     def stale(self) -> bool:
-        """Whether etops resized the threadpool since this delegate was initialised
-        (its backend may hold the freed pool: it must be loaded again)."""
-        return self.pool_generation != threads.pool_generation()
+        """Whether ExecuTorch's threadpool was replaced since this delegate was
+        initialised (its backend may hold the freed pool: it must be loaded again)."""
+        return self._handle is not None and self._handle.stale
+
+    @property
+    def has_symbolic_sizes(self) -> bool:
+        return any(spec.kind == "Tensor" and not spec.static for spec in self.inputs)
+
+    def c_specs(self) -> tuple:
+        """Per argument, what the C call path checks on every call (see kernel.c's
+        TensorSpec): dtype, dim order and static sizes. A mismatch goes to precheck,
+        which raises the error naming the argument (or lets an out of another shape
+        be resized, as torch's out= does)."""
+        specs = []
+        for spec in self.inputs + self.outputs:
+            if spec.kind != "Tensor":
+                specs.append(None)
+                continue
+            sizes = spec.shape if spec.static else None
+            specs.append((dtypes.ET_SCALAR_TYPE[spec.dtype], sizes, spec.dim_order))
+        return tuple(specs)
 
     def precheck(self, bound: dict) -> None:
         """Refuses what the backend would misread or overrun: inputs of the wrong
@@ -316,7 +333,13 @@ def load(lowered, *, name: str | None = None, method: str = "forward"):
         else:
             detail = f"backend {lowered.backend_id} refused the processed blob ({len(lowered.processed_bytes)} bytes)"
         raise DelegateError(label, code, error_name, log, action="init", detail=detail)
-    return _native.Kernel(label, info._plan.args, info._plan.returns, info, SLOW_PATH, precheck=True, delegate=handle)
+    info._handle = handle
+    # dtypes, dim orders, static sizes and overlaps are checked in C on every call;
+    # symbolic sizes (ranges, one size per symbol) in Python, by precheck
+    return _native.Kernel(
+        label, info._plan.args, info._plan.returns, info, SLOW_PATH,
+        precheck=info.has_symbolic_sizes, delegate=handle, specs=info.c_specs(),
+    )
 
 
 _cache_lock = threading.Lock()
