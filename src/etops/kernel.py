@@ -392,6 +392,16 @@ def memory_span(t: torch.Tensor, shape=None) -> tuple[int, int, int]:
     return t.untyped_storage().data_ptr(), first, first + extent * size
 
 
+def overlaps(a: torch.Tensor, b: torch.Tensor, a_shape=None) -> bool:
+    """Whether `a` (or `a` once resized to `a_shape`) and `b` are the same tensor or
+    share bytes of one storage."""
+    if a is b:
+        return True
+    address, first, end = memory_span(a, a_shape)
+    b_address, b_first, b_end = memory_span(b)
+    return address == b_address and address != 0 and first < b_end and b_first < end
+
+
 _INT32_MAX = 2**31 - 1
 
 
@@ -421,10 +431,8 @@ def _check_resizes(info: KernelInfo, bound: dict, resizes) -> None:
             if size > _INT32_MAX or stride > _INT32_MAX:
                 raise ValueError(f"{info.name}: out argument '{label}' would be resized to {list(shape)}, beyond ExecuTorch's int32 sizes and strides")
             stride *= max(size, 1)
-        address, first, end = memory_span(out, shape)
         for name, t in inputs:
-            t_address, t_first, t_end = memory_span(t)
-            if t is out or (address == t_address and address != 0 and first < t_end and t_first < end):
+            if overlaps(out, t, shape):
                 raise ValueError(
                     f"{info.name}: out argument '{label}' shares memory with argument '{name}' and must be resized "
                     f"from {list(out.shape)} to {list(shape)}, which would change '{name}' too; "

@@ -16,6 +16,7 @@ import torch.utils._pytree as pytree
 pytest.importorskip("executorch.exir")
 
 import etops  # noqa: E402
+from etops.bench.delegates import capture_inputs  # noqa: E402
 
 
 class LinearRelu(torch.nn.Module):
@@ -79,26 +80,9 @@ class XnnpackLowered:
         self.pte_outputs = list(method.execute(pytree.tree_leaves(inputs)))
         with torch.no_grad():
             self.eager_outputs = pytree.tree_leaves(self.model(*inputs))
-        self.call_inputs = self._capture_call_inputs()
-
-    def _capture_call_inputs(self) -> dict:
-        """Node name -> the inputs of each delegate call, from an eager (ATen) run."""
-        gm = self.edge.exported_program().graph_module
-        ep = self.edge.exported_program()
-        captured = {}
-
-        class Capture(torch.fx.Interpreter):
-            def run_node(self, n):
-                if etops.delegate.is_delegate_call(n):
-                    args = self.fetch_args_kwargs_from_env(n)[0]
-                    captured[n.name] = tuple(a.clone() for a in args[1:])
-                return super().run_node(n)
-
-        from etops.edge._run import placeholder_values
-
-        with torch.no_grad():
-            Capture(gm).run(*placeholder_values(ep, self.inputs, None))
-        return captured
+        # node name -> the inputs of each delegate call, from one eager (ATen) run
+        captured = capture_inputs(self.edge, inputs)
+        self.call_inputs = {node.name: args for node, args in captured.items()}
 
 
 def bit_identical(actual, expected) -> bool:

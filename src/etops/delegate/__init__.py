@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from .backend_registry import Backend, backend_libraries, backends, load_backend_libraries
 from .load import DelegateInfo, ValueSpec, load, loaded
-from .lowered import delegate_calls, graph_module_of, is_delegate_call, lowered_modules
+from .lowered import delegate_calls, graph_module_of, is_delegate_call, lowered_modules, reference_module
 
 __all__ = [
     "Backend",
@@ -28,4 +28,5 @@ __all__ = [
     "load_backend_libraries",
     "loaded",
     "lowered_modules",
+    "reference_module",
 ]

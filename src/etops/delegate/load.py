@@ -24,9 +24,9 @@ import torch
 from .. import _native, dtypes
 from .._plan import build_plan
 from ..errors import DelegateError, SchemaError
-from ..kernel import SLOW_PATH, KernelInfo, _as_torch, handled_in_this_call, memory_span
+from ..kernel import SLOW_PATH, KernelInfo, _as_torch, handled_in_this_call, overlaps
 from . import backend_registry as _backends
-from .lowered import compile_specs, named_data
+from .lowered import compile_specs, named_data, reference_module
 
 #: schema type of a non-tensor input value
 _SCALAR_TYPES = {int: "SymInt", float: "float", bool: "bool"}
@@ -179,7 +179,7 @@ class DelegateInfo(KernelInfo):
         """The delegated subgraph run on ATen (its original module): the outputs as
         a list of tensors."""
         with torch.no_grad():
-            result = self.original_module.module()(*inputs)
+            result = reference_module(self.original_module)(*inputs)
         return list(result) if isinstance(result, (list, tuple)) else [result]
 
     # ---- the slow path's questions -------------------------------------------------
@@ -254,14 +254,9 @@ class DelegateInfo(KernelInfo):
         """A backend reads its inputs while it writes its outputs (a .pte's memory
         plan never overlaps them): an out sharing memory with an input is refused."""
         out = _as_torch(bound[out_name])
-        address, first, end = memory_span(out)
         for spec in self.inputs:
             value = bound[spec.name]
-            if spec.kind != "Tensor" or value is None:
-                continue
-            t = _as_torch(value)
-            t_address, t_first, t_end = memory_span(t)
-            if t is out or (address == t_address and address != 0 and first < t_end and t_first < end):
+            if spec.kind == "Tensor" and value is not None and overlaps(out, _as_torch(value)):
                 raise ValueError(f"{self.name}: out argument '{out_name}' shares memory with argument '{spec.name}'; the backend reads one while it writes the other")
 
     def _check_layout(self, spec: ValueSpec, value, what: str) -> None:

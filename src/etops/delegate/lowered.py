@@ -9,6 +9,9 @@ calls it through an ``executorch_call_delegate`` node: ``(lowered, *inputs)``.
 
 from __future__ import annotations
 
+import threading
+import weakref
+
 import torch
 
 
@@ -77,3 +80,20 @@ def named_data(lowered) -> list[tuple[str, bytes, int]]:
 def compile_specs(lowered) -> list[tuple[str, bytes]]:
     """(key, value bytes) of each compile spec of `lowered`."""
     return [(spec.key, bytes(spec.value)) for spec in lowered.compile_specs]
+
+
+_references_lock = threading.Lock()
+_references: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def reference_module(lowered) -> torch.nn.Module:
+    """The subgraph `lowered` replaced, as a module that runs it on ATen (what
+    ``executorch_call_delegate`` runs eagerly), unlifted once per original program.
+    `lowered` is a LoweredBackendModule or its ``original_module``."""
+    program = getattr(lowered, "original_module", lowered)
+    with _references_lock:
+        module = _references.get(program)
+        if module is None:
+            module = program.module()
+            _references[program] = module
+        return module

@@ -17,9 +17,7 @@ from __future__ import annotations
 import copy
 import operator
 import sys
-import threading
 import time
-import weakref
 
 import torch
 import torch.utils._pytree as pytree
@@ -29,7 +27,7 @@ from executorch.exir.passes.executorch_prim_ops_registry import _PYTHON_SYM_OPS_
 from torch.export import ExportedProgram
 from torch.export.graph_signature import InputKind, OutputKind
 
-from ..delegate import is_delegate_call, loaded
+from ..delegate import is_delegate_call, loaded, reference_module
 from ._call import Resolved, call_resolved, empty_like_spec, resolve
 
 __all__ = ["run", "resolve_program"]
@@ -210,21 +208,6 @@ def _as_sequence(result) -> tuple:
     return tuple(result) if isinstance(result, (list, tuple)) else (result,)
 
 
-_originals_lock = threading.Lock()
-_originals: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
-
-
-def original_module(lowered) -> torch.nn.Module:
-    """The lowered module's original subgraph as a callable module (unlifted once
-    per lowered module)."""
-    with _originals_lock:
-        module = _originals.get(lowered)
-        if module is None:
-            module = lowered.original_module.module()
-            _originals[lowered] = module
-        return module
-
-
 def delegate_outs_from_meta(kernel, node) -> dict | None:
     """Outs of a delegate call allocated from the node's tensor specs (what memory
     planning gives the ``.pte``), keyed by the delegate kernel's out names; None
@@ -256,7 +239,7 @@ class AtenExecutor:
     def delegate(self, node, lowered, inputs) -> tuple:
         """The lowered module's original subgraph on ATen (what
         ``executorch_call_delegate`` runs eagerly)."""
-        return _as_sequence(original_module(lowered)(*inputs))
+        return _as_sequence(reference_module(lowered)(*inputs))
 
 
 class ExecuTorchExecutor:
