@@ -163,9 +163,6 @@ class DelegateInfo(KernelInfo):
     def explain(self, *args, **kwargs) -> str:
         return f"{self.name} runs backend {self.backend} on its processed blob ({len(self.ops)} ops inside: {', '.join(self.ops)})"
 
-    def functional_overload(self):
-        return None
-
     def __repr__(self) -> str:
         lines = [f"ExecuTorch delegate {self.name}"]
         lines.append(f"  schema:  {self._schema}")
