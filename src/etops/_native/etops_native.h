@@ -26,6 +26,7 @@ enum {
   K_BOOL_LIST = 11,
   K_ENUM = 12,
   K_RETURN_SLOT = 13, /* a fresh return value the kernel writes (prim ops) */
+  K_COUNT             /* one past the last kind */
 };
 
 /* Argument flags of the plan. */
