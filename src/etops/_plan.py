@@ -1,15 +1,15 @@
 """Schema -> argument plan: what the C call path needs to know about each argument.
 
 A plan is computed once per kernel object from torch's FunctionSchema. It is a
-tuple with one entry per schema argument, then one per fresh (non-out) return:
-``(name, kind, flags, default, extra, fixed_len)``, where ``extra`` is the enum map
-for dtype / memory format / layout / device arguments. The kinds and flags mirror
-``etops_native.h``: change both together.
+tuple of ``PlanEntry`` (one per schema argument, then the return slot): the C call
+path reads each as the plain tuple ``(name, kind, flags, default, extra,
+fixed_len)``. The kinds and flags mirror ``etops_native.h``: change both together.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any, NamedTuple
 
 from . import dtypes
 from .errors import SchemaError
@@ -59,6 +59,17 @@ _KINDS: dict[str, tuple[int, dict | None]] = {
 
 #: Fresh return types a kernel can write into a return slot (prim ops).
 _SLOT_RETURNS = {"int", "SymInt", "float", "bool", "number", "Scalar", "SymFloat", "SymBool"}
+
+
+class PlanEntry(NamedTuple):
+    """One argument (or the return slot) of a kernel's plan."""
+
+    name: str  #: the schema's argument name ("<return>" for the return slot)
+    kind: int  #: K_* below
+    flags: int  #: F_* bits below
+    default: Any  #: the schema default (when flags has F_HAS_DEFAULT)
+    extra: Any  #: the enum map of an enum argument; for the return slot, the index of the out it aliases (or None)
+    fixed_len: int  #: N of an ``int[N]`` argument, else 0
 
 
 @dataclass(frozen=True)
@@ -119,7 +130,7 @@ def build_plan(name: str, schema, return_slot: bool = True) -> Plan:
             default = arg.default_value
             if enum_map is not None:
                 default = _enum_default(default, enum_map)
-        entries.append((arg.name, kind, flags, default, enum_map, int(arg.N or 0)))
+        entries.append(PlanEntry(arg.name, kind, flags, default, enum_map, int(arg.N or 0)))
 
     # ExecuTorch's boxed kernels take the arguments and then exactly one more slot
     # (codegen's "+1 for the return value"): an out variant finds its (first) out
@@ -146,9 +157,9 @@ def build_plan(name: str, schema, return_slot: bool = True) -> Plan:
         if fresh:
             raise SchemaError(f"{name}: returns a fresh value, which needs a kernel's return slot")
     elif fresh:
-        entries.append(("<return>", K_RETURN_SLOT, 0, None, None, 0))
+        entries.append(PlanEntry("<return>", K_RETURN_SLOT, 0, None, None, 0))
         returns = [-1]
     else:
-        first_out = returns[0] if returns else next((i for i, e in enumerate(entries) if e[2] & F_OUT), None)
-        entries.append(("<return>", K_RETURN_SLOT, 0, None, first_out, 0))
+        first_out = returns[0] if returns else next((i for i, e in enumerate(entries) if e.flags & F_OUT), None)
+        entries.append(PlanEntry("<return>", K_RETURN_SLOT, 0, None, first_out, 0))
     return Plan(tuple(entries), tuple(returns), tuple(out_names))

@@ -279,7 +279,7 @@ def _check_with_torch(op: str, bound: dict) -> None:
     """torch's meta kernel accepts the call, and each given out has the rank of
     the result (ExecuTorch cannot change a tensor's rank and aborts)."""
     from .errors import SchemaError
-    from .kernel import infer_outs
+    from .out_shapes import infer_outs
 
     info = _kernel_info(op)
     try:

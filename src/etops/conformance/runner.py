@@ -386,9 +386,9 @@ def _positional_index(schema, name: str) -> int:
 
 
 def _no_shape_inference(info) -> bool:
-    from ..kernel import DATA_DEPENDENT
+    from ..out_shapes import is_data_dependent
 
-    return info.name not in DATA_DEPENDENT and info.functional_overload() is None
+    return not is_data_dependent(info.name) and info.functional_overload() is None
 
 
 def _empty_like(value):

@@ -9,7 +9,9 @@ deregister, Python kernels, torch custom ops and user libraries.
 
 from __future__ import annotations
 
-from .build import BuildError, cache_dir, set_cache_dir, signature, toolchain
+from .build import BuildError
+from .codegen import signature
+from .toolchain import cache_dir, set_cache_dir, toolchain
 from .library import load_library
 from .python_kernel import SLOTS as PYTHON_KERNEL_SLOTS
 from .registration import (

@@ -158,7 +158,8 @@ def _looks_like_source(text: str) -> bool:
 
 
 def _compile(name, schema, source, sources, function, cflags, ldflags):
-    from .build import KernelSpec, Source, build, find_functions
+    from .build import Source, build, find_functions
+    from .codegen import KernelSpec
 
     srcs = []
     if source is not None:

@@ -24,7 +24,10 @@ import torch
 from .. import _native, dtypes
 from .._plan import build_plan
 from ..errors import DelegateError, SchemaError
-from ..kernel import SLOW_PATH, KernelInfo, _as_torch, handled_in_this_call, overlaps
+from ..kernel import KernelInfo
+from ..out_shapes import as_torch
+from ..resize import handled_in_this_call, overlaps
+from ..slow_path import SLOW_PATH
 from . import backend_registry as _backends
 from .lowered import compile_specs, named_data, reference_module
 
@@ -250,10 +253,10 @@ class DelegateInfo(KernelInfo):
     def _check_no_alias(self, out_name: str, bound: dict) -> None:
         """A backend reads its inputs while it writes its outputs (a .pte's memory
         plan never overlaps them): an out sharing memory with an input is refused."""
-        out = _as_torch(bound[out_name])
+        out = as_torch(bound[out_name])
         for spec in self.inputs:
             value = bound[spec.name]
-            if spec.kind == "Tensor" and value is not None and overlaps(out, _as_torch(value)):
+            if spec.kind == "Tensor" and value is not None and overlaps(out, as_torch(value)):
                 raise ValueError(f"{self.name}: out argument '{out_name}' shares memory with argument '{spec.name}'; the backend reads one while it writes the other")
 
     def _check_layout(self, spec: ValueSpec, value, what: str) -> None:

@@ -28,7 +28,8 @@ from torchgen.model import SchemaKind
 
 from .. import registry
 from ..errors import KernelNotFoundError
-from ..kernel import _quiet_ids
+from ..out_shapes import specs_of_result, to_meta
+from ..resize import quiet_ids
 
 __all__ = ["call", "kernel_for", "kernel_name", "on_executorch", "resolve"]
 
@@ -152,14 +153,6 @@ def kernel_for(op):
 # ---- out allocation -------------------------------------------------------------------
 
 
-def _to_meta(value):
-    if isinstance(value, torch.Tensor):
-        return torch.empty_strided(value.shape, value.stride(), dtype=value.dtype, device="meta")
-    if isinstance(value, (list, tuple)):
-        return type(value)(_to_meta(v) for v in value)
-    return value
-
-
 def _is_dense(shape, stride) -> bool:
     t = torch.empty_strided(shape, stride, dtype=torch.uint8, device="meta")
     return t.is_contiguous() or t.is_contiguous(memory_format=torch.channels_last) or _non_overlapping_dense(shape, stride)
@@ -191,21 +184,20 @@ def infer_outs(resolved: Resolved, args, kwargs):
     the functional op infers (ATen on the real inputs when the meta kernel cannot
     say: data-dependent shapes); None when torch fails altogether."""
     try:
-        result = resolved.functional(*_to_meta(tuple(args)), **_to_meta(dict(kwargs)))
+        result = resolved.functional(*to_meta(tuple(args)), **to_meta(dict(kwargs)))
     except Exception:  # noqa: BLE001 - meta kernels refuse data-dependent shapes
         try:  # ... and meta inputs with a `device=cpu` argument: ask ATen itself
             result = resolved.functional(*args, **kwargs)
         except Exception:  # noqa: BLE001 - the kernel object sizes what it can
             return None
-    results = [result] if len(resolved.out_names) == 1 else list(result)
     outs = {}
-    for name, value in zip(resolved.out_names, results):
-        if value is None:
+    for name, spec in specs_of_result(result, resolved.out_names).items():
+        if spec is None:
             outs[name] = None
-        elif isinstance(value, (list, tuple)):
-            outs[name] = [empty_like_spec(v.shape, v.dtype, v.stride()) for v in value]
+        elif isinstance(spec, list):
+            outs[name] = [empty_like_spec(*s) for s in spec]
         else:
-            outs[name] = empty_like_spec(value.shape, value.dtype, value.stride())
+            outs[name] = empty_like_spec(*spec)
     return outs
 
 
@@ -217,7 +209,7 @@ def call_resolved(resolved: Resolved, args, kwargs, outs=None, planned: bool = F
         if not planned or not resolved.out_names:
             return resolved.kernel(*args, **kwargs)
         mine = _own_outs({n: kwargs.get(n) for n in resolved.out_names}, {})
-        quiet = _quiet_ids()
+        quiet = quiet_ids()
         quiet |= mine
         try:
             return resolved.kernel(*args, **kwargs)
@@ -238,7 +230,7 @@ def call_resolved(resolved: Resolved, args, kwargs, outs=None, planned: bool = F
     else:
         outs = given
     mine = _own_outs(outs, given)
-    quiet = _quiet_ids()
+    quiet = quiet_ids()
     quiet |= mine
     try:
         result = resolved.kernel(*args, **pooled, **outs)

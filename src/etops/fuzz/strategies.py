@@ -102,7 +102,7 @@ MUTATIONS = [
 def plan_of(kernel):
     """The argument plan entries of a kernel object (schema arguments only)."""
     plan = kernel._info._plan
-    return [e for e in plan.args if e[1] != K_RETURN_SLOT]
+    return [e for e in plan.args if e.kind != K_RETURN_SLOT]
 
 
 # ---- building blocks ------------------------------------------------------------
@@ -271,7 +271,7 @@ def valid_calls(draw, kernel):
     positional = True
     by_keyword = draw(st.integers(0, 4)) == 0
     for entry in plan:
-        name, kind, flags, default = entry[0], entry[1], entry[2], entry[3]
+        name, kind, flags, default = entry.name, entry.kind, entry.flags, entry.default
         if flags & F_OUT:
             outs[name] = draw(st.sampled_from([("ref",), ("ref",), ("empty",), ("omit",)]))
             continue
@@ -344,17 +344,17 @@ def invalid_calls(draw, kernel):
     case = draw(valid_calls(kernel))
     case["mode"] = "invalid"
     plan = plan_of(kernel)
-    entries = {e[0]: e for e in plan}
-    tensors_args = [e[0] for e in plan if e[1] == K_TENSOR and not e[2] & F_OUT]
-    lists = [e[0] for e in plan if e[1] == K_INT_LIST]
-    fixed = [e[0] for e in plan if e[1] in (K_INT_LIST, K_FLOAT_LIST, K_BOOL_LIST) and e[5]]
-    ints = [e[0] for e in plan if e[1] in (K_INT, K_INT_LIST)]
-    required = [e[0] for e in plan if not e[2] & (F_OPTIONAL | F_HAS_DEFAULT | F_OUT)]
-    outs = [e[0] for e in plan if e[2] & F_OUT and e[1] == K_TENSOR]
-    strs = [e[0] for e in plan if e[1] == K_STR]
-    enums = [e[0] for e in plan if e[1] == K_ENUM]
-    tlists = [e[0] for e in plan if e[1] in (K_TENSOR_LIST, K_OPT_TENSOR_LIST) and not e[2] & F_OUT]
-    non_out = [e[0] for e in plan if not e[2] & F_OUT]
+    entries = {e.name: e for e in plan}
+    tensors_args = [e.name for e in plan if e.kind == K_TENSOR and not e.flags & F_OUT]
+    lists = [e.name for e in plan if e.kind == K_INT_LIST]
+    fixed = [e.name for e in plan if e.kind in (K_INT_LIST, K_FLOAT_LIST, K_BOOL_LIST) and e.fixed_len]
+    ints = [e.name for e in plan if e.kind in (K_INT, K_INT_LIST)]
+    required = [e.name for e in plan if not e.flags & (F_OPTIONAL | F_HAS_DEFAULT | F_OUT)]
+    outs = [e.name for e in plan if e.flags & F_OUT and e.kind == K_TENSOR]
+    strs = [e.name for e in plan if e.kind == K_STR]
+    enums = [e.name for e in plan if e.kind == K_ENUM]
+    tlists = [e.name for e in plan if e.kind in (K_TENSOR_LIST, K_OPT_TENSOR_LIST) and not e.flags & F_OUT]
+    non_out = [e.name for e in plan if not e.flags & F_OUT]
     applicable = {
         "wrong_type": non_out,
         "none_required": [n for n in required if entries[n][1] != K_RETURN_SLOT],
@@ -390,7 +390,7 @@ def invalid_calls(draw, kernel):
     entry = entries.get(target)
 
     if mutation == "wrong_type":
-        _set(case, target, draw(st.sampled_from(_wrong_values(entry[1]))))
+        _set(case, target, draw(st.sampled_from(_wrong_values(entry.kind))))
     elif mutation == "none_required":
         _set(case, target, ("V", None))
     elif mutation == "missing":
@@ -426,19 +426,19 @@ def invalid_calls(draw, kernel):
         _set(case, target, ("T", shape, spec[2], layout, spec[4], values))
     elif mutation == "big_int":
         big = draw(st.sampled_from([2**31, -(2**31) - 1, 2**40, -(2**62), 2**63 - 1]))
-        _set(case, target, ("V", big if entry[1] == K_INT else [big] * (entry[5] or 2)))
+        _set(case, target, ("V", big if entry.kind == K_INT else [big] * (entry.fixed_len or 2)))
     elif mutation == "int64_overflow":
         big = draw(st.sampled_from([2**64, -(2**70)]))
-        _set(case, target, ("V", big if entry[1] == K_INT else [1, big]))
+        _set(case, target, ("V", big if entry.kind == K_INT else [1, big]))
     elif mutation == "negative_list":
-        size = entry[5] or draw(st.integers(1, 4))
+        size = entry.fixed_len or draw(st.integers(1, 4))
         _set(case, target, ("V", draw(st.lists(st.integers(-5, 3), min_size=size, max_size=size))))
     elif mutation == "wrong_len":
-        size = entry[5] + draw(st.sampled_from([1, -1, 2]))
-        item = {K_INT_LIST: 1, K_FLOAT_LIST: 1.0, K_BOOL_LIST: True}[entry[1]]
+        size = entry.fixed_len + draw(st.sampled_from([1, -1, 2]))
+        item = {K_INT_LIST: 1, K_FLOAT_LIST: 1.0, K_BOOL_LIST: True}[entry.kind]
         _set(case, target, ("V", [item] * max(size, 0)))
     elif mutation == "huge_list":
-        if entry[1] == K_INT_LIST:
+        if entry.kind == K_INT_LIST:
             _set(case, target, ("HUGE_INTS", draw(st.sampled_from([1000, 100_000]))))
         else:
             _set(case, target, ("HUGE_TENSORS", draw(st.sampled_from([100, 2000]))))
@@ -460,7 +460,7 @@ def invalid_calls(draw, kernel):
     elif mutation == "out_wrong_type":
         case["outs"][target] = ("wrong_type", draw(st.sampled_from([("V", 1.5), ("V", "x"), ("V", [1, 2]), ("OBJ",)])))
     elif mutation == "index_out_of_range":
-        if entry[1] == K_TENSOR:
+        if entry.kind == K_TENSOR:
             where, i = _find(case, target)
             spec = case[where][i][1] if where else ("T", (2,), "int64", "c", 0, "index")
             if spec[0] != "T":

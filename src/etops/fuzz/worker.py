@@ -32,7 +32,7 @@ import numpy as np
 import torch
 
 import etops
-from etops._plan import F_MUTABLE, F_OUT, K_RETURN_SLOT
+from etops._plan import F_MUTABLE, F_OUT, K_RETURN_SLOT, K_TENSOR
 from etops._prechecks import PRECHECKS
 
 #: kernels whose results are random or uninitialized: only shape and dtype compare
@@ -237,8 +237,8 @@ def reference(kernel, case, args, kwargs):
 
 def _is_list_out(info):
     for entry in info._plan.args:
-        if entry[2] & F_OUT:
-            return entry[1] != 1
+        if entry.flags & F_OUT:
+            return entry.kind != K_TENSOR
     return False
 
 
@@ -357,7 +357,7 @@ def _snapshots(plan, out_names, args_by_name, kwargs, aliased):
     inputs = {}
     for name, value in args_by_name.items():
         entry = plan.get(name)
-        if entry is None or entry[2] & (F_OUT | F_MUTABLE):
+        if entry is None or entry.flags & (F_OUT | F_MUTABLE):
             continue
         items = value if isinstance(value, list) else [value]
         for j, item in enumerate(items[:64]):
@@ -392,7 +392,7 @@ def run_case(case):
         time.sleep(3600)
     kernel = registry().get_kernel(case["op"])
     info = kernel._info
-    plan = {e[0]: e for e in info._plan.args if e[1] != K_RETURN_SLOT}
+    plan = {e.name: e for e in info._plan.args if e.kind != K_RETURN_SLOT}
     args = [materialize(v) for _, v in case["args"]]
     kwargs = {n: materialize(v) for n, v in case["kwargs"]}
     args_by_name = dict(zip([n for n, _ in case["args"]], args))

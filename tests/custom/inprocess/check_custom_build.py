@@ -128,7 +128,8 @@ def test_second_registration_compiles_nothing(twice, cache):
 
 
 def _same_set(handle):
-    from etops.custom.build import KernelSpec, Source
+    from etops.custom.build import Source
+    from etops.custom.codegen import KernelSpec
 
     spec = KernelSpec("ctest::twice.out", etops.registry().get_kernel("ctest::twice.out")._schema, "scale_out")
     return [Source("<source>", SCALE_SOURCE.replace("K *", "2 *"))], [spec]

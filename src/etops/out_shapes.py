@@ -1,0 +1,176 @@
+"""Out shapes: what the outs of a call must be, before the kernel runs.
+
+torch's meta kernel of the op's functional counterpart gives every out's shape,
+dtype and strides (cached per argument signature); operators whose out shape
+depends on the data get an upper bound the kernel shrinks the out to (ExecuTorch
+never grows a tensor). Used by the slow path (allocation, resize) and by
+``etops.edge`` (outs of edge ops). Core module: imports torch and the core only.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from .errors import SchemaError
+
+
+def python_scalar(value):
+    """numpy scalars (np.float32(1.5)) as the Python numbers torch's parser takes;
+    a 0-d array stays a tensor."""
+    if (
+        not isinstance(value, (torch.Tensor, bool, int, float, complex))
+        and type(value).__name__ != "ndarray"
+        and getattr(value, "shape", None) == ()
+        and hasattr(value, "item")
+    ):
+        return value.item()
+    return value
+
+
+def to_meta(value):
+    """`value` with every tensor (torch or DLPack producer) replaced by a meta tensor
+    of the same shape, strides and dtype; lists and tuples keep their type."""
+    value = python_scalar(value)
+    if isinstance(value, torch.Tensor):
+        return torch.empty_strided(value.shape, value.stride(), dtype=value.dtype, device="meta")
+    if isinstance(value, (list, tuple)):
+        return type(value)(to_meta(v) for v in value)
+    if hasattr(value, "__dlpack__") and not isinstance(value, type):
+        return to_meta(torch.from_dlpack(value))
+    return value
+
+
+def as_torch(value):
+    """`value` with DLPack producers (numpy arrays) and numpy scalars as torch
+    objects; torch tensors and everything else unchanged."""
+    value = python_scalar(value)
+    if isinstance(value, (list, tuple)):
+        return type(value)(as_torch(v) for v in value)
+    if isinstance(value, torch.Tensor) or not hasattr(value, "__dlpack__"):
+        return value
+    return torch.from_dlpack(value)
+
+
+def specs_of_result(result, out_names) -> dict:
+    """out name -> (shape, dtype, stride), a list of those for a tensor-list out, or
+    None where torch's functional returned None, from what the functional returned."""
+    results = [result] if len(out_names) == 1 else list(result)
+    specs = {}
+    for name, value in zip(out_names, results):
+        if value is None:
+            specs[name] = None
+        elif isinstance(value, (list, tuple)):
+            specs[name] = [(tuple(v.shape), v.dtype, tuple(v.stride())) for v in value]
+        else:
+            specs[name] = (tuple(value.shape), value.dtype, tuple(value.stride()))
+    return specs
+
+
+# ---- data-dependent output shapes --------------------------------------------------
+
+
+def _upper_bound_nonzero(bound):
+    x = as_torch(bound["self"])
+    return {"out": ((x.numel(), x.dim()), torch.int64)}
+
+
+def _upper_bound_masked_select(bound):
+    x, mask = as_torch(bound["self"]), as_torch(bound["mask"])
+    try:
+        shape = torch.broadcast_shapes(x.shape, mask.shape)
+    except RuntimeError as exc:
+        raise ValueError(f"aten::masked_select.out: argument 'mask' of shape {tuple(mask.shape)} does not broadcast with 'self' of shape {tuple(x.shape)}") from exc
+    return {"out": ((shape.numel(),), x.dtype)}
+
+
+#: Ops whose output shape depends on the data: out shape upper bounds, so the
+#: kernel can shrink the out to the real size (ExecuTorch never grows a tensor).
+DATA_DEPENDENT = {
+    "aten::nonzero.out": _upper_bound_nonzero,
+    "aten::masked_select.out": _upper_bound_masked_select,
+}
+
+
+def is_data_dependent(name: str) -> bool:
+    """Whether the out shapes of operator `name` are upper bounds (the kernel
+    shrinks its outs to the real size)."""
+    return name in DATA_DEPENDENT
+
+
+# ---- the cache ----------------------------------------------------------------------
+
+
+def _signature(value):
+    """A hashable summary of an argument for the out-shape cache: tensors by shape,
+    stride and dtype, everything else by value."""
+    if isinstance(value, torch.Tensor):
+        return ("T", tuple(value.shape), value.stride(), value.dtype)
+    if isinstance(value, (list, tuple)):
+        return tuple(_signature(v) for v in value)
+    if hasattr(value, "__dlpack__"):
+        return _signature(torch.from_dlpack(value))
+    hash(value)
+    return value
+
+
+_OUT_CACHE_SIZE = 256
+
+
+def infer_outs(info, bound: dict) -> dict:
+    """out name -> (shape, dtype, stride or None) or list of those for tensor-list
+    outs, from torch's meta kernels (cached per argument signature on `info`, a
+    KernelInfo); data-dependent ops get an upper bound. None for an out torch's
+    functional does not compute (it returns None for it: convolution_backward's
+    output_mask), which the kernel leaves alone too."""
+    if is_data_dependent(info.name):
+        return _infer_outs_uncached(info, bound)
+    outs = set(info.out_names())
+    try:
+        key = tuple(_signature(v) for n, v in bound.items() if n not in outs)
+    except TypeError:
+        return _infer_outs_uncached(info, bound)
+    cache = info.__dict__.setdefault("_out_cache", {})
+    found = cache.get(key)
+    if found is None:
+        found = _infer_outs_uncached(info, bound)
+        if len(cache) >= _OUT_CACHE_SIZE:
+            cache.clear()
+        cache[key] = found
+    return found
+
+
+def _infer_outs_uncached(info, bound: dict) -> dict:
+    if is_data_dependent(info.name):
+        return {n: (tuple(s), d, None) for n, (s, d) in DATA_DEPENDENT[info.name](bound).items()}
+    functional = info.functional_overload()
+    if functional is None:
+        raise SchemaError(f"{info.name}: etops cannot infer the out shapes (torch has no functional variant); pass the outs")
+    inputs = {n: to_meta(v) for n, v in bound.items() if n not in info.out_names()}
+    positional = [inputs[a.name] for a in functional._schema.arguments if not a.kwarg_only]
+    keywords = {a.name: inputs[a.name] for a in functional._schema.arguments if a.kwarg_only}
+    try:
+        result = functional(*positional, **keywords)
+    except Exception as meta_exc:  # noqa: BLE001
+        # Meta kernels cannot size data-dependent outputs (boolean-mask indexing,
+        # unique, ...): ask ATen on the real inputs. Invalid arguments fail there too.
+        real = {n: as_torch(v) for n, v in bound.items() if n not in info.out_names()}
+        positional = [real[a.name] for a in functional._schema.arguments if not a.kwarg_only]
+        keywords = {a.name: real[a.name] for a in functional._schema.arguments if a.kwarg_only}
+        try:
+            result = functional(*positional, **keywords)
+        except Exception as exc:  # noqa: BLE001 - torch refused the arguments themselves
+            raise ValueError(f"{info.name}: invalid arguments (torch's shape check says: {exc})") from meta_exc
+    return specs_of_result(result, info.out_names())
+
+
+def allocate(spec):
+    """A fresh out for one spec of infer_outs (an empty tensor for None: an out the
+    kernel will not write still needs a tensor)."""
+    if spec is None:
+        return torch.empty(0)
+    if isinstance(spec, list):
+        return [allocate(s) for s in spec]
+    shape, dtype, stride = spec
+    if stride is not None:
+        return torch.empty_strided(shape, stride, dtype=dtype)
+    return torch.empty(shape, dtype=dtype)
