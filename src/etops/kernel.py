@@ -141,10 +141,12 @@ class KernelInfo:
             lines.append(f"  kernel:  {k.describe()}  [{k.library.rsplit('/', 1)[-1]}]")
         return "\n".join(lines)
 
-    # ---- binding (slow path only; the fast path binds in C) -------------------------
+    # ---- binding (Python-side APIs only: calls, and the slow path, bind in C) -------
 
     def bind(self, args: tuple, kwargs: dict) -> dict:
-        """Schema argument name -> value (defaults filled, missing outs as None)."""
+        """Schema argument name -> value (defaults filled, missing outs as None), for
+        the APIs that take a call's arguments in Python (explain, tensor_metas, the
+        fuzzer). A call binds in C and hands the slow path what it bound."""
         plan = self._require_plan()
         names = [a.name for a in plan.args if a.kind != K_RETURN_SLOT]
         bound = dict(zip(names, args))
@@ -162,12 +164,22 @@ class KernelInfo:
 
     # ---- kernel selection ----------------------------------------------------------
 
+    def arg_names(self) -> tuple[str, ...]:
+        """The plan's argument names in plan order (the order C binds a call in)."""
+        names = self.__dict__.get("_arg_names")
+        if names is None:
+            names = self._arg_names = tuple(a.name for a in self._require_plan().args if a.kind != K_RETURN_SLOT)
+        return names
+
     def tensor_metas(self, args: tuple, kwargs: dict) -> list[tuple[str, int, tuple[int, ...]]]:
         """(slot, ExecuTorch dtype, dim order) of every Tensor on the kernel's stack,
         in the order ExecuTorch builds the kernel key from: the Tensor arguments,
         then each return that is an out (ExecuTorch passes the out a second time)."""
+        return self.bound_tensor_metas(self.bind(args, kwargs))
+
+    def bound_tensor_metas(self, bound: dict) -> list[tuple[str, int, tuple[int, ...]]]:
+        """tensor_metas of a call already bound (argument name -> value)."""
         plan = self._require_plan()
-        bound = self.bind(args, kwargs)
         names = [entry.name for entry in plan.args]
         metas = []
         for entry in plan.args:
@@ -192,7 +204,11 @@ class KernelInfo:
     def explain(self, *args, **kwargs) -> str:
         """Which registered kernel a call with these arguments would run, and why
         (or why none matches)."""
-        metas = self.tensor_metas(args, kwargs)
+        return self.describe_call(self.bind(args, kwargs))
+
+    def describe_call(self, bound: dict) -> str:
+        """explain() of a call already bound (argument name -> value)."""
+        metas = self.bound_tensor_metas(bound)
         pairs = [(dtype, order) for _, dtype, order in metas]
         key = _native.make_key(pairs) if pairs else "(no tensors)"
         lines = [f"{self.name} called with:"]
@@ -226,6 +242,10 @@ class KernelInfo:
     def precheck(self, bound: dict) -> None:
         """Refuses arguments the kernel is known to abort on (_prechecks.py)."""
         PRECHECKS[self.name](bound)
+
+    def explain_mismatch(self, bound: dict) -> None:
+        """A registered kernel has no tensor specs (only a delegate's call checks
+        them): every call matches, there is nothing to refuse."""
 
     def functional_overload(self):
         """torch's functional counterpart of this out variant (same non-out

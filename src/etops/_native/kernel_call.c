@@ -11,40 +11,49 @@
  */
 #include "kernel_internal.h"
 
-/* args/kwargs of this call as Python objects, for the slow path. */
-static int call_as_python(PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames, PyObject** pargs,
-                          PyObject** pkwargs) {
-  *pargs = PyTuple_New(nargs);
-  if (*pargs == NULL) return -1;
-  for (Py_ssize_t i = 0; i < nargs; i++) {
-    Py_INCREF(args[i]);
-    PyTuple_SET_ITEM(*pargs, i, args[i]);
-  }
-  *pkwargs = PyDict_New();
-  if (*pkwargs == NULL) {
-    Py_CLEAR(*pargs);
-    return -1;
-  }
-  Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
-  for (Py_ssize_t i = 0; i < nkw; i++) {
-    if (PyDict_SetItem(*pkwargs, PyTuple_GET_ITEM(kwnames, i), args[nargs + i]) < 0) {
-      Py_CLEAR(*pargs);
-      Py_CLEAR(*pkwargs);
-      return -1;
-    }
-  }
-  return 0;
+/* ---- hand-offs to the slow path ---------------------------------------------------
+ * The Python object given as slow_path (etops/slow_path.py's SlowPath) has one
+ * method per entry point below. Each takes (kernel, bound, extra): `bound` is the
+ * arguments exactly as this call bound them, one item per plan argument in plan
+ * order (defaults filled, missing outs as None), so Python never binds again;
+ * `extra` is the failure (code, name, log) for SLOW_FAILED, else None. SLOW_RESIZED
+ * takes (kernel, out object, new sizes, has data, argument name) instead. */
+typedef enum {
+  SLOW_ALLOCATE_AND_CALL, /* outs are missing: size them, allocate, call again */
+  SLOW_PRECHECK,          /* before every call of a kernel known to abort on some inputs */
+  SLOW_EXPLAIN_MISMATCH,  /* a delegate's tensor does not match its spec: raise, or accept */
+  SLOW_FAILED,            /* the kernel failed: resize outs and call again, or raise */
+  SLOW_NO_KERNEL,         /* no registered kernel matches the tensors' key: raise */
+  SLOW_RESIZED,           /* the kernel resized an out: mirror it on the Python object */
+  SLOW_ENTRY_COUNT
+} SlowEntry;
+
+static const char* const SLOW_PATH_METHODS[SLOW_ENTRY_COUNT] = {
+    [SLOW_ALLOCATE_AND_CALL] = "allocate_and_call",
+    [SLOW_PRECHECK] = "precheck",
+    [SLOW_EXPLAIN_MISMATCH] = "explain_mismatch",
+    [SLOW_FAILED] = "failed",
+    [SLOW_NO_KERNEL] = "no_kernel",
+    [SLOW_RESIZED] = "resized",
+};
+
+/* Calls the slow path's `entry` with the bound arguments (NULL: a missing out). */
+static PyObject* slow_path(KernelObject* k, SlowEntry entry, PyObject* const* bound, PyObject* extra) {
+  PyObject* values = PyTuple_New(k->nargs);
+  if (values == NULL) return NULL;
+  for (int i = 0; i < k->nargs; i++) PyTuple_SET_ITEM(values, i, Py_NewRef(bound[i] != NULL ? bound[i] : Py_None));
+  PyObject* res = PyObject_CallMethod(k->slow, SLOW_PATH_METHODS[entry], "OOO", (PyObject*)k, values,
+                                      extra != NULL ? extra : Py_None);
+  Py_DECREF(values);
+  return res;
 }
 
-static PyObject* slow_path(KernelObject* k, const char* method, PyObject* const* args, Py_ssize_t nargs,
-                           PyObject* kwnames, PyObject* extra) {
-  PyObject *pargs, *pkwargs;
-  if (call_as_python(args, nargs, kwnames, &pargs, &pkwargs) < 0) return NULL;
-  PyObject* res = PyObject_CallMethod(k->slow, method, "OOOO", (PyObject*)k, pargs, pkwargs,
-                                      extra ? extra : Py_None);
-  Py_DECREF(pargs);
-  Py_DECREF(pkwargs);
-  return res;
+/* A slow-path check that returns nothing when the call may go on. */
+static int slow_check(KernelObject* k, SlowEntry entry, PyObject* const* bound) {
+  PyObject* ok = slow_path(k, entry, bound, NULL);
+  if (ok == NULL) return -1;
+  Py_DECREF(ok);
+  return 0;
 }
 
 static PyObject* return_value(const etb_value* v) {
@@ -148,11 +157,7 @@ PyObject* kernel_vectorcall(PyObject* self, PyObject* const* args, size_t nargsf
   PyObject* bound[ETOPS_MAX_ARGS];
   int missing_out;
   if (bind_arguments(k, args, nargs, kwnames, bound, &missing_out) < 0) return NULL;
-  if (k->has_precheck) {
-    PyObject* ok = slow_path(k, "precheck", args, nargs, kwnames, NULL);
-    if (ok == NULL) return NULL;
-    Py_DECREF(ok);
-  }
+  if (k->has_precheck && slow_check(k, SLOW_PRECHECK, bound) < 0) return NULL;
   CallScratch cs;
   scratch_init(&cs);
   etb_value vals[ETOPS_MAX_ARGS];
@@ -170,11 +175,8 @@ PyObject* kernel_vectorcall(PyObject* self, PyObject* const* args, size_t nargsf
       goto done;
     }
   }
-  if (k->specs != NULL && !matches_specs(k, vals)) {
-    PyObject* ok = slow_path(k, "precheck", args, nargs, kwnames, NULL); /* raises, naming the argument */
-    if (ok == NULL) goto done;
-    Py_DECREF(ok);
-  }
+  /* raises, naming the argument (or accepts an out the slow path will resize) */
+  if (k->specs != NULL && !matches_specs(k, vals) && slow_check(k, SLOW_EXPLAIN_MISMATCH, bound) < 0) goto done;
   for (int i = k->nargs; i < k->nslots; i++) {
     vals[i].len = 0;
     if (k->args[i].alias_of >= 0) {
@@ -188,7 +190,7 @@ PyObject* kernel_vectorcall(PyObject* self, PyObject* const* args, size_t nargsf
   if (missing_out) {
     /* Every given argument is valid: let Python size and allocate the outs. */
     etops_keep_release(&cs.keep);
-    result = slow_path(k, "allocate_and_call", args, nargs, kwnames, NULL);
+    result = slow_path(k, SLOW_ALLOCATE_AND_CALL, bound, NULL);
     goto done;
   }
 
@@ -205,7 +207,7 @@ PyObject* kernel_vectorcall(PyObject* self, PyObject* const* args, size_t nargsf
   } else {
     etb_kernel_fn fn = select_kernel(k, vals);
     if (fn == NULL) {
-      result = slow_path(k, "no_kernel", args, nargs, kwnames, NULL);
+      result = slow_path(k, SLOW_NO_KERNEL, bound, NULL);
       goto done;
     }
     if (cs.numel_total >= GIL_RELEASE_NUMEL) {
@@ -227,7 +229,7 @@ PyObject* kernel_vectorcall(PyObject* self, PyObject* const* args, size_t nargsf
     PyObject* info = Py_BuildValue("(iss)", err, etb_error_name(err), etb_last_call_log());
     if (info == NULL) goto done;
     etops_keep_release(&cs.keep); /* the slow path may resize what we borrowed */
-    result = slow_path(k, "failed", args, nargs, kwnames, info);
+    result = slow_path(k, SLOW_FAILED, bound, info);
     Py_DECREF(info);
     goto done;
   }
@@ -236,7 +238,7 @@ PyObject* kernel_vectorcall(PyObject* self, PyObject* const* args, size_t nargsf
     if (!r->t.resized) continue;
     PyObject* sizes = etops_sizes_tuple(&r->t);
     if (sizes == NULL) goto done;
-    PyObject* res = PyObject_CallMethod(k->slow, "resized", "OOOiO", (PyObject*)k, r->obj, sizes,
+    PyObject* res = PyObject_CallMethod(k->slow, SLOW_PATH_METHODS[SLOW_RESIZED], "OOOiO", (PyObject*)k, r->obj, sizes,
                                         (int)(r->t.data != NULL), k->args[r->arg].name);
     Py_DECREF(sizes);
     if (res == NULL) goto done;
