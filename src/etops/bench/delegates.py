@@ -34,6 +34,7 @@ import contextlib
 
 import torch
 
+from ..compare import BENCH, diff
 from . import core
 from .result import BenchResult, fmt_ratio, fmt_time
 
@@ -160,15 +161,11 @@ def _flat(value) -> list:
 
 
 def _max_diff(got: list, expected: list):
-    diffs = []
-    for g, e in zip(got, expected):
-        if isinstance(g, torch.Tensor) and isinstance(e, torch.Tensor) and g.shape == e.shape and g.numel():
-            diffs.append(float((g.double() - e.double()).abs().max()))
-    return max(diffs) if diffs else 0.0
+    return diff(got, expected, BENCH).max_abs
 
 
 def _agree(got: list, expected: list) -> bool:
-    return len(got) == len(expected) and all(core._agree(g, e) for g, e in zip(got, expected))
+    return len(got) == len(expected) and core._agree(got, expected)
 
 
 def _op_names(info) -> list[str]:

@@ -29,6 +29,7 @@ from ..out_shapes import as_torch
 from ..resize import handled_in_this_call, overlaps
 from ..slow_path import SLOW_PATH
 from . import backend_registry as _backends
+from ..layouts import strides_for
 from .lowered import compile_specs, named_data, reference_module
 
 #: schema type of a non-tensor input value
@@ -299,18 +300,8 @@ class DelegateInfo(KernelInfo):
                         raise SchemaError(f"{self.name}: output '{spec.name}' has size {d}, which the inputs do not determine; pass the outs")
                     shape.append(int(value))
                 shape = tuple(shape)
-            out[spec.name] = (shape, spec.dtype, _stride(shape, spec.dim_order))
+            out[spec.name] = (shape, spec.dtype, strides_for(shape, spec.dim_order))
         return out
-
-
-def _stride(shape: tuple, dim_order: tuple) -> tuple:
-    """Dense strides of `shape` laid out in `dim_order` (outermost dim first)."""
-    stride = [0] * len(shape)
-    step = 1
-    for d in reversed(dim_order):
-        stride[d] = step
-        step *= max(shape[d], 1)
-    return tuple(stride)
 
 
 def load(lowered, *, name: str | None = None, method: str = "forward"):
