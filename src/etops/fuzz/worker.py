@@ -32,7 +32,7 @@ import numpy as np
 import torch
 
 import etops
-from etops._plan import F_MUTABLE, F_OUT, K_RETURN_SLOT, K_TENSOR
+from etops.plan import F_MUTABLE, F_OUT, K_RETURN_SLOT, K_TENSOR
 from etops._prechecks import PRECHECKS
 
 #: kernels whose results are random or uninitialized: only shape and dtype compare
