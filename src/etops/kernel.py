@@ -1,7 +1,7 @@
 """What a kernel object knows about itself (KernelInfo), and the kernel objects.
 
 The callable is the C ``Kernel`` (``etops._native``), built once per operator from
-its argument plan (``_plan``); its fast path handles a call with correctly sized
+its argument plan (``plan``); its fast path handles a call with correctly sized
 outs alone and hands the rest to ``slow_path``. Attributes the C object lacks
 (``_schema``, ``kernels``, ``explain`` ...) are looked up on its KernelInfo:
 registered kernels and their keys, ExecuTorch's kernel selection (``select``,
@@ -11,15 +11,17 @@ registered kernels and their keys, ExecuTorch's kernel selection (``select``,
 from __future__ import annotations
 
 import ctypes
+import os
 from dataclasses import dataclass
 from typing import NamedTuple
 
 import torch
 
 from . import _native, dtypes
-from ._plan import F_HAS_DEFAULT, K_RETURN_SLOT, K_TENSOR, Plan, build_plan
+from .plan import F_HAS_DEFAULT, K_RETURN_SLOT, K_TENSOR, Plan, build_plan
 from ._prechecks import PRECHECKS
 from .errors import KernelError, SchemaError
+from .hooks import origin_provider
 from .out_shapes import infer_outs
 from .schemas import split_name, torch_overload
 from .slow_path import SLOW_PATH
@@ -50,6 +52,41 @@ def decode_key(key: str | None):
         dtype, _, order = part.partition(";")
         tensors.append((dtypes.dtype_name(int(dtype)), tuple(int(d) for d in order.split(",") if d != "")))
     return tuple(tensors)
+
+
+@dataclass
+class KernelOrigin:
+    """Where one registered kernel of an operator comes from."""
+
+    key: str | None
+    kind: str  #: 'built-in', 'library', 'custom', 'python', 'pointer', 'symbol'
+    library: str
+    source_hash: str | None = None
+    build_dir: str | None = None
+    overridden: bool = False  #: an etops.override is installed on this entry
+    overrides: tuple = ()  #: kinds of the overrides applied, oldest first
+
+    def describe(self) -> str:
+        text = f"{self.key or 'fallback'}: {self.kind}"
+        if self.source_hash:
+            text += f" (source {self.source_hash[:12]}, built in {self.build_dir})"
+        elif self.library:
+            text += f" ({self.library})"
+        if self.overridden:
+            text += f", overridden by {' then '.join(self.overrides)}"
+        return text
+
+
+def builtin_origins(name: str) -> list[KernelOrigin]:
+    """The origins of `name`'s kernels when no extension registered any: built-in
+    (the executorch wheel's libraries) or from another library."""
+    et_dir = os.path.dirname(_native.executorch_lib_dir())
+    out = []
+    for n, key, address in _native.registered_kernels():
+        if n == name:
+            library = library_of(address)
+            out.append(KernelOrigin(key, "built-in" if library.startswith(et_dir) else "library", library))
+    return out
 
 
 class Selection(NamedTuple):
@@ -125,6 +162,13 @@ class KernelInfo:
             if name == self.name:
                 out.append(RegisteredKernel(key, decode_key(key), library_of(address), address))
         return out
+
+    @property
+    def origins(self) -> list[KernelOrigin]:
+        """Where each registered kernel of this operator comes from: built-in, a
+        library, custom (source hash, build directory), Python, overridden."""
+        provider = origin_provider()
+        return provider(self.name) if provider is not None else builtin_origins(self.name)
 
     @property
     def library(self) -> str:

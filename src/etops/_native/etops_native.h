@@ -11,7 +11,7 @@
 
 #include "etops_bridge.h"
 
-/* Argument kinds of the plan (mirrored in etops/_plan.py, keep in sync). */
+/* Argument kinds of the plan (mirrored in etops/plan.py, keep in sync). */
 enum {
   K_TENSOR = 1,
   K_TENSOR_LIST = 2,

@@ -1,6 +1,6 @@
 /*
  * kernel_convert.c - argument conversion: one Python argument into the etb_value
- * the bridge reads, by the kind the plan gives it (etops/_plan.py).
+ * the bridge reads, by the kind the plan gives it (etops/plan.py).
  *
  * Each kind has its converter, found in CONVERTERS by kind. Tensors are borrowed
  * zero-copy (tensor.c) and recorded in the call's scratch; lists are converted into

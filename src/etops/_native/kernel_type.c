@@ -2,7 +2,7 @@
  * kernel_type.c - construction of a Kernel and its Python-visible type.
  *
  * A Kernel is built once per operator from an argument plan computed in Python
- * (etops/_plan.py) from the operator's schema: parse_plan reads it into ArgSpecs
+ * (etops/plan.py) from the operator's schema: parse_plan reads it into ArgSpecs
  * (scalar defaults converted once, here), kernel_new takes the returns, the info
  * object, the slow path, and for a delegate its handle and tensor specs. The type
  * adds the vectorcall slot (kernel_call.c), GC support, and attribute lookup that

@@ -110,7 +110,7 @@ def capture_inputs(program, inputs, method: str = "forward") -> dict:
     ep = _exported(program, method)
     gm = graph_module_of(program, method)
     if ep is not None:
-        from ..edge._run import placeholder_values
+        from ..edge import placeholder_values
 
         values = placeholder_values(ep, _as_tuple(inputs), None)
     else:
@@ -211,7 +211,7 @@ class DelegateCase:
         self.executorch_program = "original subgraph"
         self.executorch_fallback = None
         ep = self.info.original_module
-        from ..edge._run import placeholder_values, user_outputs
+        from ..edge import placeholder_values, user_outputs
 
         try:
             values = tuple(placeholder_values(ep, self.inputs, None))
@@ -243,7 +243,7 @@ class DelegateCase:
     def _executorch_call(self, program):
         """The call running `program`'s graph on ExecuTorch's kernels (etops.edge's
         interpreter, the placeholder values bound once), and its user outputs."""
-        from ..edge._run import ExecuTorchExecutor, interpret, placeholder_values, user_outputs
+        from ..edge import ExecuTorchExecutor, interpret, placeholder_values, user_outputs
 
         call = (interpret, (program.graph_module, placeholder_values(program, self.inputs, None), ExecuTorchExecutor()), {})
         return call, list(user_outputs(program, interpret(*call[1])))

@@ -535,7 +535,7 @@ class TaskRunner:
         from ..errors import KernelError, NoMatchingKernelError
 
         result = CaseResult(case.kernel, case.aten_op, case.opinfo, case.dtype, case.sample, case.call, "pass",
-                            inputs=_describe_call(args, kwargs), atol=self.atol, rtol=self.rtol)
+                            inputs=describe_call(args, kwargs), atol=self.atol, rtol=self.rtol)
         reference = expected
         if self.hooks is not None and hasattr(self.hooks, "reference"):
             reference = self.hooks.reference(case, expected)
@@ -568,7 +568,7 @@ class TaskRunner:
         return result
 
 
-def _describe_call(args, kwargs) -> str:
+def describe_call(args, kwargs) -> str:
     parts = [describe(a) for a in args] + [f"{k}={describe(v)}" for k, v in kwargs.items()]
     text = ", ".join(parts)
     return text if len(text) < 400 else text[:397] + "..."

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import torch
 
 from .. import _native, dtypes
-from .._plan import build_plan
+from ..plan import build_plan
 from ..errors import DelegateError, SchemaError
 from ..kernel import KernelInfo
 from ..out_shapes import as_torch

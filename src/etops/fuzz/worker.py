@@ -32,7 +32,7 @@ import numpy as np
 import torch
 
 import etops
-from etops._plan import F_MUTABLE, F_OUT, K_RETURN_SLOT, K_TENSOR
+from etops.plan import F_MUTABLE, F_OUT, K_RETURN_SLOT, K_TENSOR
 from etops._prechecks import PRECHECKS
 from etops.compare import FUZZ, METADATA, VALUES, diff
 from etops.compare import TIES as TIES_KIND
