@@ -19,7 +19,7 @@ import torch
 
 from . import _native, dtypes
 from .plan import F_HAS_DEFAULT, K_RETURN_SLOT, K_TENSOR, Plan, build_plan
-from ._prechecks import PRECHECKS
+from .ops import rules_for
 from .errors import KernelError, SchemaError
 from .hooks import origin_provider
 from .out_shapes import infer_outs
@@ -284,8 +284,9 @@ class KernelInfo:
         return infer_outs(self, bound)
 
     def precheck(self, bound: dict) -> None:
-        """Refuses arguments the kernel is known to abort on (_prechecks.py)."""
-        PRECHECKS[self.name](bound)
+        """Refuses arguments the kernel is known to abort on (the guards of its
+        record in etops.ops), raising an exception naming the argument."""
+        rules_for(self.name).check(bound, self)
 
     def explain_mismatch(self, bound: dict) -> None:
         """A registered kernel has no tensor specs (only a delegate's call checks
@@ -350,7 +351,7 @@ def make_kernel(name: str, schema, schema_source: str):
     info = KernelInfo(name, schema, schema_source, plan, error)
     if plan is None:
         return UncallableKernel(info)
-    return _native.Kernel(name, plan.args, plan.returns, info, SLOW_PATH, precheck=name in PRECHECKS)
+    return _native.Kernel(name, plan.args, plan.returns, info, SLOW_PATH, precheck=rules_for(name).has_guards)
 
 
 __all__ = ["KernelInfo", "RegisteredKernel", "Selection", "UncallableKernel", "decode_key", "library_of", "make_kernel"]

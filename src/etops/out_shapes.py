@@ -69,32 +69,12 @@ def specs_of_result(result, out_names) -> dict:
 # ---- data-dependent output shapes --------------------------------------------------
 
 
-def _upper_bound_nonzero(bound):
-    x = as_torch(bound["self"])
-    return {"out": ((x.numel(), x.dim()), torch.int64)}
-
-
-def _upper_bound_masked_select(bound):
-    x, mask = as_torch(bound["self"]), as_torch(bound["mask"])
-    try:
-        shape = torch.broadcast_shapes(x.shape, mask.shape)
-    except RuntimeError as exc:
-        raise ValueError(f"aten::masked_select.out: argument 'mask' of shape {tuple(mask.shape)} does not broadcast with 'self' of shape {tuple(x.shape)}") from exc
-    return {"out": ((shape.numel(),), x.dtype)}
-
-
-#: Ops whose output shape depends on the data: out shape upper bounds, so the
-#: kernel can shrink the out to the real size (ExecuTorch never grows a tensor).
-DATA_DEPENDENT = {
-    "aten::nonzero.out": _upper_bound_nonzero,
-    "aten::masked_select.out": _upper_bound_masked_select,
-}
-
-
 def is_data_dependent(name: str) -> bool:
     """Whether the out shapes of operator `name` are upper bounds (the kernel
-    shrinks its outs to the real size)."""
-    return name in DATA_DEPENDENT
+    shrinks its outs to the real size): its record in etops.ops has an upper_bound."""
+    from .ops import rules_for  # etops.ops imports this module
+
+    return rules_for(name).upper_bound is not None
 
 
 # ---- the cache ----------------------------------------------------------------------
@@ -141,7 +121,9 @@ def infer_outs(info, bound: dict) -> dict:
 
 def _infer_outs_uncached(info, bound: dict) -> dict:
     if is_data_dependent(info.name):
-        return {n: (tuple(s), d, None) for n, (s, d) in DATA_DEPENDENT[info.name](bound).items()}
+        from .ops import rules_for  # etops.ops imports this module
+
+        return {n: (tuple(s), d, None) for n, (s, d) in rules_for(info.name).upper_bound(bound).items()}
     functional = info.functional_overload()
     if functional is None:
         raise SchemaError(f"{info.name}: etops cannot infer the out shapes (torch has no functional variant); pass the outs")

@@ -1,7 +1,7 @@
 """The bounded fuzz `make test` runs: a few Hypothesis examples of valid and of
 invalid calls for every callable kernel, each in an isolated worker process (the
 long campaign is `make fuzz`), the isolated runner itself, and the regression
-tests of every abort the fuzzer found (each now a pre-check)."""
+tests of every abort the fuzzer found (each a finding in etops.ops, replayed here)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import os
 import pytest
 
 import etops
+from etops import ops
 from etops.fuzz import findings
 from etops.fuzz.runner import IsolatedRunner, callable_kernels, fuzz_kernel
 
@@ -36,7 +37,7 @@ def runner():
 def test_runner_reports_an_abort_and_recovers(runner):
     out = runner.run({"op": "<selftest:abort>"})
     assert out["status"] == "died" and "SIGABRT" in out["signal"]
-    ok = runner.run(findings.ABORTS[0]["case"])  # a fresh worker takes the next case
+    ok = runner.run(ops.findings()[0].case)  # a fresh worker takes the next case
     assert ok["status"] == "raised"
 
 
@@ -46,11 +47,11 @@ def test_runner_reports_a_hang():
     assert out["status"] == "hang"
 
 
-@pytest.mark.parametrize("item", findings.ABORTS, ids=[a["op"] for a in findings.ABORTS])
-def test_abort_found_by_fuzzing_is_now_a_clear_error(runner, item):
-    out = runner.run(item["case"])
-    assert out["status"] == "raised", f"{item['op']} still kills the process: {out.get('signal')} {out.get('notice')}"
-    assert f"'{item['argument']}'" in out["exc"], out["exc"]
+@pytest.mark.parametrize("finding", ops.findings(), ids=[f"{f.op}-{f.argument}" for f in ops.findings()])
+def test_abort_found_by_fuzzing_is_now_a_clear_error(runner, finding):
+    out = runner.run(finding.case)
+    assert out["status"] == "raised", f"{finding.op} still kills the process: {out.get('signal')} {out.get('notice')}"
+    assert f"'{finding.argument}'" in out["exc"], out["exc"]
     assert not out["exc"].startswith("KernelError")
 
 

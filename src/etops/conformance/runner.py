@@ -26,6 +26,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from ..compare import METADATA, OPINFO, VALUES, diff, torch_testing_message
 from ..compare import TORCH as _TORCH_TOLERANCE
+from ..ops import rules_for
 from .mapping import KernelMap, overload_name
 
 STATUSES = ("pass", "mismatch", "unsupported", "error", "crash")
@@ -33,9 +34,6 @@ STATUSES = ("pass", "mismatch", "unsupported", "error", "crash")
 #: Detailed records (and reproducers) kept per (kernel, OpInfo, dtype, status);
 #: the counts are always complete.
 DEFAULT_MAX_DETAILS = 3
-
-_UNINITIALIZED = {"empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided", "_empty_dim_order"}
-
 
 # ---- OpInfo ----------------------------------------------------------------------
 
@@ -324,10 +322,12 @@ def compare(actual, expected, atol, rtol, kind: "str | bool" = VALUES) -> str | 
 
 
 def values_compared(func) -> bool:
-    """False for ops whose values are random or uninitialized (shape and dtype only)."""
+    """False for ops whose values are random or uninitialized (shape and dtype only:
+    the nondeterministic_seeded tag, or the metadata kind in etops.ops' record)."""
     if torch.Tag.nondeterministic_seeded in getattr(func, "tags", ()):
         return False
-    return func._schema.name.split("::")[-1] not in _UNINITIALIZED
+    schema = func._schema
+    return rules_for(f"{schema.name}.{schema.overload_name or 'default'}").compare != METADATA
 
 
 # ---- calling the kernel ------------------------------------------------------------

@@ -17,15 +17,15 @@ from collections import Counter
 
 
 def _check_known_aborts(runner):
-    """Replays every abort the fuzzer ever found (findings.ABORTS): each must now
-    raise a clear error naming an argument instead of killing the worker."""
-    from .findings import ABORTS
+    """Replays every abort the fuzzer ever found (the rules table's findings): each
+    must now raise a clear error naming its argument instead of killing the worker."""
+    from etops.ops import findings
 
     fixed, still = [], []
-    for item in ABORTS:
-        out = runner.run(item["case"])
-        ok = out["status"] == "raised" and item["argument"] in (out.get("exc") or "")
-        (fixed if ok else still).append((item["op"], out.get("exc") or out.get("signal")))
+    for finding in findings():
+        out = runner.run(finding.case)
+        ok = out["status"] == "raised" and f"'{finding.argument}'" in (out.get("exc") or "")
+        (fixed if ok else still).append((finding.op, out.get("exc") or out.get("signal")))
     return fixed, still
 
 

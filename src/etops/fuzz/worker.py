@@ -33,29 +33,8 @@ import torch
 
 import etops
 from etops.plan import F_MUTABLE, F_OUT, K_RETURN_SLOT, K_TENSOR
-from etops._prechecks import PRECHECKS
-from etops.compare import FUZZ, METADATA, VALUES, diff
-from etops.compare import TIES as TIES_KIND
-
-#: kernels whose results are random or uninitialized: only shape and dtype compare
-NONDETERMINISTIC = {
-    "aten::rand.out",
-    "aten::randn.out",
-    "aten::empty.out",
-    "dim_order_ops::_empty_dim_order.out",
-    "aten::native_dropout.out",
-}
-
-#: kernels that return indices of ties (any index of equal values is right)
-TIES = {
-    "aten::topk.values",
-    "aten::max.dim_max",
-    "aten::min.dim_min",
-    "aten::argmax.out",
-    "aten::argmin.out",
-    "aten::sort.values",
-    "aten::max_pool2d_with_indices.out",
-}
+from etops.compare import FUZZ, diff
+from etops.ops import rules_for
 
 ALLOWED_INVALID = (TypeError, ValueError, OverflowError, IndexError, ZeroDivisionError, etops.EtopsError)
 ALLOWED_VALID_REFUSAL = (etops.KernelError, etops.NoMatchingKernelError, etops.SchemaError)
@@ -248,8 +227,8 @@ def _is_list_out(info):
 
 
 def compare(op, got, want):
-    """None when `got` matches `want` (etops.compare's ``fuzz`` policy; NONDETERMINISTIC
-    kernels by metadata, TIES by metadata for integer outputs), else a description
+    """None when `got` matches `want` (etops.compare's ``fuzz`` policy; comparison
+    kind of the op's record in etops.ops), else a description
     of the difference."""
     if isinstance(want, list):
         if not isinstance(got, (list, tuple)) or len(got) != len(want):
@@ -263,8 +242,7 @@ def compare(op, got, want):
         got = torch.from_numpy(got)
     if not isinstance(want, (torch.Tensor, bool, int, float)):
         return None
-    kind = METADATA if op in NONDETERMINISTIC else TIES_KIND if op in TIES else VALUES
-    d = diff(got, want, FUZZ, kind)
+    d = diff(got, want, FUZZ, rules_for(op).compare)
     if d.ok:
         return None
     problem = d.structural
@@ -459,7 +437,7 @@ def run_case(case):
                 v.append(("unexpected_exception", outcome["exc"]))
             elif case["target"] and not issubclass(etype, etops.KernelError) and case["target"] not in msg and not _names_an_argument(msg, plan):
                 v.append(("unnamed_arg", f"{etype.__name__} does not name argument '{case['target']}': {msg[:300]}"))
-        elif ref_status[0] == "ok" and not issubclass(etype, ALLOWED_VALID_REFUSAL) and not (case["op"] in PRECHECKS and issubclass(etype, ALLOWED_INVALID)):
+        elif ref_status[0] == "ok" and not issubclass(etype, ALLOWED_VALID_REFUSAL) and not (rules_for(case["op"]).has_guards and issubclass(etype, ALLOWED_INVALID)):
             v.append(("refused", f"ATen accepts this call; etops raised {outcome['exc']}"))
         elif not issubclass(etype, ALLOWED_INVALID):
             v.append(("unexpected_exception", outcome["exc"]))

@@ -1,0 +1,101 @@
+"""The record types of the per-operator rules table and its merge.
+
+A ``Rule`` is one entry of a family module (aten.py, prim.py, quantized.py): the
+operators it applies to (exact names, or ``fnmatch`` patterns such as
+``quantized_decomposed::*``) and what it says about them. ``OpRules`` is the merged
+record of one operator: the guards of every entry naming it, in table order, and
+its out upper bound, comparison kind and known findings.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import fnmatch
+from typing import Callable
+
+from ..compare import KINDS, VALUES
+
+#: a guard: guard(bound arguments, KernelInfo) raises naming the argument, or returns
+Guard = Callable[[dict, object], None]
+
+
+@dataclasses.dataclass(frozen=True)
+class Finding:
+    """A known ExecuTorch abort the guards turn into an exception: a summary fit
+    for an upstream report, the argument the error must name, a reproducer (a fuzz
+    case, pure data: etops.fuzz's worker builds it) and the abort it replaces."""
+
+    op: str
+    summary: str
+    argument: str
+    case: dict
+    abort: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Rule:
+    """One table entry. `names`: exact operator names or fnmatch patterns;
+    `optional`: the optional library the exact names come from (None: every exact
+    name must be a registered kernel)."""
+
+    names: tuple
+    guards: tuple = ()
+    upper_bound: Callable | None = None
+    compare: str | None = None
+    findings: tuple = ()
+    optional: str | None = None
+
+    def __post_init__(self):
+        if isinstance(self.names, str) or not self.names:
+            raise TypeError("Rule: argument 'names' must be a non-empty tuple of operator names or patterns")
+        if self.compare is not None and self.compare not in KINDS:
+            raise ValueError(f"Rule: argument 'compare' is {self.compare!r}; one of {KINDS}")
+        for f in self.findings:
+            if not self.applies_to(f.op):
+                raise ValueError(f"Rule: finding for {f.op!r} is not about the rule's operators {self.names}")
+
+    def applies_to(self, name: str) -> bool:
+        return any(n == name or (is_pattern(n) and fnmatch.fnmatchcase(name, n)) for n in self.names)
+
+
+def is_pattern(name: str) -> bool:
+    return any(c in name for c in "*?[")
+
+
+@dataclasses.dataclass(frozen=True)
+class OpRules:
+    """Everything the table says about one operator (the default record when no
+    entry names it: no guards, no upper bound, values compared, no findings)."""
+
+    name: str
+    guards: tuple = ()
+    upper_bound: Callable | None = None
+    compare: str = VALUES
+    findings: tuple = ()
+
+    @property
+    def has_guards(self) -> bool:
+        return bool(self.guards)
+
+    def check(self, bound: dict, info) -> None:
+        """Runs every guard in order; the first refusal raises, naming the argument."""
+        for guard in self.guards:
+            guard(bound, info)
+
+
+def merge(name: str, rules) -> OpRules:
+    """The record of `name` from every rule that applies to it: guards composed in
+    order; an upper bound or comparison kind given twice differently is refused."""
+    guards, findings, single = [], [], {"upper_bound": None, "compare": None}
+    for rule in rules:
+        if not rule.applies_to(name):
+            continue
+        guards.extend(rule.guards)
+        findings.extend(f for f in rule.findings if f.op == name)
+        for field in single:
+            value = getattr(rule, field)
+            if value is not None and single[field] is not None and single[field] != value:
+                raise ValueError(f"{name}: two rules give different '{field}' ({single[field]!r}, {value!r})")
+            if value is not None:
+                single[field] = value
+    return OpRules(name, tuple(guards), single["upper_bound"], single["compare"] or VALUES, tuple(findings))
