@@ -25,6 +25,7 @@ GUARD_CASES = [
     (g.nonempty("self"), {"self": T(0, 2)}, ValueError, "self", {"self": T(1, 2)}),
     (g.floating("self"), {"self": T(2, dtype=torch.int64)}, TypeError, "self", {"self": T(2)}),
     (g.complex_("self"), {"self": T(2)}, TypeError, "self", {"self": T(2, dtype=torch.complex64)}),
+    (g.castable_out("out", "self", "other"), {"self": T(2, dtype=torch.complex64), "other": T(2), "out": T(2)}, TypeError, "out", {"self": T(2), "other": 2, "out": T(2, dtype=torch.float64)}),
     (g.dtype_in("x", (torch.float64,), "torch.float64"), {"x": T(1)}, TypeError, "x", {"x": T(1, dtype=torch.float64)}),
     (g.dim_in_range("self", "dim"), {"self": T(2, 3), "dim": -1}, IndexError, "dim", {"self": T(2, 3), "dim": 1}),
     (g.dim_in_range("self", "dim", scalar_has_one_dim=False), {"self": T(()), "dim": 0}, IndexError, "dim", {"self": T(2), "dim": 0}),

@@ -85,6 +85,17 @@ RULES = [
                  [("self", tensor((3,))), ("indices", ("L", [tensor((3, 0, 0, 0), "bool")]))] + extra, _MASK_ABORT)
         for op, extra in (("aten::index.Tensor_out", []), ("aten::index_put.out", [("values", tensor(())), ("accumulate", value(False))]))
     )),
+    # found by adversarial calls under glibc's malloc checking (issue 15)
+    Rule(("aten::div.out",), guards=(g.castable_out("out", "self", "other"),), findings=(
+        _finding("aten::div.out", "div.out writes a complex result into a real out without checking castability", "out",
+                 [("self", tensor((4,), "complex64")), ("other", tensor((4,)))],
+                 "returns success and writes complex values past the end of a float32 out (heap corruption)"),
+    )),
+    Rule(("aten::embedding.out",), guards=(g.dtype_in("indices", (torch.int64, torch.int32), "int64 or int32"),), findings=(
+        _finding("aten::embedding.out", "embedding.out asserts on non-integer indices instead of failing", "indices",
+                 [("weight", tensor((5, 3))), ("indices", tensor((2,)))],
+                 "assert failed (ix_type == ScalarType::Long || ix_type == ScalarType::Int)"),
+    )),
     # data-dependent out shapes: upper bounds the kernel shrinks the out to
     Rule(("aten::nonzero.out",), upper_bound=_upper_bound_nonzero),
     Rule(("aten::masked_select.out",), upper_bound=_upper_bound_masked_select),

@@ -94,6 +94,25 @@ def dtype_in(name: str, dtypes, described: str):
     return guard
 
 
+def castable_out(out: str, *inputs: str):
+    """The dtype torch's type promotion gives `inputs` (tensors or Python numbers)
+    can be cast to out `out`'s dtype (torch's castability rule)."""
+
+    def guard(bound, info):
+        o = shape_dtype(bound.get(out))
+        values = [out_shapes.as_torch(bound.get(n)) for n in inputs]
+        if o is None or not all(isinstance(v, (torch.Tensor, bool, int, float, complex)) for v in values):
+            return
+        try:
+            result = torch.result_type(*values)
+        except (TypeError, RuntimeError):
+            return  # torch refuses the inputs themselves: the call path reports it
+        if not torch.can_cast(result, o[1]):
+            raise TypeError(f"{info.name}: argument '{out}' has dtype {o[1]}, which the result type {result} cannot be cast to")
+
+    return guard
+
+
 def floating(name: str = "self"):
     return dtype_in(name, FLOATING, "floating point")
 
