@@ -250,59 +250,71 @@ static PyObject* number_list(KernelObject* k, CallScratch* cs, const ArgSpec* a,
   return seq;
 }
 
-static int convert_int_list(KernelObject* k, CallScratch* cs, int i, const ArgSpec* a, PyObject* o, etb_value* v) {
+/* One element of a number list, converted into `out` (an int64_t, double or uint8_t). */
+typedef int (*item_converter)(KernelObject* k, const ArgSpec* item, PyObject* o, void* out);
+
+static int item_int(KernelObject* k, const ArgSpec* item, PyObject* o, void* out) {
+  return as_int64(k, item, o, (int64_t*)out);
+}
+
+static int item_double(KernelObject* k, const ArgSpec* item, PyObject* o, void* out) {
+  return as_double(k, item, o, (double*)out);
+}
+
+static int item_bool(KernelObject* k, const ArgSpec* item, PyObject* o, void* out) {
+  if (!PyBool_Check(o)) return type_error(k, item, "a bool", o);
+  *(uint8_t*)out = o == Py_True;
+  return 0;
+}
+
+/* What an int[], float[] or bool[] argument becomes: the EValue tag, the element
+   size and converter, and how a wrong argument is described. */
+typedef struct {
+  const char* expected;
+  size_t item_size;
+  item_converter convert;
+  etb_tag tag;
+} NumberListKind;
+
+static const NumberListKind INT_LIST = {"a list of ints", sizeof(int64_t), item_int, ETB_LIST_INT};
+static const NumberListKind FLOAT_LIST = {"a list of floats", sizeof(double), item_double, ETB_LIST_DOUBLE};
+static const NumberListKind BOOL_LIST = {"a list of bools", sizeof(uint8_t), item_bool, ETB_LIST_BOOL};
+
+/* A number list argument as an array in the call's scratch memory. */
+static int convert_number_list(KernelObject* k, CallScratch* cs, const ArgSpec* a, PyObject* o, etb_value* v,
+                               const NumberListKind* kind) {
   ArgSpec item;
   char what[160];
-  PyObject* seq = number_list(k, cs, a, o, "a list of ints", &item, what, sizeof what);
+  PyObject* seq = number_list(k, cs, a, o, kind->expected, &item, what, sizeof what);
   if (seq == NULL) return -1;
   Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
-  int64_t* buf = (int64_t*)scratch_alloc(cs, sizeof(int64_t) * (n ? n : 1));
+  char* buf = (char*)scratch_alloc(cs, kind->item_size * (n ? n : 1));
   if (buf == NULL) return -1;
   for (Py_ssize_t j = 0; j < n; j++) {
-    if (as_int64(k, &item, PySequence_Fast_GET_ITEM(seq, j), &buf[j]) < 0) return -1;
+    if (kind->convert(k, &item, PySequence_Fast_GET_ITEM(seq, j), buf + j * kind->item_size) < 0) return -1;
   }
-  v->tag = ETB_LIST_INT;
-  v->u.ints = buf;
+  v->tag = kind->tag;
+  switch (kind->tag) {
+    case ETB_LIST_INT: v->u.ints = (int64_t*)buf; break;
+    case ETB_LIST_DOUBLE: v->u.doubles = (double*)buf; break;
+    default: v->u.bools = (uint8_t*)buf; break;
+  }
   v->len = (int32_t)n;
   return 0;
+}
+
+static int convert_int_list(KernelObject* k, CallScratch* cs, int i, const ArgSpec* a, PyObject* o, etb_value* v) {
+  return convert_number_list(k, cs, a, o, v, &INT_LIST);
 }
 
 static int convert_float_list(KernelObject* k, CallScratch* cs, int i, const ArgSpec* a, PyObject* o,
                               etb_value* v) {
-  ArgSpec item;
-  char what[160];
-  PyObject* seq = number_list(k, cs, a, o, "a list of floats", &item, what, sizeof what);
-  if (seq == NULL) return -1;
-  Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
-  double* buf = (double*)scratch_alloc(cs, sizeof(double) * (n ? n : 1));
-  if (buf == NULL) return -1;
-  for (Py_ssize_t j = 0; j < n; j++) {
-    if (as_double(k, &item, PySequence_Fast_GET_ITEM(seq, j), &buf[j]) < 0) return -1;
-  }
-  v->tag = ETB_LIST_DOUBLE;
-  v->u.doubles = buf;
-  v->len = (int32_t)n;
-  return 0;
+  return convert_number_list(k, cs, a, o, v, &FLOAT_LIST);
 }
 
 static int convert_bool_list(KernelObject* k, CallScratch* cs, int i, const ArgSpec* a, PyObject* o,
                              etb_value* v) {
-  ArgSpec item;
-  char what[160];
-  PyObject* seq = number_list(k, cs, a, o, "a list of bools", &item, what, sizeof what);
-  if (seq == NULL) return -1;
-  Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
-  uint8_t* buf = (uint8_t*)scratch_alloc(cs, n ? n : 1);
-  if (buf == NULL) return -1;
-  for (Py_ssize_t j = 0; j < n; j++) {
-    PyObject* value = PySequence_Fast_GET_ITEM(seq, j);
-    if (!PyBool_Check(value)) return type_error(k, &item, "a bool", value);
-    buf[j] = value == Py_True;
-  }
-  v->tag = ETB_LIST_BOOL;
-  v->u.bools = buf;
-  v->len = (int32_t)n;
-  return 0;
+  return convert_number_list(k, cs, a, o, v, &BOOL_LIST);
 }
 
 /* dtype / memory format / layout / device: the plan's map gives ExecuTorch's number. */
