@@ -151,3 +151,26 @@ def test_every_finding_names_an_argument_of_its_operator_and_its_reproducer_call
         kernel = etops.registry().get_kernel(finding.op)
         assert finding.argument in {name for name, _ in finding.case["args"]} | set(kernel.out_names()), finding
         assert ops.rules_for(finding.op).has_guards and finding in ops.rules_for(finding.op).findings
+
+
+def test_a_tolerance_override_reaches_every_comparison(monkeypatch):
+    from etops.compare import FUZZ, TORCH
+    from etops.fuzz import worker
+
+    loose = Rule(("aten::add.out",), tolerance=(0.5, 0.5))
+    record = merge("aten::add.out", [loose])
+    assert record.tolerance == (0.5, 0.5)
+    assert record.tolerance_of(FUZZ).pair(torch.float32) == (0.5, 0.5)
+    assert record.tolerance_of(TORCH.override(rtol=0.0, atol=0.0)).pair(torch.float32) == (0.0, 0.0)  # the user's wins
+    assert merge("aten::sub.out", [loose]).tolerance_of(FUZZ) is FUZZ
+    want, got = torch.ones(4), torch.full((4,), 1.25)
+    assert worker.compare("aten::add.out", got, want) is not None  # the fuzzer's own policy refuses 25%
+    monkeypatch.setattr(worker, "rules_for", lambda name: merge(name, [loose]))
+    assert worker.compare("aten::add.out", got, want) is None
+
+
+def test_tolerances_given_twice_differently_are_refused():
+    with pytest.raises(ValueError, match="tolerance"):
+        merge("aten::add.out", [Rule(("aten::add.out",), tolerance=(0.1, 0.0)), Rule(("aten::*",), tolerance=(0.2, 0.0))])
+    with pytest.raises(ValueError, match="'tolerance'"):
+        Rule(("aten::add.out",), tolerance=(-1, 0))

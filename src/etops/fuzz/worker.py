@@ -242,7 +242,8 @@ def compare(op, got, want):
         got = torch.from_numpy(got)
     if not isinstance(want, (torch.Tensor, bool, int, float)):
         return None
-    d = diff(got, want, FUZZ, rules_for(op).compare)
+    rules = rules_for(op)
+    d = diff(got, want, rules.tolerance_of(FUZZ), rules.compare)
     if d.ok:
         return None
     problem = d.structural

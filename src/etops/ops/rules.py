@@ -42,6 +42,7 @@ class Rule:
     guards: tuple = ()
     upper_bound: Callable | None = None
     compare: str | None = None
+    tolerance: tuple | None = None
     findings: tuple = ()
     optional: str | None = None
 
@@ -50,6 +51,11 @@ class Rule:
             raise TypeError("Rule: argument 'names' must be a non-empty tuple of operator names or patterns")
         if self.compare is not None and self.compare not in KINDS:
             raise ValueError(f"Rule: argument 'compare' is {self.compare!r}; one of {KINDS}")
+        if self.tolerance is not None and not (
+            isinstance(self.tolerance, tuple) and len(self.tolerance) == 2
+            and all(isinstance(t, (int, float)) and not isinstance(t, bool) and t >= 0 for t in self.tolerance)
+        ):
+            raise ValueError(f"Rule: argument 'tolerance' must be (rtol, atol), two numbers >= 0, got {self.tolerance!r}")
         for f in self.findings:
             if not self.applies_to(f.op):
                 raise ValueError(f"Rule: finding for {f.op!r} is not about the rule's operators {self.names}")
@@ -71,11 +77,20 @@ class OpRules:
     guards: tuple = ()
     upper_bound: Callable | None = None
     compare: str = VALUES
+    tolerance: tuple | None = None  #: (rtol, atol) every comparison of its results uses, or None
     findings: tuple = ()
 
     @property
     def has_guards(self) -> bool:
         return bool(self.guards)
+
+    def tolerance_of(self, policy):
+        """`policy` (an etops.compare Tolerance) with this operator's (rtol, atol)
+        override, or `policy` itself when the operator has none or the policy is
+        already overridden (a user's explicit rtol/atol wins)."""
+        if self.tolerance is None or policy.overridden:
+            return policy
+        return policy.override(*self.tolerance)
 
     def check(self, bound: dict, info) -> None:
         """Runs every guard in order; the first refusal raises, naming the argument."""
@@ -86,7 +101,7 @@ class OpRules:
 def merge(name: str, rules) -> OpRules:
     """The record of `name` from every rule that applies to it: guards composed in
     order; an upper bound or comparison kind given twice differently is refused."""
-    guards, findings, single = [], [], {"upper_bound": None, "compare": None}
+    guards, findings, single = [], [], {"upper_bound": None, "compare": None, "tolerance": None}
     for rule in rules:
         if not rule.applies_to(name):
             continue
@@ -98,4 +113,4 @@ def merge(name: str, rules) -> OpRules:
                 raise ValueError(f"{name}: two rules give different '{field}' ({single[field]!r}, {value!r})")
             if value is not None:
                 single[field] = value
-    return OpRules(name, tuple(guards), single["upper_bound"], single["compare"] or VALUES, tuple(findings))
+    return OpRules(name, tuple(guards), single["upper_bound"], single["compare"] or VALUES, single["tolerance"], tuple(findings))
