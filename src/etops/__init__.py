@@ -100,10 +100,10 @@ __all__ = [
 
 def __getattr__(name):
     # etops.edge imports executorch.exir (seconds): loaded on first use only.
-    if name == "edge":
+    if name in ("edge", "needs"):  # etops.needs: executorch.exir when it reads a program
         import importlib
 
-        return importlib.import_module(".edge", __name__)
+        return importlib.import_module("." + name, __name__)
     raise AttributeError(f"module 'etops' has no attribute {name!r}")
 
 from .bench import bench, bench_all, bench_delegate, get_num_threads, set_num_threads  # noqa: E402  (the benchmark harness, imported lazily inside)
