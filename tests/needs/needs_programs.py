@@ -19,8 +19,10 @@ PLAIN_INPUTS = (torch.ones(2, 3), torch.full((2, 3), 2.0), torch.arange(4, dtype
 
 
 class Dynamic(torch.nn.Module):
+    """A dynamic batch: the size is read at run time (prim ops without tensors)."""
+
     def forward(self, x):
-        return (x * 2).reshape(-1, 2)
+        return (x * 2).reshape(x.shape[0] * 2, -1)
 
 
 class Branchy(torch.nn.Module):
@@ -60,3 +62,36 @@ def load_and_run(pte: bytes, inputs, method: str = "forward"):
     except Exception as exc:  # the runtime's own error for a program it cannot load
         return exc
     return loaded.execute(list(inputs))
+
+
+#: The custom op of the needs tests: a torch op (functional + out variant) whose
+#: ExecuTorch kernel etops registers only when a test asks (register_scale_kernel).
+SCALE_NAMESPACE = "needs16"
+
+_LIBS: list = []
+
+
+def define_scale_op():
+    """Defines torch op needs16::scale (x -> 3 * x) and its out variant, once per
+    process; no ExecuTorch kernel is registered."""
+    if _LIBS:
+        return
+    lib = torch.library.Library(SCALE_NAMESPACE, "DEF")
+    lib.define("scale(Tensor x) -> Tensor")
+    lib.define("scale.out(Tensor x, *, Tensor(a!) out) -> Tensor(a!)")
+    lib.impl("scale", lambda x: x * 3, "CompositeExplicitAutograd")
+    lib.impl("scale", lambda x: torch.empty_like(x), "Meta")
+
+    def scale_out(x, *, out):
+        return out.copy_(x * 3)
+
+    lib.impl("scale.out", scale_out, "CompositeExplicitAutograd")
+    _LIBS.append(lib)
+
+
+class Scaled(torch.nn.Module):
+    def forward(self, x):
+        return getattr(torch.ops, SCALE_NAMESPACE).scale(x + 1)
+
+
+SCALED_INPUTS = (torch.arange(6.0).reshape(2, 3),)

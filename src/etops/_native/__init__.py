@@ -5,6 +5,9 @@ Importing this package loads, once per process, the executorch wheel's
 libraries, whose static initialisers register the kernels. It reuses libraries
 that ``executorch.runtime`` already loaded: the dynamic loader keys them by path,
 so every user in the process shares one registry.
+
+Private to the core: ``_core`` is the package's compiled extension (C in *.c, a thin C++ bridge in *.cpp behind etops_bridge.h). May import: the stdlib only. The core imports it, and so do the extensions that bind
+native code of their own (custom, delegate, bench.threads).
 """
 
 from __future__ import annotations

@@ -19,7 +19,8 @@ import sys
 import types
 
 from .call_sites import Argument, DelegateCallSite, KernelCallSite, call_sites
-from .program_file import ProgramFileError, read_program
+from ..errors import ProgramFileError
+from .program_file import read_program
 from .report import Needs
 from .selection import DelegateNeed, KernelNeed, delegate_needs, kernel_need
 

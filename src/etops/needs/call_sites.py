@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .. import dtypes
-from .program_file import ProgramFileError
+from ..errors import ProgramFileError
 
 
 @dataclass(frozen=True)

@@ -9,17 +9,12 @@ from __future__ import annotations
 import os
 import struct
 
-from ..errors import EtopsError
+from ..errors import ProgramFileError
 
 #: bytes 4..8 of every ExecuTorch program (the flatbuffer file identifier)
 FILE_IDENTIFIER_PREFIX = b"ET"
 #: the optional extended header right after the identifier
 EXTENDED_HEADER_MAGIC = b"eh00"
-
-
-class ProgramFileError(EtopsError, ValueError):
-    """The program is not a readable ExecuTorch program (not a .pte, truncated,
-    corrupted); the message names the file and what is wrong."""
 
 
 def program_bytes(program) -> tuple[str, bytes]:

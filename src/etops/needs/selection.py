@@ -1,32 +1,16 @@
 """What this process's registry gives each call site: the kernel ExecuTorch's loader
-would pick (exact kernel key, else the fallback kernel, else nothing) with its
+would pick (exact kernel key, else the fallback kernel, else nothing: KernelInfo.select) with its
 provenance, and for each delegate call whether its backend is registered and
 available."""
 
 from __future__ import annotations
 
-from collections import namedtuple
 from dataclasses import dataclass
 
 from .. import _native
 from ..delegate import backends
 from ..registry import registry
 from .call_sites import DelegateCallSite, KernelCallSite
-
-# Stand-in for KernelInfo.select (the lead adds it to kernel.py): deleted after the merge.
-Selection = namedtuple("Selection", ["how", "kernel"])
-
-
-def _select_standin(info, pairs) -> Selection:
-    key = _native.make_key(list(pairs)) if pairs else None
-    fallback = None
-    for kernel in info.kernels:
-        if key is not None and kernel.key == key:
-            return Selection("exact", kernel)
-        if kernel.key is None:
-            fallback = kernel  # ExecuTorch keeps the last fallback it meets
-    return Selection("fallback", fallback) if fallback is not None else Selection("missing", None)
-
 
 @dataclass(frozen=True)
 class KernelNeed:
@@ -88,7 +72,7 @@ def kernel_need(site: KernelCallSite) -> KernelNeed:
     info = reg.get_kernel(site.operator) if site.operator in reg else None
     if info is None or info.name != site.operator:  # ExecuTorch compares names exactly
         return KernelNeed(site, key, "missing", None, None, f"no kernel is registered under {site.operator}")
-    how, kernel = _select_standin(info, site.tensors)
+    how, kernel = info.select(site.tensors)  # ExecuTorch's rule: exact key, else the fallback
     if kernel is None:
         return KernelNeed(site, key, "missing", None, None,
                           f"no kernel for key {key} and no fallback kernel (registered: {_registered_keys(info)})")
