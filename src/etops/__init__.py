@@ -82,6 +82,7 @@ _LAZY = {
     "backends": (".delegate", "backends"),
     # edge programs on ExecuTorch kernels (imports executorch.exir: seconds)
     "edge": (".edge", None),
+    "needs": (".needs", None),  # etops.needs(program): a program's kernel and delegate needs (callable module)
     # the benchmark harness
     "bench": (".bench", "bench"),
     "bench_all": (".bench", "bench_all"),

@@ -118,3 +118,11 @@ class BuildError(EtopsError, RuntimeError):
 class UnsupportedNodeError(EtopsError, NotImplementedError):
     """A graph node etops.edge cannot run on ExecuTorch kernels (a higher-order op
     other than cond, an unknown call target); the message names the node."""
+
+
+# ---- programs read from a .pte (etops.needs) ---------------------------------------
+
+
+class ProgramFileError(EtopsError, ValueError):
+    """The program is not a readable ExecuTorch program (not a .pte, truncated,
+    corrupted); the message names the file and what is wrong."""
