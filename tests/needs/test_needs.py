@@ -147,6 +147,8 @@ def test_sources_other_than_a_path(programs):
     edge = to_edge(torch.export.export(Plain(), PLAIN_INPUTS))
     from_edge = etops.needs(edge)
     assert from_edge.operators == from_bytes.operators == etops.needs(path).operators
+    manager = to_edge(torch.export.export(Plain(), PLAIN_INPUTS)).to_executorch()
+    assert etops.needs(manager).operators == from_bytes.operators
     with pytest.raises(TypeError, match="program: expected a .pte path"):
         etops.needs(42)
 
