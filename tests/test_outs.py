@@ -365,11 +365,13 @@ def test_transposed_input_dim_order_is_passed(reg):
     assert "dim order [1, 0]" in text
 
 
-def test_transposed_input_refused_by_kernel_is_an_error(reg):
-    """ExecuTorch's portable kernels want all tensors contiguous or all
-    channels-last: a transposed input is refused by the kernel, as ExecuTorch would."""
+def test_transposed_input_is_copied_as_a_program_would_give_it(reg):
+    """A program never hands a kernel a transposed tensor: by default etops passes a
+    contiguous copy; etops.layout("preserve") passes it as it is, and the portable
+    add (all tensors contiguous or all channels-last) refuses it, as ExecuTorch would."""
     x = torch.randn(3, 2).t()
-    with pytest.raises(etops.KernelError, match="add.out"):
+    assert_close(reg.aten.add.out(x, x, out=torch.empty(2, 3)), x + x)
+    with etops.layout("preserve"), pytest.raises(etops.KernelError, match="add.out"):
         reg.aten.add.out(x, x, out=torch.empty(2, 3))
 
 

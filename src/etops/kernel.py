@@ -17,12 +17,12 @@ from typing import NamedTuple
 
 import torch
 
-from . import _native, dtypes
+from . import _native, dtypes, layouts
 from .plan import F_HAS_DEFAULT, K_RETURN_SLOT, K_TENSOR, Plan, build_plan
 from .ops import rules_for
 from .errors import KernelError, SchemaError
 from .hooks import origin_provider
-from .out_shapes import infer_outs
+from .out_shapes import as_torch, infer_outs
 from .schemas import split_name, torch_overload
 from .slow_path import SLOW_PATH
 
@@ -235,9 +235,31 @@ class KernelInfo:
                 label = name
             value = bound.get(name)
             if kind == K_TENSOR and value is not None:
-                dtype, order, _dense = _native.tensor_meta(value, self.name, label)
-                metas.append((label, dtype, tuple(order)))
+                dtype, order, kept = _native.tensor_meta(value, self.name, label)
+                # a tensor not kept as it is reaches the kernel as a contiguous copy
+                metas.append((label, dtype, tuple(order) if kept else tuple(range(len(order)))))
         return metas
+
+    def copied_tensors(self, bound: dict) -> list[str]:
+        """Lines naming each Tensor argument of a bound call that reaches the kernel
+        as a contiguous copy (not dense, or in a dim order no program produces)."""
+        lines = []
+        for entry in self._require_plan().args:
+            value = bound.get(entry.name)
+            if entry.kind != K_TENSOR or value is None:
+                continue
+            _dtype, order, kept = _native.tensor_meta(value, self.name, entry.name)
+            if kept:
+                continue
+            strides = tuple(as_torch(value).stride())
+            shape = tuple(as_torch(value).shape)
+            if layouts.is_dense(shape, strides):
+                why = (f"dim order {list(layouts.dim_order_of(shape, strides))} is neither contiguous nor channels-last; "
+                       "etops.layout('preserve') passes it as it is")
+            else:
+                why = "it is not dense"
+            lines.append(f"  {entry.name}: a contiguous copy reaches the kernel ({why}; a written one is copied back after the call)")
+        return lines
 
     def select(self, pairs) -> Selection:
         """The kernel ExecuTorch would run for tensors of these (ExecuTorch dtype,
@@ -258,6 +280,10 @@ class KernelInfo:
         lines = [f"{self.name} called with:"]
         for name, dtype, order in metas:
             lines.append(f"  {name}: {dtypes.dtype_name(dtype)}, dim order {list(order)}")
+        copied = self.copied_tensors(bound)
+        if copied:
+            lines.append("layouts (as an exported program would give them):")
+            lines.extend(copied)
         lines.append(f"kernel key: {key}")
         registered = self.kernels
         how, chosen = select_kernel(registered, key)

@@ -60,6 +60,7 @@ from ._core import (  # noqa: E402
     make_key,
     registered_kernels,
     registry_generation,
+    set_layout_preserve,
     tensor_meta,
 )
 
@@ -77,5 +78,6 @@ __all__ = [
     "make_key",
     "registered_kernels",
     "registry_generation",
+    "set_layout_preserve",
     "tensor_meta",
 ]

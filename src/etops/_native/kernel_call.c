@@ -244,6 +244,13 @@ PyObject* kernel_vectorcall(PyObject* self, PyObject* const* args, size_t nargsf
     if (res == NULL) goto done;
     Py_DECREF(res);
   }
+  for (int i = 0; i < cs.nrecs; i++) {
+    TensorRec* r = cs.recs[i];
+    if (r->copy_back_to == NULL) continue;
+    PyObject* res = PyObject_CallFunctionObjArgs(k->st->copy_back, r->copy_back_to, r->obj, NULL);
+    if (res == NULL) goto done;
+    Py_DECREF(res);
+  }
   result = build_result(k, bound, vals);
 
 done:

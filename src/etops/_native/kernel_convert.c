@@ -17,27 +17,32 @@ static int type_error(KernelObject* k, const ArgSpec* a, const char* expected, P
   return -1;
 }
 
-/* Borrows `obj` as tensor `what` of argument `arg`; a non-dense input is replaced by
- * a dense copy (state's densify), a non-dense written tensor refused. */
+/* Borrows `obj` as tensor `what` of argument `arg`. Tensors reach the kernel as an
+ * exported program lays them out: a non-dense input, or one in a permuted dim order
+ * (unless the thread's layout mode is "preserve"), is replaced by a contiguous copy
+ * (state's densify); a permuted written tensor is computed into a contiguous copy
+ * that is copied back after the call; a non-dense written tensor is refused. */
 static TensorRec* borrow(KernelObject* k, CallScratch* cs, PyObject* obj, int arg, const char* what,
                          int writable) {
   TensorRec* r = scratch_new_rec(cs);
   if (r == NULL) return NULL;
   r->obj = obj;
+  r->copy_back_to = NULL;
   r->arg = arg;
   int rc = etops_borrow_tensor(k->st, obj, &r->t, &cs->keep, k->op_name, what, writable);
   if (rc < 0) return NULL;
-  if (rc == LAYOUT_NOT_DENSE) {
-    if (writable) {
-      PyErr_Format(PyExc_ValueError,
-                   "%s: argument '%s' is not dense (expanded, stepped or overlapping); the kernel writes it, "
-                   "so it must be contiguous or a permutation of a contiguous tensor",
-                   k->op_name, what);
-      return NULL;
-    }
+  if (rc == LAYOUT_NOT_DENSE && writable) {
+    PyErr_Format(PyExc_ValueError,
+                 "%s: argument '%s' is not dense (expanded, stepped or overlapping); the kernel writes it, "
+                 "so it must be contiguous or a permutation of a contiguous tensor",
+                 k->op_name, what);
+    return NULL;
+  }
+  if (rc != LAYOUT_DENSE) {
     PyObject* dense = PyObject_CallOneArg(k->st->densify, obj);
     if (dense == NULL || etops_keep_add(&cs->keep, dense) < 0) return NULL;
     r->obj = dense;
+    if (writable) r->copy_back_to = obj;
     rc = etops_borrow_tensor(k->st, dense, &r->t, &cs->keep, k->op_name, what, writable);
     if (rc != LAYOUT_DENSE) {
       if (rc > 0) PyErr_Format(PyExc_ValueError, "%s: argument '%s' could not be made dense", k->op_name, what);

@@ -93,10 +93,13 @@ typedef struct {
   ArenaBlock* blocks;
 } Arena;
 
-/* A borrowed tensor and the Python object it came from (argument `arg`). */
+/* A borrowed tensor and the Python object it came from (argument `arg`). A
+ * written tensor in a permuted dim order is borrowed as a contiguous copy `obj`
+ * whose contents go back to the user's tensor `copy_back_to` after the call. */
 typedef struct {
   etb_tensor t;
   PyObject* obj;
+  PyObject* copy_back_to; /* borrowed from the call's arguments; NULL: none */
   int arg;
 } TensorRec;
 
