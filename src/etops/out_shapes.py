@@ -70,11 +70,37 @@ def specs_of_result(result, out_names) -> dict:
 
 
 def is_data_dependent(name: str) -> bool:
-    """Whether the out shapes of operator `name` are upper bounds (the kernel
-    shrinks its outs to the real size): its record in etops.ops has an upper_bound."""
+    """Whether the out shapes of operator `name` depend on the input values: its
+    record in etops.ops has an upper bound (the kernel shrinks its outs to the real
+    size) or says the outs are sized from the data. Never cached by signature."""
     from .ops import rules_for  # etops.ops imports this module
 
-    return rules_for(name).upper_bound is not None
+    rules = rules_for(name)
+    return rules.upper_bound is not None or rules.sized_from_data
+
+
+def _fake_says_data_dependent(functional, positional, keywords) -> bool:
+    """Whether torch's fake kernel of `functional` refuses these (meta) arguments
+    because the out shapes depend on the data (and not for an argument error)."""
+    from torch._subclasses.fake_tensor import DataDependentOutputException, DynamicOutputShapeException, FakeTensorMode
+
+    mode = FakeTensorMode()
+
+    def fake(v):
+        if isinstance(v, torch.Tensor):
+            return mode.from_tensor(torch.empty_strided(v.shape, v.stride(), dtype=v.dtype))
+        if isinstance(v, (list, tuple)):
+            return type(v)(fake(x) for x in v)
+        return v
+
+    try:
+        with mode:
+            functional(*[fake(v) for v in positional], **{k: fake(v) for k, v in keywords.items()})
+    except (DynamicOutputShapeException, DataDependentOutputException):
+        return True
+    except Exception:  # noqa: BLE001 - an argument error: not data-dependent
+        return False
+    return False
 
 
 # ---- the cache ----------------------------------------------------------------------
@@ -120,9 +146,9 @@ def infer_outs(info, bound: dict) -> dict:
 
 
 def _infer_outs_uncached(info, bound: dict) -> dict:
-    if is_data_dependent(info.name):
-        from .ops import rules_for  # etops.ops imports this module
+    from .ops import rules_for  # etops.ops imports this module
 
+    if rules_for(info.name).upper_bound is not None:
         return {n: (tuple(s), d, None) for n, (s, d) in rules_for(info.name).upper_bound(bound).items()}
     functional = info.functional_overload()
     if functional is None:
@@ -133,15 +159,17 @@ def _infer_outs_uncached(info, bound: dict) -> dict:
     try:
         result = functional(*positional, **keywords)
     except Exception as meta_exc:  # noqa: BLE001
-        # Meta kernels cannot size data-dependent outputs (boolean-mask indexing,
-        # unique, ...): ask ATen on the real inputs. Invalid arguments fail there too.
+        if not (rules_for(info.name).sized_from_data and _fake_says_data_dependent(functional, positional, keywords)):
+            if isinstance(meta_exc, NotImplementedError):
+                raise SchemaError(f"{info.name}: etops cannot infer the out shapes (torch's meta kernel says: {meta_exc}); pass the outs") from meta_exc
+            raise ValueError(f"{info.name}: invalid arguments (torch's meta kernel says: {meta_exc})") from meta_exc
+        # The out shapes depend on the values, and the arguments are valid: ATen sizes them.
         real = {n: as_torch(v) for n, v in bound.items() if n not in info.out_names()}
-        positional = [real[a.name] for a in functional._schema.arguments if not a.kwarg_only]
-        keywords = {a.name: real[a.name] for a in functional._schema.arguments if a.kwarg_only}
         try:
-            result = functional(*positional, **keywords)
-        except Exception as exc:  # noqa: BLE001 - torch refused the arguments themselves
-            raise ValueError(f"{info.name}: invalid arguments (torch's shape check says: {exc})") from meta_exc
+            result = functional(*[real[a.name] for a in functional._schema.arguments if not a.kwarg_only],
+                                **{a.name: real[a.name] for a in functional._schema.arguments if a.kwarg_only})
+        except Exception as exc:  # noqa: BLE001 - torch's checks refused the arguments
+            raise ValueError(f"{info.name}: invalid arguments (torch says: {exc})") from meta_exc
     return specs_of_result(result, info.out_names())
 
 

@@ -99,6 +99,9 @@ RULES = [
     # data-dependent out shapes: upper bounds the kernel shrinks the out to
     Rule(("aten::nonzero.out",), upper_bound=_upper_bound_nonzero),
     Rule(("aten::masked_select.out",), upper_bound=_upper_bound_masked_select),
+    # data-dependent out shapes without a bound: ATen sizes them on the real inputs
+    # (bool-mask indices; repeats without output_size)
+    Rule(("aten::index.Tensor_out", "aten::repeat_interleave.Tensor_out"), sized_from_data=True),
     # random outputs: only shape and dtype compare
     Rule(("aten::rand.out", "aten::randn.out", "aten::native_dropout.out"), compare=METADATA),
     # uninitialized outputs, every namespace and overload (the conformance sweep asks

@@ -36,11 +36,15 @@ class Finding:
 class Rule:
     """One table entry. `names`: exact operator names or fnmatch patterns;
     `optional`: the optional library the exact names come from (None: every exact
-    name must be a registered kernel)."""
+    name must be a registered kernel); `sized_from_data`: the out shapes depend on
+    the input values and have no upper bound, so once torch's fake kernel reports
+    that (a data-dependent-shape exception) ATen's functional runs on the real
+    inputs to size them. No other operator ever runs ATen to size its outs."""
 
     names: tuple
     guards: tuple = ()
     upper_bound: Callable | None = None
+    sized_from_data: bool = False
     compare: str | None = None
     tolerance: tuple | None = None
     findings: tuple = ()
@@ -76,6 +80,7 @@ class OpRules:
     name: str
     guards: tuple = ()
     upper_bound: Callable | None = None
+    sized_from_data: bool = False
     compare: str = VALUES
     tolerance: tuple | None = None  #: (rtol, atol) every comparison of its results uses, or None
     findings: tuple = ()
@@ -102,10 +107,12 @@ def merge(name: str, rules) -> OpRules:
     """The record of `name` from every rule that applies to it: guards composed in
     order; an upper bound or comparison kind given twice differently is refused."""
     guards, findings, single = [], [], {"upper_bound": None, "compare": None, "tolerance": None}
+    sized_from_data = False
     for rule in rules:
         if not rule.applies_to(name):
             continue
         guards.extend(rule.guards)
+        sized_from_data = sized_from_data or rule.sized_from_data
         findings.extend(f for f in rule.findings if f.op == name)
         for field in single:
             value = getattr(rule, field)
@@ -113,4 +120,7 @@ def merge(name: str, rules) -> OpRules:
                 raise ValueError(f"{name}: two rules give different '{field}' ({single[field]!r}, {value!r})")
             if value is not None:
                 single[field] = value
-    return OpRules(name, tuple(guards), single["upper_bound"], single["compare"] or VALUES, single["tolerance"], tuple(findings))
+    if sized_from_data and single["upper_bound"] is not None:
+        raise ValueError(f"{name}: a rule gives an upper bound and another says the outs are sized from the data")
+    return OpRules(name, tuple(guards), single["upper_bound"], sized_from_data, single["compare"] or VALUES,
+                   single["tolerance"], tuple(findings))
