@@ -235,21 +235,20 @@ PyObject* kernel_vectorcall(PyObject* self, PyObject* const* args, size_t nargsf
   }
   for (int i = 0; i < cs.nrecs; i++) {
     TensorRec* r = cs.recs[i];
-    if (!r->t.resized) continue;
-    PyObject* sizes = etops_sizes_tuple(&r->t);
-    if (sizes == NULL) goto done;
-    PyObject* res = PyObject_CallMethod(k->slow, SLOW_PATH_METHODS[SLOW_RESIZED], "OOOiO", (PyObject*)k, r->obj, sizes,
-                                        (int)(r->t.data != NULL), k->args[r->arg].name);
-    Py_DECREF(sizes);
-    if (res == NULL) goto done;
-    Py_DECREF(res);
-  }
-  for (int i = 0; i < cs.nrecs; i++) {
-    TensorRec* r = cs.recs[i];
-    if (r->copy_back_to == NULL) continue;
-    PyObject* res = PyObject_CallFunctionObjArgs(k->st->copy_back, r->copy_back_to, r->obj, NULL);
-    if (res == NULL) goto done;
-    Py_DECREF(res);
+    if (r->t.resized) { /* mirrored first: a copy back then takes the new size */
+      PyObject* sizes = etops_sizes_tuple(&r->t);
+      if (sizes == NULL) goto done;
+      PyObject* res = PyObject_CallMethod(k->slow, SLOW_PATH_METHODS[SLOW_RESIZED], "OOOiO", (PyObject*)k, r->obj,
+                                          sizes, (int)(r->t.data != NULL), k->args[r->arg].name);
+      Py_DECREF(sizes);
+      if (res == NULL) goto done;
+      Py_DECREF(res);
+    }
+    if (r->copy_back_to != NULL) {
+      PyObject* res = PyObject_CallFunctionObjArgs(k->st->copy_back, r->copy_back_to, r->obj, NULL);
+      if (res == NULL) goto done;
+      Py_DECREF(res);
+    }
   }
   result = build_result(k, bound, vals);
 
