@@ -25,6 +25,7 @@ from .hooks import origin_provider
 from .out_shapes import as_torch, infer_outs
 from .schemas import split_name, torch_overload
 from .slow_path import SLOW_PATH
+from .torch_checks import torch_refusal
 
 
 @dataclass(frozen=True)
@@ -314,6 +315,14 @@ class KernelInfo:
         record in etops.ops), raising an exception naming the argument."""
         rules_for(self.name).check(bound, self)
 
+    def validate(self, bound: dict) -> None:
+        """torch's checks of a call (its meta kernel of this out variant, with the
+        given outs): raises what torch refuses, naming the argument where torch's
+        message lets it; returns when torch accepts or cannot check."""
+        refusal = torch_refusal(self.name, torch_overload(self.name), bound, self.out_names())
+        if refusal is not None:
+            raise refusal
+
     def explain_mismatch(self, bound: dict) -> None:
         """A registered kernel has no tensor specs (only a delegate's call checks
         them): every call matches, there is nothing to refuse."""
@@ -377,7 +386,10 @@ def make_kernel(name: str, schema, schema_source: str):
     info = KernelInfo(name, schema, schema_source, plan, error)
     if plan is None:
         return UncallableKernel(info)
-    return _native.Kernel(name, plan.args, plan.returns, info, SLOW_PATH, precheck=rules_for(name).has_guards)
+    # torch checks calls of its own operators (aten::) before the kernel sees them
+    validate = name.startswith("aten::") and torch_overload(name) is not None
+    return _native.Kernel(name, plan.args, plan.returns, info, SLOW_PATH, precheck=rules_for(name).has_guards,
+                          validate=validate)
 
 
 __all__ = ["KernelInfo", "RegisteredKernel", "Selection", "UncallableKernel", "decode_key", "library_of", "make_kernel"]

@@ -46,6 +46,10 @@ class SlowPathInfo(Protocol):
         """The guard before every call of a kernel known to abort on some inputs:
         raises the error naming the argument."""
 
+    def validate(self, bound: dict) -> None:
+        """torch's checks of a call with a new argument signature: raises what torch
+        refuses (the kernel never sees it), returns when torch accepts."""
+
     def explain_mismatch(self, bound: dict) -> None:
         """A tensor differs from its spec (a delegate's input or output) or an out
         may overlap an input: raises the error naming the argument, or returns
@@ -58,6 +62,10 @@ class SlowPathInfo(Protocol):
 def bound_arguments(info: SlowPathInfo, values: tuple) -> dict:
     """Argument name -> value from the values C bound (plan order)."""
     return dict(zip(info.arg_names(), values))
+
+
+#: per nested allocate_and_call: ids of the outs it allocated (all of them), or empty
+_ALLOCATED: list[set[int]] = []
 
 
 class SlowPath:
@@ -75,11 +83,14 @@ class SlowPath:
         unused = [outs[n] for n in info.out_names() if bound.get(n) is None and specs[n] is None]
         quiet = quiet_ids()
         mine = {id(t) for v in outs.values() for t in (v if isinstance(v, list) else [v])}
+        allocated = {id(outs[n]) for n in info.out_names() if bound.get(n) is None}
         quiet |= mine
+        _ALLOCATED.append(allocated if len(allocated) == len(info.out_names()) else set())
         try:
             result = kernel(**{**bound, **outs})
         finally:
             quiet -= mine
+            _ALLOCATED.pop()
         if result is None:  # `-> ()` with a tensor-list out: give back what was allocated
             values = [outs[n] for n in info.out_names()]
             result = values[0] if len(values) == 1 else tuple(values)
@@ -93,6 +104,16 @@ class SlowPath:
         """Runs the guard of a kernel known to abort on some inputs (before the call)."""
         info: SlowPathInfo = kernel._info
         info.precheck(bound_arguments(info, values))
+
+    def validate(self, kernel, values, _extra):
+        """torch's checks of a call whose argument signature is new to the kernel
+        (skipped for the call allocate_and_call makes with outs it sized from
+        torch's functional, whose meta kernel already checked the arguments)."""
+        info: SlowPathInfo = kernel._info
+        bound = bound_arguments(info, values)
+        if _ALLOCATED and _ALLOCATED[-1] and all(id(bound[n]) in _ALLOCATED[-1] for n in info.out_names()):
+            return
+        info.validate(bound)
 
     def explain_mismatch(self, kernel, values, _extra):
         """A tensor does not match the kernel's spec (delegates): raise, naming the

@@ -25,6 +25,7 @@ typedef enum {
   SLOW_FAILED,            /* the kernel failed: resize outs and call again, or raise */
   SLOW_NO_KERNEL,         /* no registered kernel matches the tensors' key: raise */
   SLOW_RESIZED,           /* the kernel resized an out: mirror it on the Python object */
+  SLOW_VALIDATE,          /* a new argument signature: torch's checks, raise if torch refuses */
   SLOW_ENTRY_COUNT
 } SlowEntry;
 
@@ -35,6 +36,7 @@ static const char* const SLOW_PATH_METHODS[SLOW_ENTRY_COUNT] = {
     [SLOW_FAILED] = "failed",
     [SLOW_NO_KERNEL] = "no_kernel",
     [SLOW_RESIZED] = "resized",
+    [SLOW_VALIDATE] = "validate",
 };
 
 /* Calls the slow path's `entry` with the bound arguments (NULL: a missing out). */
@@ -53,6 +55,63 @@ static int slow_check(KernelObject* k, SlowEntry entry, PyObject* const* bound) 
   PyObject* ok = slow_path(k, entry, bound, NULL);
   if (ok == NULL) return -1;
   Py_DECREF(ok);
+  return 0;
+}
+
+/* ---- torch's checks, once per argument signature ------------------------------- */
+
+static inline uint64_t fnv(uint64_t h, int64_t v) {
+  for (int i = 0; i < 8; i++) {
+    h ^= (uint64_t)(v & 0xff);
+    h *= 0x100000001b3ULL;
+    v >>= 8;
+  }
+  return h;
+}
+
+static uint64_t tensor_signature(uint64_t h, const etb_tensor* t) {
+  if (t == NULL) return fnv(h, -1);
+  h = fnv(h, ((int64_t)t->dtype << 8) | t->ndim);
+  for (int d = 0; d < t->ndim; d++) h = fnv(h, t->sizes[d]);
+  return h;
+}
+
+uint64_t call_signature(const etb_value* vals, int n) {
+  uint64_t h = 0xcbf29ce484222325ULL;
+  for (int i = 0; i < n; i++) {
+    const etb_value* v = &vals[i];
+    h = fnv(h, ((int64_t)v->tag << 32) | (uint32_t)v->len);
+    switch (v->tag) {
+      case ETB_TENSOR: h = tensor_signature(h, v->u.t); break;
+      case ETB_INT: h = fnv(h, v->u.i); break;
+      case ETB_BOOL: h = fnv(h, v->u.b); break;
+      case ETB_LIST_BOOL:
+        for (int j = 0; j < v->len; j++) h = fnv(h, v->u.bools[j]);
+        break;
+      case ETB_LIST_INT:
+        for (int j = 0; j < v->len; j++) h = fnv(h, v->u.ints[j]);
+        break;
+      case ETB_LIST_TENSOR:
+      case ETB_LIST_OPT_TENSOR:
+        for (int j = 0; j < v->len; j++) h = tensor_signature(h, v->u.tensors[j]);
+        break;
+      default: break; /* doubles, strings, None: the tag says enough */
+    }
+  }
+  return h;
+}
+
+/* Runs torch's checks (the slow path's validate) unless a call of the same
+ * signature passed them before. 0: go on; -1: torch refuses (exception set). */
+static int validate_once(KernelObject* k, const etb_value* vals, PyObject* const* bound) {
+  uint64_t h = call_signature(vals, k->nargs);
+  for (int i = 0; i < k->validated_count; i++) {
+    if (k->validated[i] == h) return 0;
+  }
+  if (slow_check(k, SLOW_VALIDATE, bound) < 0) return -1;
+  k->validated[k->validated_next] = h;
+  k->validated_next = (k->validated_next + 1) % VALIDATED_SIGNATURES;
+  if (k->validated_count < VALIDATED_SIGNATURES) k->validated_count++;
   return 0;
 }
 
@@ -186,6 +245,8 @@ PyObject* kernel_vectorcall(PyObject* self, PyObject* const* args, size_t nargsf
       vals[i].tag = ETB_NONE;
     }
   }
+
+  if (k->validates && !missing_out && validate_once(k, vals, bound) < 0) goto done;
 
   if (missing_out) {
     /* Every given argument is valid: let Python size and allocate the outs. */

@@ -37,6 +37,8 @@ typedef struct {
 
 #define CACHE_KEY_MAX 72
 #define CACHE_ENTRIES 4
+/* Argument signatures a kernel remembers torch accepted (a ring). */
+#define VALIDATED_SIGNATURES 32
 
 /* One remembered kernel-key -> function resolution (kernel_select.c). */
 typedef struct {
@@ -71,6 +73,11 @@ typedef struct {
   PyObject* info;
   PyObject* slow;
   int has_precheck; /* call the slow path's abort guard before every call */
+  /* torch's checks of the call (slow path `validate`), once per argument
+   * signature: the signatures (call_signature) of calls torch accepted */
+  int validates;
+  int validated_count, validated_next;
+  uint64_t validated[VALIDATED_SIGNATURES];
   PyObject* delegate;  /* a Delegate (delegate.c) run instead of a registered kernel, or NULL */
   etb_delegate* delegate_handle;
   TensorSpec* specs;   /* per argument, what its tensor must be (delegates), or NULL */
@@ -92,6 +99,11 @@ typedef struct {
   size_t used;
   ArenaBlock* blocks;
 } Arena;
+
+/* FNV-1a hash of what torch's checks of a call depend on: every tensor's dtype,
+ * rank and sizes, ints, bools and int lists by value, the tags of the rest
+ * (doubles by kind: their values do not change dtypes or shapes). */
+uint64_t call_signature(const etb_value* vals, int n);
 
 /* A borrowed tensor and the Python object it came from (argument `arg`). A
  * written tensor in a permuted dim order is borrowed as a contiguous copy `obj`
