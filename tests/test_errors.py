@@ -117,9 +117,9 @@ ERROR_PATHS = [
     ("too many positional", lambda r: r.aten.add.out(torch.ones(2), torch.ones(2), 1, 2, 3), TypeError),
     ("meta", lambda r: r.aten.add.out(torch.ones(2, device="meta"), torch.ones(2), out=torch.empty(2)), ValueError),
     ("rank", lambda r: r.aten.add.out(torch.ones([1] * 17), torch.ones(1), out=torch.empty(1)), ValueError),
-    ("non-dense out", lambda r: r.aten.add.out(torch.ones(2), torch.ones(2), out=torch.empty(4)[::2]), ValueError),
+    ("expanded out", lambda r: r.aten.add.out(torch.ones(2), torch.ones(2), out=torch.empty(1).expand(2)), ValueError),
     ("overflow", lambda r: r.aten.cumsum.out(torch.ones(2), 2**64, out=torch.empty(2)), OverflowError),
-    ("enum", lambda r: r.aten.sum.IntList_out(torch.ones(2), [0], dtype=torch.complex32, out=torch.empty(())), ValueError),
+    ("enum", lambda r: r.aten.sum.IntList_out(torch.ones(2), [0], dtype=torch.uint2, out=torch.empty(())), ValueError),
     ("kernel", lambda r: r.aten.cat.out([torch.ones(2, 3, dtype=torch.uint16), torch.ones(2, 5, dtype=torch.uint16)], 1, out=torch.empty(2, 8, dtype=torch.uint16)), etops.KernelError),
 ]
 
@@ -140,7 +140,7 @@ calls = [
     lambda: reg.aten.add.out(torch.ones(2, 3), torch.ones(2, 3), out=torch.empty(2, 3, dtype=torch.int32)),
     lambda: reg.aten.add.out(torch.ones([1] * 17), torch.ones(1), out=torch.empty(1)),
     lambda: reg.aten.add.out(torch.ones(2), "x", out=torch.empty(2)),
-    lambda: reg.aten.add.out(torch.ones(2), torch.ones(2), out=torch.empty(4)[::2]),
+    lambda: reg.aten.add.out(torch.ones(2), torch.ones(2), out=torch.empty(1).expand(2)),
     lambda: reg.aten.add.Tensor,
     lambda: reg.aten.nonzero.out(torch.ones(2, 2), out=torch.empty(1, dtype=torch.float32)),
     lambda: reg.aten.index.Tensor_out(torch.ones(3), [torch.tensor([5])], out=torch.empty(1)),

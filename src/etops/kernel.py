@@ -310,18 +310,29 @@ class KernelInfo:
         """What the outs of a call with these arguments must be (see infer_outs)."""
         return infer_outs(self, bound)
 
-    def precheck(self, bound: dict) -> None:
-        """Refuses arguments the kernel is known to abort on (the guards of its
-        record in etops.ops), raising an exception naming the argument."""
-        rules_for(self.name).check(bound, self)
+    def precheck(self, bound: dict) -> dict | None:
+        """The arguments rewritten by the normalizers of its record in etops.ops
+        (the caller calls again with them), or None after its guards accepted the
+        arguments; a guard's refusal raises, naming the argument."""
+        rules = rules_for(self.name)
+        normalized = rules.normalized(bound, self)
+        if normalized is not None:
+            return normalized
+        rules.check(bound, self)
+        return None
 
-    def validate(self, bound: dict) -> None:
-        """torch's checks of a call (its meta kernel of this out variant, with the
-        given outs): raises what torch refuses, naming the argument where torch's
-        message lets it; returns when torch accepts or cannot check."""
-        refusal = torch_refusal(self.name, torch_overload(self.name), bound, self.out_names())
-        if refusal is not None:
-            raise refusal
+    def validate(self, bound: dict, meta_checked: bool = False) -> None:
+        """torch's checks of a call: its meta kernel of this out variant with the
+        given outs (skipped when `meta_checked`: the outs were sized by torch's
+        functional on these arguments), then the rules table's checks of what torch's
+        real kernel refuses and its meta kernel does not. Raises what torch refuses,
+        naming the argument where torch's message lets it; returns when torch
+        accepts or cannot check."""
+        if not meta_checked:
+            refusal = torch_refusal(self.name, torch_overload(self.name), bound, self.out_names())
+            if refusal is not None:
+                raise refusal
+        rules_for(self.name).check_like_torch(bound, self)
 
     def explain_mismatch(self, bound: dict) -> None:
         """A registered kernel has no tensor specs (only a delegate's call checks
@@ -341,14 +352,26 @@ class KernelInfo:
             packet = getattr(getattr(torch.ops, self.namespace), self.op)
             for name in sorted(packet.overloads(), key=lambda n: (n != "default", n)):
                 candidate = getattr(packet, name)
-                schema = candidate._schema
-                if any(a.is_out for a in schema.arguments):
-                    continue
-                if [(a.name, str(a.real_type)) for a in schema.arguments] == wanted:
+                if _sizes_outs_of(candidate._schema, wanted):
                     found = candidate
                     break
         self._functional = found
         return found or None
+
+
+def _sizes_outs_of(schema, wanted) -> bool:
+    """Whether the functional `schema` computes what an out variant with non-out
+    arguments `wanted` ((name, type) pairs) writes: the same arguments in the same
+    order, plus at most keyword-only options defaulting to None (`dtype`, `layout`,
+    `device`, `pin_memory` of _to_copy and full_like, which the out variant takes
+    from its out) left at their defaults."""
+    if any(a.is_out for a in schema.arguments):
+        return False
+    own = [(a.name, str(a.real_type)) for a in schema.arguments]
+    extra = [a for a in schema.arguments if (a.name, str(a.real_type)) not in wanted]
+    if [p for p in own if p in wanted] != wanted:
+        return False
+    return all(a.kwarg_only and a.has_default_value() and a.default_value is None for a in extra)
 
 
 class UncallableKernel:
@@ -388,7 +411,7 @@ def make_kernel(name: str, schema, schema_source: str):
         return UncallableKernel(info)
     # torch checks calls of its own operators (aten::) before the kernel sees them
     validate = name.startswith("aten::") and torch_overload(name) is not None
-    return _native.Kernel(name, plan.args, plan.returns, info, SLOW_PATH, precheck=rules_for(name).has_guards,
+    return _native.Kernel(name, plan.args, plan.returns, info, SLOW_PATH, precheck=rules_for(name).has_precheck,
                           validate=validate)
 
 

@@ -108,7 +108,7 @@ def _fake_says_data_dependent(functional, positional, keywords) -> bool:
 
 def _signature(value):
     """A hashable summary of an argument for the out-shape cache: tensors by shape,
-    stride and dtype, everything else by value."""
+    stride and dtype, everything else by type and value."""
     if isinstance(value, torch.Tensor):
         return ("T", tuple(value.shape), value.stride(), value.dtype)
     if isinstance(value, (list, tuple)):
@@ -116,7 +116,7 @@ def _signature(value):
     if hasattr(value, "__dlpack__"):
         return _signature(torch.from_dlpack(value))
     hash(value)
-    return value
+    return (type(value), value)  # 2, 2.0 and True are equal but promote differently
 
 
 _OUT_CACHE_SIZE = 256
@@ -154,23 +154,36 @@ def _infer_outs_uncached(info, bound: dict) -> dict:
     if functional is None:
         raise SchemaError(f"{info.name}: etops cannot infer the out shapes (torch has no functional variant); pass the outs")
     inputs = {n: to_meta(v) for n, v in bound.items() if n not in info.out_names()}
-    positional = [inputs[a.name] for a in functional._schema.arguments if not a.kwarg_only]
-    keywords = {a.name: inputs[a.name] for a in functional._schema.arguments if a.kwarg_only}
+    positional, keywords = functional_arguments(functional, inputs)
     try:
         result = functional(*positional, **keywords)
     except Exception as meta_exc:  # noqa: BLE001
         if not (rules_for(info.name).sized_from_data and _fake_says_data_dependent(functional, positional, keywords)):
             if isinstance(meta_exc, NotImplementedError):
                 raise SchemaError(f"{info.name}: etops cannot infer the out shapes (torch's meta kernel says: {meta_exc}); pass the outs") from meta_exc
-            raise ValueError(f"{info.name}: invalid arguments (torch's meta kernel says: {meta_exc})") from meta_exc
+            from .torch_checks import refusal_error  # torch_checks imports this module
+
+            raise refusal_error(info.name, meta_exc, list(bound), info.out_names()) from meta_exc
         # The out shapes depend on the values, and the arguments are valid: ATen sizes them.
         real = {n: as_torch(v) for n, v in bound.items() if n not in info.out_names()}
         try:
-            result = functional(*[real[a.name] for a in functional._schema.arguments if not a.kwarg_only],
-                                **{a.name: real[a.name] for a in functional._schema.arguments if a.kwarg_only})
+            real_positional, real_keywords = functional_arguments(functional, real)
+            result = functional(*real_positional, **real_keywords)
         except Exception as exc:  # noqa: BLE001 - torch's checks refused the arguments
-            raise ValueError(f"{info.name}: invalid arguments (torch says: {exc})") from meta_exc
+            from .torch_checks import refusal_error
+
+            raise refusal_error(info.name, exc, list(bound), info.out_names()) from meta_exc
     return specs_of_result(result, info.out_names())
+
+
+def functional_arguments(functional, values: dict):
+    """(positional, keywords) of a call of torch's `functional` (KernelInfo's
+    functional_overload) with an out variant's non-out arguments `values`; the
+    functional's options the out variant lacks (dtype, layout, ...) stay unset."""
+    schema = functional._schema.arguments
+    positional = [values[a.name] for a in schema if not a.kwarg_only]
+    keywords = {a.name: values[a.name] for a in schema if a.kwarg_only and a.name in values}
+    return positional, keywords
 
 
 def allocate(spec):

@@ -42,13 +42,15 @@ class SlowPathInfo(Protocol):
         """out name -> (shape, dtype, stride or None), a list of those, or None
         (an out the kernel leaves alone), for a call with these arguments."""
 
-    def precheck(self, bound: dict) -> None:
-        """The guard before every call of a kernel known to abort on some inputs:
-        raises the error naming the argument."""
+    def precheck(self, bound: dict) -> dict | None:
+        """Before every call of a kernel the rules table guards or normalizes:
+        the normalized arguments to call again with, or None once the guards
+        accepted (a refusal raises, naming the argument)."""
 
-    def validate(self, bound: dict) -> None:
-        """torch's checks of a call with a new argument signature: raises what torch
-        refuses (the kernel never sees it), returns when torch accepts."""
+    def validate(self, bound: dict, meta_checked: bool = False) -> None:
+        """torch's checks of a call with a new argument signature (its meta kernel's
+        unless `meta_checked`, then the rules table's): raises what torch refuses
+        (the kernel never sees it), returns when torch accepts."""
 
     def explain_mismatch(self, bound: dict) -> None:
         """A tensor differs from its spec (a delegate's input or output) or an out
@@ -101,19 +103,24 @@ class SlowPath:
         return None if any(result is u for u in unused) else result
 
     def precheck(self, kernel, values, _extra):
-        """Runs the guard of a kernel known to abort on some inputs (before the call)."""
+        """Before every call of a kernel with guards or normalizers: None when the
+        call may go on, or `(result,)` of the call made here with the normalized
+        arguments (the C path returns that result)."""
         info: SlowPathInfo = kernel._info
-        info.precheck(bound_arguments(info, values))
+        normalized = info.precheck(bound_arguments(info, values))
+        if normalized is None:
+            return None
+        outs = set(info.out_names())
+        return (kernel(**{n: v for n, v in normalized.items() if not (n in outs and v is None)}),)
 
     def validate(self, kernel, values, _extra):
         """torch's checks of a call whose argument signature is new to the kernel
-        (skipped for the call allocate_and_call makes with outs it sized from
-        torch's functional, whose meta kernel already checked the arguments)."""
+        (its meta kernel is skipped for the call allocate_and_call makes with outs sized by
+        torch's functional, which checked the same arguments)."""
         info: SlowPathInfo = kernel._info
         bound = bound_arguments(info, values)
-        if _ALLOCATED and _ALLOCATED[-1] and all(id(bound[n]) in _ALLOCATED[-1] for n in info.out_names()):
-            return
-        info.validate(bound)
+        sized = bool(_ALLOCATED and _ALLOCATED[-1] and all(id(bound[n]) in _ALLOCATED[-1] for n in info.out_names()))
+        info.validate(bound, meta_checked=sized)
 
     def explain_mismatch(self, kernel, values, _extra):
         """A tensor does not match the kernel's spec (delegates): raise, naming the

@@ -42,14 +42,24 @@ def torch_refusal(name: str, overload, bound: dict, out_names) -> Exception | No
         message = str(exc).split("\n", 1)[0]
         if any(marker in message for marker in _NO_META):
             return None
-        if "can't be cast to the desired output type" in message or "to out tensor with dtype" in message:
-            out = out_names[0] if out_names else "out"
-            return TypeError(f"{name}: argument '{out}' cannot hold the result (torch says: {message})")
-        kind = TypeError if isinstance(exc, TypeError) or "dtype" in message or "scalar type" in message else ValueError
-        named = _named_argument(message, [a.name for a in schema.arguments if a.name in bound])
-        which = f"argument '{named}'" if named else "these arguments"
-        return kind(f"{name}: torch refuses {which} (torch says: {message})")
+        return refusal_error(name, exc, [a.name for a in schema.arguments if a.name in bound], out_names)
     return None
+
+
+def refusal_error(name: str, exc: BaseException, arg_names, out_names) -> Exception:
+    """torch's refusal `exc` of a call of operator `name` as the exception etops
+    raises: a TypeError for dtypes, castability and argument types (a number where
+    torch wants a Tensor), else a ValueError; it names the argument torch's message
+    names ('out' for a result it cannot cast into)."""
+    message = str(exc).split("\n", 1)[0]
+    if "can't be cast to the desired output type" in message or "to out tensor with dtype" in message:
+        out = out_names[0] if out_names else "out"
+        return TypeError(f"{name}: argument '{out}' cannot hold the result (torch says: {message})")
+    typed = ("dtype", "scalar type", "Expected a value of type")
+    kind = TypeError if isinstance(exc, TypeError) or any(word in message for word in typed) else ValueError
+    named = _named_argument(message, arg_names)
+    which = f"argument '{named}'" if named else "these arguments"
+    return kind(f"{name}: torch refuses {which} (torch says: {message})")
 
 
 def _named_argument(message: str, names) -> str | None:

@@ -102,3 +102,28 @@ def test_explain_says_which_tensors_are_copied(reg):
         text = reg.aten.mm.out.explain(x, w.t(), out=torch.empty(3, 5))
     assert "mat2: float32, dim order [1, 0]" in text
     assert "contiguous copy" not in text
+
+
+def test_stepped_out_is_computed_contiguous_and_copied_back(reg):
+    """A non-dense (stepped) out: torch writes it in place; so does etops, through a
+    contiguous copy, leaving the elements between untouched."""
+    base = torch.full((2, 6), -1.0)
+    out = base[:, ::2]
+    a, b = torch.randn(2, 3), torch.randn(2, 3)
+    assert reg.aten.add.out(a, b, out=out) is out
+    assert torch.equal(out, a + b)
+    assert torch.equal(base[:, 1::2], torch.full((2, 3), -1.0))
+
+
+def test_copy_into_a_stepped_self(reg):
+    base = torch.zeros(8)
+    src = torch.arange(4.0)
+    reg.get_kernel("aten::copy_")(base[::2], src)
+    assert torch.equal(base, torch.tensor([0.0, 0, 1, 0, 2, 0, 3, 0]))
+
+
+def test_expanded_out_is_refused_untouched(reg):
+    storage = torch.zeros(1)
+    with pytest.raises(ValueError, match="argument 'out' is expanded"):
+        reg.aten.add.out(torch.ones(3), torch.ones(3), out=storage.expand(3))
+    assert storage.item() == 0.0

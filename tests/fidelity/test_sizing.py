@@ -28,7 +28,7 @@ def test_refused_by_meta_never_runs_aten(reg, monkeypatch):
 
     monkeypatch.setattr(type(info), "functional_overload", lambda self: Recording())
     info.__dict__.pop("_out_cache", None)
-    with pytest.raises(ValueError, match="invalid arguments .*meta kernel says"):
+    with pytest.raises(ValueError, match="_native_batch_norm_legit.no_stats_out: torch refuses .*torch says"):
         reg.aten._native_batch_norm_legit.no_stats_out(torch.randn(2, 3, 4), torch.randn(3, 3), None, True, 0.1, 1e-5)
     assert devices and set(devices) == {"meta"}
 
@@ -53,7 +53,7 @@ def test_sized_from_data_ops_are_never_cached_by_signature():
 def test_invalid_arguments_to_a_sized_from_data_op_raise(reg):
     """repeats must be 1-D: torch's own check (before any compute) refuses it, and
     the refusal is a ValueError naming the operator."""
-    with pytest.raises(ValueError, match="aten::repeat_interleave.Tensor_out: invalid arguments .*1D"):
+    with pytest.raises(ValueError, match="aten::repeat_interleave.Tensor_out: torch refuses .*1D"):
         reg.aten.repeat_interleave.Tensor_out(torch.ones(2, 2, dtype=torch.int64))
 
 

@@ -32,6 +32,8 @@ GUARD_CASES = [
     (g.dim_valid("self", "dimension"), {"self": T(1, 1, 1), "dimension": -4}, IndexError, "dimension", {"self": T(1, 1, 1), "dimension": -3}),
     (g.reduced_dim_nonempty("self", "dim"), {"self": T(2, 0), "dim": -1}, ValueError, "self", {"self": T(0, 2), "dim": -1}),
     (g.divisor_nonzero("b", "a"), {"a": 3, "b": 0}, ZeroDivisionError, "b", {"a": 3, "b": 2}),
+    (g.not_bool("self", "other", why="no"), {"self": T(2), "other": T(2, dtype=torch.bool)}, TypeError, "other", {"self": T(2), "other": 1}),
+    (g.not_bool("self", "other", why="no"), {"self": T(2, dtype=torch.bool), "other": 1}, TypeError, "self", {"self": T(2, dtype=torch.int8), "other": 1.5}),
     (g.arange_length(), {"start": 0, "end": 1, "step": 1e-200}, ValueError, "step", {"start": 0, "end": 10, "step": 0.5}),
     (g.arange_length(), {"end": 1, "step": 0}, ValueError, "step", {"end": 3}),
     (g.mask_indices("self", "indices"), {"self": T(3), "indices": [T(3, 1, dtype=torch.bool)]}, IndexError, "indices", {"self": T(3, 1), "indices": [T(3, 1, dtype=torch.bool)]}),
@@ -150,7 +152,8 @@ def test_every_finding_names_an_argument_of_its_operator_and_its_reproducer_call
         assert finding.summary and finding.abort and finding.case["op"] == finding.op
         kernel = etops.registry().get_kernel(finding.op)
         assert finding.argument in {name for name, _ in finding.case["args"]} | set(kernel.out_names()), finding
-        assert ops.rules_for(finding.op).has_guards and finding in ops.rules_for(finding.op).findings
+        record = ops.rules_for(finding.op)
+        assert (record.has_guards or record.torch_checks or record.normalize) and finding in record.findings
 
 
 def test_a_tolerance_override_reaches_every_comparison(monkeypatch):
@@ -174,3 +177,15 @@ def test_tolerances_given_twice_differently_are_refused():
         merge("aten::add.out", [Rule(("aten::add.out",), tolerance=(0.1, 0.0)), Rule(("aten::*",), tolerance=(0.2, 0.0))])
     with pytest.raises(ValueError, match="'tolerance'"):
         Rule(("aten::add.out",), tolerance=(-1, 0))
+
+
+def test_torch_checks_run_once_per_signature_and_refuse_what_torch_refuses(reg):
+    """torch's CPU sub refuses bools; its meta kernel does not: the rules table's
+    torch check refuses it before ExecuTorch's kernel (which would compute it)."""
+    with pytest.raises(RuntimeError, match="bool"):
+        torch.sub(torch.ones(2), True)
+    with pytest.raises(TypeError, match="aten::sub.out: argument 'other' is a bool"):
+        reg.aten.sub.out(torch.ones(2), True, out=torch.empty(2))
+    with pytest.raises(TypeError, match="aten::sub.out: argument 'self' is a bool"):
+        reg.aten.sub.out(torch.ones(2, dtype=torch.bool), 1)
+    assert not ops.rules_for("aten::sub.out").has_guards  # no per-call Python guard

@@ -50,6 +50,9 @@ def test_runner_reports_a_hang():
 @pytest.mark.parametrize("finding", ops.findings(), ids=[f"{f.op}-{f.argument}" for f in ops.findings()])
 def test_abort_found_by_fuzzing_is_now_a_clear_error(runner, finding):
     out = runner.run(finding.case)
+    if finding.computes:  # normalized into a call the kernel handles: torch's result
+        assert out["status"] == "ok" and not out["violations"], out
+        return
     assert out["status"] == "raised", f"{finding.op} still kills the process: {out.get('signal')} {out.get('notice')}"
     assert f"'{finding.argument}'" in out["exc"], out["exc"]
     assert not out["exc"].startswith("KernelError")

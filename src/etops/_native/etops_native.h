@@ -72,6 +72,7 @@ enum {
   LAYOUT_DENSE = 0,     /* contiguous or channels-last (or any order, under "preserve") */
   LAYOUT_NOT_DENSE = 1, /* a strided view with no ExecuTorch dim order */
   LAYOUT_PERMUTED = 2,  /* dense in a dim order no exported program hands a kernel */
+  LAYOUT_OVERLAPPING = 3, /* not dense, and elements share memory (a stride 0 over a size > 1) */
 };
 
 /* Layout mode of the calling thread (etops.layout): 0 "programs" (the default:
@@ -84,7 +85,8 @@ extern _Thread_local int etops_layout_preserve;
  * the DLPack C exchange API, others through __dlpack__. Sets a Python exception
  * naming `what` and returns -1 when the object is not a CPU tensor ExecuTorch can
  * represent. Returns LAYOUT_NOT_DENSE (without exception) for a strided view that
- * has no ExecuTorch dim order, and LAYOUT_PERMUTED (with `out` filled in its true
+ * has no ExecuTorch dim order (LAYOUT_OVERLAPPING when it is expanded: writing it
+ * would write one element through several indices), and LAYOUT_PERMUTED (with `out` filled in its true
  * dim order) for a dense tensor in an order other than contiguous or channels-last
  * while the thread's layout mode is not "preserve"; the caller decides whether to
  * copy or refuse.

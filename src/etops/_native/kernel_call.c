@@ -60,36 +60,36 @@ static int slow_check(KernelObject* k, SlowEntry entry, PyObject* const* bound) 
 
 /* ---- torch's checks, once per argument signature ------------------------------- */
 
-static inline uint64_t fnv(uint64_t h, int64_t v) {
-  for (int i = 0; i < 8; i++) {
-    h ^= (uint64_t)(v & 0xff);
-    h *= 0x100000001b3ULL;
-    v >>= 8;
-  }
-  return h;
+/* One 64-bit word into the hash: a multiply and a shift, not a loop over bytes
+ * (this runs on every call of a validating kernel). */
+static inline uint64_t mix(uint64_t h, uint64_t v) {
+  h = (h ^ v) * 0x9E3779B97F4A7C15ULL;
+  return h ^ (h >> 29);
 }
 
 static uint64_t tensor_signature(uint64_t h, const etb_tensor* t) {
-  if (t == NULL) return fnv(h, -1);
-  h = fnv(h, ((int64_t)t->dtype << 8) | t->ndim);
-  for (int d = 0; d < t->ndim; d++) h = fnv(h, t->sizes[d]);
+  if (t == NULL) return mix(h, ~(uint64_t)0);
+  h = mix(h, ((uint64_t)(uint8_t)t->dtype << 8) | t->ndim);
+  int d = 0;
+  for (; d + 1 < t->ndim; d += 2) h = mix(h, ((uint64_t)(uint32_t)t->sizes[d] << 32) | (uint32_t)t->sizes[d + 1]);
+  if (d < t->ndim) h = mix(h, (uint32_t)t->sizes[d]);
   return h;
 }
 
 uint64_t call_signature(const etb_value* vals, int n) {
-  uint64_t h = 0xcbf29ce484222325ULL;
+  uint64_t h = 0x243F6A8885A308D3ULL;
   for (int i = 0; i < n; i++) {
     const etb_value* v = &vals[i];
-    h = fnv(h, ((int64_t)v->tag << 32) | (uint32_t)v->len);
+    h = mix(h, ((uint64_t)(uint32_t)v->tag << 32) | (uint32_t)v->len);
     switch (v->tag) {
       case ETB_TENSOR: h = tensor_signature(h, v->u.t); break;
-      case ETB_INT: h = fnv(h, v->u.i); break;
-      case ETB_BOOL: h = fnv(h, v->u.b); break;
+      case ETB_INT: h = mix(h, (uint64_t)v->u.i); break;
+      case ETB_BOOL: h = mix(h, (uint64_t)v->u.b); break;
       case ETB_LIST_BOOL:
-        for (int j = 0; j < v->len; j++) h = fnv(h, v->u.bools[j]);
+        for (int j = 0; j < v->len; j++) h = mix(h, v->u.bools[j]);
         break;
       case ETB_LIST_INT:
-        for (int j = 0; j < v->len; j++) h = fnv(h, v->u.ints[j]);
+        for (int j = 0; j < v->len; j++) h = mix(h, (uint64_t)v->u.ints[j]);
         break;
       case ETB_LIST_TENSOR:
       case ETB_LIST_OPT_TENSOR:
@@ -105,7 +105,9 @@ uint64_t call_signature(const etb_value* vals, int n) {
  * signature passed them before. 0: go on; -1: torch refuses (exception set). */
 static int validate_once(KernelObject* k, const etb_value* vals, PyObject* const* bound) {
   uint64_t h = call_signature(vals, k->nargs);
-  for (int i = 0; i < k->validated_count; i++) {
+  /* newest first: a loop of calls repeats the signature it last added */
+  for (int n = 0, i = k->validated_next; n < k->validated_count; n++) {
+    i = i == 0 ? VALIDATED_SIGNATURES - 1 : i - 1;
     if (k->validated[i] == h) return 0;
   }
   if (slow_check(k, SLOW_VALIDATE, bound) < 0) return -1;
@@ -216,7 +218,17 @@ PyObject* kernel_vectorcall(PyObject* self, PyObject* const* args, size_t nargsf
   PyObject* bound[ETOPS_MAX_ARGS];
   int missing_out;
   if (bind_arguments(k, args, nargs, kwnames, bound, &missing_out) < 0) return NULL;
-  if (k->has_precheck && slow_check(k, SLOW_PRECHECK, bound) < 0) return NULL;
+  if (k->has_precheck) {
+    /* None: go on; (result,): the slow path made the call with normalized arguments */
+    PyObject* handled = slow_path(k, SLOW_PRECHECK, bound, NULL);
+    if (handled == NULL) return NULL;
+    if (PyTuple_Check(handled) && PyTuple_GET_SIZE(handled) == 1) {
+      PyObject* result = Py_NewRef(PyTuple_GET_ITEM(handled, 0));
+      Py_DECREF(handled);
+      return result;
+    }
+    Py_DECREF(handled);
+  }
   CallScratch cs;
   scratch_init(&cs);
   etb_value vals[ETOPS_MAX_ARGS];

@@ -20,8 +20,9 @@ static int type_error(KernelObject* k, const ArgSpec* a, const char* expected, P
 /* Borrows `obj` as tensor `what` of argument `arg`. Tensors reach the kernel as an
  * exported program lays them out: a non-dense input, or one in a permuted dim order
  * (unless the thread's layout mode is "preserve"), is replaced by a contiguous copy
- * (state's densify); a permuted written tensor is computed into a contiguous copy
- * that is copied back after the call; a non-dense written tensor is refused. */
+ * (state's densify); a written one is computed into a contiguous copy that is
+ * copied back after the call, unless it is expanded (elements sharing memory, which
+ * torch refuses to write too). */
 static TensorRec* borrow(KernelObject* k, CallScratch* cs, PyObject* obj, int arg, const char* what,
                          int writable) {
   TensorRec* r = scratch_new_rec(cs);
@@ -31,10 +32,10 @@ static TensorRec* borrow(KernelObject* k, CallScratch* cs, PyObject* obj, int ar
   r->arg = arg;
   int rc = etops_borrow_tensor(k->st, obj, &r->t, &cs->keep, k->op_name, what, writable);
   if (rc < 0) return NULL;
-  if (rc == LAYOUT_NOT_DENSE && writable) {
+  if (rc == LAYOUT_OVERLAPPING && writable) {
     PyErr_Format(PyExc_ValueError,
-                 "%s: argument '%s' is not dense (expanded, stepped or overlapping); the kernel writes it, "
-                 "so it must be contiguous or a permutation of a contiguous tensor",
+                 "%s: argument '%s' is expanded (several of its elements share memory); the kernel writes it, "
+                 "so it must not overlap itself (clone it first)",
                  k->op_name, what);
     return NULL;
   }
@@ -136,7 +137,56 @@ typedef int (*ArgConverter)(KernelObject* k, CallScratch* cs, int i, const ArgSp
 /* Outs and mutable arguments are written by the kernel; outs may be resized. */
 static int written(const ArgSpec* a) { return (a->flags & (F_OUT | F_MUTABLE)) != 0; }
 
+/* A Python number given for a Tensor parameter the kernel only reads, as torch wraps
+ * it: a 0-dim tensor in the call's arena of torch's wrapped-number dtype (bool,
+ * int64, float64, complex128). torch's own checks and out sizing see the number
+ * itself, with its wrapped-number promotion rules. 1: wrapped; 0: `o` is not a
+ * Python number; -1: error (an int beyond int64). */
+static int wrap_number(KernelObject* k, CallScratch* cs, const ArgSpec* a, PyObject* o, etb_value* v) {
+  int dtype;
+  if (PyBool_Check(o)) dtype = ETB_DTYPE_BOOL;
+  else if (PyLong_Check(o)) dtype = ETB_DTYPE_LONG;
+  else if (PyFloat_Check(o)) dtype = ETB_DTYPE_DOUBLE;
+  else if (PyComplex_Check(o)) dtype = ETB_DTYPE_COMPLEX_DOUBLE;
+  else return 0;
+  const size_t header = (sizeof(etb_tensor) + 15) & ~(size_t)15; /* then 16 bytes of data */
+  etb_tensor* t = (etb_tensor*)scratch_alloc(cs, header + 16);
+  if (t == NULL) return -1;
+  unsigned char* data = (unsigned char*)t + header;
+  switch (dtype) {
+    case ETB_DTYPE_BOOL: *(uint8_t*)data = o == Py_True; break;
+    case ETB_DTYPE_LONG: {
+      int64_t value;
+      if (as_int64(k, a, o, &value) < 0) return -1;
+      memcpy(data, &value, sizeof value);
+      break;
+    }
+    case ETB_DTYPE_DOUBLE: {
+      double value = PyFloat_AS_DOUBLE(o);
+      memcpy(data, &value, sizeof value);
+      break;
+    }
+    default: {
+      double parts[2] = {PyComplex_RealAsDouble(o), PyComplex_ImagAsDouble(o)};
+      memcpy(data, parts, sizeof parts);
+    }
+  }
+  t->data = data;
+  t->dtype = (int8_t)dtype;
+  t->ndim = 0;
+  t->dynamism = ETB_STATIC;
+  t->resized = 0;
+  v->tag = ETB_TENSOR;
+  v->len = WRAPPED_NUMBER_LEN;
+  v->u.t = t;
+  return 1;
+}
+
 static int convert_tensor(KernelObject* k, CallScratch* cs, int i, const ArgSpec* a, PyObject* o, etb_value* v) {
+  if (Py_TYPE(o) != (PyTypeObject*)k->st->torch_tensor_type && !written(a)) {
+    int wrapped = wrap_number(k, cs, a, o, v);
+    if (wrapped != 0) return wrapped < 0 ? -1 : 0;
+  }
   TensorRec* r = borrow(k, cs, o, i, a->cname, written(a));
   if (r == NULL) return -1;
   if (a->flags & F_OUT) r->t.dynamism = ETB_DYNAMIC_BOUND;

@@ -100,7 +100,11 @@ typedef struct {
   ArenaBlock* blocks;
 } Arena;
 
-/* FNV-1a hash of what torch's checks of a call depend on: every tensor's dtype,
+/* etb_value.len of an ETB_TENSOR that wraps a Python number (kernel_convert.c); the
+ * bridge never reads len for tensors, call_signature hashes it. */
+#define WRAPPED_NUMBER_LEN 1
+
+/* A hash of what torch's checks of a call depend on: every tensor's dtype,
  * rank and sizes, ints, bools and int lists by value, the tags of the rest
  * (doubles by kind: their values do not change dtypes or shapes). */
 uint64_t call_signature(const etb_value* vals, int n);

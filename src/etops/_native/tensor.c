@@ -62,6 +62,7 @@ static int et_dtype_of(DLDataType t) {
       break;
     case kDLComplex:
       switch (t.bits) {
+        case 32: return ETB_DTYPE_COMPLEX_HALF;
         case 64: return ETB_DTYPE_COMPLEX_FLOAT;
         case 128: return ETB_DTYPE_COMPLEX_DOUBLE;
       }
@@ -248,7 +249,12 @@ int etops_borrow_tensor(etops_state* st, PyObject* obj, etb_tensor* out, etops_k
   out->dynamism = ETB_STATIC;
   out->resized = 0;
   int found = find_dim_order(ndim, dl.shape, dl.strides, out->dim_order);
-  if (found == ORDER_NONE) return LAYOUT_NOT_DENSE;
+  if (found == ORDER_NONE) {
+    for (int i = 0; i < ndim; i++) {
+      if (dl.shape[i] > 1 && dl.strides != NULL && dl.strides[i] == 0) return LAYOUT_OVERLAPPING;
+    }
+    return LAYOUT_NOT_DENSE;
+  }
   int64_t expected = 1;
   for (int k = ndim - 1; k >= 0; k--) {
     int d = out->dim_order[k];

@@ -232,7 +232,7 @@ class DelegateInfo(KernelInfo):
             specs.append((dtypes.ET_SCALAR_TYPE[spec.dtype], sizes, spec.dim_order))
         return tuple(specs)
 
-    def validate(self, bound: dict) -> None:
+    def validate(self, bound: dict, meta_checked: bool = False) -> None:
         """A delegate's checks are its tensor specs (explain_mismatch): its Kernel
         never asks torch, so there is nothing to do here."""
 

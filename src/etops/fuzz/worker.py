@@ -35,6 +35,7 @@ import etops
 from etops.plan import F_MUTABLE, F_OUT, K_RETURN_SLOT, K_TENSOR
 from etops.compare import FUZZ, diff
 from etops.ops import rules_for
+from etops.out_shapes import functional_arguments
 
 ALLOWED_INVALID = (TypeError, ValueError, OverflowError, IndexError, ZeroDivisionError, etops.EtopsError)
 ALLOWED_VALID_REFUSAL = (etops.KernelError, etops.NoMatchingKernelError, etops.SchemaError)
@@ -198,8 +199,7 @@ def reference(kernel, case, args, kwargs):
             functional = info.functional_overload()
             bound = info.bind(tuple(ref_args), ref_kwargs)
             if functional is not None:
-                positional = [bound[a.name] for a in functional._schema.arguments if not a.kwarg_only]
-                keywords = {a.name: bound[a.name] for a in functional._schema.arguments if a.kwarg_only}
+                positional, keywords = functional_arguments(functional, bound)
                 result = functional(*positional, **keywords)
             else:
                 dtype = getattr(torch, case.get("out_dtype") or "float32")

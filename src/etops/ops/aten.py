@@ -8,14 +8,15 @@ import torch
 from .. import out_shapes
 from ..compare import METADATA, TIES
 from . import guards as g
+from . import normalizers as n
 from .cases import case, tensor, value
 from .rules import Finding, Rule
 
 _SIZE_ABORT = "size(): Dimension out of range (0-dim input)"
 
 
-def _finding(op, summary, argument, args, abort, outs=("out",)):
-    return Finding(op, summary, argument, case(op, args, outs), abort)
+def _finding(op, summary, argument, args, abort, outs=("out",), computes=False):
+    return Finding(op, summary, argument, case(op, args, outs), abort, computes)
 
 
 def _upper_bound_nonzero(bound):
@@ -49,10 +50,10 @@ RULES = [
         _finding("aten::_log_softmax.out", "the optimized _log_softmax.out divides by the size of an empty reduced dim", "self",
                  [("self", tensor((0,))), ("dim", value(-1)), ("half_to_float", value(False))], "SIGFPE: integer division by zero on an empty input", outs=()),
     )),
-    Rule(("aten::narrow_copy.out",), guards=(g.dim_in_range("self", "dim"),), findings=(
+    Rule(("aten::narrow_copy.out",), normalize=(n.nonnegative_dim("self", "dim"),), guards=(g.dim_in_range("self", "dim"),), findings=(
         _finding("aten::narrow_copy.out", "narrow_copy.out passes a negative dim to size() unnormalized", "dim",
                  [("self", tensor((0,))), ("dim", value(-1)), ("start", value(0)), ("length", value(0))],
-                 "size(): Dimension out of range (a negative dim is passed to size() unnormalized)"),
+                 "size(): Dimension out of range (a negative dim is passed to size() unnormalized)", computes=True),
     )),
     Rule(("aten::arange.out", "aten::arange.start_out"), guards=(g.arange_length(),), findings=(
         _finding("aten::arange.start_out", "arange.start_out aborts when the length overflows int32 instead of failing", "step",
@@ -86,7 +87,16 @@ RULES = [
         for op, extra in (("aten::index.Tensor_out", []), ("aten::index_put.out", [("values", tensor(())), ("accumulate", value(False))]))
     )),
     # found by adversarial calls under glibc's malloc checking (issue 15)
-    Rule(("aten::div.out",), guards=(g.castable_out("out", "self", "other"),), findings=(
+    # torch reduces a 0-dim tensor over dim 0 (or -1); the kernel aborts on size(0) of it
+    Rule(("aten::sum.IntList_out",), normalize=(n.scalar_dims_as_none("self", "dim"),), findings=(
+        _finding("aten::sum.IntList_out", "sum.IntList_out aborts on a 0-dim input with dim=[0] instead of reducing it", "dim",
+                 [("self", tensor(())), ("dim", value([0])), ("keepdim", value(False))], _SIZE_ABORT, computes=True),
+    )),
+    # torch's sub refuses bools (sub_check) in its CPU kernel, not in its meta kernel
+    Rule(("aten::sub.out", "aten::sub.Scalar_out", "aten::rsub.Scalar_out"), torch_checks=(
+        g.not_bool("self", "other", why="torch does not subtract bools (use ~ or logical_xor)"),
+    )),
+    Rule(("aten::div.out",), torch_checks=(g.castable_out("out", "self", "other"),), findings=(
         _finding("aten::div.out", "div.out writes a complex result into a real out without checking castability", "out",
                  [("self", tensor((4,), "complex64")), ("other", tensor((4,)))],
                  "returns success and writes complex values past the end of a float32 out (heap corruption)"),

@@ -94,6 +94,19 @@ def dtype_in(name: str, dtypes, described: str):
     return guard
 
 
+def not_bool(*names: str, why: str):
+    """None of `names` is a bool tensor or a Python bool (`why`: torch's reason)."""
+
+    def guard(bound, info):
+        for name in names:
+            value = bound.get(name)
+            m = shape_dtype(value)
+            if isinstance(value, bool) or (m is not None and m[1] == torch.bool):
+                raise TypeError(f"{info.name}: argument '{name}' is a bool; {why}")
+
+    return guard
+
+
 def castable_out(out: str, *inputs: str):
     """The dtype torch's type promotion gives `inputs` (tensors or Python numbers)
     can be cast to out `out`'s dtype (torch's castability rule)."""

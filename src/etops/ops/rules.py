@@ -3,7 +3,7 @@
 A ``Rule`` is one entry of a family module (aten.py, prim.py, quantized.py): the
 operators it applies to (exact names, or ``fnmatch`` patterns such as
 ``quantized_decomposed::*``) and what it says about them. ``OpRules`` is the merged
-record of one operator: the guards of every entry naming it, in table order, and
+record of one operator: the guards and torch checks of every entry naming it, in table order, and
 its out upper bound, comparison kind and known findings.
 """
 
@@ -21,8 +21,9 @@ Guard = Callable[[dict, object], None]
 
 @dataclasses.dataclass(frozen=True)
 class Finding:
-    """A known ExecuTorch abort the guards turn into an exception: a summary fit
-    for an upstream report, the argument the error must name, a reproducer (a fuzz
+    """A known ExecuTorch abort the guards turn into an exception naming
+    `argument` (or, `computes`, one the normalizers turn into a call that computes
+    torch's result): a summary fit for an upstream report, a reproducer (a fuzz
     case, pure data: etops.fuzz's worker builds it) and the abort it replaces."""
 
     op: str
@@ -30,6 +31,7 @@ class Finding:
     argument: str
     case: dict
     abort: str
+    computes: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -39,10 +41,17 @@ class Rule:
     name must be a registered kernel); `sized_from_data`: the out shapes depend on
     the input values and have no upper bound, so once torch's fake kernel reports
     that (a data-dependent-shape exception) ATen's functional runs on the real
-    inputs to size them. No other operator ever runs ATen to size its outs."""
+    inputs to size them. No other operator ever runs ATen to size its outs.
+    `torch_checks`: guards for what torch's real kernel refuses and its meta kernel
+    lets through; they depend on dtypes and shapes only, so they run with torch's
+    checks, once per argument signature (guards run before every call).
+    `normalize`: normalizers (etops.ops.normalizers) rewriting arguments torch
+    accepts into the equivalent form the kernel handles, before the guards."""
 
     names: tuple
     guards: tuple = ()
+    torch_checks: tuple = ()
+    normalize: tuple = ()
     upper_bound: Callable | None = None
     sized_from_data: bool = False
     compare: str | None = None
@@ -79,6 +88,8 @@ class OpRules:
 
     name: str
     guards: tuple = ()
+    torch_checks: tuple = ()
+    normalize: tuple = ()
     upper_bound: Callable | None = None
     sized_from_data: bool = False
     compare: str = VALUES
@@ -88,6 +99,21 @@ class OpRules:
     @property
     def has_guards(self) -> bool:
         return bool(self.guards)
+
+    @property
+    def has_precheck(self) -> bool:
+        """Whether every call goes through the slow path's precheck first."""
+        return bool(self.guards or self.normalize)
+
+    def normalized(self, bound: dict, info) -> dict | None:
+        """The bound arguments with every normalizer's rewrite applied, or None when
+        none applies (the call goes on as it is)."""
+        changed = {}
+        for normalizer in self.normalize:
+            rewrite = normalizer({**bound, **changed}, info)
+            if rewrite:
+                changed.update(rewrite)
+        return {**bound, **changed} if changed else None
 
     def tolerance_of(self, policy):
         """`policy` (an etops.compare Tolerance) with this operator's (rtol, atol)
@@ -102,16 +128,24 @@ class OpRules:
         for guard in self.guards:
             guard(bound, info)
 
+    def check_like_torch(self, bound: dict, info) -> None:
+        """Runs the checks torch's real kernel makes and its meta kernel lacks."""
+        for check in self.torch_checks:
+            check(bound, info)
+
 
 def merge(name: str, rules) -> OpRules:
     """The record of `name` from every rule that applies to it: guards composed in
     order; an upper bound or comparison kind given twice differently is refused."""
-    guards, findings, single = [], [], {"upper_bound": None, "compare": None, "tolerance": None}
+    guards, torch_checks, normalize, findings = [], [], [], []
+    single = {"upper_bound": None, "compare": None, "tolerance": None}
     sized_from_data = False
     for rule in rules:
         if not rule.applies_to(name):
             continue
         guards.extend(rule.guards)
+        torch_checks.extend(rule.torch_checks)
+        normalize.extend(rule.normalize)
         sized_from_data = sized_from_data or rule.sized_from_data
         findings.extend(f for f in rule.findings if f.op == name)
         for field in single:
@@ -122,5 +156,5 @@ def merge(name: str, rules) -> OpRules:
                 single[field] = value
     if sized_from_data and single["upper_bound"] is not None:
         raise ValueError(f"{name}: a rule gives an upper bound and another says the outs are sized from the data")
-    return OpRules(name, tuple(guards), single["upper_bound"], sized_from_data, single["compare"] or VALUES,
+    return OpRules(name, tuple(guards), tuple(torch_checks), tuple(normalize), single["upper_bound"], sized_from_data, single["compare"] or VALUES,
                    single["tolerance"], tuple(findings))
