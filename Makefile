@@ -47,6 +47,16 @@ clean:
 conformance: $(BUILT)
 	$(PY) -m etops.conformance check --isolated --jobs 2 --report build/conformance/report.md --json build/conformance/report.json
 
+# Which kernels honour dim orders: the same sweep twice, every dense input laid out
+# channels-last (rank 4/5, as programs may give them), then in the reversed dim order
+# kept (etops.layout("preserve")); mismatches are kernels that ignore dim orders
+# (docs/layouts.md lists them). Reports in build/dim_orders/{channels-last,reversed}/.
+.PHONY: conformance-dim-orders
+conformance-dim-orders: $(BUILT)
+	for mode in channels-last reversed; do \
+	  $(PY) -m etops.conformance check --isolated --jobs 2 --dim-orders $$mode --report-dir build/dim_orders/$$mode \
+	    --report build/dim_orders/$$mode/report.md --json build/dim_orders/$$mode/report.json || exit 1; done
+
 # Fuzzing (issue 8): the long Hypothesis campaign over every callable kernel, in
 # isolated worker processes; prints kernels fuzzed, cases run, aborts found and
 # fixed, and writes build/fuzz/report.json. FUZZ_BUDGET is in seconds.

@@ -236,10 +236,18 @@ class KernelInfo:
                 label = name
             value = bound.get(name)
             if kind == K_TENSOR and value is not None:
-                dtype, order, kept = _native.tensor_meta(value, self.name, label)
+                dtype, order, kept = self._tensor_meta(value, label)
                 # a tensor not kept as it is reaches the kernel as a contiguous copy
                 metas.append((label, dtype, tuple(order) if kept else tuple(range(len(order)))))
         return metas
+
+    def _tensor_meta(self, value, label):
+        """_native.tensor_meta as this kernel borrows the tensor: (dtype, dim order,
+        whether it reaches the kernel as it is)."""
+        dtype, order, kept = _native.tensor_meta(value, self.name, label)
+        if kept and rules_for(self.name).contiguous_only and tuple(order) != tuple(range(len(order))):
+            kept = False
+        return dtype, order, kept
 
     def copied_tensors(self, bound: dict) -> list[str]:
         """Lines naming each Tensor argument of a bound call that reaches the kernel
@@ -249,12 +257,15 @@ class KernelInfo:
             value = bound.get(entry.name)
             if entry.kind != K_TENSOR or value is None:
                 continue
-            _dtype, order, kept = _native.tensor_meta(value, self.name, entry.name)
+            _dtype, order, kept = self._tensor_meta(value, entry.name)
             if kept:
                 continue
             strides = tuple(as_torch(value).stride())
             shape = tuple(as_torch(value).shape)
-            if layouts.is_dense(shape, strides):
+            if rules_for(self.name).contiguous_only and layouts.is_dense(shape, strides):
+                why = (f"dim order {list(order)}: the rules table marks this kernel contiguous_only (it mishandles "
+                       "other dim orders), so no layout mode passes it as it is")
+            elif layouts.is_dense(shape, strides):
                 why = (f"dim order {list(layouts.dim_order_of(shape, strides))} is neither contiguous nor channels-last; "
                        "etops.layout('preserve') passes it as it is")
             else:
@@ -321,6 +332,12 @@ class KernelInfo:
         rules.check(bound, self)
         return None
 
+    def nothing_to_compute(self, bound: dict) -> bool:
+        """Whether the rules table says this call has nothing to compute (its outs
+        are only sized, the kernel is not called)."""
+        no_work = rules_for(self.name).no_work
+        return no_work is not None and bool(no_work(bound))
+
     def validate(self, bound: dict, meta_checked: bool = False) -> None:
         """torch's checks of a call: its meta kernel of this out variant with the
         given outs (skipped when `meta_checked`: the outs were sized by torch's
@@ -328,8 +345,9 @@ class KernelInfo:
         real kernel refuses and its meta kernel does not. Raises what torch refuses,
         naming the argument where torch's message lets it; returns when torch
         accepts or cannot check."""
-        if not meta_checked:
-            refusal = torch_refusal(self.name, torch_overload(self.name), bound, self.out_names())
+        overload = torch_overload(self.name)
+        if not meta_checked and overload is not None:
+            refusal = torch_refusal(self.name, overload, bound, self.out_names())
             if refusal is not None:
                 raise refusal
         rules_for(self.name).check_like_torch(bound, self)
@@ -411,8 +429,9 @@ def make_kernel(name: str, schema, schema_source: str):
         return UncallableKernel(info)
     # torch checks calls of its own operators (aten::) before the kernel sees them
     validate = name.startswith("aten::") and torch_overload(name) is not None
-    return _native.Kernel(name, plan.args, plan.returns, info, SLOW_PATH, precheck=rules_for(name).has_precheck,
-                          validate=validate)
+    rules = rules_for(name)
+    return _native.Kernel(name, plan.args, plan.returns, info, SLOW_PATH, precheck=rules.has_precheck,
+                          validate=validate, contiguous_only=rules.contiguous_only)
 
 
 __all__ = ["KernelInfo", "RegisteredKernel", "Selection", "UncallableKernel", "decode_key", "library_of", "make_kernel"]

@@ -47,6 +47,9 @@ class SlowPathInfo(Protocol):
         the normalized arguments to call again with, or None once the guards
         accepted (a refusal raises, naming the argument)."""
 
+    def nothing_to_compute(self, bound: dict) -> bool:
+        """Whether the call only sizes its outs (the kernel is not called)."""
+
     def validate(self, bound: dict, meta_checked: bool = False) -> None:
         """torch's checks of a call with a new argument signature (its meta kernel's
         unless `meta_checked`, then the rules table's): raises what torch refuses
@@ -107,11 +110,33 @@ class SlowPath:
         call may go on, or `(result,)` of the call made here with the normalized
         arguments (the C path returns that result)."""
         info: SlowPathInfo = kernel._info
-        normalized = info.precheck(bound_arguments(info, values))
-        if normalized is None:
-            return None
-        outs = set(info.out_names())
-        return (kernel(**{n: v for n, v in normalized.items() if not (n in outs and v is None)}),)
+        bound = bound_arguments(info, values)
+        normalized = info.precheck(bound)
+        if normalized is not None:
+            outs = set(info.out_names())
+            return (kernel(**{n: v for n, v in normalized.items() if not (n in outs and v is None)}),)
+        if info.nothing_to_compute(bound):
+            return (self._sized_outs(info, bound),)
+        return None
+
+    @staticmethod
+    def _sized_outs(info, bound):
+        """The outs of a call with nothing to compute, sized as torch sizes them
+        (missing ones allocated, given ones checked by torch, then resized): the
+        out, or a tuple of them."""
+        specs = info.out_specs(bound)  # torch's functional on meta: refuses what torch refuses
+        given = {n: bound[n] for n in info.out_names() if bound.get(n) is not None}
+        if given:
+            info.validate(bound)  # the given outs' dtypes, as torch checks them
+        outs = []
+        for name in info.out_names():
+            out = given.get(name)
+            if out is None:
+                out = allocate(specs[name])
+            elif tuple(out.shape) != tuple(specs[name][0]):
+                resize_like_torch(info, out, specs[name][0])
+            outs.append(out)
+        return outs[0] if len(outs) == 1 else tuple(outs)
 
     def validate(self, kernel, values, _extra):
         """torch's checks of a call whose argument signature is new to the kernel

@@ -58,6 +58,8 @@ def refusal_error(name: str, exc: BaseException, arg_names, out_names) -> Except
     typed = ("dtype", "scalar type", "Expected a value of type")
     kind = TypeError if isinstance(exc, TypeError) or any(word in message for word in typed) else ValueError
     named = _named_argument(message, arg_names)
+    if named is None and len(out_names) == 1 and re.search(r"\bout(put)? (tensor|dtype)\b", message):
+        named = out_names[0]  # "Expected out tensor to have dtype ...": the only out
     which = f"argument '{named}'" if named else "these arguments"
     return kind(f"{name}: torch refuses {which} (torch says: {message})")
 

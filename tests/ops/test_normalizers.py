@@ -46,3 +46,19 @@ def test_sum_of_a_0_dim_tensor_over_dim_0(reg, keepdim):
 def test_normalized_operators_run_the_precheck(reg):
     assert ops.rules_for("aten::sum.IntList_out").has_precheck
     assert not ops.rules_for("aten::sum.IntList_out").has_guards
+
+
+@pytest.mark.parametrize("dim", [0, -1])
+def test_log_softmax_of_an_empty_input_is_sized_without_the_kernel(reg, dim):
+    """Nothing to compute: torch gives an empty result; the optimized kernel would
+    divide by the empty dim (SIGFPE), so etops only sizes the out."""
+    x = torch.zeros(0, 3)
+    expected = torch._log_softmax(x, dim, False)
+    got = reg.aten._log_softmax.out(x, dim, False)
+    assert got.shape == expected.shape and got.dtype == expected.dtype
+    out = torch.empty(5)
+    with pytest.warns(UserWarning, match="resized"):
+        assert reg.aten._log_softmax.out(x, dim, False, out=out) is out
+    assert out.shape == expected.shape
+    with pytest.raises(TypeError, match="argument 'out'"):
+        reg.aten._log_softmax.out(x, dim, False, out=torch.empty(0, 3, dtype=torch.int64))

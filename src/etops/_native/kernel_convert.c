@@ -17,10 +17,18 @@ static int type_error(KernelObject* k, const ArgSpec* a, const char* expected, P
   return -1;
 }
 
+static int is_contiguous_order(const etb_tensor* t) {
+  for (int d = 0; d < t->ndim; d++) {
+    if (t->dim_order[d] != d) return 0;
+  }
+  return 1;
+}
+
 /* Borrows `obj` as tensor `what` of argument `arg`. Tensors reach the kernel as an
  * exported program lays them out: a non-dense input, or one in a permuted dim order
  * (unless the thread's layout mode is "preserve"), is replaced by a contiguous copy
- * (state's densify); a written one is computed into a contiguous copy that is
+ * (state's densify), and so is any non-contiguous one for a kernel marked
+ * contiguous_only; a written one is computed into a contiguous copy that is
  * copied back after the call, unless it is expanded (elements sharing memory, which
  * torch refuses to write too). */
 static TensorRec* borrow(KernelObject* k, CallScratch* cs, PyObject* obj, int arg, const char* what,
@@ -32,6 +40,7 @@ static TensorRec* borrow(KernelObject* k, CallScratch* cs, PyObject* obj, int ar
   r->arg = arg;
   int rc = etops_borrow_tensor(k->st, obj, &r->t, &cs->keep, k->op_name, what, writable);
   if (rc < 0) return NULL;
+  if (rc == LAYOUT_DENSE && k->contiguous_only && !is_contiguous_order(&r->t)) rc = LAYOUT_PERMUTED;
   if (rc == LAYOUT_OVERLAPPING && writable) {
     PyErr_Format(PyExc_ValueError,
                  "%s: argument '%s' is expanded (several of its elements share memory); the kernel writes it, "
@@ -45,7 +54,7 @@ static TensorRec* borrow(KernelObject* k, CallScratch* cs, PyObject* obj, int ar
     r->obj = dense;
     if (writable) r->copy_back_to = obj;
     rc = etops_borrow_tensor(k->st, dense, &r->t, &cs->keep, k->op_name, what, writable);
-    if (rc != LAYOUT_DENSE) {
+    if (rc != LAYOUT_DENSE || (k->contiguous_only && !is_contiguous_order(&r->t))) {
       if (rc > 0) PyErr_Format(PyExc_ValueError, "%s: argument '%s' could not be made dense", k->op_name, what);
       return NULL;
     }

@@ -73,6 +73,7 @@ typedef struct {
   PyObject* info;
   PyObject* slow;
   int has_precheck; /* call the slow path's abort guard before every call */
+  int contiguous_only; /* every tensor reaches the kernel contiguous (the rules table's contiguous_only) */
   /* torch's checks of the call (slow path `validate`), once per argument
    * signature: the signatures (call_signature) of calls torch accepted */
   int validates;

@@ -18,6 +18,7 @@ import os
 import time
 import traceback
 import warnings
+from contextlib import nullcontext
 import zlib
 from dataclasses import dataclass, field
 
@@ -208,13 +209,21 @@ class TaskResult:
 
 
 def load_hooks(spec):
-    """A hooks module from a module name or a .py path (None: no hooks). Hooks:
+    """A hooks module from a module name or a .py path, or `module:object` (None:
+    no hooks). Hooks:
     ``before_call(case: CaseInfo)`` runs just before the kernel is called;
     ``reference(case, expected)`` returns what the kernel's result is compared with
-    (default: ATen's result). Both exist for testing the machinery."""
+    (default: ATen's result); ``inputs(case, args, kwargs)`` returns the arguments
+    the kernel gets instead (same values); ``calling(case)`` returns a context
+    manager the kernel call runs in. The first two exist for testing the
+    machinery, the last two for sweeps such as ``etops check --dim-orders``."""
     if spec is None or not isinstance(spec, str):
         return spec
     if spec in _HOOKS:
+        return _HOOKS[spec]
+    if ":" in spec and not spec.endswith(".py"):  # module:object, an object with the hooks as attributes
+        module_name, _, attr = spec.partition(":")
+        _HOOKS[spec] = getattr(importlib.import_module(module_name), attr)
         return _HOOKS[spec]
     if spec.endswith(".py"):
         name = "_etops_conformance_hooks_" + str(zlib.crc32(spec.encode()))
@@ -544,12 +553,16 @@ class TaskRunner:
         self._saved_args, self._saved_kwargs = exact_clone(args), exact_clone(kwargs)
         try:
             kernel = self.kernel(target)
+            if self.hooks is not None and hasattr(self.hooks, "inputs"):
+                args, kwargs = self.hooks.inputs(case, args, kwargs)
             plan = plan_call(kernel, func, args, kwargs)
             if self.on_start is not None:
                 self.on_start(case)
             if self.hooks is not None and hasattr(self.hooks, "before_call"):
                 self.hooks.before_call(case)
-            actual = call_kernel(kernel, plan, expected)
+            calling = self.hooks.calling(case) if self.hooks is not None and hasattr(self.hooks, "calling") else nullcontext()
+            with calling:
+                actual = call_kernel(kernel, plan, expected)
         except (KernelError, NoMatchingKernelError) as exc:
             result.status = "unsupported"
             result.message = f"{type(exc).__name__}: {exc}"[:500]

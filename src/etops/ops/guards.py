@@ -163,19 +163,14 @@ def dim_valid(name: str, dim_name: str):
     return guard
 
 
-def reduced_dim_nonempty(name: str = "self", dim_name: str = "dim"):
-    """The size of `name` at a valid `dim_name` is not 0 (kernels that divide by it)."""
+def is_empty(name: str = "self"):
+    """A predicate (not a guard): `name` is a tensor with no elements."""
 
-    def guard(bound, info):
-        m, dim = shape_dtype(bound.get(name)), bound.get(dim_name)
-        if m is None or not _int(dim):
-            return
-        shape = m[0]
-        ndim = max(len(shape), 1)
-        if -ndim <= dim < ndim and (shape[dim] if shape else 1) == 0:
-            raise ValueError(f"{info.name}: argument '{name}' has size 0 at dim {dim}; ExecuTorch's kernel divides by it (SIGFPE)")
+    def empty(bound):
+        m = shape_dtype(bound.get(name))
+        return m is not None and numel(m[0]) == 0
 
-    return guard
+    return empty
 
 
 def divisor_nonzero(name: str = "b", dividend: str = "a"):

@@ -46,12 +46,19 @@ class Rule:
     lets through; they depend on dtypes and shapes only, so they run with torch's
     checks, once per argument signature (guards run before every call).
     `normalize`: normalizers (etops.ops.normalizers) rewriting arguments torch
-    accepts into the equivalent form the kernel handles, before the guards."""
+    accepts into the equivalent form the kernel handles, before the guards.
+    `no_work(bound) -> bool`: the call has nothing to compute (an empty input the
+    kernel mishandles): its outs are sized as torch sizes them, the kernel is not
+    called. `contiguous_only`: the kernel mishandles every dim order but the
+    contiguous one (channels-last included, which programs do give it): every
+    tensor reaches it as a contiguous copy, even under etops.layout("preserve")."""
 
     names: tuple
     guards: tuple = ()
     torch_checks: tuple = ()
     normalize: tuple = ()
+    no_work: Callable | None = None
+    contiguous_only: bool = False
     upper_bound: Callable | None = None
     sized_from_data: bool = False
     compare: str | None = None
@@ -90,6 +97,8 @@ class OpRules:
     guards: tuple = ()
     torch_checks: tuple = ()
     normalize: tuple = ()
+    no_work: Callable | None = None
+    contiguous_only: bool = False
     upper_bound: Callable | None = None
     sized_from_data: bool = False
     compare: str = VALUES
@@ -103,7 +112,7 @@ class OpRules:
     @property
     def has_precheck(self) -> bool:
         """Whether every call goes through the slow path's precheck first."""
-        return bool(self.guards or self.normalize)
+        return bool(self.guards or self.normalize or self.no_work)
 
     def normalized(self, bound: dict, info) -> dict | None:
         """The bound arguments with every normalizer's rewrite applied, or None when
@@ -138,8 +147,8 @@ def merge(name: str, rules) -> OpRules:
     """The record of `name` from every rule that applies to it: guards composed in
     order; an upper bound or comparison kind given twice differently is refused."""
     guards, torch_checks, normalize, findings = [], [], [], []
-    single = {"upper_bound": None, "compare": None, "tolerance": None}
-    sized_from_data = False
+    single = {"upper_bound": None, "compare": None, "tolerance": None, "no_work": None}
+    sized_from_data = contiguous_only = False
     for rule in rules:
         if not rule.applies_to(name):
             continue
@@ -147,6 +156,7 @@ def merge(name: str, rules) -> OpRules:
         torch_checks.extend(rule.torch_checks)
         normalize.extend(rule.normalize)
         sized_from_data = sized_from_data or rule.sized_from_data
+        contiguous_only = contiguous_only or rule.contiguous_only
         findings.extend(f for f in rule.findings if f.op == name)
         for field in single:
             value = getattr(rule, field)
@@ -156,5 +166,5 @@ def merge(name: str, rules) -> OpRules:
                 single[field] = value
     if sized_from_data and single["upper_bound"] is not None:
         raise ValueError(f"{name}: a rule gives an upper bound and another says the outs are sized from the data")
-    return OpRules(name, tuple(guards), tuple(torch_checks), tuple(normalize), single["upper_bound"], sized_from_data, single["compare"] or VALUES,
+    return OpRules(name, tuple(guards), tuple(torch_checks), tuple(normalize), single["no_work"], contiguous_only, single["upper_bound"], sized_from_data, single["compare"] or VALUES,
                    single["tolerance"], tuple(findings))
