@@ -63,6 +63,7 @@ print("TOPK-OK")
 
 
 @pytest.mark.skipif(not os.path.exists(MALLOC_CHECK), reason="needs libc6's malloc debug library")
+@pytest.mark.skipif("libasan" in os.environ.get("LD_PRELOAD", ""), reason="ASan's allocator replaces glibc's malloc checking")
 def test_topk_channels_last_input_under_malloc_checking():
     """ExecuTorch's topk computed wrong values on a channels-last input (a layout
     programs give kernels) and freed an invalid pointer; the rules table marks it
