@@ -33,6 +33,7 @@ from .errors import (
     DelegateError,
     DuplicateKernelError,
     EtopsError,
+    KernelCrashed,
     KernelError,
     KernelNotFoundError,
     NoMatchingKernelError,
@@ -94,6 +95,8 @@ _LAZY = {
     # edge programs on ExecuTorch kernels (imports executorch.exir: seconds)
     "edge": (".edge", None),
     "needs": (".needs", None),  # etops.needs(program): a program's kernel and delegate needs (callable module)
+    # guarded calls: one call in a forked child, tensors against guard pages
+    "guard": (".guard", None),
     # the benchmark harness
     "bench": (".bench", "bench"),
     "bench_all": (".bench", "bench_all"),
@@ -141,6 +144,7 @@ __all__ = [
     "DuplicateKernelError",
     "EtopsError",
     "Kernel",
+    "KernelCrashed",
     "KernelError",
     "KernelInfo",
     "KernelNotFoundError",

@@ -25,7 +25,7 @@ from .hooks import origin_provider
 from .out_shapes import as_torch, infer_outs
 from .schemas import split_name, torch_overload
 from .slow_path import SLOW_PATH
-from .torch_checks import torch_refusal
+from .torch_checks import check_with_torch
 
 
 @dataclass(frozen=True)
@@ -338,19 +338,23 @@ class KernelInfo:
         no_work = rules_for(self.name).no_work
         return no_work is not None and bool(no_work(bound))
 
-    def validate(self, bound: dict, meta_checked: bool = False) -> None:
+    def validate(self, bound: dict, meta_checked: bool = False) -> dict:
         """torch's checks of a call: its meta kernel of this out variant with the
         given outs (skipped when `meta_checked`: the outs were sized by torch's
         functional on these arguments), then the rules table's checks of what torch's
         real kernel refuses and its meta kernel does not. Raises what torch refuses,
-        naming the argument where torch's message lets it; returns when torch
-        accepts or cannot check."""
+        naming the argument where torch's message lets it; when torch accepts,
+        returns out name -> the shape torch's out= would resize a given out to (the
+        outs whose shape differs: ExecuTorch cannot change an out's rank, and some
+        kernels then write past it), empty when none or when torch cannot check."""
         overload = torch_overload(self.name)
+        resizes = {}
         if not meta_checked and overload is not None:
-            refusal = torch_refusal(self.name, overload, bound, self.out_names())
+            refusal, resizes = check_with_torch(self.name, overload, bound, self.out_names())
             if refusal is not None:
                 raise refusal
         rules_for(self.name).check_like_torch(bound, self)
+        return resizes
 
     def explain_mismatch(self, bound: dict) -> None:
         """A registered kernel has no tensor specs (only a delegate's call checks

@@ -21,7 +21,7 @@ from typing import Protocol
 import torch
 
 from .errors import NoMatchingKernelError, SchemaError
-from .out_shapes import allocate, is_data_dependent
+from .out_shapes import allocate, as_torch, is_data_dependent
 from .resize import check_resizes, kept_memory_format, quiet_ids, resize_like_torch, warn_resized
 
 
@@ -50,10 +50,11 @@ class SlowPathInfo(Protocol):
     def nothing_to_compute(self, bound: dict) -> bool:
         """Whether the call only sizes its outs (the kernel is not called)."""
 
-    def validate(self, bound: dict, meta_checked: bool = False) -> None:
+    def validate(self, bound: dict, meta_checked: bool = False) -> dict:
         """torch's checks of a call with a new argument signature (its meta kernel's
         unless `meta_checked`, then the rules table's): raises what torch refuses
-        (the kernel never sees it), returns when torch accepts."""
+        (the kernel never sees it); returns the given outs torch would resize (out
+        name -> shape), empty when none."""
 
     def explain_mismatch(self, bound: dict) -> None:
         """A tensor differs from its spec (a delegate's input or output) or an out
@@ -71,6 +72,61 @@ def bound_arguments(info: SlowPathInfo, values: tuple) -> dict:
 
 #: per nested allocate_and_call: ids of the outs it allocated (all of them), or empty
 _ALLOCATED: list[set[int]] = []
+
+
+def _resized_by_torch(info, bound: dict) -> dict:
+    """The given outs whose shape differs from the one torch's functional gives them
+    (out name -> shape, a list for tensor-list outs): torch's out= resizes those
+    before computing. Empty when the shapes match or the functional cannot say
+    (then torch's meta kernel of the out variant tells, in validate)."""
+    if is_data_dependent(info.name):
+        return {}
+    try:
+        specs = info.out_specs(bound)
+    except Exception:  # noqa: BLE001 - no functional, or refused: validate reports it
+        return {}
+    resizes = {}
+    for name in info.out_names():
+        given, spec = bound.get(name), specs.get(name)
+        if given is None or spec is None:
+            continue
+        if isinstance(spec, list):
+            shapes = [s[0] if s is not None else None for s in spec]
+            if isinstance(given, (list, tuple)) and len(given) == len(shapes) and any(
+                    s is not None and tuple(as_torch(g).shape) != tuple(s) for g, s in zip(given, shapes)):
+                resizes[name] = [tuple(s) if s is not None else None for s in shapes]
+        elif hasattr(as_torch(given), "shape") and tuple(as_torch(given).shape) != tuple(spec[0]):
+            resizes[name] = tuple(spec[0])
+    return resizes
+
+
+def _with_shapes(bound: dict, resizes: dict) -> dict:
+    """`bound` with the outs in `resizes` replaced by meta tensors of their new
+    shapes (same dtypes), for torch's checks before any real out changes."""
+    if not resizes:
+        return bound
+
+    def meta(out, shape):
+        t = as_torch(out)
+        return torch.empty(shape, dtype=t.dtype, device="meta") if shape is not None else t
+
+    changed = {}
+    for name, shape in resizes.items():
+        value = bound[name]
+        changed[name] = [meta(o, s) for o, s in zip(value, shape)] if isinstance(value, (list, tuple)) else meta(value, shape)
+    return {**bound, **changed}
+
+
+def _resize_then_call(info, kernel, bound: dict, resizes):
+    """Resizes the outs of `resizes` ((label, out, shape), checked by check_resizes)
+    as torch's out= does, warning once per out, and calls the kernel with them."""
+    check_resizes(info, bound, resizes)
+    for _, out, shape in resizes:
+        resize_like_torch(info, out, shape)
+    try:
+        return kernel(**bound)
+    finally:
+        quiet_ids().clear()
 
 
 class SlowPath:
@@ -145,7 +201,22 @@ class SlowPath:
         info: SlowPathInfo = kernel._info
         bound = bound_arguments(info, values)
         sized = bool(_ALLOCATED and _ALLOCATED[-1] and all(id(bound[n]) in _ALLOCATED[-1] for n in info.out_names()))
-        info.validate(bound, meta_checked=sized)
+        resizes = {} if sized else _resized_by_torch(info, bound)
+        # torch's checks see the outs as torch's out= would have resized them; the
+        # caller's outs change only once every check passed
+        more = info.validate(_with_shapes(bound, resizes), meta_checked=sized)
+        resizes = resizes or more
+        if not resizes:
+            return None
+        # torch's out= resizes these outs first: so does etops, then calls again
+        listed = []
+        for name, shape in resizes.items():
+            if isinstance(bound[name], (list, tuple)):
+                listed += [(f"{name}[{i}]", o, tuple(w)) for i, (o, w) in enumerate(zip(bound[name], shape))
+                           if w is not None and tuple(o.shape) != tuple(w)]
+            else:
+                listed.append((name, bound[name], tuple(shape)))
+        return (_resize_then_call(info, kernel, bound, listed),)
 
     def explain_mismatch(self, kernel, values, _extra):
         """A tensor does not match the kernel's spec (delegates): raise, naming the
@@ -182,13 +253,7 @@ class SlowPath:
         resizes = [(label, out, tuple(shape)) for label, out, shape in resizes if tuple(out.shape) != tuple(shape)]
         if not resizes:
             raise info.error_type(info.name, *extra[:2], extra[2])
-        check_resizes(info, bound, resizes)
-        for _, out, shape in resizes:
-            resize_like_torch(info, out, shape)
-        try:
-            return kernel(**bound)
-        finally:
-            quiet_ids().clear()
+        return _resize_then_call(info, kernel, bound, resizes)
 
     def resized(self, kernel, obj, sizes, _has_data, name="out"):
         """The kernel shrank out argument `name` in place (within its storage):

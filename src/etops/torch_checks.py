@@ -28,22 +28,41 @@ def torch_refusal(name: str, overload, bound: dict, out_names) -> Exception | No
     with these bound arguments raises under torch's meta kernel, as the TypeError or
     ValueError etops raises for it; None when torch accepts the call or cannot
     check it (no meta kernel)."""
+    return check_with_torch(name, overload, bound, out_names)[0]
+
+
+def check_with_torch(name: str, overload, bound: dict, out_names):
+    """(refusal, resizes): torch_refusal's exception or None, and for a call torch
+    accepts, out name -> the shape torch's out= resizes that given out to (a list
+    of shapes for a tensor-list out), for the outs whose shape differs."""
     schema = overload._schema
     args = {a.name: to_meta(bound[a.name]) for a in schema.arguments if a.name in bound}
     positional = [args[a.name] for a in schema.arguments if not a.kwarg_only and a.name in args]
     keywords = {a.name: args[a.name] for a in schema.arguments if a.kwarg_only and a.name in args}
+    shapes_before = {n: _shapes(args.get(n)) for n in out_names}
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # torch's out= resize warning: the call path warns itself
             overload(*positional, **keywords)
     except NotImplementedError:
-        return None
+        return None, {}
     except (RuntimeError, TypeError, ValueError, IndexError, AssertionError) as exc:  # meta kernels assert too
         message = str(exc).split("\n", 1)[0]
         if any(marker in message for marker in _NO_META):
-            return None
-        return refusal_error(name, exc, [a.name for a in schema.arguments if a.name in bound], out_names)
-    return None
+            return None, {}
+        return refusal_error(name, exc, [a.name for a in schema.arguments if a.name in bound], out_names), {}
+    resizes = {}
+    for n in out_names:
+        after = _shapes(args.get(n))
+        if after is not None and after != shapes_before[n]:
+            resizes[n] = after
+    return None, resizes
+
+
+def _shapes(meta):
+    if isinstance(meta, (list, tuple)):
+        return [tuple(m.shape) if hasattr(m, "shape") else None for m in meta]
+    return tuple(meta.shape) if hasattr(meta, "shape") else None
 
 
 def refusal_error(name: str, exc: BaseException, arg_names, out_names) -> Exception:

@@ -91,3 +91,11 @@ def test_isolated_results_equal_in_process():
     inproc = conformance.run(["aten::add.out", "aten::mul.out"], **kwargs)
     pooled = conformance.run(["aten::add.out", "aten::mul.out"], isolated=True, jobs=2, **kwargs)
     assert inproc.totals() == pooled.totals()
+
+
+def test_guarded_sweep_gives_the_same_statuses():
+    """etops check --guard: the same cases through etops.guard.call."""
+    plain = conformance.run(["aten::mul.out"], dtypes=["float32"], opinfo_filter={"mul"}, progress=False)
+    guarded = conformance.run(["aten::mul.out"], dtypes=["float32"], opinfo_filter={"mul"}, progress=False,
+                              hooks="etops.guard.hooks:guarded")
+    assert guarded.totals() == plain.totals() and guarded.totals()["pass"] > 0

@@ -20,7 +20,7 @@ pytest.importorskip("hypothesis")
 EXAMPLES = int(os.environ.get("ETOPS_FUZZ_EXAMPLES", "2"))
 
 #: property violations that break the contract outright: a new one fails the suite
-HARD = {"crash", "refcount", "input_written", "out_touched", "unexpected_exception", "harness"}
+HARD = {"crash", "refcount", "input_written", "out_touched", "unexpected_exception", "harness", "memory"}
 
 #: (kernel, kind) of hard violations already reported (README, "Reliability")
 KNOWN = set(findings.KNOWN_HARD)
@@ -65,5 +65,21 @@ def test_bounded_fuzz(runner, name, mode):
     report = fuzz_kernel(runner, kernel, mode, EXAMPLES, derandomize=True)
     assert report.crash is None, f"{report.crash['repro']}\n{report.crash['signal']}: {report.crash['notice']}"
     assert not report.harness_errors, report.harness_errors
+    new = {kind: v for kind, v in report.violations.items() if kind in HARD and (name, kind) not in KNOWN}
+    assert not new, "\n".join(f"{kind}: {repro}\n    {message}" for kind, (repro, message, _case) in new.items())
+
+
+#: a sample of kernels fuzzed with every call guarded (etops.guard.call: a fork per
+#: case, so a sample): elementwise, lists, views, reductions, the memory findings
+GUARDED = ["aten::add.out", "aten::cat.out", "aten::view_as_real_copy.out", "aten::topk.values", "aten::embedding.out",
+           "aten::div.out", "aten::index_select.out", "aten::sum.IntList_out"]
+
+
+@pytest.mark.parametrize("mode", ["valid", "invalid"])
+@pytest.mark.parametrize("name", GUARDED)
+def test_bounded_fuzz_guarded(runner, name, mode):
+    kernel = etops.registry().get_kernel(name)
+    report = fuzz_kernel(runner, kernel, mode, EXAMPLES, derandomize=True, guard=True)
+    assert report.crash is None, f"{report.crash['repro']}\n{report.crash['signal']}: {report.crash['notice']}"
     new = {kind: v for kind, v in report.violations.items() if kind in HARD and (name, kind) not in KNOWN}
     assert not new, "\n".join(f"{kind}: {repro}\n    {message}" for kind, (repro, message, _case) in new.items())

@@ -102,15 +102,24 @@ uint64_t call_signature(const etb_value* vals, int n) {
 }
 
 /* Runs torch's checks (the slow path's validate) unless a call of the same
- * signature passed them before. 0: go on; -1: torch refuses (exception set). */
-static int validate_once(KernelObject* k, const etb_value* vals, PyObject* const* bound) {
+ * signature passed them before. 0: go on; -1: torch refuses (exception set);
+ * 1: the slow path resized outs as torch's out= does and made the call itself
+ * (*handled is its result, a new reference). */
+static int validate_once(KernelObject* k, const etb_value* vals, PyObject* const* bound, PyObject** handled) {
   uint64_t h = call_signature(vals, k->nargs);
   /* newest first: a loop of calls repeats the signature it last added */
   for (int n = 0, i = k->validated_next; n < k->validated_count; n++) {
     i = i == 0 ? VALIDATED_SIGNATURES - 1 : i - 1;
     if (k->validated[i] == h) return 0;
   }
-  if (slow_check(k, SLOW_VALIDATE, bound) < 0) return -1;
+  PyObject* res = slow_path(k, SLOW_VALIDATE, bound, NULL);
+  if (res == NULL) return -1;
+  if (PyTuple_Check(res) && PyTuple_GET_SIZE(res) == 1) { /* never remembered: these outs change shape */
+    *handled = Py_NewRef(PyTuple_GET_ITEM(res, 0));
+    Py_DECREF(res);
+    return 1;
+  }
+  Py_DECREF(res);
   k->validated[k->validated_next] = h;
   k->validated_next = (k->validated_next + 1) % VALIDATED_SIGNATURES;
   if (k->validated_count < VALIDATED_SIGNATURES) k->validated_count++;
@@ -258,7 +267,10 @@ PyObject* kernel_vectorcall(PyObject* self, PyObject* const* args, size_t nargsf
     }
   }
 
-  if (k->validates && !missing_out && validate_once(k, vals, bound) < 0) goto done;
+  if (k->validates && !missing_out) {
+    int checked = validate_once(k, vals, bound, &result);
+    if (checked != 0) goto done; /* refused (result NULL), or made by the slow path */
+  }
 
   if (missing_out) {
     /* Every given argument is valid: let Python size and allocate the outs. */

@@ -50,6 +50,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="lay every dense input out anew: 'channels-last' (rank 4 and 5, as programs may give them) or "
                         "'reversed' (rank >= 2, kept under etops.layout('preserve')); mismatches are kernels that "
                         "ignore dim orders (default 'programs': the inputs as the samples make them)")
+    p.add_argument("--guard", action="store_true",
+                   help="run every case as etops.guard.call (tensors against guard pages, in a forked child; "
+                        "about 45 ms a case): a kernel reading or writing outside its tensors is a crash naming the argument")
     p.add_argument("--hooks", metavar="MODULE", help=argparse.SUPPRESS)  # test hooks: module name or .py path
     return p
 
@@ -102,6 +105,11 @@ def main(argv=None) -> int:
         print(f"{parser.prog}: error: {exc}", file=sys.stderr)
         return 2
     hooks = args.hooks
+    if args.guard:
+        if hooks is not None or args.dim_orders != "programs":
+            print(f"{parser.prog}: error: --guard goes with neither --dim-orders nor --hooks", file=sys.stderr)
+            return 2
+        hooks = "etops.guard.hooks:guarded"
     if args.dim_orders != "programs":
         from .dim_orders import MODES
 

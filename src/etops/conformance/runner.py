@@ -215,8 +215,9 @@ def load_hooks(spec):
     ``reference(case, expected)`` returns what the kernel's result is compared with
     (default: ATen's result); ``inputs(case, args, kwargs)`` returns the arguments
     the kernel gets instead (same values); ``calling(case)`` returns a context
-    manager the kernel call runs in. The first two exist for testing the
-    machinery, the last two for sweeps such as ``etops check --dim-orders``."""
+    manager the kernel call runs in; ``invoke(kernel, args, kwargs)`` makes the
+    call (``etops check --guard``). The first two exist for testing the
+    machinery, the others for sweeps such as ``etops check --dim-orders``."""
     if spec is None or not isinstance(spec, str):
         return spec
     if spec in _HOOKS:
@@ -410,13 +411,17 @@ def _empty_like(value):
     return value
 
 
-def call_kernel(kernel, plan: KernelCall, expected):
+def call_kernel(kernel, plan: KernelCall, expected, invoke=None):
+    """The kernel's result for one case (`invoke(kernel, args, kwargs)` makes the
+    call when given: the hooks' invoke, e.g. a guarded call)."""
     kwargs = dict(plan.kwargs)
     if plan.outs_from_aten:
         names = kernel._info.out_names()
         results = [expected] if len(names) == 1 else list(expected)
         for name, value in zip(names, results):
             kwargs[name] = _empty_like(value)
+    if invoke is not None:
+        return invoke(kernel, plan.args, kwargs)
     return kernel(*plan.args, **kwargs)
 
 
@@ -541,7 +546,7 @@ class TaskRunner:
         return expected
 
     def check(self, case: CaseInfo, func, target, args, kwargs, expected) -> CaseResult:
-        from ..errors import KernelError, NoMatchingKernelError
+        from ..errors import KernelCrashed, KernelError, NoMatchingKernelError
 
         result = CaseResult(case.kernel, case.aten_op, case.opinfo, case.dtype, case.sample, case.call, "pass",
                             inputs=describe_call(args, kwargs), atol=self.atol, rtol=self.rtol)
@@ -561,8 +566,13 @@ class TaskRunner:
             if self.hooks is not None and hasattr(self.hooks, "before_call"):
                 self.hooks.before_call(case)
             calling = self.hooks.calling(case) if self.hooks is not None and hasattr(self.hooks, "calling") else nullcontext()
+            invoke = getattr(self.hooks, "invoke", None) if self.hooks is not None else None
             with calling:
-                actual = call_kernel(kernel, plan, expected)
+                actual = call_kernel(kernel, plan, expected, invoke)
+        except KernelCrashed as exc:  # a guarded call's child died (--guard)
+            result.status = "crash"
+            result.message = str(exc)[:500]
+            return result
         except (KernelError, NoMatchingKernelError) as exc:
             result.status = "unsupported"
             result.message = f"{type(exc).__name__}: {exc}"[:500]

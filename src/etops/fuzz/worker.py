@@ -385,8 +385,19 @@ def run_case(case):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         try:
-            result = kernel(*args, **kwargs)
+            if case.get("guard"):
+                from etops.guard import call as guarded_call  # an extension: the worker loads it on demand
+
+                result = guarded_call(kernel, *args, **kwargs)
+            else:
+                result = kernel(*args, **kwargs)
             outcome["status"] = "ok"
+        except etops.KernelCrashed as exc:  # the guarded child faulted: memory outside a tensor
+            exc_info = None
+            outcome["status"] = "raised"
+            outcome["exc"] = f"KernelCrashed: {exc}"
+            outcome["violations"].append(("memory", str(exc)[:400]))
+            return outcome
         except Exception as exc:  # noqa: BLE001 - classified below
             exc_info = (type(exc), str(exc))
             outcome["status"] = "raised"
