@@ -66,6 +66,14 @@ FUZZ_EXAMPLES ?= 25
 fuzz: $(BUILT)
 	$(PY) -m etops.fuzz --budget $(FUZZ_BUDGET) --examples $(FUZZ_EXAMPLES) --report build/fuzz/report.json
 
+# Corruption that shows later (issue 15): one process per callable kernel running a
+# sequence of valid and adversarial cases under glibc's malloc checking; a sequence
+# that dies is bisected to the corrupting call, replayed guarded. build/fuzz/sequences.json.
+SEQUENCE_CASES ?= 12
+.PHONY: fuzz-sequences
+fuzz-sequences: $(BUILT)
+	$(PY) -m etops.fuzz.sequences --cases $(SEQUENCE_CASES) --jobs 2 --report build/fuzz/sequences.json
+
 # The C extension and bridge built with AddressSanitizer + UndefinedBehaviorSanitizer
 # (gcc's runtimes, Debian's libasan/libubsan, installed here when missing) into
 # build/asan, next to a copy of the Python package, and the whole test suite run
