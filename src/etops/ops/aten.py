@@ -119,6 +119,13 @@ RULES = [
     # uninitialized outputs, every namespace and overload (the conformance sweep asks
     # for torch's functional overloads too)
     Rule(("*::empty.*", "*::empty_like.*", "*::empty_strided.*", "*::new_empty.*", "*::new_empty_strided.*", "*::_empty_dim_order.*"), compare=METADATA),
+    # etops.fuzz.sequences: torch skips its checks for an empty index; the kernel then
+    # calls size() with the index's dims and aborts. Nothing to compute: only sized.
+    Rule(("aten::gather.out",), no_work=g.is_empty("index"), findings=(
+        _finding("aten::gather.out", "gather.out aborts on an empty index of another rank than self", "index",
+                 [("self", tensor((1, 1, 0, 1))), ("dim", value(-3)), ("index", tensor((0, 3, 0), "int64", values="index"))],
+                 "size(): Dimension out of range (an empty index with fewer dims than self)", computes=True),
+    )),
     # etops check --dim-orders: topk computes wrong values and corrupts the heap on a
     # channels-last or permuted input (free(): invalid pointer under glibc's malloc check)
     Rule(("aten::topk.values",), contiguous_only=True),
