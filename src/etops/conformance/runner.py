@@ -11,8 +11,6 @@ two results are compared with OpInfo's tolerance for the dtype.
 from __future__ import annotations
 
 import dataclasses
-import importlib
-import importlib.util
 import math
 import os
 import time
@@ -28,6 +26,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from ..compare import METADATA, OPINFO, VALUES, diff, torch_testing_message
 from ..compare import TORCH as _TORCH_TOLERANCE
 from ..ops import rules_for
+from .hooks import load_hooks
 from .mapping import KernelMap, overload_name
 
 STATUSES = ("pass", "mismatch", "unsupported", "error", "crash")
@@ -203,41 +202,6 @@ class TaskResult:
         r.samples, r.samples_failed = d["samples"], d["samples_failed"]
         r.sample_error, r.seconds = d.get("sample_error", ""), d.get("seconds", 0.0)
         return r
-
-
-# ---- hooks -----------------------------------------------------------------------
-
-
-def load_hooks(spec):
-    """A hooks module from a module name or a .py path, or `module:object` (None:
-    no hooks). Hooks:
-    ``before_call(case: CaseInfo)`` runs just before the kernel is called;
-    ``reference(case, expected)`` returns what the kernel's result is compared with
-    (default: ATen's result); ``inputs(case, args, kwargs)`` returns the arguments
-    the kernel gets instead (same values); ``calling(case)`` returns a context
-    manager the kernel call runs in; ``invoke(kernel, args, kwargs)`` makes the
-    call (``etops check --guard``). The first two exist for testing the
-    machinery, the others for sweeps such as ``etops check --dim-orders``."""
-    if spec is None or not isinstance(spec, str):
-        return spec
-    if spec in _HOOKS:
-        return _HOOKS[spec]
-    if ":" in spec and not spec.endswith(".py"):  # module:object, an object with the hooks as attributes
-        module_name, _, attr = spec.partition(":")
-        _HOOKS[spec] = getattr(importlib.import_module(module_name), attr)
-        return _HOOKS[spec]
-    if spec.endswith(".py"):
-        name = "_etops_conformance_hooks_" + str(zlib.crc32(spec.encode()))
-        loader = importlib.util.spec_from_file_location(name, spec)
-        module = importlib.util.module_from_spec(loader)
-        loader.loader.exec_module(module)
-    else:
-        module = importlib.import_module(spec)
-    _HOOKS[spec] = module
-    return module
-
-
-_HOOKS: dict = {}
 
 
 # ---- values ----------------------------------------------------------------------
