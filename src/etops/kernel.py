@@ -18,7 +18,7 @@ from typing import NamedTuple
 import torch
 
 from . import _native, dtypes, layouts
-from .plan import F_HAS_DEFAULT, K_RETURN_SLOT, K_TENSOR, Plan, build_plan
+from .plan import F_HAS_DEFAULT, F_MUTABLE, F_OUT, K_OPT_TENSOR_LIST, K_RETURN_SLOT, K_TENSOR, K_TENSOR_LIST, Plan, build_plan
 from .ops import rules_for
 from .errors import KernelError, SchemaError
 from .hooks import origin_provider
@@ -240,6 +240,22 @@ class KernelInfo:
                 # a tensor not kept as it is reaches the kernel as a contiguous copy
                 metas.append((label, dtype, tuple(order) if kept else tuple(range(len(order)))))
         return metas
+
+    def check_tensors(self, bound: dict) -> None:
+        """Raises as a call with these bound arguments would for any tensor etops
+        cannot pass to the kernel (not a CPU tensor ExecuTorch can represent; one the
+        kernel writes that is read-only or expanded), naming the argument."""
+        for entry in self._require_plan().args:
+            value = bound.get(entry.name)
+            if value is None or entry.kind not in (K_TENSOR, K_TENSOR_LIST, K_OPT_TENSOR_LIST):
+                continue
+            writable = bool(entry.flags & (F_OUT | F_MUTABLE))
+            items = [(entry.name, value)] if entry.kind == K_TENSOR else \
+                [(f"{entry.name}[{i}]", v) for i, v in enumerate(value) if v is not None] if isinstance(value, (list, tuple)) else []
+            for label, item in items:
+                if not writable and isinstance(item, (bool, int, float, complex)):
+                    continue  # a Python number: wrapped as a 0-dim tensor, as torch wraps it
+                _native.tensor_meta(item, self.name, label, writable)
 
     def _tensor_meta(self, value, label):
         """_native.tensor_meta as this kernel borrows the tensor: (dtype, dim order,

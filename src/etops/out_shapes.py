@@ -12,6 +12,7 @@ from __future__ import annotations
 import torch
 
 from .errors import SchemaError
+from .layouts import is_dense
 
 
 def python_scalar(value):
@@ -188,12 +189,14 @@ def functional_arguments(functional, values: dict):
 
 def allocate(spec):
     """A fresh out for one spec of infer_outs (an empty tensor for None: an out the
-    kernel will not write still needs a tensor)."""
+    kernel will not write still needs a tensor). It has torch's strides when those
+    are dense (channels-last stays channels-last), else it is contiguous: torch's
+    meta may propagate an expanded input's strides, and an out must not overlap."""
     if spec is None:
         return torch.empty(0)
     if isinstance(spec, list):
         return [allocate(s) for s in spec]
     shape, dtype, stride = spec
-    if stride is not None:
+    if stride is not None and is_dense(shape, stride):
         return torch.empty_strided(shape, stride, dtype=dtype)
     return torch.empty(shape, dtype=dtype)

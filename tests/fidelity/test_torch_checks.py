@@ -4,6 +4,8 @@ per argument signature; what torch accepts still runs."""
 
 import pytest
 import torch
+
+import etops
 from torch.testing import assert_close
 
 from etops.slow_path import SLOW_PATH
@@ -83,3 +85,25 @@ def test_a_broadcast_refusal_by_position_names_that_tensor_input(reg):
         reg.aten.clamp.Tensor_out(torch.rand(0, 3, 0, 4, dtype=torch.float64), min=torch.ones(2, 3, dtype=torch.int16))
     with pytest.raises(ValueError, match=r"torch refuses argument 'self' .*index 1"):
         reg.aten.where.self_out(torch.ones(2, 3, dtype=torch.bool), torch.rand(4), torch.rand(2, 3))
+
+
+def test_scalar_add_and_sub_check_castability_where_torchs_meta_cannot(reg):
+    """torch's meta of add/sub.Scalar_out fails on its alpha argument (a torch bug):
+    the rules table checks castability itself, as torch's CPU kernel does."""
+    with pytest.raises(TypeError, match="argument 'out' has dtype torch.int8"):
+        reg.aten.add.Scalar_out(torch.tensor(3, dtype=torch.int8), -1.75, -1, out=torch.empty((), dtype=torch.int8))
+    assert reg.aten.add.Scalar_out(torch.tensor(3.0), -1.75, -1).item() == torch.ops.aten.add.Scalar(torch.tensor(3.0), -1.75, -1).item()
+    assert torch.equal(reg.aten.sub.Scalar_out(torch.ones(2, dtype=torch.int16), -2, 2), torch.full((2,), 5, dtype=torch.int16))
+
+
+def test_a_meta_kernel_dividing_by_zero_is_no_check_and_executorch_answers(reg):
+    """torch's meta of _adaptive_avg_pool2d divides by an output size of 0 (its CPU
+    kernel accepts it): not a refusal, ExecuTorch's kernel gives its KernelError."""
+    with pytest.raises(etops.KernelError, match="output_size must be positive"):
+        reg.aten._adaptive_avg_pool2d.out(torch.rand(1, 1, 1), [3, 0], out=torch.empty(0))
+
+
+def test_outs_allocated_for_an_expanded_input_are_dense(reg):
+    expanded = torch.rand(1, dtype=torch.bfloat16).expand(3)
+    out, mask = reg.aten.native_dropout.out(expanded, 1.0, False)
+    assert out.is_contiguous() and torch.equal(out, expanded) and mask.all()

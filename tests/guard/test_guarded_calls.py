@@ -59,3 +59,24 @@ def test_wrongly_shaped_out_is_resized_before_the_kernel(reg):
         with pytest.warns(UserWarning, match="resized"):
             assert reg.aten.view_as_real_copy.out(z, out=out) is out
         assert out.shape == (3, 2) and torch.equal(out, torch.view_as_real(z))
+
+
+def test_guarded_calls_refuse_what_unguarded_calls_refuse(reg):
+    """Found by the guarded fuzz campaign: outs the kernel cannot write are refused
+    naming the argument before the guard process runs, as unguarded."""
+    import numpy as np
+
+    expanded = torch.empty(1).expand(3)
+    for call in (reg.aten.log2.out, lambda *a, **k: etops.guard.call(reg.aten.log2.out, *a, **k)):
+        with pytest.raises(ValueError, match="argument 'out' is expanded"):
+            call(torch.ones(3), out=expanded)
+    read_only = np.zeros((2, 4), dtype=np.float32)
+    read_only.flags.writeable = False
+    with pytest.raises(ValueError, match="argument 'out' is read-only"):
+        etops.guard.call(reg.aten.ones.out, [2, 4], out=read_only)
+
+
+def test_guarded_calls_give_back_the_outs_they_allocated_for_kernels_returning_nothing(reg):
+    x = torch.rand(2, 3)
+    parts = etops.guard.call(reg.aten.unbind_copy.int_out, x)
+    assert [p.tolist() for p in parts] == [p.tolist() for p in reg.aten.unbind_copy.int_out(x)] == [r.tolist() for r in x]

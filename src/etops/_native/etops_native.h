@@ -95,6 +95,10 @@ extern _Thread_local int etops_layout_preserve;
 int etops_borrow_tensor(etops_state* st, PyObject* obj, etb_tensor* out, etops_keep* keep,
                         const char* op, const char* what, int writable);
 
+/* Raises the ValueError for a written tensor that is expanded (LAYOUT_OVERLAPPING):
+ * writing it would write some elements twice. Returns -1. */
+int etops_refuse_overlapping_write(const char* op, const char* what);
+
 /* Python list of ints from the sizes of a tensor. */
 PyObject* etops_sizes_tuple(const etb_tensor* t);
 

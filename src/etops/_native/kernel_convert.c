@@ -42,10 +42,7 @@ static TensorRec* borrow(KernelObject* k, CallScratch* cs, PyObject* obj, int ar
   if (rc < 0) return NULL;
   if (rc == LAYOUT_DENSE && k->contiguous_only && !is_contiguous_order(&r->t)) rc = LAYOUT_PERMUTED;
   if (rc == LAYOUT_OVERLAPPING && writable) {
-    PyErr_Format(PyExc_ValueError,
-                 "%s: argument '%s' is expanded (several of its elements share memory); the kernel writes it, "
-                 "so it must not overlap itself (clone it first)",
-                 k->op_name, what);
+    etops_refuse_overlapping_write(k->op_name, what);
     return NULL;
   }
   if (rc != LAYOUT_DENSE) {

@@ -203,19 +203,22 @@ static PyObject* make_key(PyObject* module, PyObject* metas) {
   return PyUnicode_FromString(buf);
 }
 
-/* tensor_meta(obj, op, argument) -> (et_dtype, dim_order, kept): how a call would see `obj`; kept is
- * False when the call passes a contiguous copy instead (not dense, or permuted). */
+/* tensor_meta(obj, op, argument, writable) -> (et_dtype, dim_order, kept): how a call would see `obj`;
+ * kept is False when the call passes a contiguous copy instead (not dense, or permuted). With
+ * `writable`, raises as a call does for a tensor the kernel writes (read-only, expanded). */
 static PyObject* tensor_meta(PyObject* module, PyObject* args) {
   PyObject* obj;
   const char* op = "tensor_meta";
   const char* what = "tensor";
-  if (!PyArg_ParseTuple(args, "O|ss", &obj, &op, &what)) return NULL;
+  int writable = 0;
+  if (!PyArg_ParseTuple(args, "O|ssp", &obj, &op, &what, &writable)) return NULL;
   etops_state* st = state_of(module);
   etb_tensor t;
   etops_keep keep = {.n = 0, .overflow = NULL};
-  int rc = etops_borrow_tensor(st, obj, &t, &keep, op, what, 0);
+  int rc = etops_borrow_tensor(st, obj, &t, &keep, op, what, writable);
   etops_keep_release(&keep);
   if (rc < 0) return NULL;
+  if (rc == LAYOUT_OVERLAPPING && writable) return etops_refuse_overlapping_write(op, what), NULL;
   PyObject* order = PyTuple_New(t.ndim);
   if (order == NULL) return NULL;
   for (int i = 0; i < t.ndim; i++) PyTuple_SET_ITEM(order, i, PyLong_FromLong(t.dim_order[i]));
@@ -261,8 +264,8 @@ static PyMethodDef module_methods[] = {
      "kernel selection (exact key, then fallback)."},
     {"make_key", make_key, METH_O, "make_key([(et_dtype, dim_order), ...]) -> ExecuTorch's kernel key string."},
     {"tensor_meta", tensor_meta, METH_VARARGS,
-     "tensor_meta(obj, op='tensor_meta', argument='tensor') -> (et_dtype, dim_order, kept) as a kernel call "
-     "would see obj; errors name op and argument."},
+     "tensor_meta(obj, op='tensor_meta', argument='tensor', writable=False) -> (et_dtype, dim_order, kept) as a "
+     "kernel call would see obj; errors name op and argument (writable: raises for read-only or expanded obj)."},
     {"registry_generation", registry_generation, METH_NOARGS, "Counter bumped on every etops registry change."},
     {"error_name", error_name, METH_O, "Name of an ExecuTorch Error code."},
     {"install_pal", install_pal, METH_NOARGS,

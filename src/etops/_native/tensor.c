@@ -202,6 +202,14 @@ static int borrow_via_dlpack_protocol(etops_state* st, PyObject* obj, DLTensor* 
   return -1;
 }
 
+int etops_refuse_overlapping_write(const char* op, const char* what) {
+  PyErr_Format(PyExc_ValueError,
+               "%s: argument '%s' is expanded (several of its elements share memory); the kernel writes it, "
+               "so it must not overlap itself (clone it first)",
+               op, what);
+  return -1;
+}
+
 int etops_borrow_tensor(etops_state* st, PyObject* obj, etb_tensor* out, etops_keep* keep,
                         const char* op, const char* what, int writable) {
   DLTensor dl;

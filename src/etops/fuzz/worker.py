@@ -227,9 +227,9 @@ def _meta_refusal(info, overload_fn, ref_args, ref_kwargs):
         bound = info.bind(tuple(ref_args), ref_kwargs)
     except Exception as exc:  # noqa: BLE001 - arguments that do not bind: ATen refuses them too
         return exc
-    target = info.functional_overload() if info.out_names() else overload_fn
+    target = info.functional_overload() if info.out_names() else None
     if target is None:
-        return None  # outs the reference sizes itself: nothing to ask meta with
+        return None  # no functional to ask meta with (outs the reference sizes itself, scalar prims)
     names = {a.name for a in target._schema.arguments}
     return torch_refusal(info.name, target, {n: v for n, v in bound.items() if n in names}, [])
 

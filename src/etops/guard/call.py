@@ -25,8 +25,13 @@ def call(op, *args, **kwargs):
     if info is None or not hasattr(info, "bind"):
         raise TypeError(f"etops.guard.call: argument 'op' must be a registered kernel or its name, not {type(op).__name__}")
     bound = info.bind(args, kwargs)
+    info.check_tensors(bound)  # what the call path refuses on the caller's own tensors (read-only, expanded outs)
     outs = _sized_outs(info, bound)
-    return _deliver(info, bound, outs, _run(kernel, info, {**bound, **outs}))
+    result = _deliver(info, bound, outs, _run(kernel, info, {**bound, **outs}))
+    if result is None and any(bound.get(n) is None for n in info.out_names()):
+        values = [outs[n] for n in info.out_names()]  # `-> ()` with outs it allocated: as the unguarded call
+        result = values[0] if len(values) == 1 else tuple(values)
+    return result
 
 
 def _sized_outs(info, bound: dict) -> dict:

@@ -98,6 +98,8 @@ RULES = [
     Rule(("aten::sub.out", "aten::sub.Scalar_out", "aten::rsub.Scalar_out"), torch_checks=(
         g.not_bool("self", "other", why="torch does not subtract bools (use ~ or logical_xor)"),
     )),
+    # torch's meta of add/sub.Scalar_out fails on its alpha (torch_checks.py): castability checked here
+    Rule(("aten::add.Scalar_out", "aten::sub.Scalar_out"), torch_checks=(g.castable_out("out", "self", "other"),)),
     Rule(("aten::div.out",), torch_checks=(g.castable_out("out", "self", "other"),), findings=(
         _finding("aten::div.out", "div.out writes a complex result into a real out without checking castability", "out",
                  [("self", tensor((4,), "complex64")), ("other", tensor((4,)))],
