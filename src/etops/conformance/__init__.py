@@ -5,7 +5,8 @@ Every OpInfo sample runs under a torch dispatch mode that sees each ATen call; a
 call whose out variant (or view-copy twin) is a registered ExecuTorch kernel is
 also sent to that kernel, on a copy of the same inputs, and the two results are
 compared with OpInfo's tolerance for the dtype. Each such call is a case with one
-status: pass, mismatch, unsupported, error or crash (see ``STATUSES``).
+status: pass, mismatch, unsupported, guarded, error or crash (see ``STATUSES``);
+findings are grouped by root cause in ``clusters`` (etops.conformance.clusters).
 
     from etops import conformance
     report = conformance.run(["aten::add.out"], dtypes=["float32"])

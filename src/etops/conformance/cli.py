@@ -3,7 +3,7 @@ kernels against ATen on PyTorch's OpInfo samples.
 
 ``main(argv)`` takes the arguments after ``check`` (a leading ``check`` is
 accepted too) and returns the exit status: 0 the sweep ran (whatever it found;
-with ``--strict`` 1 if it found a mismatch, error or crash), 2 usage error."""
+with ``--strict`` 1 if it found a mismatch, guarded case, error or crash), 2 usage error."""
 
 from __future__ import annotations
 
@@ -42,7 +42,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--verbose", "-v", action="store_true", help="one line per task and per failing case as they finish")
     p.add_argument("--quiet", "-q", action="store_true", help="no table, only the summary line")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
-    p.add_argument("--strict", action="store_true", help="exit 1 if any case is a mismatch, error or crash")
+    p.add_argument("--strict", action="store_true", help="exit 1 if any case is a mismatch, guarded, error or crash")
     p.add_argument("--timeout", type=float, default=None, metavar="S", help="isolated mode: seconds without news before a worker counts as hung (120)")
     p.add_argument("--max-details", type=int, default=3, metavar="N", help="recorded cases (and reproducers) per kernel, OpInfo, dtype and status (3)")
     p.add_argument("--refresh-discovery", action="store_true", help="rediscover which OpInfos reach which kernels (cached otherwise)")
@@ -139,7 +139,7 @@ def main(argv=None) -> int:
         print(f"reproducers: {n_repro} in {Path(report_dir) / 'reproducers'}")
     if args.strict:
         t = report.totals()
-        if t["mismatch"] or t["error"] or t["crash"]:
+        if t["mismatch"] or t["guarded"] or t["error"] or t["crash"]:
             return 1
     return 0
 

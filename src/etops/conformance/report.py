@@ -25,12 +25,13 @@ JSON_SCHEMA = {
     "mismatches": list,
     "crashes": list,
     "unsupported": list,
+    "guarded": list,
     "errors": list,
     "task_errors": list,
 }
 KERNEL_KEYS = ("kernel", "cases", *STATUSES, "dtypes", "dtypes_passing", "opinfos", "max_abs_error", "max_rel_error", "by_dtype")
 CASE_KEYS = ("kernel", "aten_op", "opinfo", "dtype", "sample", "call", "status", "message", "inputs", "max_abs_error",
-             "max_rel_error", "atol", "rtol", "reproducer")
+             "max_rel_error", "atol", "rtol", "reproducer", "rule")
 
 
 def _versions() -> dict:
@@ -63,6 +64,7 @@ def to_json(report: Report) -> dict:
         "mismatches": [c.to_json() for c in report.cases("mismatch")],
         "crashes": [c.to_json() for c in report.cases("crash")],
         "unsupported": [c.to_json() for c in report.cases("unsupported")],
+        "guarded": [c.to_json() for c in report.cases("guarded")],
         "errors": [c.to_json() for c in report.cases("error")],
         "task_errors": report.task_errors,
     }
@@ -85,7 +87,7 @@ def summary_line(report: Report) -> str:
     t = report.totals()
     cov = report.coverage()
     return (f"{t['cases']} cases: {t['pass']} pass, {t['mismatch']} mismatch, {t['unsupported']} unsupported, "
-            f"{t['error']} error, {t['crash']} crash; kernels reached {cov['reached']}/{cov['registered']} "
+            f"{t['guarded']} guarded, {t['error']} error, {t['crash']} crash; kernels reached {cov['reached']}/{cov['registered']} "
             f"({100 * cov['fraction']:.0f}%); {report.tasks} tasks, {report.samples} samples in {report.seconds:.0f}s")
 
 
@@ -146,23 +148,24 @@ def markdown(report: Report) -> str:
     out.append("")
     out.append("## Summary")
     out.append("")
-    out.append("| cases | pass | mismatch | unsupported | error | crash | kernels reached | time |")
-    out.append("|---|---|---|---|---|---|---|---|")
-    out.append(f"| {t['cases']} | {t['pass']} | {t['mismatch']} | {t['unsupported']} | {t['error']} | {t['crash']} | "
+    out.append("| cases | " + " | ".join(STATUSES) + " | kernels reached | time |")
+    out.append("|---" * (len(STATUSES) + 3) + "|")
+    out.append(f"| {t['cases']} | " + " | ".join(str(t[s]) for s in STATUSES) + " | "
                f"{cov['reached']} / {cov['registered']} ({100 * cov['fraction']:.0f}%) | {report.seconds:.0f} s |")
     out.append("")
     out.append(f"{report.tasks} tasks (OpInfo x dtype), {report.samples} samples ({report.samples_failed} refused by ATen itself). "
                "Statuses: *mismatch* values beyond OpInfo's tolerance, or another dtype/shape; *unsupported* the kernel "
-               "failed where ATen accepted (ExecuTorch restricts dtypes on purpose); *error* etops could not make the "
+               "failed where ATen accepted (ExecuTorch restricts dtypes on purpose); *guarded* etops' own pre-call "
+               "guard refused the call (the kernel is known to abort or corrupt memory on it); *error* etops could not make the "
                "call (an etops bug); *crash* the worker died in the kernel.")
     out.append("")
     out.append("## Per kernel")
     out.append("")
-    out.append("| kernel | cases | pass | mismatch | unsupported | error | crash | max abs err | max rel err | dtypes (all passing in bold) |")
-    out.append("|---|---|---|---|---|---|---|---|---|---|")
+    out.append("| kernel | cases | " + " | ".join(STATUSES) + " | max abs err | max rel err | dtypes (all passing in bold) |")
+    out.append("|---" * (len(STATUSES) + 5) + "|")
     for r in report.kernel_rows():
         dts = " ".join(f"**{d}**" if d in r["dtypes_passing"] else d for d in r["dtypes"])
-        out.append(f"| `{r['kernel']}` | {r['cases']} | {r['pass']} | {r['mismatch']} | {r['unsupported']} | {r['error']} | {r['crash']} | "
+        out.append(f"| `{r['kernel']}` | {r['cases']} | " + " | ".join(str(r[s]) for s in STATUSES) + " | "
                    f"{_fmt(r['max_abs_error'])} | {_fmt(r['max_rel_error'])} | {dts} |")
     out.append("")
     out.append("## Coverage")
@@ -171,7 +174,8 @@ def markdown(report: Report) -> str:
     if cov["unreached"]:
         out.append("")
         out.append("Not reached by any OpInfo sample: " + ", ".join(f"`{k}`" for k in cov["unreached"]) + ".")
-    for title, status in (("Crashes", "crash"), ("Mismatches", "mismatch"), ("Errors (etops could not call the kernel)", "error")):
+    for title, status in (("Crashes", "crash"), ("Guarded (etops' pre-call guard refused: the kernel aborts on these)", "guarded"),
+                          ("Mismatches", "mismatch"), ("Errors (etops could not call the kernel)", "error")):
         cases = report.cases(status)
         if not cases:
             continue
@@ -186,7 +190,7 @@ def markdown(report: Report) -> str:
         for c in cases:
             repro = f"`{c.reproducer.rsplit('/', 2)[-2]}/{c.reproducer.rsplit('/', 1)[-1]}`" if c.reproducer else ""
             out.append(f"| `{c.kernel}` | `{c.aten_op}` | {c.opinfo} | {c.dtype} | s{c.sample}c{c.call} | {_fmt(c.max_abs_error)} | "
-                       f"{_fmt(c.max_rel_error)} | {_md_escape(c.inputs[:120])} | {_md_escape(c.message[:200])} | {repro} |")
+                       f"{_fmt(c.max_rel_error)} | {_md_escape(c.inputs[:120])} | {_md_escape((c.message + (f' [rule: {c.rule}]' if c.rule else ''))[:300])} | {repro} |")
     unsupported = report.cases("unsupported")
     if unsupported:
         out.append("")
