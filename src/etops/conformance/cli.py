@@ -16,11 +16,14 @@ examples:
   python -m etops check                                  every registered aten kernel, every OpInfo dtype
   python -m etops check aten::add.out --dtype float16 --verbose
   python -m etops check --isolated --jobs 2 --report report.md --json report.json
+  python -m etops check aten::cat.out --dim-order-axis --html report.html
 
 Without --isolated the kernels run in this process: a kernel that segfaults or
 aborts ends it. With --isolated (or --jobs > 1) cases run in worker processes; a
 worker that dies is recorded as a crash, with a reproducer, and the sweep goes on.
-Reproducers of mismatches and crashes go to REPORT_DIR/reproducers/.
+Reproducers of mismatches and crashes go to REPORT_DIR/reproducers/; the findings
+(cases grouped by root cause, each shrunk to its smallest failing input) lead every
+report, with one standalone reproducer each in REPORT_DIR/findings/.
 """
 
 
@@ -53,6 +56,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--guard", action="store_true",
                    help="run every case as etops.guard.call (tensors against guard pages, in a forked child; "
                         "about 45 ms a case): a kernel reading or writing outside its tensors is a crash naming the argument")
+    p.add_argument("--dim-order-axis", action="store_true",
+                   help="run every case also in each dense layout other than contiguous (channels-last for rank 4 and 5, "
+                        "the last two dims transposed for rank >= 2) under etops.layout('preserve'); per kernel the report "
+                        "says: silently wrong / crashes / refuses (KernelError) / honours, with a reproducer (three sweeps)")
+    p.add_argument("--html", metavar="PATH.html",
+                   help="write a self-contained HTML report: a kernel x dtype matrix coloured by status, each cell opening "
+                        "its cases and reproducers, the dim-order axis beside it")
+    p.add_argument("--no-shrink", action="store_true",
+                   help="group findings by root cause without shrinking them (no reruns; reproducers from the recorded case)")
     p.add_argument("--hooks", metavar="MODULE", help=argparse.SUPPRESS)  # test hooks: module name or .py path
     return p
 
@@ -110,6 +122,9 @@ def main(argv=None) -> int:
             print(f"{parser.prog}: error: --guard goes with neither --dim-orders nor --hooks", file=sys.stderr)
             return 2
         hooks = "etops.guard.hooks:guarded"
+    if args.dim_order_axis and (hooks is not None or args.dim_orders != "programs"):
+        print(f"{parser.prog}: error: --dim-order-axis goes with neither --dim-orders, --guard nor --hooks", file=sys.stderr)
+        return 2
     if args.dim_orders != "programs":
         from .dim_orders import MODES
 
@@ -117,23 +132,43 @@ def main(argv=None) -> int:
             print(f"{parser.prog}: error: --dim-orders and --hooks do not go together", file=sys.stderr)
             return 2
         hooks = MODES[args.dim_orders]
-    report = run(kernels, dtypes=dtypes, isolated=args.isolated or jobs > 1, jobs=jobs, report_dir=report_dir,
-                 hooks=hooks, progress=False if args.no_progress else None, max_details=args.max_details,
-                 refresh_discovery=args.refresh_discovery, opinfo_filter=set(args.opinfos) if args.opinfos else None,
-                 timeout=args.timeout, verbose=args.verbose, log=sys.stderr)
+    options = dict(dtypes=dtypes, isolated=args.isolated or jobs > 1, jobs=jobs, progress=False if args.no_progress else None,
+                   refresh_discovery=args.refresh_discovery, opinfo_filter=set(args.opinfos) if args.opinfos else None,
+                   timeout=args.timeout, verbose=args.verbose, log=sys.stderr)
+    max_details = args.max_details
+    if args.dim_order_axis:
+        from .dim_orders import AXIS_MAX_DETAILS
+
+        max_details = max(max_details, AXIS_MAX_DETAILS)
+    report = run(kernels, report_dir=report_dir, hooks=hooks, max_details=max_details, **options)
     del torch
+    from .clusters import build
+
+    clusters = build(report, report_dir=report_dir, hooks=hooks, shrink=not args.no_shrink)
+    axis = None
+    if args.dim_order_axis:
+        from .dim_orders import run_axis
+
+        axis = run_axis(kernels, report, report_dir=report_dir, shrink=not args.no_shrink, **options)
     if args.quiet:
+        from .clusters import headline
         from .report import summary_line
 
+        print(headline(report, clusters))
         print(summary_line(report))
     else:
-        print(terminal(report))
+        print(terminal(report, clusters=clusters, axis=axis))
     if args.report:
-        write_markdown(report, args.report)
+        write_markdown(report, args.report, clusters, axis)
         print(f"markdown report: {args.report}")
     if args.json:
-        write_json(report, args.json)
+        write_json(report, args.json, clusters, axis)
         print(f"JSON report: {args.json}")
+    if args.html:
+        from .html import write_html
+
+        write_html(report, args.html, clusters, axis)
+        print(f"HTML report: {args.html}")
     n_repro = sum(1 for c in report.details if c.reproducer)
     if n_repro:
         print(f"reproducers: {n_repro} in {Path(report_dir) / 'reproducers'}")

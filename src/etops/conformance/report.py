@@ -15,6 +15,8 @@ SCHEMA = "etops.conformance.report/1"
 #: What a JSON report holds (checked by the tests): key -> type.
 JSON_SCHEMA = {
     "schema": str,
+    "headline": str,
+    "findings": list,
     "created": str,
     "versions": dict,
     "options": dict,
@@ -46,9 +48,26 @@ def _versions() -> dict:
     return {"etops": etops.__version__, "torch": torch.__version__, "executorch": et}
 
 
-def to_json(report: Report) -> dict:
+def _clusters(report: Report, clusters):
+    """The clusters given, else the report's cases grouped (no kernel runs)."""
+    if clusters is not None:
+        return clusters
+    from .clusters import group
+
+    return group(report.details)
+
+
+def to_json(report: Report, clusters=None, axis=None) -> dict:
+    """The report as JSON, the findings (clusters) first; `axis`: a dim-order
+    axis (etops.conformance.dim_orders.Axis) when one ran."""
+    clusters = _clusters(report, clusters)
+    from .clusters import headline
+
     return {
         "schema": SCHEMA,
+        "headline": headline(report, clusters),
+        "findings": [c.to_json() for c in clusters],
+        **({"dim_order_axis": axis.to_json()} if axis is not None else {}),
         "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "versions": _versions(),
         "options": {"kernels": report.selected, "dtypes": report.dtypes, "isolated": report.isolated, "jobs": report.jobs,
@@ -70,9 +89,9 @@ def to_json(report: Report) -> dict:
     }
 
 
-def write_json(report: Report, path) -> None:
+def write_json(report: Report, path, clusters=None, axis=None) -> None:
     with open(path, "w") as f:
-        json.dump(to_json(report), f, indent=1)
+        json.dump(to_json(report, clusters, axis), f, indent=1)
 
 
 def _fmt(x) -> str:
@@ -102,11 +121,32 @@ def table_rows(report: Report) -> list[list[str]]:
 HEADER = ["kernel", "cases", *STATUSES, "max abs err", "max rel err", "dtypes"]
 
 
-def terminal(report: Report, width: int | None = None) -> str:
-    """A plain-text table (one row per kernel reached) and the summary."""
+def finding_lines(clusters, limit: int | None = None) -> list[str]:
+    """One line per cluster (its summary), with its reproducer beneath."""
+    lines = []
+    for c in clusters[:limit]:
+        lines.append(f"  [{c.kind}] {c.summary}" + (f" ({len(c.cases)} cases)" if len(c.cases) > 1 else ""))
+        if c.reproducer:
+            lines.append(f"      reproducer: {c.reproducer}")
+    if limit is not None and len(clusters) > limit:
+        lines.append(f"  ... {len(clusters) - limit} more in the markdown/JSON report")
+    return lines
+
+
+def terminal(report: Report, width: int | None = None, clusters=None, axis=None) -> str:
+    """The findings (clusters, worst kind first), the dim-order axis when one ran,
+    a plain-text table (one row per kernel reached) and the summary."""
+    from .clusters import headline
+
+    clusters = _clusters(report, clusters)
+    lines = [headline(report, clusters)]
+    lines.extend(finding_lines(clusters, 40))
+    if axis is not None:
+        lines.append("")
+        lines.extend(axis.terminal_lines())
+    lines.append("")
     rows = table_rows(report)
     widths = [max(len(HEADER[i]), *(len(r[i]) for r in rows)) if rows else len(HEADER[i]) for i in range(len(HEADER) - 1)]
-    lines = []
     fmt_row = lambda r: "  ".join(c.ljust(widths[i]) if i == 0 else c.rjust(widths[i]) for i, c in enumerate(r[:-1])) + "  " + r[-1]  # noqa: E731
     lines.append(fmt_row(HEADER))
     lines.append("-" * min(sum(widths) + 2 * len(widths) + 6, width or 200))
@@ -137,7 +177,12 @@ def _md_escape(text: str) -> str:
     return (text or "").replace("|", "\\|").replace("\n", " ")
 
 
-def markdown(report: Report) -> str:
+def markdown(report: Report, clusters=None, axis=None) -> str:
+    """The markdown report: the findings first (one row per cluster), the
+    dim-order axis when one ran, then the counts and the cases."""
+    from .clusters import headline
+
+    clusters = _clusters(report, clusters)
     t = report.totals()
     cov = report.coverage()
     out = ["# etops conformance report", ""]
@@ -145,6 +190,21 @@ def markdown(report: Report) -> str:
     out.append(f"ExecuTorch kernels against ATen on PyTorch's OpInfo samples. etops {v['etops']}, torch {v['torch']}, "
                f"executorch {v['executorch']}; {'isolated, ' if report.isolated else ''}{report.jobs} job(s); "
                f"dtypes: {', '.join(report.dtypes) if report.dtypes else 'every dtype OpInfo lists for CPU'}.")
+    out.append("")
+    out.append("## Findings")
+    out.append("")
+    out.append(f"**{headline(report, clusters)}.** Cases grouped by kernel, kind, dtype class and the shape of the "
+               "difference (or the guard, or the normalized message); each shrunk to its smallest failing input.")
+    if clusters:
+        out.append("")
+        out.append("| kind | kernel | dtypes | cases | summary | reproducer |")
+        out.append("|---|---|---|---|---|---|")
+        for c in clusters:
+            repro = f"`findings/{c.reproducer.rsplit('/', 1)[-1]}`" if c.reproducer else ""
+            out.append(f"| {c.kind} | `{c.kernel}` | {' '.join(c.dtypes)} | {len(c.cases)} | {_md_escape(c.summary[:400])} | {repro} |")
+    if axis is not None:
+        out.append("")
+        out.extend(axis.markdown_lines())
     out.append("")
     out.append("## Summary")
     out.append("")
@@ -217,6 +277,6 @@ def markdown(report: Report) -> str:
     return "\n".join(out)
 
 
-def write_markdown(report: Report, path) -> None:
+def write_markdown(report: Report, path, clusters=None, axis=None) -> None:
     with open(path, "w") as f:
-        f.write(markdown(report))
+        f.write(markdown(report, clusters, axis))
