@@ -99,7 +99,7 @@ def main(argv=None) -> int:
         return 2
     report_dir = args.report_dir
     if report_dir is None:
-        first = args.report or args.json
+        first = args.report or args.json or args.html
         report_dir = str(Path(first).resolve().parent) if first else "etops-conformance"
     from .runner import default_kmap
     from .sweep import resolve_kernels
