@@ -155,6 +155,8 @@ def main(argv=None) -> int:
         from .report import summary_line
 
         print(headline(report, clusters))
+        if axis is not None:
+            print("\n".join(axis.terminal_lines()[:1 + len(axis.runs)]))  # the verdict counts per layout
         print(summary_line(report))
     else:
         print(terminal(report, clusters=clusters, axis=axis))

@@ -107,6 +107,11 @@ _VERDICT_OF = {"mismatch": "silently wrong", "crash": "crashes", "unsupported": 
 AXIS_MAX_DETAILS = 50
 
 
+def _cases_of(report, kernel: str) -> int:
+    """Cases of `kernel` a sweep checked (every status)."""
+    return sum(sum(t.counts.values()) for (k, _), t in report.tallies.items() if k == kernel)
+
+
 class Axis:
     """What the dim-order axis found: per layout, the layout's sweep and its
     dim-order findings (cases failing laid out that do not fail contiguous), the
@@ -124,8 +129,7 @@ class Axis:
         found = [c for c in self.findings[layout] if c.kernel == kernel]
         if found:
             return min((_VERDICT_OF[c.status] for c in found), key=VERDICTS.index)
-        checked = sum(sum(t.counts.values()) for (k, _), t in self.runs[layout].tallies.items() if k == kernel)
-        return "honours" if checked else "no input to lay out"
+        return "honours" if _cases_of(self.runs[layout], kernel) else "no input to lay out"
 
     def kernel_rows(self) -> list[dict]:
         """One row per kernel of the contiguous sweep: its verdict, cases checked and
@@ -137,7 +141,7 @@ class Axis:
                 repro = next((c.reproducer for c in self.clusters[name] if c.kernel == kernel and c.reproducer), None)
                 row["layouts"][name] = {
                     "verdict": self.verdict(name, kernel),
-                    "cases": sum(sum(t.counts.values()) for (k, _), t in report.tallies.items() if k == kernel),
+                    "cases": _cases_of(report, kernel),
                     "findings": sum(1 for c in self.findings[name] if c.kernel == kernel),
                     "reproducer": repro,
                 }

@@ -92,15 +92,22 @@ def _reproducer_block(path, title: str) -> str:
             f"<pre class=\"reproducer\">{_e(_source(path))}</pre></details>")
 
 
+def _finding_blocks(clusters) -> list[str]:
+    """Each cluster's summary and its reproducer's source."""
+    parts = []
+    for c in clusters:
+        parts.append(f"<p class=\"finding\"><b>[{_e(c.kind)}]</b> {_e(c.summary)}</p>")
+        if c.reproducer:
+            parts.append(_reproducer_block(c.reproducer, "finding reproducer"))
+    return parts
+
+
 def _cell_detail(detail_id, kernel, dtype, tally, cases, clusters) -> str:
     counts = tally["counts"]
     parts = [f'<section class="detail" id="{detail_id}" data-kernel="{_e(kernel)}" data-dtype="{_e(dtype)}">',
              f"<h3>{_e(kernel)} &middot; {_e(dtype)}</h3>",
              "<p>" + ", ".join(f"{n} {s}" for s, n in counts.items() if n) + "</p>"]
-    for c in clusters:
-        parts.append(f"<p class=\"finding\"><b>[{_e(c.kind)}]</b> {_e(c.summary)}</p>")
-        if c.reproducer:
-            parts.append(_reproducer_block(c.reproducer, "finding reproducer"))
+    parts.extend(_finding_blocks(clusters))
     if cases:
         parts.append("<table class=\"cases\"><tr><th>status</th><th>OpInfo</th><th>case</th><th>inputs</th><th>what</th></tr>")
         for case in cases:
@@ -158,10 +165,7 @@ def _axis_table(axis) -> tuple[str, list[str]]:
             parts = [f'<section class="detail" id="{detail_id}" data-kernel="{_e(row["kernel"])}" data-layout="{_e(name)}">',
                      f"<h3>{_e(row['kernel'])} &middot; {_e(name)}: {_e(v['verdict'])}</h3>",
                      f"<p>{v['cases']} cases laid out {_e(name)}, {v['findings']} dim-order findings</p>"]
-            for c in found:
-                parts.append(f"<p class=\"finding\"><b>[{_e(c.kind)}]</b> {_e(c.summary)}</p>")
-                if c.reproducer:
-                    parts.append(_reproducer_block(c.reproducer, "finding reproducer"))
+            parts.extend(_finding_blocks(found))
             parts.append("</section>")
             details.append("\n".join(parts))
         body.append("<tr>" + "".join(cells) + "</tr>")
