@@ -238,8 +238,14 @@ def build(report, *, report_dir=None, hooks=None, layout: str | None = None, pre
             continue
         func, _target, args, kwargs = found
         if shrink:
-            args, kwargs, cluster.shrink = _shrunk(cluster, case, func, args, kwargs, hooks)
-        _reproduce(cluster, case, func, args, kwargs, hooks, preserve, directory, index)
+            try:
+                args, kwargs, cluster.shrink = _shrunk(cluster, case, func, args, kwargs, hooks)
+            except Exception as exc:  # noqa: BLE001 - the cluster keeps its recorded inputs
+                cluster.shrink = f"not shrunk ({type(exc).__name__}: {str(exc)[:80]})"
+        try:
+            _reproduce(cluster, case, func, args, kwargs, hooks, preserve, directory, index)
+        except Exception as exc:  # noqa: BLE001 - one cluster's failure does not end the report
+            cluster.summary += f" (no reproducer: {type(exc).__name__}: {str(exc)[:120]})"
     return clusters
 
 
@@ -325,4 +331,4 @@ def _reproduce(cluster, case, func, args, kwargs, hooks, preserve, directory, in
         cluster.reproducer = write_literal_reproducer(directory, name, case, func, shown_args, shown_kwargs, summary=cluster.summary,
                                                       values=values_compared(func), preserve=preserve, reference=reference)
     except Exception as exc:  # noqa: BLE001
-        cluster.summary += f" (no reproducer: {type(exc).__name__}: {exc})"
+        cluster.summary += f" (no reproducer: {type(exc).__name__}: {str(exc)[:120]})"

@@ -108,7 +108,7 @@ def shrink(func, args, kwargs, still_fails, max_tries: int = MAX_TRIES):
 def shrink_isolated(func, args, kwargs, still_fails, max_tries: int = MAX_TRIES):
     """``shrink`` in a forked child (where fork exists): a variant that kills the
     process ends the search there and the originals come back. Returns (args,
-    kwargs, tries, how: "shrunk" / "unchanged" / "search died")."""
+    kwargs, tries, how: "shrunk" / "unchanged" / "search died" / "result not readable")."""
     if not hasattr(os, "fork"):
         a, k, tries = shrink(func, args, kwargs, still_fails, max_tries)
         return a, k, tries, "shrunk" if total_elements(a, k) < total_elements(args, kwargs) else "unchanged"
@@ -140,5 +140,8 @@ def shrink_isolated(func, args, kwargs, still_fails, max_tries: int = MAX_TRIES)
     _, status = os.waitpid(pid, 0)
     if not (os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0) or not chunks:
         return list(args), dict(kwargs), 0, "search died"
-    a, k, tries = pickle.loads(b"".join(chunks))
+    try:
+        a, k, tries = pickle.loads(b"".join(chunks))
+    except Exception:  # noqa: BLE001 - a value that does not come back through pickle
+        return list(args), dict(kwargs), 0, "result not readable"
     return a, k, tries, "shrunk" if total_elements(a, k) < total_elements(args, kwargs) else "unchanged"
