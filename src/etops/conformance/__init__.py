@@ -5,7 +5,8 @@ Every OpInfo sample runs under a torch dispatch mode that sees each ATen call; a
 call whose out variant (or view-copy twin) is a registered ExecuTorch kernel is
 also sent to that kernel, on a copy of the same inputs, and the two results are
 compared with OpInfo's tolerance for the dtype. Each such call is a case with one
-status: pass, mismatch, unsupported, error or crash (see ``STATUSES``).
+status: pass, mismatch, unsupported, guarded, error or crash (see ``STATUSES``);
+findings are grouped by root cause in ``clusters`` (etops.conformance.clusters).
 
     from etops import conformance
     report = conformance.run(["aten::add.out"], dtypes=["float32"])
@@ -27,22 +28,22 @@ from .runner import STATUSES, CaseInfo, CaseResult, TaskResult, TaskRunner, tole
 from .sweep import Report, discover, plan_tasks, run
 
 
-def terminal(report) -> str:
+def terminal(report, clusters=None, axis=None) -> str:
     from .report import terminal as _terminal
 
-    return _terminal(report)
+    return _terminal(report, clusters=clusters, axis=axis)
 
 
-def to_json(report) -> dict:
+def to_json(report, clusters=None, axis=None) -> dict:
     from .report import to_json as _to_json
 
-    return _to_json(report)
+    return _to_json(report, clusters=clusters, axis=axis)
 
 
-def markdown(report) -> str:
+def markdown(report, clusters=None, axis=None) -> str:
     from .report import markdown as _markdown
 
-    return _markdown(report)
+    return _markdown(report, clusters=clusters, axis=axis)
 
 
 __all__ = ["STATUSES", "CaseInfo", "CaseResult", "KernelMap", "Report", "TaskResult", "TaskRunner", "discover", "markdown",

@@ -3,7 +3,7 @@ kernels against ATen on PyTorch's OpInfo samples.
 
 ``main(argv)`` takes the arguments after ``check`` (a leading ``check`` is
 accepted too) and returns the exit status: 0 the sweep ran (whatever it found;
-with ``--strict`` 1 if it found a mismatch, error or crash), 2 usage error."""
+with ``--strict`` 1 if it found a mismatch, guarded case, error or crash), 2 usage error."""
 
 from __future__ import annotations
 
@@ -16,11 +16,14 @@ examples:
   python -m etops check                                  every registered aten kernel, every OpInfo dtype
   python -m etops check aten::add.out --dtype float16 --verbose
   python -m etops check --isolated --jobs 2 --report report.md --json report.json
+  python -m etops check aten::cat.out --dim-order-axis --html report.html
 
 Without --isolated the kernels run in this process: a kernel that segfaults or
 aborts ends it. With --isolated (or --jobs > 1) cases run in worker processes; a
 worker that dies is recorded as a crash, with a reproducer, and the sweep goes on.
-Reproducers of mismatches and crashes go to REPORT_DIR/reproducers/.
+Reproducers of mismatches and crashes go to REPORT_DIR/reproducers/; the findings
+(cases grouped by root cause, each shrunk to its smallest failing input) lead every
+report, with one standalone reproducer each in REPORT_DIR/findings/.
 """
 
 
@@ -42,7 +45,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--verbose", "-v", action="store_true", help="one line per task and per failing case as they finish")
     p.add_argument("--quiet", "-q", action="store_true", help="no table, only the summary line")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
-    p.add_argument("--strict", action="store_true", help="exit 1 if any case is a mismatch, error or crash")
+    p.add_argument("--strict", action="store_true", help="exit 1 if any case is a mismatch, guarded, error or crash")
     p.add_argument("--timeout", type=float, default=None, metavar="S", help="isolated mode: seconds without news before a worker counts as hung (120)")
     p.add_argument("--max-details", type=int, default=3, metavar="N", help="recorded cases (and reproducers) per kernel, OpInfo, dtype and status (3)")
     p.add_argument("--refresh-discovery", action="store_true", help="rediscover which OpInfos reach which kernels (cached otherwise)")
@@ -53,6 +56,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--guard", action="store_true",
                    help="run every case as etops.guard.call (tensors against guard pages, in the guard process; "
                         "about 0.5 ms a case): a kernel reading or writing outside its tensors is a crash naming the argument")
+    p.add_argument("--dim-order-axis", action="store_true",
+                   help="run every case also in each dense layout other than contiguous (channels-last for rank 4 and 5, "
+                        "the last two dims transposed for rank >= 2) under etops.layout('preserve'); per kernel the report "
+                        "says: silently wrong / crashes / refuses (KernelError) / honours, with a reproducer (three sweeps)")
+    p.add_argument("--html", metavar="PATH.html",
+                   help="write a self-contained HTML report: a kernel x dtype matrix coloured by status, each cell opening "
+                        "its cases and reproducers, the dim-order axis beside it")
+    p.add_argument("--no-shrink", action="store_true",
+                   help="group findings by root cause without shrinking them (no reruns; reproducers from the recorded case)")
     p.add_argument("--hooks", metavar="MODULE", help=argparse.SUPPRESS)  # test hooks: module name or .py path
     return p
 
@@ -87,7 +99,7 @@ def main(argv=None) -> int:
         return 2
     report_dir = args.report_dir
     if report_dir is None:
-        first = args.report or args.json
+        first = args.report or args.json or args.html
         report_dir = str(Path(first).resolve().parent) if first else "etops-conformance"
     from .runner import default_kmap
     from .sweep import resolve_kernels
@@ -110,6 +122,9 @@ def main(argv=None) -> int:
             print(f"{parser.prog}: error: --guard goes with neither --dim-orders nor --hooks", file=sys.stderr)
             return 2
         hooks = "etops.guard.hooks:guarded"
+    if args.dim_order_axis and (hooks is not None or args.dim_orders != "programs"):
+        print(f"{parser.prog}: error: --dim-order-axis goes with neither --dim-orders, --guard nor --hooks", file=sys.stderr)
+        return 2
     if args.dim_orders != "programs":
         from .dim_orders import MODES
 
@@ -117,29 +132,51 @@ def main(argv=None) -> int:
             print(f"{parser.prog}: error: --dim-orders and --hooks do not go together", file=sys.stderr)
             return 2
         hooks = MODES[args.dim_orders]
-    report = run(kernels, dtypes=dtypes, isolated=args.isolated or jobs > 1, jobs=jobs, report_dir=report_dir,
-                 hooks=hooks, progress=False if args.no_progress else None, max_details=args.max_details,
-                 refresh_discovery=args.refresh_discovery, opinfo_filter=set(args.opinfos) if args.opinfos else None,
-                 timeout=args.timeout, verbose=args.verbose, log=sys.stderr)
+    options = dict(dtypes=dtypes, isolated=args.isolated or jobs > 1, jobs=jobs, progress=False if args.no_progress else None,
+                   refresh_discovery=args.refresh_discovery, opinfo_filter=set(args.opinfos) if args.opinfos else None,
+                   timeout=args.timeout, verbose=args.verbose, log=sys.stderr)
+    max_details = args.max_details
+    if args.dim_order_axis:
+        from .dim_orders import AXIS_MAX_DETAILS
+
+        max_details = max(max_details, AXIS_MAX_DETAILS)
+    report = run(kernels, report_dir=report_dir, hooks=hooks, max_details=max_details, **options)
     del torch
+    from .clusters import build
+
+    clusters = build(report, report_dir=report_dir, hooks=hooks, shrink=not args.no_shrink)
+    axis = None
+    if args.dim_order_axis:
+        from .dim_orders import run_axis
+
+        axis = run_axis(kernels, report, report_dir=report_dir, shrink=not args.no_shrink, **options)
     if args.quiet:
+        from .clusters import headline
         from .report import summary_line
 
+        print(headline(report, clusters))
+        if axis is not None:
+            print("\n".join(axis.terminal_lines()[:1 + len(axis.runs)]))  # the verdict counts per layout
         print(summary_line(report))
     else:
-        print(terminal(report))
+        print(terminal(report, clusters=clusters, axis=axis))
     if args.report:
-        write_markdown(report, args.report)
+        write_markdown(report, args.report, clusters, axis)
         print(f"markdown report: {args.report}")
     if args.json:
-        write_json(report, args.json)
+        write_json(report, args.json, clusters, axis)
         print(f"JSON report: {args.json}")
+    if args.html:
+        from .html import write_html
+
+        write_html(report, args.html, clusters, axis)
+        print(f"HTML report: {args.html}")
     n_repro = sum(1 for c in report.details if c.reproducer)
     if n_repro:
         print(f"reproducers: {n_repro} in {Path(report_dir) / 'reproducers'}")
     if args.strict:
         t = report.totals()
-        if t["mismatch"] or t["error"] or t["crash"]:
+        if t["mismatch"] or t["guarded"] or t["error"] or t["crash"]:
             return 1
     return 0
 

@@ -17,7 +17,8 @@ def load_hooks(spec):
     (default: ATen's result); ``inputs(case, args, kwargs)`` returns the arguments
     the kernel gets instead (same values); ``calling(case)`` returns a context
     manager the kernel call runs in; ``invoke(kernel, args, kwargs)`` makes the
-    call (``etops check --guard``). The first two exist for testing the
+    call (``etops check --guard``); ``applies(case, args, kwargs)`` False leaves the
+    case out of the sweep (not checked, not counted). The first two exist for testing the
     machinery, the others for sweeps such as ``etops check --dim-orders``."""
     if spec is None or not isinstance(spec, str):
         return spec

@@ -15,6 +15,8 @@ SCHEMA = "etops.conformance.report/1"
 #: What a JSON report holds (checked by the tests): key -> type.
 JSON_SCHEMA = {
     "schema": str,
+    "headline": str,
+    "findings": list,
     "created": str,
     "versions": dict,
     "options": dict,
@@ -25,12 +27,13 @@ JSON_SCHEMA = {
     "mismatches": list,
     "crashes": list,
     "unsupported": list,
+    "guarded": list,
     "errors": list,
     "task_errors": list,
 }
 KERNEL_KEYS = ("kernel", "cases", *STATUSES, "dtypes", "dtypes_passing", "opinfos", "max_abs_error", "max_rel_error", "by_dtype")
 CASE_KEYS = ("kernel", "aten_op", "opinfo", "dtype", "sample", "call", "status", "message", "inputs", "max_abs_error",
-             "max_rel_error", "atol", "rtol", "reproducer")
+             "max_rel_error", "atol", "rtol", "reproducer", "rule")
 
 
 def _versions() -> dict:
@@ -45,9 +48,26 @@ def _versions() -> dict:
     return {"etops": etops.__version__, "torch": torch.__version__, "executorch": et}
 
 
-def to_json(report: Report) -> dict:
+def _clusters(report: Report, clusters):
+    """The clusters given, else the report's cases grouped (no kernel runs)."""
+    if clusters is not None:
+        return clusters
+    from .clusters import group
+
+    return group(report.details)
+
+
+def to_json(report: Report, clusters=None, axis=None) -> dict:
+    """The report as JSON, the findings (clusters) first; `axis`: a dim-order
+    axis (etops.conformance.dim_orders.Axis) when one ran."""
+    clusters = _clusters(report, clusters)
+    from .clusters import headline
+
     return {
         "schema": SCHEMA,
+        "headline": headline(report, clusters),
+        "findings": [c.to_json() for c in clusters],
+        **({"dim_order_axis": axis.to_json()} if axis is not None else {}),
         "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "versions": _versions(),
         "options": {"kernels": report.selected, "dtypes": report.dtypes, "isolated": report.isolated, "jobs": report.jobs,
@@ -63,14 +83,15 @@ def to_json(report: Report) -> dict:
         "mismatches": [c.to_json() for c in report.cases("mismatch")],
         "crashes": [c.to_json() for c in report.cases("crash")],
         "unsupported": [c.to_json() for c in report.cases("unsupported")],
+        "guarded": [c.to_json() for c in report.cases("guarded")],
         "errors": [c.to_json() for c in report.cases("error")],
         "task_errors": report.task_errors,
     }
 
 
-def write_json(report: Report, path) -> None:
+def write_json(report: Report, path, clusters=None, axis=None) -> None:
     with open(path, "w") as f:
-        json.dump(to_json(report), f, indent=1)
+        json.dump(to_json(report, clusters, axis), f, indent=1)
 
 
 def _fmt(x) -> str:
@@ -85,7 +106,7 @@ def summary_line(report: Report) -> str:
     t = report.totals()
     cov = report.coverage()
     return (f"{t['cases']} cases: {t['pass']} pass, {t['mismatch']} mismatch, {t['unsupported']} unsupported, "
-            f"{t['error']} error, {t['crash']} crash; kernels reached {cov['reached']}/{cov['registered']} "
+            f"{t['guarded']} guarded, {t['error']} error, {t['crash']} crash; kernels reached {cov['reached']}/{cov['registered']} "
             f"({100 * cov['fraction']:.0f}%); {report.tasks} tasks, {report.samples} samples in {report.seconds:.0f}s")
 
 
@@ -100,11 +121,32 @@ def table_rows(report: Report) -> list[list[str]]:
 HEADER = ["kernel", "cases", *STATUSES, "max abs err", "max rel err", "dtypes"]
 
 
-def terminal(report: Report, width: int | None = None) -> str:
-    """A plain-text table (one row per kernel reached) and the summary."""
+def finding_lines(clusters, limit: int | None = None) -> list[str]:
+    """One line per cluster (its summary), with its reproducer beneath."""
+    lines = []
+    for c in clusters[:limit]:
+        lines.append(f"  [{c.kind}] {c.summary}" + (f" ({len(c.cases)} cases)" if len(c.cases) > 1 else ""))
+        if c.reproducer:
+            lines.append(f"      reproducer: {c.reproducer}")
+    if limit is not None and len(clusters) > limit:
+        lines.append(f"  ... {len(clusters) - limit} more in the markdown/JSON report")
+    return lines
+
+
+def terminal(report: Report, width: int | None = None, clusters=None, axis=None) -> str:
+    """The findings (clusters, worst kind first), the dim-order axis when one ran,
+    a plain-text table (one row per kernel reached) and the summary."""
+    from .clusters import headline
+
+    clusters = _clusters(report, clusters)
+    lines = [headline(report, clusters)]
+    lines.extend(finding_lines(clusters, 40))
+    if axis is not None:
+        lines.append("")
+        lines.extend(axis.terminal_lines())
+    lines.append("")
     rows = table_rows(report)
     widths = [max(len(HEADER[i]), *(len(r[i]) for r in rows)) if rows else len(HEADER[i]) for i in range(len(HEADER) - 1)]
-    lines = []
     fmt_row = lambda r: "  ".join(c.ljust(widths[i]) if i == 0 else c.rjust(widths[i]) for i, c in enumerate(r[:-1])) + "  " + r[-1]  # noqa: E731
     lines.append(fmt_row(HEADER))
     lines.append("-" * min(sum(widths) + 2 * len(widths) + 6, width or 200))
@@ -135,7 +177,12 @@ def _md_escape(text: str) -> str:
     return (text or "").replace("|", "\\|").replace("\n", " ")
 
 
-def markdown(report: Report) -> str:
+def markdown(report: Report, clusters=None, axis=None) -> str:
+    """The markdown report: the findings first (one row per cluster), the
+    dim-order axis when one ran, then the counts and the cases."""
+    from .clusters import headline
+
+    clusters = _clusters(report, clusters)
     t = report.totals()
     cov = report.coverage()
     out = ["# etops conformance report", ""]
@@ -144,25 +191,41 @@ def markdown(report: Report) -> str:
                f"executorch {v['executorch']}; {'isolated, ' if report.isolated else ''}{report.jobs} job(s); "
                f"dtypes: {', '.join(report.dtypes) if report.dtypes else 'every dtype OpInfo lists for CPU'}.")
     out.append("")
+    out.append("## Findings")
+    out.append("")
+    out.append(f"**{headline(report, clusters)}.** Cases grouped by kernel, kind, dtype class and the shape of the "
+               "difference (or the guard, or the normalized message); each shrunk to its smallest failing input.")
+    if clusters:
+        out.append("")
+        out.append("| kind | kernel | dtypes | cases | summary | reproducer |")
+        out.append("|---|---|---|---|---|---|")
+        for c in clusters:
+            repro = f"`findings/{c.reproducer.rsplit('/', 1)[-1]}`" if c.reproducer else ""
+            out.append(f"| {c.kind} | `{c.kernel}` | {' '.join(c.dtypes)} | {len(c.cases)} | {_md_escape(c.summary[:400])} | {repro} |")
+    if axis is not None:
+        out.append("")
+        out.extend(axis.markdown_lines())
+    out.append("")
     out.append("## Summary")
     out.append("")
-    out.append("| cases | pass | mismatch | unsupported | error | crash | kernels reached | time |")
-    out.append("|---|---|---|---|---|---|---|---|")
-    out.append(f"| {t['cases']} | {t['pass']} | {t['mismatch']} | {t['unsupported']} | {t['error']} | {t['crash']} | "
+    out.append("| cases | " + " | ".join(STATUSES) + " | kernels reached | time |")
+    out.append("|---" * (len(STATUSES) + 3) + "|")
+    out.append(f"| {t['cases']} | " + " | ".join(str(t[s]) for s in STATUSES) + " | "
                f"{cov['reached']} / {cov['registered']} ({100 * cov['fraction']:.0f}%) | {report.seconds:.0f} s |")
     out.append("")
     out.append(f"{report.tasks} tasks (OpInfo x dtype), {report.samples} samples ({report.samples_failed} refused by ATen itself). "
                "Statuses: *mismatch* values beyond OpInfo's tolerance, or another dtype/shape; *unsupported* the kernel "
-               "failed where ATen accepted (ExecuTorch restricts dtypes on purpose); *error* etops could not make the "
+               "failed where ATen accepted (ExecuTorch restricts dtypes on purpose); *guarded* etops' own pre-call "
+               "guard refused the call (the kernel is known to abort or corrupt memory on it); *error* etops could not make the "
                "call (an etops bug); *crash* the worker died in the kernel.")
     out.append("")
     out.append("## Per kernel")
     out.append("")
-    out.append("| kernel | cases | pass | mismatch | unsupported | error | crash | max abs err | max rel err | dtypes (all passing in bold) |")
-    out.append("|---|---|---|---|---|---|---|---|---|---|")
+    out.append("| kernel | cases | " + " | ".join(STATUSES) + " | max abs err | max rel err | dtypes (all passing in bold) |")
+    out.append("|---" * (len(STATUSES) + 5) + "|")
     for r in report.kernel_rows():
         dts = " ".join(f"**{d}**" if d in r["dtypes_passing"] else d for d in r["dtypes"])
-        out.append(f"| `{r['kernel']}` | {r['cases']} | {r['pass']} | {r['mismatch']} | {r['unsupported']} | {r['error']} | {r['crash']} | "
+        out.append(f"| `{r['kernel']}` | {r['cases']} | " + " | ".join(str(r[s]) for s in STATUSES) + " | "
                    f"{_fmt(r['max_abs_error'])} | {_fmt(r['max_rel_error'])} | {dts} |")
     out.append("")
     out.append("## Coverage")
@@ -171,7 +234,8 @@ def markdown(report: Report) -> str:
     if cov["unreached"]:
         out.append("")
         out.append("Not reached by any OpInfo sample: " + ", ".join(f"`{k}`" for k in cov["unreached"]) + ".")
-    for title, status in (("Crashes", "crash"), ("Mismatches", "mismatch"), ("Errors (etops could not call the kernel)", "error")):
+    for title, status in (("Crashes", "crash"), ("Guarded (etops' pre-call guard refused: the kernel aborts on these)", "guarded"),
+                          ("Mismatches", "mismatch"), ("Errors (etops could not call the kernel)", "error")):
         cases = report.cases(status)
         if not cases:
             continue
@@ -186,7 +250,7 @@ def markdown(report: Report) -> str:
         for c in cases:
             repro = f"`{c.reproducer.rsplit('/', 2)[-2]}/{c.reproducer.rsplit('/', 1)[-1]}`" if c.reproducer else ""
             out.append(f"| `{c.kernel}` | `{c.aten_op}` | {c.opinfo} | {c.dtype} | s{c.sample}c{c.call} | {_fmt(c.max_abs_error)} | "
-                       f"{_fmt(c.max_rel_error)} | {_md_escape(c.inputs[:120])} | {_md_escape(c.message[:200])} | {repro} |")
+                       f"{_fmt(c.max_rel_error)} | {_md_escape(c.inputs[:120])} | {_md_escape((c.message + (f' [rule: {c.rule}]' if c.rule else ''))[:300])} | {repro} |")
     unsupported = report.cases("unsupported")
     if unsupported:
         out.append("")
@@ -213,6 +277,6 @@ def markdown(report: Report) -> str:
     return "\n".join(out)
 
 
-def write_markdown(report: Report, path) -> None:
+def write_markdown(report: Report, path, clusters=None, axis=None) -> None:
     with open(path, "w") as f:
-        f.write(markdown(report))
+        f.write(markdown(report, clusters, axis))

@@ -111,3 +111,144 @@ def write_reproducer(report_dir, result, func, args, kwargs, reference=None, val
     path.write_text(text)
     del bind
     return str(path)
+
+
+# ---- literal reproducers (one per cluster of findings) -----------------------------
+
+_LITERAL_TEMPLATE = '''\
+"""{summary}
+
+etops conformance finding ({status}): ExecuTorch's {kernel} against ATen's {aten_op}.
+Run: python {script_name}  (exits 1 while the finding stands)
+"""
+import sys
+import torch
+import etops
+nan, inf = float("nan"), float("inf")
+
+{tensors}
+expected = torch.ops.{aten_attr}({aten_args})  # ATen
+try:
+{calling}    actual = etops.get_kernel("{kernel}")({kernel_args})  # ExecuTorch
+except Exception as exc:  # refused, or failed
+    print("ATen:      ", expected)
+    sys.exit(f"ExecuTorch: {{type(exc).__name__}}: {{exc}}")
+print("ATen:      ", expected)
+print("ExecuTorch:", actual)
+{compare}'''
+
+_LITERAL_COMPARE = '''\
+try:
+    torch.testing.assert_close(actual, expected, {tolerance}equal_nan=True, check_stride=False)
+except AssertionError as exc:
+    sys.exit(f"MISMATCH: {{exc}}")
+print("no mismatch")
+'''
+
+
+def _layout_expr(t: torch.Tensor, literal: str) -> str:
+    """`literal` (the values, contiguous) given `t`'s strides."""
+    if t.is_contiguous():
+        return literal
+    if t.dim() == 4 and t.is_contiguous(memory_format=torch.channels_last):
+        return f"{literal}.contiguous(memory_format=torch.channels_last)"
+    if t.dim() == 5 and t.is_contiguous(memory_format=torch.channels_last_3d):
+        return f"{literal}.contiguous(memory_format=torch.channels_last_3d)"
+    order = sorted(range(t.dim()), key=lambda d: (-t.stride(d), -t.size(d)))  # outermost first
+    dense = t.permute(order).is_contiguous()
+    if dense:
+        inverse = [order.index(d) for d in range(t.dim())]
+        return f"{literal}.permute({order}).contiguous().permute({inverse})  # dim order {order}"
+    return f"torch.empty_strided({list(t.shape)}, {list(t.stride())}, dtype={t.dtype}).copy_({literal})"
+
+
+def tensor_literal(t: torch.Tensor) -> str:
+    """A Python expression that rebuilds `t`: values, dtype and layout (strides)."""
+    values = t.detach().contiguous()
+    if values.dtype in (torch.bfloat16, torch.float16):
+        listed = values.float().tolist()
+    else:
+        listed = values.tolist()
+    literal = f"torch.tensor({listed!r}, dtype={t.dtype})"
+    return _layout_expr(t, literal)
+
+
+def _value_literal(value, names: dict, clone: bool) -> str:
+    if isinstance(value, torch.Tensor):
+        name = names[id(value)]
+        return f"{name}.clone()" if clone else name
+    if isinstance(value, (list, tuple)):
+        inner = ", ".join(_value_literal(v, names, clone) for v in value)
+        return f"[{inner}]" if isinstance(value, list) else f"({inner}{',' if len(value) == 1 else ''})"
+    if isinstance(value, torch.device):
+        return f"torch.device({str(value)!r})"
+    if isinstance(value, float) and (value != value or value in (float("inf"), float("-inf"))):
+        return repr(value)  # nan / inf / -inf: the script defines nan and inf
+    return repr(value)
+
+
+def _call_literal(args, kwargs, names, clone: bool) -> str:
+    parts = [_value_literal(a, names, clone) for a in args]
+    parts += [f"{k}={_value_literal(v, names, clone)}" for k, v in kwargs.items()]
+    return ", ".join(parts)
+
+
+def literal_reproducer(case, func, args, kwargs, *, summary: str, values: bool = True, preserve: bool = False,
+                       reference=None) -> str:
+    """The text of a standalone script for one case: the inputs as literals
+    (values, dtypes, dim orders), ATen's call, the kernel's call (under
+    ``etops.layout("preserve")`` when `preserve`) and the comparison (with
+    `reference`, a tensor, instead of ATen's result when given: a test hook's)."""
+    import etops
+
+    from .runner import plan_call
+
+    kernel = etops.registry().get_kernel(case.kernel)
+    plan = plan_call(kernel, func, args, kwargs)
+    names: dict = {}
+    lines = []
+
+    def name_tensors(value):
+        if isinstance(value, torch.Tensor) and id(value) not in names:
+            names[id(value)] = f"x{len(names)}"
+            lines.append(f"{names[id(value)]} = {tensor_literal(value)}")
+        elif isinstance(value, (list, tuple)):
+            for v in value:
+                name_tensors(v)
+
+    for v in list(args) + list(kwargs.values()):
+        name_tensors(v)
+    if isinstance(reference, torch.Tensor):
+        lines.append(f"reference = {tensor_literal(reference)}  # what the sweep compared with (a test hook's)")
+    name_only = overload_name(func).split("::", 1)[1]
+    op, _, overload = name_only.partition(".")
+    kernel_args = _call_literal(plan.args, plan.kwargs, names, clone=False)
+    if plan.outs_from_aten:
+        outs = kernel._info.out_names()
+        given = ["expected"] if len(outs) == 1 else [f"expected[{i}]" for i in range(len(outs))]
+        kernel_args += "".join(f", {n}=torch.empty_like({g})" for n, g in zip(outs, given))
+    indent = "    "
+    calling = f'{indent}with etops.layout("preserve"):  # the tensors keep their dim orders\n' if preserve else ""
+    if preserve:
+        indent += "    "
+    if values:
+        tolerance = "" if case.atol is None else f"atol={case.atol!r}, rtol={case.rtol!r}, "
+        compare = _LITERAL_COMPARE.format(tolerance=tolerance)
+    else:
+        compare = _COMPARE_META
+    text = _LITERAL_TEMPLATE.format(
+        summary=summary.replace('"""', "'''"), status=case.status, kernel=case.kernel, aten_op=case.aten_op,
+        script_name="reproducer.py", tensors="\n".join(lines), aten_attr=f"aten.{op}.{overload or 'default'}",
+        aten_args=_call_literal(args, kwargs, names, clone=True), calling=calling, kernel_args=kernel_args, compare=compare)
+    if isinstance(reference, torch.Tensor):
+        text = text.replace("  # ATen\n", "  # ATen\nexpected = reference\n", 1)
+    return text.replace("    actual = etops", indent + "actual = etops", 1)
+
+
+def write_literal_reproducer(directory, name: str, case, func, args, kwargs, **options) -> str:
+    """Writes ``literal_reproducer(...)`` as DIRECTORY/NAME.py; returns the path."""
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / f"{_slug(name)}.py"
+    path.write_text(literal_reproducer(case, func, args, kwargs, **options).replace("python reproducer.py", f"python {path.name}"))
+    return str(path)

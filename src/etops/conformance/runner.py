@@ -29,7 +29,9 @@ from ..ops import rules_for
 from .hooks import load_hooks
 from .mapping import KernelMap, overload_name
 
-STATUSES = ("pass", "mismatch", "unsupported", "error", "crash")
+#: guarded: etops' own pre-call guard refused the call (the kernel is known to abort
+#: or corrupt memory on such inputs); CaseResult.rule names the guard
+STATUSES = ("pass", "mismatch", "unsupported", "guarded", "error", "crash")
 
 #: Detailed records (and reproducers) kept per (kernel, OpInfo, dtype, status);
 #: the counts are always complete.
@@ -124,6 +126,7 @@ class CaseResult(CaseInfo):
     atol: float | None = None
     rtol: float | None = None
     reproducer: str | None = None
+    rule: str | None = None  #: guarded: the guard that refused (etops.conformance.guarded)
 
     def to_json(self) -> dict:
         return dataclasses.asdict(self)
@@ -492,6 +495,8 @@ class TaskRunner:
         if (sample, call) in self.skip:
             return expected  # crashed a worker before: the parent recorded it
         case = CaseInfo(target, overload_name(func), self.opinfo, self.dname, sample, call)
+        if not getattr(self.hooks, "applies", lambda *_: True)(case, inputs_args, inputs_kwargs):
+            return expected  # the hooks leave this case out (e.g. no input to lay out anew)
         result = self.check(case, func, target, inputs_args, inputs_kwargs, expected)
         key = (target, self.dname, result.status)
         kept = self._kept.get(key, 0)
@@ -541,8 +546,11 @@ class TaskRunner:
             result.status = "unsupported"
             result.message = f"{type(exc).__name__}: {exc}"[:500]
             return result
-        except Exception as exc:  # noqa: BLE001 - etops could not make the call
-            result.status = "error"
+        except Exception as exc:  # noqa: BLE001 - a pre-call guard refused, or etops could not make the call
+            from .guarded import refusing_rule
+
+            result.rule = refusing_rule(target, exc)
+            result.status = "error" if result.rule is None else "guarded"
             tb = traceback.extract_tb(exc.__traceback__)
             where = f" [{tb[-1].filename.rsplit('/', 1)[-1]}:{tb[-1].lineno}]" if tb else ""
             result.message = f"{type(exc).__name__}: {exc}"[:500] + where

@@ -1,0 +1,334 @@
+"""Findings grouped by root cause: the non-pass cases of a sweep clustered by
+kernel, kind, dtype class and signature (the shape of the difference, the guard
+that refused, or the normalized message), each cluster shrunk to its smallest
+failing input, given one standalone reproducer and a one-line summary fit for an
+upstream bug report.
+
+``group(cases)`` only groups (cheap, no kernel runs); ``build(report, ...)``
+groups, finds each cluster's inputs again (the case with the fewest elements,
+rerun without kernels), shrinks them (in a forked child: see shrink.py) and
+writes the reproducers. ``headline(report, clusters)``: "N kernels checked, M
+distinct findings (...)". Imports the conformance runner, shrink and reproducer.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+#: the kinds of finding, worst first (the order reports list them in)
+KINDS = ("crash", "guarded", "mismatch", "unsupported", "error")
+
+_DTYPE_CLASSES = {
+    "bool": "bool",
+    "float16": "half", "bfloat16": "half",
+    "float32": "float", "float64": "float",
+    "complex32": "complex", "complex64": "complex", "complex128": "complex",
+}
+_DTYPE_WORDS = re.compile(r"\b(?:torch\.)?(?:b?float\d+|u?int\d+|complex\d+|bool|Half|BFloat16|Float|Double|Long|Int|Short|Char|Byte|Bool|"
+                          r"ComplexFloat|ComplexDouble|ComplexHalf|UInt\d+)\b")
+_NUMBERS = re.compile(r"0x[0-9a-fA-F]+|[-+]?\d+(?:\.\d+)?(?:e[-+]?\d+)?")
+_WHERE = re.compile(r" \[[\w.]+\.py:\d+\]$")
+
+
+def dtype_class(dtype: str) -> str:
+    """bool, half (float16, bfloat16), float (float32, float64), complex or int."""
+    return _DTYPE_CLASSES.get(dtype, "int" if "int" in dtype else dtype)
+
+
+def normalized_message(text: str) -> str:
+    """A message with what varies between cases of one cause taken out: numbers
+    (sizes, indices, values, error codes) become N, dtype names DTYPE, the
+    etops source line it came from goes."""
+    text = _WHERE.sub("", (text or "").strip())
+    text = _DTYPE_WORDS.sub("DTYPE", text)
+    text = _NUMBERS.sub("N", text)
+    return " ".join(text.split())[:240]
+
+
+def _mismatch_signature(case) -> str:
+    message = case.message or ""
+    where = ""
+    m = re.match(r"(output \d+): ", message)
+    if m:
+        where, message = m.group(1) + ": ", message[m.end():]
+    if " values, ATen " in message:
+        return where + "another number of outputs"
+    if message.startswith("shape "):
+        return where + "another shape"
+    if message.startswith("dtype "):
+        return where + "another dtype"
+    if "returned " in message and ", ATen a Tensor" in message:
+        return where + "not a tensor"
+    count = re.search(r"Mismatched elements: (\d+) / (\d+)", message)
+    spread = "every element" if count and count.group(1) == count.group(2) else "some elements"
+    abs_err, rel_err = case.max_abs_error, case.max_rel_error
+    if abs_err == float("inf"):
+        size = "non-finite where the other is finite"
+    elif rel_err is not None and rel_err <= 1e-2:
+        size = "within 1% (precision)"
+    else:
+        size = "wrong values"
+    return f"{where}values differ: {spread}, {size}"
+
+
+def _crash_signature(case) -> str:
+    sig = re.search(r"SIG[A-Z]+", case.message or "")
+    if sig:
+        return sig.group(0)
+    if "hung" in (case.message or ""):
+        return "hung"
+    return normalized_message(case.message)[:80]
+
+
+def signature(case) -> str:
+    """What one cause's cases share beyond kernel, kind and dtype class."""
+    if case.status == "mismatch":
+        return _mismatch_signature(case)
+    if case.status == "crash":
+        return _crash_signature(case)
+    if case.status == "guarded" and case.rule:
+        return case.rule
+    return normalized_message(case.message)
+
+
+def cluster_key(case, layout: str | None = None) -> tuple:
+    """(kernel, kind, dtype class, signature, layout): cases sharing it are one finding."""
+    return (case.kernel, case.status, dtype_class(case.dtype), signature(case), layout)
+
+
+def _elements(inputs: str) -> int:
+    """Elements of the tensors a case's input description lists (its size)."""
+    total = 0
+    for dims in re.findall(r"Tensor\[([\d, ]*)\]", inputs or ""):
+        n = 1
+        for d in dims.split(","):
+            if d.strip():
+                n *= int(d)
+        total += n
+    return total + (inputs or "").count("tensor(")
+
+
+@dataclass
+class Cluster:
+    """One distinct finding: its key's parts, the recorded cases that share it
+    (the representative first: the one with the fewest elements), and once built
+    the smallest input found, the reproducer and the summary."""
+
+    kernel: str
+    kind: str
+    dtype_class: str
+    signature: str
+    layout: str | None = None
+    cases: list = field(default_factory=list)
+    inputs: str = ""  #: the smallest failing input found (described)
+    shrink: str = "not tried"  #: shrunk / unchanged / search died / inputs not found / not tried
+    reproducer: str | None = None
+    summary: str = ""
+
+    @property
+    def key(self) -> tuple:
+        return (self.kernel, self.kind, self.dtype_class, self.signature, self.layout)
+
+    @property
+    def dtypes(self) -> list:
+        return sorted({c.dtype for c in self.cases})
+
+    @property
+    def opinfos(self) -> list:
+        return sorted({c.opinfo for c in self.cases})
+
+    def to_json(self) -> dict:
+        return {"kernel": self.kernel, "kind": self.kind, "dtype_class": self.dtype_class, "signature": self.signature,
+                "layout": self.layout, "summary": self.summary, "cases": len(self.cases), "dtypes": self.dtypes,
+                "opinfos": self.opinfos, "inputs": self.inputs, "shrink": self.shrink, "reproducer": self.reproducer,
+                "example": self.cases[0].id if self.cases else None}
+
+
+def group(cases, layout: str | None = None) -> list[Cluster]:
+    """The non-pass cases grouped by ``cluster_key``; clusters worst kind first,
+    then by kernel; every cluster gets its summary from its representative."""
+    clusters: dict = {}
+    for case in cases:
+        if case.status not in KINDS:
+            continue
+        key = cluster_key(case, layout)
+        cluster = clusters.get(key)
+        if cluster is None:
+            cluster = clusters[key] = Cluster(*key)
+        cluster.cases.append(case)
+    out = sorted(clusters.values(), key=lambda c: (KINDS.index(c.kind), c.kernel, c.dtype_class, c.signature))
+    for cluster in out:
+        cluster.cases.sort(key=lambda c: (_elements(c.inputs), c.opinfo, c.dtype, c.sample, c.call))
+        cluster.inputs = cluster.cases[0].inputs
+        cluster.summary = summary(cluster)
+    return out
+
+
+def _short(kernel: str) -> str:
+    return kernel.split("::", 1)[-1]
+
+
+def _message(case) -> str:
+    return " ".join(_WHERE.sub("", (case.message if case is not None else "").strip()).split())[:200]
+
+
+def summary(cluster: Cluster) -> str:
+    """One line fit for an upstream report: what the kernel does wrong, on which
+    inputs, and the smallest input found."""
+    op, dc = _short(cluster.kernel), cluster.dtype_class
+    where = f" with {cluster.layout} inputs" if cluster.layout else ""
+    example = cluster.cases[0] if cluster.cases else None
+    if cluster.kind == "mismatch":
+        errs = ""
+        if example is not None and example.max_abs_error is not None:
+            errs = f" (max abs err {example.max_abs_error:.3g}, rel {example.max_rel_error:.3g})"
+        text = f"{op} disagrees with ATen on {dc} inputs{where}: {cluster.signature}{errs}"
+    elif cluster.kind == "crash":
+        text = f"{op} crashes ({cluster.signature}) on {dc} inputs{where}"
+    elif cluster.kind == "guarded":
+        guard, _, finding = cluster.signature.partition("; finding: ")
+        text = f"{finding or op + ' is known to abort'} on {dc} inputs{where} (etops refuses it: guard {guard})"
+    elif cluster.kind == "unsupported":
+        text = f"{op} refuses {dc} inputs{where} that ATen accepts: {_message(example)}"
+    else:
+        text = f"etops cannot call {op} on {dc} inputs{where}: {_message(example)}"
+    return f"{text}; smallest input: {cluster.inputs}" if cluster.inputs else text
+
+
+def headline(report, clusters) -> str:
+    """'N kernels checked, M distinct findings (a crash, b guarded, ...)'."""
+    reached = report.coverage()["reached"]
+    counts = {k: sum(1 for c in clusters if c.kind == k) for k in KINDS}
+    by_kind = ", ".join(f"{n} {k}" for k, n in counts.items() if n)
+    return f"{reached} kernels checked, {len(clusters)} distinct findings" + (f" ({by_kind})" if by_kind else "")
+
+
+# ---- building: inputs found again, shrunk, reproduced ---------------------------
+
+
+def _selected_for_capture(report, kmap):
+    return None if len(report.selected) == len(kmap.registered) else report.selected
+
+
+def build(report, *, report_dir=None, hooks=None, layout: str | None = None, preserve: bool = False,
+          shrink: bool = True, cases=None) -> list[Cluster]:
+    """The clusters of `report` (or of `cases`), each with its inputs found again
+    (the representative case rerun without kernels), shrunk while the same key
+    still fails (under `hooks`, the sweep's, e.g. a dim-order layout) and its
+    literal reproducer written to REPORT_DIR/findings/ (`preserve`: the kernel
+    call runs under etops.layout("preserve"))."""
+    from .runner import capture, default_kmap, dtype_from_name
+
+    clusters = group(report.details if cases is None else cases, layout)
+    if report_dir is None:
+        return clusters
+    kmap = default_kmap()
+    selected = _selected_for_capture(report, kmap)
+    directory = Path(report_dir) / "findings"
+    for index, cluster in enumerate(clusters):
+        case = cluster.cases[0]
+        try:
+            found = capture(kmap, selected, case.opinfo, dtype_from_name(case.dtype), case.sample, case.call)
+        except Exception as exc:  # noqa: BLE001
+            found, cluster.shrink = None, f"inputs not found ({type(exc).__name__})"
+        if found is None:
+            cluster.shrink = "inputs not found" if cluster.shrink == "not tried" else cluster.shrink
+            continue
+        func, _target, args, kwargs = found
+        if shrink:
+            try:
+                args, kwargs, cluster.shrink = _shrunk(cluster, case, func, args, kwargs, hooks)
+            except Exception as exc:  # noqa: BLE001 - the cluster keeps its recorded inputs
+                cluster.shrink = f"not shrunk ({type(exc).__name__}: {str(exc)[:80]})"
+        try:
+            _reproduce(cluster, case, func, args, kwargs, hooks, preserve, directory, index)
+        except Exception as exc:  # noqa: BLE001 - one cluster's failure does not end the report
+            cluster.summary += f" (no reproducer: {type(exc).__name__}: {str(exc)[:120]})"
+    return clusters
+
+
+def _checker(case, hooks):
+    """A TaskRunner able to check one case again (its tolerance, the sweep's hooks;
+    crash clusters call the kernel guarded, so a crash is an answer, not an end)."""
+    from .runner import TaskRunner, default_kmap
+
+    runner = TaskRunner(default_kmap(), None, hooks=_with_guard(hooks) if case.status == "crash" else hooks)
+    runner.atol, runner.rtol = case.atol, case.rtol
+    return runner
+
+
+class _GuardedHooks:
+    """The sweep's hooks with the kernel call made by etops.guard.call."""
+
+    def __init__(self, base):
+        self._base = base
+
+    def __getattr__(self, name):
+        if name == "invoke":
+            from ..guard.hooks import guarded
+
+            return guarded.invoke
+        if self._base is None:
+            raise AttributeError(name)
+        return getattr(self._base, name)
+
+
+def _with_guard(hooks):
+    from .hooks import load_hooks
+
+    return _GuardedHooks(load_hooks(hooks))
+
+
+def _recheck(runner, case, func, args, kwargs):
+    from .runner import CaseInfo, exact_clone
+
+    expected = func(*exact_clone(args), **exact_clone(kwargs))
+    info = CaseInfo(case.kernel, case.aten_op, case.opinfo, case.dtype, case.sample, case.call)
+    return runner.check(info, func, case.kernel, exact_clone(args), exact_clone(kwargs), expected)
+
+
+def _shrunk(cluster, case, func, args, kwargs, hooks):
+    from .shrink import shrink_isolated
+
+    runner = _checker(case, hooks)
+    key = cluster.key
+
+    def still_fails(a, k) -> bool:
+        try:
+            result = _recheck(runner, case, func, a, k)
+        except Exception:  # noqa: BLE001
+            return False
+        if key[1] == "crash" and result.status == "crash":
+            return True  # a guarded crash words the signal as the worker's death does not always
+        return cluster_key(result, cluster.layout) == key
+
+    args, kwargs, _tries, how = shrink_isolated(func, args, kwargs, still_fails)
+    return args, kwargs, how
+
+
+def _reproduce(cluster, case, func, args, kwargs, hooks, preserve, directory, index) -> None:
+    from .hooks import load_hooks
+    from .reproducer import write_literal_reproducer
+    from .runner import CaseInfo, describe_call, exact_clone, values_compared
+
+    loaded = load_hooks(hooks)
+    shown_args, shown_kwargs = list(args), dict(kwargs)
+    if loaded is not None and hasattr(loaded, "inputs"):  # the reproducer shows the tensors as the kernel got them
+        info = CaseInfo(case.kernel, case.aten_op, case.opinfo, case.dtype, case.sample, case.call)
+        shown_args, shown_kwargs = loaded.inputs(info, shown_args, shown_kwargs)
+    cluster.inputs = describe_call(shown_args, shown_kwargs)
+    cluster.summary = summary(cluster)
+    reference = None
+    if loaded is not None and hasattr(loaded, "reference"):  # a test hook's reference, as the sweep compared with
+        info = CaseInfo(case.kernel, case.aten_op, case.opinfo, case.dtype, case.sample, case.call)
+        expected = func(*exact_clone(args), **exact_clone(kwargs))
+        replaced = loaded.reference(info, expected)
+        reference = replaced if replaced is not expected else None
+    name = f"{index:03d}_{cluster.kind}__{cluster.kernel.split('::', 1)[-1]}__{cluster.dtype_class}" + (f"__{cluster.layout}" if cluster.layout else "")
+    try:
+        cluster.reproducer = write_literal_reproducer(directory, name, case, func, shown_args, shown_kwargs, summary=cluster.summary,
+                                                      values=values_compared(func), preserve=preserve, reference=reference)
+    except Exception as exc:  # noqa: BLE001
+        cluster.summary += f" (no reproducer: {type(exc).__name__}: {str(exc)[:120]})"
