@@ -52,6 +52,15 @@ def _embedding_tables(bound, info):
             raise IndexError(f"{op}: argument 'indices' has values outside [0, {w[0][0]})")
 
 
+def _add_ranges(bound, info):
+    """quantized add.out ET_CHECKs 0 <= quant_min <= quant_max <= 255 for a, b and out."""
+    for side in ("a", "b", "out"):
+        lo, hi = bound.get(f"{side}_quant_min"), bound.get(f"{side}_quant_max")
+        if isinstance(lo, int) and isinstance(hi, int) and not 0 <= lo <= hi <= 255:
+            raise ValueError(f"{info.name}: arguments '{side}_quant_min'={lo} and '{side}_quant_max'={hi} must satisfy "
+                             "0 <= quant_min <= quant_max <= 255 (the kernel is uint8 only)")
+
+
 RULES = [
     # per-token kernels read input.size(input.dim() - 1)
     Rule(_PER_TOKEN[:2], guards=(g.min_dim("input", 1),)),
@@ -87,18 +96,30 @@ RULES = [
                  "check_quantize_per_tensor_args(): Expected scale to be Double tensor (ET_CHECK)", outs=("scale_out", "zero_point_out")),
     )),
     Rule(_PER_TOKEN[2:], guards=(g.min_dim("input", 1),)),
+    # quantize_per_token.out hands its scales to quantize_per_channel_out, which ET_CHECKs a double scale
+    Rule((f"{_NS}quantize_per_token.out",), guards=(g.dtype_in("scales", (torch.float64,), "torch.float64"),), findings=(
+        _finding(f"{_NS}quantize_per_token.out", "quantize_per_token.out aborts on float32 scales (torch's reference accepts them)", "scales",
+                 [("input", tensor((2, 4))), ("scales", tensor((2, 1))), ("zero_points", tensor((2, 1), "int64", values="index"))] + _QT[:2]
+                 + [("dtype", value("torch.int8"))], "quantize_per_channel_out(): scale.scalar_type() is not double type (ET_CHECK)"),
+    )),
     Rule(_EMBEDDINGS, guards=(g.exact_dim(2, "weight"), _embedding_tables), findings=tuple(
         _finding(op, f"{op.split('::')[1]} reads the size of a 0-dim weight before checking its rank", "weight", _EMB,
                  "size(): Dimension out of range (weight must be 2-D)")
         for op in _EMBEDDINGS if op != f"{_NS}embedding_byte.out"
     )),
     # ET_CHECK_MSG in quantized_add_out: same numel, rank and dtype for a, b and out
-    Rule((f"{_NS}add.out",), guards=(g.same_dtype_and_shape("a", "b", "out"),), findings=(
+    Rule((f"{_NS}add.out",), guards=(g.same_dtype_and_shape("a", "b", "out"), _add_ranges), findings=(
         _finding(f"{_NS}add.out", "quantized add.out aborts unless a, b and out have the same numel, rank and dtype", "out",
                  [("a", tensor(())), ("a_scale", value(0.0)), ("a_zero_point", value(0)), ("a_quant_min", value(0)), ("a_quant_max", value(0)),
                   ("b", tensor(())), ("b_scale", value(0.0)), ("b_zero_point", value(0)), ("b_quant_min", value(0)), ("b_quant_max", value(0)),
                   ("out_scale", value(0.0)), ("out_zero_point", value(0)), ("out_quant_min", value(0)), ("out_quant_max", value(0))],
                  "quantized_add_out(): a, b and out must have the same numel, rank and dtype"),
+        _finding(f"{_NS}add.out", "quantized add.out aborts on int8 quantization ranges (it is uint8 only)", "a_quant_min",
+                 [("a", tensor((2,), "int8")), ("a_scale", value(0.1)), ("a_zero_point", value(0)), ("a_quant_min", value(-128)),
+                  ("a_quant_max", value(127)), ("b", tensor((2,), "int8")), ("b_scale", value(0.1)), ("b_zero_point", value(0)),
+                  ("b_quant_min", value(-128)), ("b_quant_max", value(127)), ("out_scale", value(0.1)), ("out_zero_point", value(0)),
+                  ("out_quant_min", value(-128)), ("out_quant_max", value(127))],
+                 "quantized_add_out(): invalid quant_min/quant_max for input tensor a (ET_CHECK)"),
     )),
     # last for every one: torch's meta kernel accepts the call and the outs' ranks match
     Rule((f"{_NS}add.out",) + _QUANTIZE + _DEQUANTIZE + _CHOOSE + _EMBEDDINGS, guards=(g.torch_meta_accepts(),)),
