@@ -53,7 +53,7 @@ def run_reference_task(runner, task_id: str, dtype: torch.dtype):
                 runner.sample_index, runner.call_index = index, 0
                 runner.result.samples += 1
                 if not sample.valid:
-                    _check_refusal(runner, func, ref.kernel, kernel, sample)
+                    _check_refusal(runner, func, ref.kernel, kernel, sample, ref.refusal_on_meta)
                     continue
                 try:
                     # an out placeholder makes the runner size the outs as the reference's results
@@ -72,9 +72,18 @@ def run_reference_task(runner, task_id: str, dtype: torch.dtype):
     return runner.result
 
 
-def _check_refusal(runner, func, target, kernel, sample) -> None:
+def _on_meta(value):
+    if isinstance(value, torch.Tensor):
+        return value.to("meta")
+    if isinstance(value, (list, tuple)):
+        return type(value)(_on_meta(v) for v in value)
+    return value
+
+
+def _check_refusal(runner, func, target, kernel, sample, on_meta: bool = False) -> None:
     """An invalid sample: pass when both refuse it, mismatch when the kernel
-    accepts it, error when the reference accepts it (a wrong sample)."""
+    accepts it, error when the reference accepts it (a wrong sample). The
+    reference sees meta copies of the tensors when `on_meta`."""
     from ...errors import KernelCrashed
     from ..runner import CaseInfo, CaseResult, describe_call
 
@@ -87,7 +96,7 @@ def _check_refusal(runner, func, target, kernel, sample) -> None:
     case = CaseInfo(target, f"{func._schema.name}.{func._schema.overload_name}", runner.opinfo, runner.dname, sample_index, call)
     result = CaseResult(**vars(case), status="pass", inputs=describe_call(args, kwargs))
     try:
-        func(*args, **kwargs)
+        func(*_on_meta(args), **{k: _on_meta(v) for k, v in kwargs.items()}) if on_meta else func(*args, **kwargs)
     except Exception:  # noqa: BLE001 - refused, as expected
         pass
     else:

@@ -44,7 +44,9 @@ class Reference:
     `tolerance`: (rtol, atol) or None (torch.testing's defaults); `layout`:
     "preserve" to call the kernel under etops.layout("preserve") (true dim orders);
     `outs_from_reference`: the kernel's outs are sized as the reference's results
-    (torch has no meta kernel to size them)."""
+    (torch has no meta kernel to size them); `refusal_on_meta`: invalid samples
+    are checked against the reference on meta tensors (its CPU implementation
+    would abort the process)."""
 
     kernel: str
     reference: Callable
@@ -56,6 +58,7 @@ class Reference:
     tolerance: tuple | None = None
     layout: str | None = None
     outs_from_reference: bool = False
+    refusal_on_meta: bool = False
 
     def __post_init__(self):
         if "::" not in self.kernel:
