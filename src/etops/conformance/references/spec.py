@@ -101,9 +101,10 @@ class ReferenceOp:
         self.out_names = tuple(a.name for a in kernel_schema.arguments if a.is_out)
         self.tags = (torch.Tag.nondeterministic_seeded,) if compare == "metadata" else ()
 
-    def __call__(self, *args, **kwargs):
+    def __call__(*args, **kwargs):  # no named self: a kernel argument may be called 'self'
         """The reference's result (out placeholders of `kwargs` left out)."""
-        return self._reference(*args, **{k: v for k, v in kwargs.items() if k not in self.out_names})
+        op, args = args[0], args[1:]
+        return op._reference(*args, **{k: v for k, v in kwargs.items() if k not in op.out_names})
 
     def __repr__(self) -> str:
         return f"ReferenceOp({self._schema.name}.{self._schema.overload_name})"
