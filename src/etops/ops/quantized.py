@@ -64,6 +64,13 @@ def _add_ranges(bound, info):
 RULES = [
     # per-token kernels read input.size(input.dim() - 1)
     Rule(_PER_TOKEN[:2], guards=(g.min_dim("input", 1),)),
+    # quantize_per_token.out hands its scales to quantize_per_channel_out, which ET_CHECKs a double scale
+    # (before the _QUANTIZE rule: its refusal names 'scales' first)
+    Rule((f"{_NS}quantize_per_token.out",), guards=(g.dtype_in("scales", (torch.float64,), "torch.float64"),), findings=(
+        _finding(f"{_NS}quantize_per_token.out", "quantize_per_token.out aborts on float32 scales (torch's reference accepts them)", "scales",
+                 [("input", tensor((2, 4))), ("scales", tensor((2, 1))), ("zero_points", tensor((2, 1), "int64", values="index"))] + _QT[:2]
+                 + [("dtype", value("torch.int8"))], "quantize_per_channel_out(): scale.scalar_type() is not double type (ET_CHECK)"),
+    )),
     Rule(_QUANTIZE, guards=(
         g.dtype_in("input", g.FLOATING + (torch.bfloat16,), "floating point"), g.quant_range("dtype"), g.dtype_equals_argument("out", "dtype"),
     ), findings=(
@@ -96,19 +103,13 @@ RULES = [
                  "check_quantize_per_tensor_args(): Expected scale to be Double tensor (ET_CHECK)", outs=("scale_out", "zero_point_out")),
     )),
     Rule(_PER_TOKEN[2:], guards=(g.min_dim("input", 1),)),
-    # quantize_per_token.out hands its scales to quantize_per_channel_out, which ET_CHECKs a double scale
-    Rule((f"{_NS}quantize_per_token.out",), guards=(g.dtype_in("scales", (torch.float64,), "torch.float64"),), findings=(
-        _finding(f"{_NS}quantize_per_token.out", "quantize_per_token.out aborts on float32 scales (torch's reference accepts them)", "scales",
-                 [("input", tensor((2, 4))), ("scales", tensor((2, 1))), ("zero_points", tensor((2, 1), "int64", values="index"))] + _QT[:2]
-                 + [("dtype", value("torch.int8"))], "quantize_per_channel_out(): scale.scalar_type() is not double type (ET_CHECK)"),
-    )),
     Rule(_EMBEDDINGS, guards=(g.exact_dim(2, "weight"), _embedding_tables), findings=tuple(
         _finding(op, f"{op.split('::')[1]} reads the size of a 0-dim weight before checking its rank", "weight", _EMB,
                  "size(): Dimension out of range (weight must be 2-D)")
         for op in _EMBEDDINGS if op != f"{_NS}embedding_byte.out"
     )),
     # ET_CHECK_MSG in quantized_add_out: same numel, rank and dtype for a, b and out
-    Rule((f"{_NS}add.out",), guards=(g.same_dtype_and_shape("a", "b", "out"), _add_ranges), findings=(
+    Rule((f"{_NS}add.out",), guards=(_add_ranges, g.same_dtype_and_shape("a", "b", "out")), findings=(
         _finding(f"{_NS}add.out", "quantized add.out aborts unless a, b and out have the same numel, rank and dtype", "out",
                  [("a", tensor(())), ("a_scale", value(0.0)), ("a_zero_point", value(0)), ("a_quant_min", value(0)), ("a_quant_max", value(0)),
                   ("b", tensor(())), ("b_scale", value(0.0)), ("b_zero_point", value(0)), ("b_quant_min", value(0)), ("b_quant_max", value(0)),
