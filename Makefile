@@ -8,7 +8,7 @@ PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip
 DEPS   := $(VENV)/.etops-deps
 BUILT  := $(VENV)/.etops-built
-SOURCES := $(wildcard src/etops/*.py src/etops/*/*.py src/etops/_native/*.c src/etops/_native/*.cpp src/etops/_native/*.h) CMakeLists.txt pyproject.toml
+SOURCES := $(wildcard src/etops/*.py src/etops/*/*.py src/etops/*/*/*.py src/etops/_native/*.c src/etops/_native/*.cpp src/etops/_native/*.h) CMakeLists.txt pyproject.toml
 
 .PHONY: demo test bench install clean
 

@@ -10,10 +10,15 @@
     for case in etops.testing.opinfo_cases("mylib::my_add.out", op="add", aten="aten::add.Tensor"):
         case.check()
 
-Each case is one OpInfo at one dtype: ``case.run()`` runs its samples under the
-dispatch mode and returns what it found (a ``TaskResult``); ``case.check()`` raises
-AssertionError for a mismatch or an error and (under pytest) skips when the kernel
-only refused the dtype.
+    # any registered kernel (a custom kernel, a library's) against a reference callable
+    for case in etops.testing.reference_cases("mylib::my_add.out", lambda a, b: a + b,
+                                              lambda dtype: [(torch.ones(3, dtype=dtype), torch.ones(3, dtype=dtype))]):
+        case.check()
+
+Each case is one OpInfo (or one reference's samples) at one dtype: ``case.run()``
+runs its samples and returns what it found (a ``TaskResult``); ``case.check()``
+raises AssertionError for a mismatch or an error and (under pytest) skips when the
+kernel only refused the dtype.
 """
 
 from __future__ import annotations
@@ -22,7 +27,9 @@ from dataclasses import dataclass, field
 
 import torch
 
-__all__ = ["OpInfoCase", "opinfo_cases", "parametrize"]
+from .conformance.references.spec import Sample, invalid
+
+__all__ = ["OpInfoCase", "ReferenceCase", "Sample", "invalid", "opinfo_cases", "parametrize", "reference_cases"]
 
 
 @dataclass
@@ -56,26 +63,99 @@ class OpInfoCase:
     def check(self):
         """Runs the case; AssertionError listing mismatches and errors. Returns the
         TaskResult."""
-        result = self.run()
-        counts = {}
-        for tally in result.tallies.values():
-            for status, n in tally.counts.items():
-                counts[status] = counts.get(status, 0) + n
-        bad = [d for d in result.details if d.status in ("mismatch", "error")]
-        if bad:
-            lines = [f"{self.id}: {counts.get('mismatch', 0)} mismatch, {counts.get('error', 0)} error of {sum(counts.values())} cases"]
-            for d in bad:
-                errs = f" (max abs {d.max_abs_error:.3g}, rel {d.max_rel_error:.3g})" if d.max_abs_error is not None and d.max_rel_error is not None else ""
-                lines.append(f"  {d.status} {d.aten_op} sample {d.sample} call {d.call}{errs}: {d.message}")
-                lines.append(f"    inputs: {d.inputs}")
-                if d.reproducer:
-                    lines.append(f"    reproducer: {d.reproducer}")
-            raise AssertionError("\n".join(lines))
-        if not counts.get("pass"):
-            why = "no sample reached the kernel" if not counts else f"the kernel refused every case ({counts.get('unsupported', 0)} unsupported): " + \
-                next((d.message for d in result.details if d.status == "unsupported"), "")
-            _skip(f"{self.id}: {why}")
-        return result
+        return assert_result(self.id, self.run())
+
+
+def assert_result(case_id: str, result):
+    """`result` (a TaskResult) when no case is a mismatch or an error; else
+    AssertionError listing them; a pytest skip when no case passed."""
+    counts = {}
+    for tally in result.tallies.values():
+        for status, n in tally.counts.items():
+            counts[status] = counts.get(status, 0) + n
+    bad = [d for d in result.details if d.status in ("mismatch", "error")]
+    if bad:
+        lines = [f"{case_id}: {counts.get('mismatch', 0)} mismatch, {counts.get('error', 0)} error of {sum(counts.values())} cases"]
+        for d in bad:
+            errs = f" (max abs {d.max_abs_error:.3g}, rel {d.max_rel_error:.3g})" if d.max_abs_error is not None and d.max_rel_error is not None else ""
+            lines.append(f"  {d.status} {d.aten_op} sample {d.sample} call {d.call}{errs}: {d.message}")
+            lines.append(f"    inputs: {d.inputs}")
+            if d.reproducer:
+                lines.append(f"    reproducer: {d.reproducer}")
+        raise AssertionError("\n".join(lines))
+    if result.sample_error:
+        raise AssertionError(f"{case_id}: the samples could not run: {result.sample_error}")
+    if not counts.get("pass"):
+        why = "no sample reached the kernel" if not counts else f"the kernel refused every case ({counts.get('unsupported', 0)} unsupported): " + \
+            next((d.message for d in result.details if d.status == "unsupported"), "")
+        _skip(f"{case_id}: {why}")
+    return result
+
+
+@dataclass
+class ReferenceCase:
+    """The samples of one Reference at one dtype, checked against its kernel."""
+
+    reference: object  #: an etops.conformance.references.Reference
+    dtype: torch.dtype
+    hooks: object = None
+
+    @property
+    def id(self) -> str:
+        return f"{self.reference.kernel}-reference-{str(self.dtype).replace('torch.', '')}"
+
+    def __str__(self) -> str:
+        return self.id
+
+    def run(self):
+        from .conformance import references
+        from .conformance.runner import TaskRunner, default_kmap
+
+        references.add(self.reference)
+        return TaskRunner(default_kmap(), [self.reference.kernel], hooks=self.hooks).run(self.reference.task_id, self.dtype)
+
+    def check(self):
+        """Runs the case; AssertionError listing mismatches and errors (an invalid
+        sample the kernel accepts is a mismatch). Returns the TaskResult."""
+        return assert_result(self.id, self.run())
+
+
+def _as_sample(item) -> Sample:
+    if isinstance(item, Sample):
+        return item
+    if isinstance(item, dict):
+        return Sample((), dict(item))
+    if isinstance(item, (tuple, list)):
+        return Sample(tuple(item))
+    raise TypeError(f"reference_cases: argument 'samples' must yield Samples, argument tuples or keyword dicts, got {type(item).__name__}")
+
+
+def reference_cases(kernel, reference, samples, *, dtypes=("float32",), schema=None, library=None, compare=None, tolerance=None,
+                    hooks=None) -> list[ReferenceCase]:
+    """Cases checking `kernel` (a registered kernel's name or object, any
+    namespace: a custom kernel, a loaded library's) against `reference`, a
+    callable taking the kernel's arguments without its outs and returning what
+    the kernel must return (raising on an invalid input).
+
+    samples(dtype) yields the calls: Samples (``etops.testing.invalid(why, ...)``
+    for inputs both must refuse), argument tuples or keyword dicts; dtypes: torch
+    dtypes or names, one case each; schema: the kernel's schema when no package
+    defines one; library: a module to import first; compare: "metadata" for
+    uninitialized results; tolerance: (rtol, atol)."""
+    from .conformance.references import Reference
+    from .conformance.runner import dtype_from_name
+
+    name = kernel.name if hasattr(kernel, "_info") else kernel
+    if not isinstance(name, str):
+        raise TypeError(f"reference_cases: argument 'kernel' must be a kernel name or kernel object, got {type(kernel).__name__}")
+    if not callable(samples):
+        raise TypeError("reference_cases: argument 'samples' must be a callable (dtype -> samples)")
+    names = [dtypes] if isinstance(dtypes, (str, torch.dtype)) else list(dtypes)
+    wanted = [d if isinstance(d, torch.dtype) else dtype_from_name(d) for d in names]
+    ref = Reference(name, reference, lambda dtype: (_as_sample(s) for s in samples(dtype)),
+                    tuple(str(d).replace("torch.", "") for d in wanted), schema=schema, library=library, compare=compare,
+                    tolerance=tolerance)
+    return [ReferenceCase(ref, d, hooks) for d in wanted]
 
 
 def _skip(reason: str) -> None:

@@ -1,5 +1,6 @@
 """``python -m etops check`` (also ``python -m etops.conformance``): ExecuTorch's
-kernels against ATen on PyTorch's OpInfo samples.
+kernels against ATen on PyTorch's OpInfo samples, and every kernel with a reference
+(etops.conformance.references) against it on its own inputs.
 
 ``main(argv)`` takes the arguments after ``check`` (a leading ``check`` is
 accepted too) and returns the exit status: 0 the sweep ran (whatever it found;
@@ -13,10 +14,11 @@ from pathlib import Path
 
 EPILOG = """\
 examples:
-  python -m etops check                                  every registered aten kernel, every OpInfo dtype
+  python -m etops check                                  every registered kernel, every OpInfo dtype / reference
   python -m etops check aten::add.out --dtype float16 --verbose
   python -m etops check --isolated --jobs 2 --report report.md --json report.json
   python -m etops check aten::cat.out --dim-order-axis --html report.html
+  python -m etops check --llm-custom-ops llama::custom_sdpa.out
 
 Without --isolated the kernels run in this process: a kernel that segfaults or
 aborts ends it. With --isolated (or --jobs > 1) cases run in worker processes; a
@@ -31,7 +33,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m etops check", description=__doc__.split("\n\n")[0],
                                 epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("kernels", nargs="*", metavar="KERNEL",
-                   help="kernels to check (aten::add.out; aten::add for every overload); default: every registered aten kernel")
+                   help="kernels to check (aten::add.out; aten::add for every overload); default: every registered kernel "
+                        "(aten ones on OpInfo samples and their references, the others on their references)")
     p.add_argument("--dtype", action="append", dest="dtypes", metavar="DTYPE",
                    help="only this dtype (float16, int64, ...; repeat or comma-separate); default: every dtype OpInfo lists for CPU")
     p.add_argument("--opinfo", action="append", dest="opinfos", metavar="NAME",
@@ -65,8 +68,23 @@ def build_parser() -> argparse.ArgumentParser:
                         "its cases and reproducers, the dim-order axis beside it")
     p.add_argument("--no-shrink", action="store_true",
                    help="group findings by root cause without shrinking them (no reruns; reproducers from the recorded case)")
+    p.add_argument("--llm-custom-ops", action="store_true",
+                   help="load ExecuTorch's LLM custom ops (executorch.extension.llm.custom_ops) and check their kernels "
+                        "(llama::*, preprocess::*) against the ATen implementations the same library registers")
     p.add_argument("--hooks", metavar="MODULE", help=argparse.SUPPRESS)  # test hooks: module name or .py path
     return p
+
+
+def load_llm_custom_ops() -> None:
+    """Imports upstream's LLM custom-ops package and the module of it that loads
+    its library (the llama::* and preprocess::* kernels, and their ATen
+    implementations for torch)."""
+    import importlib
+
+    from .references.llm import LIBRARY
+
+    importlib.import_module("executorch.extension.llm.custom_ops")
+    importlib.import_module(LIBRARY)
 
 
 def main(argv=None) -> int:
@@ -103,6 +121,13 @@ def main(argv=None) -> int:
         report_dir = str(Path(first).resolve().parent) if first else "etops-conformance"
     from .runner import default_kmap
     from .sweep import resolve_kernels
+
+    if args.llm_custom_ops:
+        try:
+            load_llm_custom_ops()
+        except ImportError as exc:
+            print(f"{parser.prog}: error: --llm-custom-ops: {exc}", file=sys.stderr)
+            return 2
 
     try:
         kernels = resolve_kernels(args.kernels or None, default_kmap()) if args.kernels else None

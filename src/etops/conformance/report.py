@@ -30,6 +30,7 @@ JSON_SCHEMA = {
     "guarded": list,
     "errors": list,
     "task_errors": list,
+    "namespaces": list,
 }
 KERNEL_KEYS = ("kernel", "cases", *STATUSES, "dtypes", "dtypes_passing", "opinfos", "max_abs_error", "max_rel_error", "by_dtype")
 CASE_KEYS = ("kernel", "aten_op", "opinfo", "dtype", "sample", "call", "status", "message", "inputs", "max_abs_error",
@@ -86,6 +87,7 @@ def to_json(report: Report, clusters=None, axis=None) -> dict:
         "guarded": [c.to_json() for c in report.cases("guarded")],
         "errors": [c.to_json() for c in report.cases("error")],
         "task_errors": report.task_errors,
+        "namespaces": report.namespaces(),
     }
 
 
@@ -108,6 +110,21 @@ def summary_line(report: Report) -> str:
     return (f"{t['cases']} cases: {t['pass']} pass, {t['mismatch']} mismatch, {t['unsupported']} unsupported, "
             f"{t['guarded']} guarded, {t['error']} error, {t['crash']} crash; kernels reached {cov['reached']}/{cov['registered']} "
             f"({100 * cov['fraction']:.0f}%); {report.tasks} tasks, {report.samples} samples in {report.seconds:.0f}s")
+
+
+def namespace_lines(report: Report, markdown_table: bool = False) -> list[str]:
+    """Coverage per namespace: kernels registered / reached / passing (every case
+    passed), as a plain-text or markdown table."""
+    rows = report.namespaces()
+    if markdown_table:
+        out = ["| namespace | registered | reached | passing | not reached |", "|---|---|---|---|---|"]
+        out += [f"| `{r['namespace']}` | {r['registered']} | {r['reached']} | {r['passing']} | "
+                f"{', '.join(f'`{k}`' for k in r['unreached'])} |" for r in rows]
+        return out
+    width = max([len("namespace")] + [len(r["namespace"]) for r in rows])
+    out = [f"{'namespace'.ljust(width)}  registered  reached  passing"]
+    out += [f"{r['namespace'].ljust(width)}  {r['registered']:>10}  {r['reached']:>7}  {r['passing']:>7}" for r in rows]
+    return out
 
 
 def table_rows(report: Report) -> list[list[str]]:
@@ -153,6 +170,8 @@ def terminal(report: Report, width: int | None = None, clusters=None, axis=None)
     for r in rows:
         lines.append(fmt_row(r))
     cov = report.coverage()
+    lines.append("")
+    lines.extend(namespace_lines(report))
     if cov["unreached"]:
         lines.append("")
         lines.append(f"not reached by any sample ({len(cov['unreached'])}): " + ", ".join(cov["unreached"]))
@@ -231,6 +250,8 @@ def markdown(report: Report, clusters=None, axis=None) -> str:
     out.append("## Coverage")
     out.append("")
     out.append(f"{cov['reached']} of {cov['registered']} kernels reached ({100 * cov['fraction']:.1f}%).")
+    out.append("")
+    out.extend(namespace_lines(report, markdown_table=True))
     if cov["unreached"]:
         out.append("")
         out.append("Not reached by any OpInfo sample: " + ", ".join(f"`{k}`" for k in cov["unreached"]) + ".")

@@ -28,6 +28,7 @@ from ..compare import TORCH as _TORCH_TOLERANCE
 from ..ops import rules_for
 from .hooks import load_hooks
 from .mapping import KernelMap, overload_name
+from .references.spec import TASK_PREFIX as REFERENCE_TASK_PREFIX
 
 #: guarded: etops' own pre-call guard refused the call (the kernel is known to abort
 #: or corrupt memory on such inputs); CaseResult.rule names the guard
@@ -445,12 +446,11 @@ class TaskRunner:
     # -- one task --
 
     def run(self, opinfo: str, dtype: torch.dtype) -> TaskResult:
+        if opinfo.startswith(REFERENCE_TASK_PREFIX):  # a kernel against its reference (etops.conformance.references)
+            from .references.run import run_reference_task
+            return run_reference_task(self, opinfo, dtype)
         op = opinfos()[opinfo]
-        self.op, self.opinfo, self.dtype = op, opinfo, dtype
-        self.dname = dtype_name(dtype)
-        self.atol, self.rtol = tolerance(op, dtype)
-        self.result = TaskResult(opinfo, self.dname)
-        self._kept: dict = {}
+        self.begin(opinfo, dtype, *tolerance(op, dtype), op=op)
         start = time.perf_counter()
         torch.manual_seed(zlib.crc32(f"{opinfo}|{self.dname}".encode()))
         with warnings.catch_warnings():
@@ -477,6 +477,26 @@ class TaskRunner:
         self.result.seconds = time.perf_counter() - start
         return self.result
 
+    def begin(self, task_id: str, dtype: torch.dtype, atol, rtol, op=None) -> None:
+        """Starts a task: its id, dtype, tolerance and an empty TaskResult."""
+        self.op, self.opinfo, self.dtype = op, task_id, dtype
+        self.dname = dtype_name(dtype)
+        self.atol, self.rtol = atol, rtol
+        self.result = TaskResult(task_id, self.dname)
+        self._kept: dict = {}
+
+    def use_kernel(self, name: str, kernel) -> None:
+        self._kernels[name] = kernel  # a kernel object made with a given schema
+
+    def keep(self, result: CaseResult) -> bool:
+        """Whether `result` is recorded in detail (non-pass, under max_details)."""
+        key = (result.kernel, result.dtype, result.status)
+        kept = self._kept.get(key, 0)
+        if result.status == "pass" or kept >= self.max_details:
+            return False
+        self._kept[key] = kept + 1
+        return True
+
     # -- one case --
 
     def handle(self, func, target: str, args, kwargs):
@@ -498,11 +518,8 @@ class TaskRunner:
         if not getattr(self.hooks, "applies", lambda *_: True)(case, inputs_args, inputs_kwargs):
             return expected  # the hooks leave this case out (e.g. no input to lay out anew)
         result = self.check(case, func, target, inputs_args, inputs_kwargs, expected)
-        key = (target, self.dname, result.status)
-        kept = self._kept.get(key, 0)
-        keep = result.status != "pass" and kept < self.max_details
+        keep = self.keep(result)
         if keep:
-            self._kept[key] = kept + 1
             if result.status == "mismatch" and self.report_dir is not None:
                 try:
                     from .reproducer import write_reproducer

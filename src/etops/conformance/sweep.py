@@ -204,6 +204,10 @@ class Report:
         return {"registered": len(self.selected), "reached": len(reached), "fraction": (len(reached) / len(self.selected)) if self.selected else 0.0,
                 "unreached": unreached}
 
+    def namespaces(self) -> list[dict]:
+        """Coverage per namespace (see ``by_namespace``)."""
+        return by_namespace(self)
+
     def cases(self, status: str | None = None) -> list[CaseResult]:
         return [c for c in self.details if status is None or c.status == status]
 
@@ -230,10 +234,51 @@ def plan_tasks(kmap: KernelMap, selected, dtypes=None, discovered=None, opinfo_f
     return tasks
 
 
+def registered_kernels() -> list[str]:
+    """Every registered kernel, all namespaces (the denominator of coverage)."""
+    import etops
+
+    return sorted(etops.registry().operator_names)
+
+
+def reference_tasks(selected, dtypes=None) -> list[dict]:
+    """(reference, dtype) tasks of the selected kernels that have a reference
+    (etops.conformance.references); `dtypes` narrows them when given."""
+    from . import references
+
+    refs = references.references()
+    wanted = None if dtypes is None else {dtype_name(d) for d in dtypes}
+    tasks = []
+    for kernel in selected:
+        ref = refs.get(kernel)
+        if ref is None:
+            continue
+        for dtype in ref.dtypes:
+            if wanted is None or dtype in wanted:
+                tasks.append({"opinfo": ref.task_id, "dtype": dtype, "cost": 0.0})
+    return tasks
+
+
+def by_namespace(report: "Report") -> list[dict]:
+    """Per namespace: kernels registered (selected), reached (any case) and passing
+    (every case passed), in namespace order."""
+    rows: dict = {}
+    reached, passing = set(report.reached()), {r["kernel"] for r in report.kernel_rows() if r["cases"] and r["pass"] == r["cases"]}
+    for kernel in report.selected:
+        ns = kernel.split("::", 1)[0]
+        row = rows.setdefault(ns, {"namespace": ns, "registered": 0, "reached": 0, "passing": 0, "unreached": []})
+        row["registered"] += 1
+        row["reached"] += kernel in reached
+        row["passing"] += kernel in passing
+        if kernel not in reached:
+            row["unreached"].append(kernel)
+    return [rows[ns] for ns in sorted(rows)]
+
+
 def resolve_kernels(names, kmap: KernelMap) -> list[str]:
     """Kernel names as registered (``aten::add.out``); ``aten::add`` selects every
-    registered overload of the op."""
-    registered = kmap.registered
+    registered overload of the op; None: every registered kernel, all namespaces."""
+    registered = registered_kernels()
     if not names:
         return list(registered)
     from ..schemas import split_name
@@ -251,7 +296,7 @@ def resolve_kernels(names, kmap: KernelMap) -> list[str]:
             import etops
 
             etops.registry().get_kernel(name)  # raises KernelNotFoundError with suggestions
-            raise ValueError(f"{name} is registered but is not an aten kernel OpInfo samples can reach")
+            raise ValueError(f"{name} is registered but has neither OpInfo samples nor a reference")
         out.extend(same)
     return sorted(set(out))
 
@@ -283,7 +328,9 @@ def run(kernels=None, *, dtypes=None, isolated: bool = False, jobs: int = 1, rep
         discovered = discover(kmap, refresh=refresh_discovery, progress=progress)
     report.discovery_seconds = time.perf_counter() - t0
     tasks = plan_tasks(kmap, selected, dtypes, discovered, opinfo_filter)
-    all_selected = None if len(selected) == len(kmap.registered) else selected
+    if opinfo_filter is None:
+        tasks += reference_tasks(selected, dtypes)  # kernels with a reference: their own cases
+    all_selected = None if set(kmap.registered) <= set(selected) else selected
     if report_dir is not None:
         Path(report_dir).mkdir(parents=True, exist_ok=True)
     bar = _bar(len(tasks), "checking", progress)

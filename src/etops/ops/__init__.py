@@ -4,7 +4,9 @@ Owns what etops knows about individual operators: pre-call guards against the
 inputs ExecuTorch's kernels abort on (guards.py, constructors written once), out
 upper bounds of data-dependent ops, how results compare (etops.compare's kinds)
 and the known ExecuTorch findings with reproducers. The entries live in one
-module per family (aten.py, prim.py, quantized.py); rules.py has the record types.
+module per family (aten.py, prim.py, quantized.py, llm.py); rules.py has the record types;
+inputs.py is the sibling table of input constraints for the operators no OpInfo
+sample reaches (how the conformance sweep makes their inputs).
 Core package: imports torch, the standard library and core modules only (errors,
 compare, out_shapes), never an extension.
 
@@ -16,11 +18,11 @@ from __future__ import annotations
 
 import functools
 
-from . import aten, prim, quantized
+from . import aten, llm, prim, quantized
 from .rules import Finding, OpRules, Rule, merge
 
 #: every entry of the table, in the order their guards compose
-ALL_RULES: tuple = tuple(aten.RULES + prim.RULES + quantized.RULES)
+ALL_RULES: tuple = tuple(aten.RULES + prim.RULES + quantized.RULES + llm.RULES)
 
 
 @functools.lru_cache(maxsize=None)

@@ -52,6 +52,15 @@ def _embedding_tables(bound, info):
             raise IndexError(f"{op}: argument 'indices' has values outside [0, {w[0][0]})")
 
 
+def _add_ranges(bound, info):
+    """quantized add.out ET_CHECKs 0 <= quant_min <= quant_max <= 255 for a, b and out."""
+    for side in ("a", "b", "out"):
+        lo, hi = bound.get(f"{side}_quant_min"), bound.get(f"{side}_quant_max")
+        if isinstance(lo, int) and isinstance(hi, int) and not 0 <= lo <= hi <= 255:
+            raise ValueError(f"{info.name}: arguments '{side}_quant_min'={lo} and '{side}_quant_max'={hi} must satisfy "
+                             "0 <= quant_min <= quant_max <= 255 (the kernel is uint8 only)")
+
+
 RULES = [
     # per-token kernels read input.size(input.dim() - 1)
     Rule(_PER_TOKEN[:2], guards=(g.min_dim("input", 1),)),
@@ -63,6 +72,9 @@ RULES = [
                  [("input", tensor((1,), "bfloat16")), ("scales", tensor((1,), "int8")), ("zero_points", tensor((1,), "int64", values="index")),
                   ("quant_min", value(-8)), ("quant_max", value(127)), ("dtype", value("torch.int32"))],
                  "quantize_per_channel_out(): assert failed (scale.scalar_type() == ScalarType::Double)"),
+        _finding(f"{_NS}quantize_per_token.out", "quantize_per_token.out aborts on float32 scales (torch's reference accepts them)", "scales",
+                 [("input", tensor((2, 4))), ("scales", tensor((2, 1))), ("zero_points", tensor((2, 1), "int64", values="index"))] + _QT[:2]
+                 + [("dtype", value("torch.int8"))], "quantize_per_channel_out(): scale.scalar_type() is not double type (ET_CHECK)"),
     )),
     Rule(_QUANTIZE, guards=(
         g.dtype_in("input", g.FLOATING + (torch.bfloat16,), "floating point"), g.quant_range("dtype"), g.dtype_equals_argument("out", "dtype"),
@@ -109,12 +121,18 @@ RULES = [
         for op in _EMBEDDINGS if op != f"{_NS}embedding_byte.out"
     )),
     # ET_CHECK_MSG in quantized_add_out: same numel, rank and dtype for a, b and out
-    Rule((f"{_NS}add.out",), guards=(g.same_dtype_and_shape("a", "b", "out"),), findings=(
+    Rule((f"{_NS}add.out",), guards=(_add_ranges, g.same_dtype_and_shape("a", "b", "out")), findings=(
         _finding(f"{_NS}add.out", "quantized add.out aborts unless a, b and out have the same numel, rank and dtype", "out",
                  [("a", tensor(())), ("a_scale", value(0.0)), ("a_zero_point", value(0)), ("a_quant_min", value(0)), ("a_quant_max", value(0)),
                   ("b", tensor(())), ("b_scale", value(0.0)), ("b_zero_point", value(0)), ("b_quant_min", value(0)), ("b_quant_max", value(0)),
                   ("out_scale", value(0.0)), ("out_zero_point", value(0)), ("out_quant_min", value(0)), ("out_quant_max", value(0))],
                  "quantized_add_out(): a, b and out must have the same numel, rank and dtype"),
+        _finding(f"{_NS}add.out", "quantized add.out aborts on int8 quantization ranges (it is uint8 only)", "a_quant_min",
+                 [("a", tensor((2,), "int8")), ("a_scale", value(0.1)), ("a_zero_point", value(0)), ("a_quant_min", value(-128)),
+                  ("a_quant_max", value(127)), ("b", tensor((2,), "int8")), ("b_scale", value(0.1)), ("b_zero_point", value(0)),
+                  ("b_quant_min", value(-128)), ("b_quant_max", value(127)), ("out_scale", value(0.1)), ("out_zero_point", value(0)),
+                  ("out_quant_min", value(-128)), ("out_quant_max", value(127))],
+                 "quantized_add_out(): invalid quant_min/quant_max for input tensor a (ET_CHECK)"),
     )),
     # last for every one: torch's meta kernel accepts the call and the outs' ranks match
     Rule((f"{_NS}add.out",) + _QUANTIZE + _DEQUANTIZE + _CHOOSE + _EMBEDDINGS, guards=(g.torch_meta_accepts(),)),

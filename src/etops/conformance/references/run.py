@@ -1,0 +1,115 @@
+"""Running one reference task (one kernel at one dtype) with the sweep's
+TaskRunner: each valid Sample is one case, checked exactly as an OpInfo call is
+(the reference's result stands for ATen's); each invalid Sample is one case
+that passes when the kernel refuses it as the reference does."""
+
+from __future__ import annotations
+
+import time
+from contextlib import nullcontext
+import warnings
+import zlib
+
+import torch
+
+from ...layouts import layout
+from .spec import TASK_PREFIX, ReferenceOp
+
+
+def kernel_of(ref):
+    """The kernel object of `ref` (with its schema when the reference gives one);
+    loads the kernel's library first."""
+    import importlib
+
+    import etops
+
+    if ref.library:
+        importlib.import_module(ref.library)
+    if ref.schema:
+        return etops.registry().get_kernel(ref.kernel, schema=ref.schema)
+    return etops.registry().get_kernel(ref.kernel)
+
+
+def run_reference_task(runner, task_id: str, dtype: torch.dtype):
+    """Runs the samples of the reference named by `task_id` (``ref:<kernel>``) at
+    `dtype` on `runner` (a conformance TaskRunner in any of its modes) and
+    returns its TaskResult."""
+    from ..runner import dtype_name
+    from . import find
+
+    ref = find(task_id[len(TASK_PREFIX):])
+    runner.begin(task_id, dtype, *((ref.tolerance[1], ref.tolerance[0]) if ref.tolerance else (None, None)))
+    if not ref.kernel.startswith("aten::"):
+        runner.report_dir = None  # reproducer scripts call torch.ops.aten
+    start = time.perf_counter()
+    torch.manual_seed(zlib.crc32(f"{task_id}|{dtype_name(dtype)}".encode()))
+    try:
+        kernel = kernel_of(ref)
+        runner.use_kernel(ref.kernel, kernel)
+        func = ReferenceOp(ref.reference, kernel._info._schema, ref.compare)
+        with warnings.catch_warnings(), (layout(ref.layout) if ref.layout else nullcontext()):
+            warnings.simplefilter("ignore")
+            for index, sample in enumerate(ref.samples(dtype)):
+                runner.sample_index, runner.call_index = index, 0
+                runner.result.samples += 1
+                if not sample.valid:
+                    _check_refusal(runner, func, ref.kernel, kernel, sample, ref.refusal_on_meta)
+                    continue
+                try:
+                    # an out placeholder makes the runner size the outs as the reference's results
+                    placeholders = dict.fromkeys(func.out_names) if ref.outs_from_reference else {}
+                    runner.handle(func, ref.kernel, list(sample.args), {**sample.kwargs, **placeholders})
+                except Exception:  # noqa: BLE001 - the reference refused a valid sample
+                    runner.result.samples_failed += 1
+    except BaseException as exc:  # noqa: BLE001
+        if runner.captured is not None:  # capture mode found its case (the runner's stop signal)
+            pass
+        elif isinstance(exc, Exception):  # the generator or the kernel lookup failed
+            runner.result.sample_error = f"{type(exc).__name__}: {exc}"[:300]
+        else:
+            raise
+    runner.result.seconds = time.perf_counter() - start
+    return runner.result
+
+
+def _on_meta(value):
+    if isinstance(value, torch.Tensor):
+        return value.to("meta")
+    if isinstance(value, (list, tuple)):
+        return type(value)(_on_meta(v) for v in value)
+    return value
+
+
+def _check_refusal(runner, func, target, kernel, sample, on_meta: bool = False) -> None:
+    """An invalid sample: pass when both refuse it, mismatch when the kernel
+    accepts it, error when the reference accepts it (a wrong sample). The
+    reference sees meta copies of the tensors when `on_meta`."""
+    from ...errors import KernelCrashed
+    from ..runner import CaseInfo, CaseResult, describe_call
+
+    sample_index, call = runner.sample_index, runner.call_index
+    runner.call_index += 1
+    runner.reached.add(target)
+    if runner.mode != "check" or (sample_index, call) in runner.skip:
+        return
+    args, kwargs = list(sample.args), dict(sample.kwargs)
+    case = CaseInfo(target, f"{func._schema.name}.{func._schema.overload_name}", runner.opinfo, runner.dname, sample_index, call)
+    result = CaseResult(**vars(case), status="pass", inputs=describe_call(args, kwargs))
+    try:
+        func(*_on_meta(args), **{k: _on_meta(v) for k, v in kwargs.items()}) if on_meta else func(*args, **kwargs)
+    except Exception:  # noqa: BLE001 - refused, as expected
+        pass
+    else:
+        result.status, result.message = "error", f"invalid sample ({sample.why}) accepted by the reference"
+    if result.status == "pass":
+        if runner.on_start is not None:
+            runner.on_start(case)
+        try:
+            kernel(*args, **kwargs)
+        except KernelCrashed as exc:
+            result.status, result.message = "crash", str(exc)[:500]
+        except Exception as exc:  # noqa: BLE001 - the kernel (or etops' checks) refused it
+            result.message = f"refused ({sample.why}): {type(exc).__name__}: {exc}"[:500]
+        else:
+            result.status, result.message = "mismatch", f"the kernel accepted an invalid input: {sample.why}"
+    runner.result.record(result, runner.keep(result))
