@@ -57,10 +57,9 @@ def _run(kernel, info, bound: dict):
     """The guard process's ("ok", written, mutated, returned) for this call, or its
     exception raised here; KernelCrashed when it died (mapped with the layout of
     the run that died)."""
-    try:
-        payload = server.run(kernel, info, bound)
-    except server.Died as died:
-        raise _crash(info.name, died.status, died.fault, died.layout, died.log) from None
+    payload = server.run(kernel, info, bound)
+    if isinstance(payload, server.Died):
+        raise _crash(info.name, payload.status, payload.fault, payload.layout, payload.log)
     if payload[0] == "raised":
         raise payload[1]
     return payload

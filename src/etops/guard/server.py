@@ -21,6 +21,7 @@ import pickle
 import struct
 import tempfile
 import threading
+from typing import NamedTuple
 
 from .. import _native
 from ..layouts import layout_is_preserved
@@ -32,13 +33,15 @@ from .wire import dumps, frame, read_exact, read_frame_body, write_all
 _FAULT = struct.Struct("=iiiQ")
 
 
-class Died(Exception):
-    """The guard process died during a call: its exit status, its last fault record
-    (or None), the layout of the run that died and its log since the call began."""
+class Died(NamedTuple):
+    """The outcome of a call during which the guard process died: its exit status,
+    its last fault record (or None), the layout of the run that died and its log
+    since the call began."""
 
-    def __init__(self, status: int, fault, layout, log: str):
-        super().__init__(status)
-        self.status, self.fault, self.layout, self.log = status, fault, layout, log
+    status: int
+    fault: tuple | None
+    layout: list
+    log: str
 
 
 class GuardProcess:
@@ -83,8 +86,8 @@ class GuardProcess:
         return True
 
     def outcome(self):
-        """The outcome of the call in flight (see child.run_guarded); raises Died
-        when the guard process died before sending it."""
+        """The outcome of the call in flight (see child.run_guarded), or Died when
+        the guard process died before sending it."""
         layout, fault = [], None
         while True:
             tag = read_exact(self.report_r, 1)
@@ -101,7 +104,7 @@ class GuardProcess:
             else:
                 break
         log = self._log_since_call()
-        raise Died(self.close(), fault, layout, log)
+        return Died(self.close(), fault, layout, log)
 
     def _log_since_call(self) -> str:
         os.lseek(self.log.fileno(), self.log_start, os.SEEK_SET)
@@ -131,33 +134,24 @@ _current: GuardProcess | None = None
 
 
 def run(kernel, info, bound: dict):
-    """The outcome of one guarded call (child.run_guarded's), through this process's
-    guard process (forked here when needed); raises Died when it died."""
+    """The outcome of one guarded call (child.run_guarded's, or Died), through this
+    process's guard process (forked here when needed)."""
     global _current
     with _lock:
         process = _current
-        if process is not None and process.knows(kernel) and process.request(kernel, bound):
-            try:
-                return process.outcome()
-            except Died:
-                _current = None
-                raise
-            except BaseException:  # interrupted mid-call: the pipes are out of step
+        if process is None or not process.knows(kernel) or not process.request(kernel, bound):
+            if process is not None:
                 _current = None
                 process.close()
-                raise
-        if process is not None:
-            _current = None
-            process.close()
-        process = GuardProcess(kernel, info, bound)
+            process = GuardProcess(kernel, info, bound)
+        _current = None  # while the call is in flight: an interrupted one leaves the pipes out of step
         try:
             outcome = process.outcome()
-        except Died:
-            raise
         except BaseException:
             process.close()
             raise
-        _current = process
+        if not isinstance(outcome, Died):
+            _current = process
         return outcome
 
 
