@@ -16,9 +16,13 @@ $(PY):
 	python3 -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
 
-# The pinned runtime pair (torch 2.13.0 is the CPU build on these machines) and the build tools.
-$(DEPS): $(PY)
-	$(PIP) install -q torch==2.13.0 executorch==1.5.1 "scikit-build-core>=0.10" ninja cmake pytest numpy rich==15.0.0 matplotlib==3.11.2 hypothesis==6.170.17
+# The pinned runtime pair, read from pyproject.toml's build requirements (the one
+# source of truth; torch 2.13.0 is the CPU build on these machines), and the build tools.
+PIN     = $(shell grep -o '"$(1)==[^"]*"' pyproject.toml | head -1 | tr -d '"')
+TORCH_PIN      := $(call PIN,torch)
+EXECUTORCH_PIN := $(call PIN,executorch)
+$(DEPS): $(PY) pyproject.toml
+	$(PIP) install -q $(TORCH_PIN) $(EXECUTORCH_PIN) "scikit-build-core>=0.10" ninja cmake pytest numpy rich==15.0.0 matplotlib==3.11.2 hypothesis==6.170.17
 	touch $@
 
 # Builds against the executorch and torch installed in the venv (no build isolation:
@@ -70,7 +74,7 @@ test-asan: $(DEPS)
 	cmake -G Ninja -S . -B $(ASAN_DIR) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DETOPS_SANITIZE=ON -DPython_EXECUTABLE=$(abspath $(PY)) > /dev/null
 	cmake --build $(ASAN_DIR)
 	rm -rf $(ASAN_DIR)/pkg $(ASAN_DIR)/reports && mkdir -p $(ASAN_DIR)/pkg $(ASAN_DIR)/reports
-	cp -r src/etops $(ASAN_DIR)/pkg/ && rm -f $(ASAN_DIR)/pkg/etops/_native/_core*.so && cp $(ASAN_DIR)/_core*.so $(ASAN_DIR)/pkg/etops/_native/
+	cp -r src/etops $(ASAN_DIR)/pkg/ && rm -f $(ASAN_DIR)/pkg/etops/_native/_core*.so && cp $(ASAN_DIR)/_core*.so $(ASAN_DIR)/_build_info.py $(ASAN_DIR)/pkg/etops/_native/
 	LD_PRELOAD="$$(gcc -print-file-name=libasan.so) $$(gcc -print-file-name=libubsan.so)" \
 	ASAN_OPTIONS=detect_leaks=0:log_path=$(abspath $(ASAN_DIR))/reports/asan \
 	UBSAN_OPTIONS=print_stacktrace=1:log_path=$(abspath $(ASAN_DIR))/reports/ubsan \
