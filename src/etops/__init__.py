@@ -5,25 +5,43 @@
     c = torch.empty(2, 2)
     reg.aten.add.out(torch.ones(2, 2), torch.ones(2, 2), out=c)
 
-Importing etops loads the executorch wheel's runtime and kernel libraries (not
-executorch.exir) and extends executorch.runtime's OperatorRegistry.
+Importing etops loads the core only: the executorch wheel's runtime and kernel
+libraries (not executorch.exir), the registry object model, kernel objects and
+their call path, and extends executorch.runtime's OperatorRegistry. The core
+modules of this folder (errors, dtypes, schemas, plan, kernel, out_shapes, resize,
+slow_path, registry, hooks, _native, ...) import each other and never an extension.
+
+The extensions are subpackages (custom, delegate, edge, bench, conformance, fuzz,
+cli, ...). They may import the core and each other's public names; they reach the
+core through ``hooks``. Their top-level names here (``etops.custom_op``,
+``etops.delegate``, ``etops.bench``, ...) load their module on first use
+(``_LAZY`` below), so ``import etops`` stays cheap.
 """
 
 from __future__ import annotations
+
+import importlib
+import sys
+import types
 
 import torch
 
 from . import _native
 from . import _logs, _runtime_patch
 from .errors import (
+    BuildError,
     DelegateError,
+    DuplicateKernelError,
     EtopsError,
     KernelError,
     KernelNotFoundError,
     NoMatchingKernelError,
+    RegistrationError,
+    RegistryFullError,
     SchemaError,
+    UnsupportedNodeError,
 )
-from .kernel import KernelInfo, RegisteredKernel, UncallableKernel
+from .kernel import KernelInfo, KernelOrigin, RegisteredKernel, UncallableKernel
 from .registry import Namespace, OpPacket, Registry, get_kernel, registry
 from .schemas import set_schema
 
@@ -43,69 +61,90 @@ _native.configure(tensor_type=torch.Tensor, densify=_densify, flush_logs=_logs.f
 _native.install_pal()
 _runtime_patch.install()
 
-# Custom kernels at run time (etops.custom): compile, register, override, deregister.
-from .custom import (  # noqa: E402
-    BuildError,
-    CustomOp,
-    DuplicateKernelError,
-    KernelHandle,
-    Override,
-    RegistrationError,
-    RegistryFullError,
-    custom_op,
-    deregister,
-    kernel_key,
-    load_library,
-    override,
-    register_kernel,
-    register_python_kernel,
-)
+#: public name -> (module, attribute or None for the module itself): the extensions'
+#: names, imported on first use by __getattr__ below.
+_LAZY = {
+    # custom kernels at run time: compile, register, override, deregister
+    "custom": (".custom", None),
+    "CustomOp": (".custom", "CustomOp"),
+    "KernelHandle": (".custom", "KernelHandle"),
+    "Override": (".custom", "Override"),
+    "custom_op": (".custom", "custom_op"),
+    "deregister": (".custom", "deregister"),
+    "kernel_key": (".custom", "kernel_key"),
+    "load_library": (".custom", "load_library"),
+    "override": (".custom", "override"),
+    "register_kernel": (".custom", "register_kernel"),
+    "register_python_kernel": (".custom", "register_python_kernel"),
+    # delegates: backends and lowered modules (no executorch.exir import)
+    "delegate": (".delegate", None),
+    "DelegateInfo": (".delegate", "DelegateInfo"),
+    "backends": (".delegate", "backends"),
+    # edge programs on ExecuTorch kernels (imports executorch.exir: seconds)
+    "edge": (".edge", None),
+    # the benchmark harness
+    "bench": (".bench", "bench"),
+    "bench_all": (".bench", "bench_all"),
+    "bench_delegate": (".bench", "bench_delegate"),
+    "get_num_threads": (".bench", "get_num_threads"),
+    "set_num_threads": (".bench", "set_num_threads"),
+}
+
+
+def __getattr__(name):
+    entry = _LAZY.get(name)
+    if entry is None:
+        raise AttributeError(f"module 'etops' has no attribute {name!r}")
+    module = importlib.import_module(entry[0], __name__)
+    value = module if entry[1] is None else getattr(module, entry[1])
+    globals()[name] = value  # later lookups skip __getattr__
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY))
+
+
+class _Package(types.ModuleType):
+    """``etops.bench`` is the benchmark function, though a subpackage has that name
+    too: importing ``etops.bench.<module>`` binds the subpackage on its parent, which
+    this property ignores."""
+
+    @property
+    def bench(self):
+        return __getattr__("bench")
+
+    @bench.setter
+    def bench(self, value):
+        if not isinstance(value, types.ModuleType):
+            globals()["bench"] = value
+
+
+sys.modules[__name__].__class__ = _Package
+
 
 __all__ = [
     "BuildError",
-    "CustomOp",
-    "DuplicateKernelError",
-    "KernelHandle",
-    "Override",
-    "RegistrationError",
-    "RegistryFullError",
-    "custom_op",
-    "deregister",
-    "kernel_key",
-    "load_library",
-    "override",
-    "register_kernel",
-    "register_python_kernel",
     "DelegateError",
-    "DelegateInfo",
+    "DuplicateKernelError",
     "EtopsError",
     "Kernel",
     "KernelError",
     "KernelInfo",
     "KernelNotFoundError",
+    "KernelOrigin",
     "Namespace",
     "NoMatchingKernelError",
     "OpPacket",
     "RegisteredKernel",
     "Registry",
+    "RegistrationError",
+    "RegistryFullError",
     "SchemaError",
     "UncallableKernel",
-    "backends",
-    "delegate",
+    "UnsupportedNodeError",
     "get_kernel",
     "registry",
     "set_schema",
+    *(name for name in _LAZY if name not in ("custom", "edge")),
 ]
-
-
-def __getattr__(name):
-    # etops.edge imports executorch.exir (seconds): loaded on first use only.
-    if name == "edge":
-        import importlib
-
-        return importlib.import_module(".edge", __name__)
-    raise AttributeError(f"module 'etops' has no attribute {name!r}")
-
-from .bench import bench, bench_all, bench_delegate, get_num_threads, set_num_threads  # noqa: E402  (the benchmark harness, imported lazily inside)
-from . import delegate  # noqa: E402  (backends and lowered modules; no executorch.exir import)
-from .delegate import DelegateInfo, backends  # noqa: E402

@@ -1,6 +1,6 @@
 """ExecuTorch's log messages, routed into Python's ``logging`` (logger
 ``etops.executorch``) instead of raw stderr. What a failing kernel logged goes
-into its KernelError instead (see kernel.c)."""
+into its KernelError instead (see _native/kernel_call.c)."""
 
 from __future__ import annotations
 

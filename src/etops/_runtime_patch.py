@@ -16,6 +16,8 @@ import importlib.abc
 import importlib.util
 import sys
 
+from .hooks import extension
+
 _RUNTIME = "executorch.runtime"
 _PYBINDINGS = "executorch.extension.pybindings._C"
 
@@ -41,9 +43,7 @@ def _extend(module) -> None:
     def register_kernel(self, name, impl=None, kernel_key=None, **options):
         """``etops.register_kernel(name, source | function pointer | library symbol,
         kernel_key)``: registers an ExecuTorch kernel, returns its handle."""
-        from .custom import register_kernel as register
-
-        return register(name, impl, kernel_key, **options)
+        return extension("register_kernel")(name, impl, kernel_key, **options)
 
     cls.__getattr__ = __getattr__
     cls.get_kernel = get_kernel

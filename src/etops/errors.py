@@ -81,3 +81,40 @@ class DelegateError(KernelError):
 
     def __reduce__(self):
         return (type(self), (self.op, self.error_code, self.error_name, self.log, self.action, self.detail))
+
+
+# ---- custom kernels (etops.custom) -------------------------------------------------
+
+
+class RegistrationError(EtopsError, ValueError):
+    """A registration, override or deregistration was refused; the registry is unchanged."""
+
+
+class DuplicateKernelError(RegistrationError):
+    """A kernel with this name and kernel key is already registered (ExecuTorch
+    would abort the process); use etops.override to replace it."""
+
+
+class RegistryFullError(RegistrationError):
+    """ExecuTorch's registry holds 2000 kernels and none is free."""
+
+
+class BuildError(EtopsError, RuntimeError):
+    """A kernel source did not compile or link. ``diagnostics`` holds the compiler's
+    messages as ``(source, line, column, severity, message)`` with source the user's
+    label ('<source>' for a string source, the path for a file) and line the user's
+    own line; ``log`` is the whole compiler output, paths mapped the same way."""
+
+    def __init__(self, message: str, diagnostics=(), log: str = "", build_dir: str = ""):
+        super().__init__(message)
+        self.diagnostics = list(diagnostics)
+        self.log = log
+        self.build_dir = build_dir
+
+
+# ---- edge programs (etops.edge) ----------------------------------------------------
+
+
+class UnsupportedNodeError(EtopsError, NotImplementedError):
+    """A graph node etops.edge cannot run on ExecuTorch kernels (a higher-order op
+    other than cond, an unknown call target); the message names the node."""

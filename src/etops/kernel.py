@@ -1,7 +1,7 @@
 """What a kernel object knows about itself (KernelInfo), and the kernel objects.
 
 The callable is the C ``Kernel`` (``etops._native``), built once per operator from
-its argument plan (``_plan``); its fast path handles a call with correctly sized
+its argument plan (``plan``); its fast path handles a call with correctly sized
 outs alone and hands the rest to ``slow_path``. Attributes the C object lacks
 (``_schema``, ``kernels``, ``explain`` ...) are looked up on its KernelInfo:
 registered kernels and their keys, ExecuTorch's kernel selection (``select``,
@@ -11,15 +11,17 @@ registered kernels and their keys, ExecuTorch's kernel selection (``select``,
 from __future__ import annotations
 
 import ctypes
+import os
 from dataclasses import dataclass
 from typing import NamedTuple
 
 import torch
 
 from . import _native, dtypes
-from ._plan import F_HAS_DEFAULT, K_RETURN_SLOT, K_TENSOR, Plan, build_plan
+from .plan import F_HAS_DEFAULT, K_RETURN_SLOT, K_TENSOR, Plan, build_plan
 from ._prechecks import PRECHECKS
 from .errors import KernelError, SchemaError
+from .hooks import origin_provider
 from .out_shapes import infer_outs
 from .schemas import split_name, torch_overload
 from .slow_path import SLOW_PATH
@@ -50,6 +52,41 @@ def decode_key(key: str | None):
         dtype, _, order = part.partition(";")
         tensors.append((dtypes.dtype_name(int(dtype)), tuple(int(d) for d in order.split(",") if d != "")))
     return tuple(tensors)
+
+
+@dataclass
+class KernelOrigin:
+    """Where one registered kernel of an operator comes from."""
+
+    key: str | None
+    kind: str  #: 'built-in', 'library', 'custom', 'python', 'pointer', 'symbol'
+    library: str
+    source_hash: str | None = None
+    build_dir: str | None = None
+    overridden: bool = False  #: an etops.override is installed on this entry
+    overrides: tuple = ()  #: kinds of the overrides applied, oldest first
+
+    def describe(self) -> str:
+        text = f"{self.key or 'fallback'}: {self.kind}"
+        if self.source_hash:
+            text += f" (source {self.source_hash[:12]}, built in {self.build_dir})"
+        elif self.library:
+            text += f" ({self.library})"
+        if self.overridden:
+            text += f", overridden by {' then '.join(self.overrides)}"
+        return text
+
+
+def builtin_origins(name: str) -> list[KernelOrigin]:
+    """The origins of `name`'s kernels when no extension registered any: built-in
+    (the executorch wheel's libraries) or from another library."""
+    et_dir = os.path.dirname(_native.executorch_lib_dir())
+    out = []
+    for n, key, address in _native.registered_kernels():
+        if n == name:
+            library = library_of(address)
+            out.append(KernelOrigin(key, "built-in" if library.startswith(et_dir) else "library", library))
+    return out
 
 
 class Selection(NamedTuple):
@@ -127,6 +164,13 @@ class KernelInfo:
         return out
 
     @property
+    def origins(self) -> list[KernelOrigin]:
+        """Where each registered kernel of this operator comes from: built-in, a
+        library, custom (source hash, build directory), Python, overridden."""
+        provider = origin_provider()
+        return provider(self.name) if provider is not None else builtin_origins(self.name)
+
+    @property
     def library(self) -> str:
         """The library that registered this operator (of its first kernel)."""
         kernels = self.kernels
@@ -141,10 +185,12 @@ class KernelInfo:
             lines.append(f"  kernel:  {k.describe()}  [{k.library.rsplit('/', 1)[-1]}]")
         return "\n".join(lines)
 
-    # ---- binding (slow path only; the fast path binds in C) -------------------------
+    # ---- binding (Python-side APIs only: calls, and the slow path, bind in C) -------
 
     def bind(self, args: tuple, kwargs: dict) -> dict:
-        """Schema argument name -> value (defaults filled, missing outs as None)."""
+        """Schema argument name -> value (defaults filled, missing outs as None), for
+        the APIs that take a call's arguments in Python (explain, tensor_metas, the
+        fuzzer). A call binds in C and hands the slow path what it bound."""
         plan = self._require_plan()
         names = [a.name for a in plan.args if a.kind != K_RETURN_SLOT]
         bound = dict(zip(names, args))
@@ -162,12 +208,22 @@ class KernelInfo:
 
     # ---- kernel selection ----------------------------------------------------------
 
+    def arg_names(self) -> tuple[str, ...]:
+        """The plan's argument names in plan order (the order C binds a call in)."""
+        names = self.__dict__.get("_arg_names")
+        if names is None:
+            names = self._arg_names = tuple(a.name for a in self._require_plan().args if a.kind != K_RETURN_SLOT)
+        return names
+
     def tensor_metas(self, args: tuple, kwargs: dict) -> list[tuple[str, int, tuple[int, ...]]]:
         """(slot, ExecuTorch dtype, dim order) of every Tensor on the kernel's stack,
         in the order ExecuTorch builds the kernel key from: the Tensor arguments,
         then each return that is an out (ExecuTorch passes the out a second time)."""
+        return self.bound_tensor_metas(self.bind(args, kwargs))
+
+    def bound_tensor_metas(self, bound: dict) -> list[tuple[str, int, tuple[int, ...]]]:
+        """tensor_metas of a call already bound (argument name -> value)."""
         plan = self._require_plan()
-        bound = self.bind(args, kwargs)
         names = [entry.name for entry in plan.args]
         metas = []
         for entry in plan.args:
@@ -192,7 +248,11 @@ class KernelInfo:
     def explain(self, *args, **kwargs) -> str:
         """Which registered kernel a call with these arguments would run, and why
         (or why none matches)."""
-        metas = self.tensor_metas(args, kwargs)
+        return self.describe_call(self.bind(args, kwargs))
+
+    def describe_call(self, bound: dict) -> str:
+        """explain() of a call already bound (argument name -> value)."""
+        metas = self.bound_tensor_metas(bound)
         pairs = [(dtype, order) for _, dtype, order in metas]
         key = _native.make_key(pairs) if pairs else "(no tensors)"
         lines = [f"{self.name} called with:"]
@@ -226,6 +286,10 @@ class KernelInfo:
     def precheck(self, bound: dict) -> None:
         """Refuses arguments the kernel is known to abort on (_prechecks.py)."""
         PRECHECKS[self.name](bound)
+
+    def explain_mismatch(self, bound: dict) -> None:
+        """A registered kernel has no tensor specs (only a delegate's call checks
+        them): every call matches, there is nothing to refuse."""
 
     def functional_overload(self):
         """torch's functional counterpart of this out variant (same non-out

@@ -13,6 +13,7 @@ import threading
 
 from . import _native
 from .errors import KernelNotFoundError
+from .hooks import extension
 from .kernel import make_kernel
 from .schemas import find_schema, split_name
 
@@ -136,9 +137,7 @@ class Registry:
         """``etops.register_kernel``: registers a kernel (C++ source, function pointer,
         library symbol or Python function) under `name` and `kernel_key` and returns
         its handle, callable like the kernel object."""
-        from .custom import register_kernel
-
-        return register_kernel(name, impl, kernel_key, **options)
+        return extension("register_kernel")(name, impl, kernel_key, **options)
 
     def __getattr__(self, namespace: str) -> "Namespace":
         if namespace.startswith("__"):

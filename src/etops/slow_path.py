@@ -5,11 +5,18 @@ It calls these methods of ``SLOW_PATH`` for the rest: outs to allocate (shapes f
 ``out_shapes``), a kernel failure that outs of the wrong size explain (resize as
 torch's out= does, then call again; ``resize``), outs the kernel shrank, a kernel
 failure (KernelError), no kernel for the tensors' key (NoMatchingKernelError), and
-the pre-call guard of kernels known to abort. ``kernel._info`` (a KernelInfo, or a
-delegate's DelegateInfo) says what the kernel's outs are.
+the pre-call guard of kernels known to abort, a delegate's tensor that does not
+match its spec. ``kernel._info`` (a KernelInfo, or a delegate's DelegateInfo)
+answers the questions listed by ``SlowPathInfo``.
+
+The C call hands every method the arguments it already bound (``values``: one item
+per plan argument, in plan order, defaults filled, missing outs as None), so
+nothing here binds a call again; a call made again passes them by keyword.
 """
 
 from __future__ import annotations
+
+from typing import Protocol
 
 import torch
 
@@ -18,12 +25,47 @@ from .out_shapes import allocate, is_data_dependent
 from .resize import check_resizes, kept_memory_format, quiet_ids, resize_like_torch, warn_resized
 
 
+class SlowPathInfo(Protocol):
+    """What the slow path needs from a kernel's info object (``kernel._info``):
+    ``KernelInfo`` (etops.kernel) and ``DelegateInfo`` (etops.delegate.load)."""
+
+    name: str  #: the operator name, in every error
+    error_type: type  #: what a failed call raises: KernelError(name, code, error name, log)
+
+    def arg_names(self) -> tuple[str, ...]:
+        """The plan's argument names, in plan order (what C's bound values follow)."""
+
+    def out_names(self) -> tuple[str, ...]:
+        """The out arguments, in schema order."""
+
+    def out_specs(self, bound: dict) -> dict:
+        """out name -> (shape, dtype, stride or None), a list of those, or None
+        (an out the kernel leaves alone), for a call with these arguments."""
+
+    def precheck(self, bound: dict) -> None:
+        """The guard before every call of a kernel known to abort on some inputs:
+        raises the error naming the argument."""
+
+    def explain_mismatch(self, bound: dict) -> None:
+        """A tensor differs from its spec (a delegate's input or output) or an out
+        may overlap an input: raises the error naming the argument, or returns
+        when the call may go on (an out torch's out= would resize)."""
+
+    def describe_call(self, bound: dict) -> str:
+        """Which kernel a call with these arguments runs, or why none matches."""
+
+
+def bound_arguments(info: SlowPathInfo, values: tuple) -> dict:
+    """Argument name -> value from the values C bound (plan order)."""
+    return dict(zip(info.arg_names(), values))
+
+
 class SlowPath:
     """The Python half of a kernel call; the C fast path calls these methods."""
 
-    def allocate_and_call(self, kernel, args, kwargs, _extra):
-        info = kernel._info
-        bound = info.bind(args, kwargs)
+    def allocate_and_call(self, kernel, values, _extra):
+        info: SlowPathInfo = kernel._info
+        bound = bound_arguments(info, values)
         specs = info.out_specs(bound)
         outs = {}
         for name in info.out_names():
@@ -35,7 +77,7 @@ class SlowPath:
         mine = {id(t) for v in outs.values() for t in (v if isinstance(v, list) else [v])}
         quiet |= mine
         try:
-            result = kernel(*args, **{**kwargs, **outs})
+            result = kernel(**{**bound, **outs})
         finally:
             quiet -= mine
         if result is None:  # `-> ()` with a tensor-list out: give back what was allocated
@@ -47,20 +89,26 @@ class SlowPath:
             return tuple(None if any(r is u for u in unused) else r for r in result)
         return None if any(result is u for u in unused) else result
 
-    def precheck(self, kernel, args, kwargs, _extra):
-        """Runs the check of a kernel known to abort on some inputs (_prechecks.py)."""
-        info = kernel._info
-        info.precheck(info.bind(args, kwargs))
+    def precheck(self, kernel, values, _extra):
+        """Runs the guard of a kernel known to abort on some inputs (before the call)."""
+        info: SlowPathInfo = kernel._info
+        info.precheck(bound_arguments(info, values))
 
-    def failed(self, kernel, args, kwargs, extra):
+    def explain_mismatch(self, kernel, values, _extra):
+        """A tensor does not match the kernel's spec (delegates): raise, naming the
+        argument, or accept the call (an out to be resized)."""
+        info: SlowPathInfo = kernel._info
+        info.explain_mismatch(bound_arguments(info, values))
+
+    def failed(self, kernel, values, extra):
         """The kernel failed: when outs of the wrong size explain it, resize them as
         torch does and call again; otherwise raise KernelError. (The error is never
         bound to a local: a traceback -> frame -> error cycle would keep the
         arguments alive until the garbage collector runs.)"""
-        info = kernel._info
+        info: SlowPathInfo = kernel._info
         if not info.out_names():
             raise info.error_type(info.name, *extra[:2], extra[2])
-        bound = info.bind(args, kwargs)
+        bound = bound_arguments(info, values)
         try:
             specs = info.out_specs(bound)
         except (SchemaError, ValueError):
@@ -85,23 +133,23 @@ class SlowPath:
         for _, out, shape in resizes:
             resize_like_torch(info, out, shape)
         try:
-            return kernel(*args, **kwargs)
+            return kernel(**bound)
         finally:
             quiet_ids().clear()
 
     def resized(self, kernel, obj, sizes, _has_data, name="out"):
         """The kernel shrank out argument `name` in place (within its storage):
         mirror it in torch."""
-        info = kernel._info
+        info: SlowPathInfo = kernel._info
         if not isinstance(obj, torch.Tensor):
             raise ValueError(f"{info.name}: out argument '{name}' is a {type(obj).__name__}, which the kernel resized to {list(sizes)}; pass a torch.Tensor out to have it resized")
         if obj.numel() != 0 and id(obj) not in quiet_ids():
             warn_resized(info, obj.shape, sizes)
         obj.resize_(sizes, memory_format=kept_memory_format(obj, sizes))
 
-    def no_kernel(self, kernel, args, kwargs, _extra):
-        info = kernel._info
-        raise NoMatchingKernelError(info.explain(*args, **kwargs))
+    def no_kernel(self, kernel, values, _extra):
+        info: SlowPathInfo = kernel._info
+        raise NoMatchingKernelError(info.describe_call(bound_arguments(info, values)))
 
 
 SLOW_PATH = SlowPath()

@@ -302,7 +302,7 @@ def test_compare_reports_a_delegate_whose_backend_is_missing(monkeypatch):
     def unserializable(lowered, name):
         raise RuntimeError("cannot serialize this subgraph")
 
-    monkeypatch.setattr("etops.edge._compare._lowered_payload", unserializable)
+    monkeypatch.setattr("etops.edge.reproducer.lowered_payload", unserializable)
     source = first.reproducer()  # a script that says so, not a crash
     assert "cannot be reproduced standalone" in source and "cannot serialize this subgraph" in source
     with pytest.raises(SystemExit, match="cannot be reproduced standalone"):

@@ -120,7 +120,7 @@ def test_numpy_out_of_a_data_dependent_op_is_refused_naming_it(reg):
 
 
 def test_sym_size_precheck_leaves_type_errors_to_the_call_path(reg):
-    """The pre-check runs before argument conversion (kernel.c): it must not trip
+    """The pre-check runs before argument conversion (kernel_call.c): it must not trip
     over a wrong type itself (it raised AttributeError on None)."""
     with pytest.raises(TypeError, match="'self'"):
         reg.aten.sym_size.int(None, 0)

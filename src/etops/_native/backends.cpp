@@ -134,22 +134,24 @@ extern "C" {
 
 size_t etb_backend_count(void) { return et::get_num_registered_backends(); }
 
-const char* etb_backend_name(size_t index) {
-  auto name = et::get_backend_name(index);
-  return name.ok() ? name.get() : nullptr;
+int etb_backend_name(size_t index, const char** name) {
+  auto found = et::get_backend_name(index);
+  if (!found.ok()) return ETB_ERR_INVALID_ARGUMENT;
+  *name = found.get();
+  return ETB_OK;
 }
 
-int etb_backend_available(const char* name) {
+int etb_backend_available(const char* name, int* available) {
   et::BackendInterface* backend = et::get_backend_class(name);
-  if (backend == nullptr) return -1;
+  if (backend == nullptr) return status_of(et::Error::NotFound);
   etops_bridge::LogCapture capture(name);
-  return backend->is_available() ? 1 : 0;
+  *available = backend->is_available() ? 1 : 0;
+  return ETB_OK;
 }
 
-etb_status etb_delegate_init(const char* backend_name, const void* processed, size_t processed_size,
-                             const etb_compile_spec* specs, int nspecs, const etb_named_data* data,
-                             int ndata, const char* method_name, etb_delegate** out) {
-  *out = nullptr;
+int etb_delegate_init(const char* backend_name, const void* processed, size_t processed_size,
+                      const etb_compile_spec* specs, int nspecs, const etb_named_data* data, int ndata,
+                      const char* method_name, etb_delegate** out) {
   et::BackendInterface* backend = et::get_backend_class(backend_name);
   if (backend == nullptr) return status_of(et::Error::NotFound);
   etb_delegate* d = new (std::nothrow) etb_delegate();
@@ -200,7 +202,7 @@ etb_status etb_delegate_init(const char* backend_name, const void* processed, si
   return status_of(et::Error::Ok);
 }
 
-etb_status etb_delegate_execute(etb_delegate* d, const char* name, etb_value* values, int nvalues) {
+int etb_delegate_execute(etb_delegate* d, const char* name, etb_value* values, int nvalues) {
   return etops_bridge::call_on_stack(name, values, nvalues, run_delegate, d);
 }
 

@@ -39,6 +39,38 @@ using TensorImpl = ::executorch::runtime::etensor::TensorImpl;
 
 static_assert(sizeof(bool) == 1, "etb bool lists are passed as bytes");
 
+// The numbers etops_bridge.h spells out are ExecuTorch's.
+static_assert(ETB_OK == static_cast<int>(et::Error::Ok), "ETB_OK");
+static_assert(ETB_ERR_INVALID_STATE == static_cast<int>(et::Error::InvalidState), "ETB_ERR_INVALID_STATE");
+static_assert(ETB_ERR_NOT_SUPPORTED == static_cast<int>(et::Error::NotSupported), "ETB_ERR_NOT_SUPPORTED");
+static_assert(ETB_ERR_INVALID_ARGUMENT == static_cast<int>(et::Error::InvalidArgument), "ETB_ERR_INVALID_ARGUMENT");
+static_assert(ETB_ERR_INVALID_TYPE == static_cast<int>(et::Error::InvalidType), "ETB_ERR_INVALID_TYPE");
+static_assert(ETB_ERR_NOT_FOUND == static_cast<int>(et::Error::NotFound), "ETB_ERR_NOT_FOUND");
+static_assert(ETB_ERR_MEMORY_ALLOCATION_FAILED == static_cast<int>(et::Error::MemoryAllocationFailed),
+              "ETB_ERR_MEMORY_ALLOCATION_FAILED");
+#define ETOPS_SAME_DTYPE(etb, et_name) \
+  static_assert(etb == static_cast<int>(eta::ScalarType::et_name), #etb " is ScalarType::" #et_name);
+ETOPS_SAME_DTYPE(ETB_DTYPE_BYTE, Byte)
+ETOPS_SAME_DTYPE(ETB_DTYPE_CHAR, Char)
+ETOPS_SAME_DTYPE(ETB_DTYPE_SHORT, Short)
+ETOPS_SAME_DTYPE(ETB_DTYPE_INT, Int)
+ETOPS_SAME_DTYPE(ETB_DTYPE_LONG, Long)
+ETOPS_SAME_DTYPE(ETB_DTYPE_HALF, Half)
+ETOPS_SAME_DTYPE(ETB_DTYPE_FLOAT, Float)
+ETOPS_SAME_DTYPE(ETB_DTYPE_DOUBLE, Double)
+ETOPS_SAME_DTYPE(ETB_DTYPE_COMPLEX_FLOAT, ComplexFloat)
+ETOPS_SAME_DTYPE(ETB_DTYPE_COMPLEX_DOUBLE, ComplexDouble)
+ETOPS_SAME_DTYPE(ETB_DTYPE_BOOL, Bool)
+ETOPS_SAME_DTYPE(ETB_DTYPE_BFLOAT16, BFloat16)
+ETOPS_SAME_DTYPE(ETB_DTYPE_FLOAT8_E5M2, Float8_e5m2)
+ETOPS_SAME_DTYPE(ETB_DTYPE_FLOAT8_E4M3FN, Float8_e4m3fn)
+ETOPS_SAME_DTYPE(ETB_DTYPE_FLOAT8_E5M2FNUZ, Float8_e5m2fnuz)
+ETOPS_SAME_DTYPE(ETB_DTYPE_FLOAT8_E4M3FNUZ, Float8_e4m3fnuz)
+ETOPS_SAME_DTYPE(ETB_DTYPE_UINT16, UInt16)
+ETOPS_SAME_DTYPE(ETB_DTYPE_UINT32, UInt32)
+ETOPS_SAME_DTYPE(ETB_DTYPE_UINT64, UInt64)
+#undef ETOPS_SAME_DTYPE
+
 namespace {
 
 // ---- registry -----------------------------------------------------------------
@@ -194,12 +226,12 @@ size_t etb_kernel_count(void) { return et::get_registered_kernels().size(); }
 
 int etb_kernel_at(size_t index, const char** name, const char** key, etb_kernel_fn* fn) {
   auto kernels = et::get_registered_kernels();
-  if (index >= kernels.size()) return -1;
+  if (index >= kernels.size()) return ETB_ERR_INVALID_ARGUMENT;
   const et::Kernel& k = kernels[index];
   *name = k.name_;
   *key = k.kernel_key_.is_fallback() ? nullptr : k.kernel_key_.data();
   *fn = reinterpret_cast<etb_kernel_fn>(k.op_);
-  return 0;
+  return ETB_OK;
 }
 
 uint64_t etb_registry_generation(void) { return g_generation.load(std::memory_order_acquire); }
@@ -218,7 +250,7 @@ int etb_lookup(const char* name, int ntensors, const int8_t* dtypes, const uint8
       name, et::Span<const et::TensorMeta>(metas, static_cast<size_t>(ntensors)));
   if (!result.ok()) return static_cast<int>(result.error());
   *fn = reinterpret_cast<etb_kernel_fn>(result.get());
-  return 0;
+  return ETB_OK;
 }
 
 int etb_make_key(int ntensors, const int8_t* dtypes, const uint8_t* ndims,
@@ -236,10 +268,7 @@ const char* etb_error_name(int32_t error) { return error_name(static_cast<et::Er
 
 namespace etops_bridge {
 
-etb_status status_of(et::Error error) {
-  etb_status st = {static_cast<int32_t>(error), error_name(error)};
-  return st;
-}
+int status_of(et::Error error) { return static_cast<int>(error); }
 
 LogCapture::LogCapture(const char* name) {
   ensure_pal();
@@ -262,7 +291,7 @@ namespace {
 // The body of every call: `run(stack, temp)` is the kernel or the delegate. A
 // template, so that etb_call's kernel call is direct and inlined like the rest.
 template <typename Run>
-etb_status build_stack_and_run(const char* op_name, etb_value* values, int nvalues, Run&& run) {
+int build_stack_and_run(const char* op_name, etb_value* values, int nvalues, Run&& run) {
   // Count what the slots need, so storage is sized once.
   size_t n_tensors = 0, n_list_items = 0, n_arrays = 0;
   for (int i = 0; i < nvalues; i++) {
@@ -398,15 +427,13 @@ etb_status build_stack_and_run(const char* op_name, etb_value* values, int nvalu
       case ETB_ALIAS:
         if (v.u.i < 0 || v.u.i >= i) {
           call.current_op = nullptr;
-          etb_status bad = {static_cast<int32_t>(et::Error::InvalidArgument), "InvalidArgument"};
-          return bad;
+          return ETB_ERR_INVALID_ARGUMENT;
         }
         ev = stack[v.u.i];
         break;
       default: {
         call.current_op = nullptr;
-        etb_status bad = {static_cast<int32_t>(et::Error::InvalidType), "InvalidType"};
-        return bad;
+        return ETB_ERR_INVALID_TYPE;
       }
     }
     stack[i] = ev;
@@ -444,7 +471,7 @@ etb_status build_stack_and_run(const char* op_name, etb_value* values, int nvalu
 
 }  // namespace
 
-etb_status etops_bridge::call_on_stack(const char* op_name, etb_value* values, int nvalues, StackRunner run,
+int etops_bridge::call_on_stack(const char* op_name, etb_value* values, int nvalues, StackRunner run,
                                        void* self) {
   return build_stack_and_run(op_name, values, nvalues, [&](et::Span<EValue*> stack, et::MemoryAllocator& temp) {
     return run(self, stack, temp);
@@ -453,7 +480,7 @@ etb_status etops_bridge::call_on_stack(const char* op_name, etb_value* values, i
 
 extern "C" {
 
-etb_status etb_call(etb_kernel_fn fn, const char* op_name, etb_value* values, int nvalues) {
+int etb_call(etb_kernel_fn fn, const char* op_name, etb_value* values, int nvalues) {
   return build_stack_and_run(op_name, values, nvalues, [fn](et::Span<EValue*> stack, et::MemoryAllocator& temp) {
     et::KernelRuntimeContext ctx(nullptr, &temp);
     reinterpret_cast<et::OpFunction>(fn)(ctx, stack);
@@ -463,10 +490,9 @@ etb_status etb_call(etb_kernel_fn fn, const char* op_name, etb_value* values, in
 
 const char* etb_last_call_log(void) { return t_call.log; }
 
-int etb_install_pal(etb_log_sink sink) {
+void etb_install_pal(etb_log_sink sink) {
   g_sink = sink;
   claim_pal();
-  return 1;
 }
 
 }  // extern "C"

@@ -51,8 +51,9 @@ using StackRunner = et::Error (*)(void* self, et::Span<et::EValue*> stack, et::M
 
 // Builds the EValue stack for `values` (see etops_bridge.h), runs `run` on it with
 // the log captured under `name`, then reports resized tensors and fresh return
-// values back into the slots. Never aborts on anything the caller validated.
-etb_status call_on_stack(const char* name, etb_value* values, int nvalues, StackRunner run, void* self);
+// values back into the slots. Returns the ExecuTorch Error of the run (etops_bridge.h's
+// convention). Never aborts on anything the caller validated.
+int call_on_stack(const char* name, etb_value* values, int nvalues, StackRunner run, void* self);
 
 // Captures ExecuTorch's log messages on this thread into the call log (read with
 // etb_last_call_log) while alive, with `name` in the abort notice.
@@ -64,8 +65,8 @@ class LogCapture {
   LogCapture& operator=(const LogCapture&) = delete;
 };
 
-// An etb_status for an ExecuTorch Error.
-etb_status status_of(et::Error error);
+// An ExecuTorch Error as the bridge's int return code (etops_bridge.h).
+int status_of(et::Error error);
 
 }  // namespace etops_bridge
 

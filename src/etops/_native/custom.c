@@ -8,7 +8,9 @@
 static PyObject* reg_find(PyObject* module, PyObject* args) {
   const char *name, *key;
   if (!PyArg_ParseTuple(args, "sz", &name, &key)) return NULL;
-  return PyLong_FromLong(etb_reg_find(name, key));
+  size_t index;
+  if (etb_reg_find(name, key, &index) != ETB_REG_OK) return PyLong_FromLong(-1);
+  return PyLong_FromSize_t(index);
 }
 
 static PyObject* reg_add(PyObject* module, PyObject* args) {
@@ -54,7 +56,7 @@ static PyObject* reg_missing_fn(PyObject* module, PyObject* noargs) {
 }
 
 static PyObject* reg_hide_all(PyObject* module, PyObject* noargs) {
-  return PyLong_FromLong(etb_reg_hide_all());
+  return PyLong_FromSize_t(etb_reg_hide_all());
 }
 
 static PyObject* reg_touch(PyObject* module, PyObject* noargs) {

@@ -5,7 +5,7 @@
  * A Delegate owns its etb_delegate (backends.cpp) and pins the Python buffers the
  * backend reads (the processed blob and the named data) for as long as the handle
  * lives; deallocating it calls the backend's destroy. It is not callable itself: a
- * Kernel built with delegate=<Delegate> (kernel.c) runs it on the same argument
+ * Kernel built with delegate=<Delegate> (kernel_type.c) runs it on the same argument
  * path as a kernel. etops/delegate/ turns the status tuples into exceptions.
  */
 #include "etops_native.h"
@@ -132,13 +132,13 @@ static PyObject* delegate_init(PyObject* module, PyObject* args) {
     cdata[i].data = pin(d, (int)(1 + i), value, alignment, "named data", &cdata[i].size);
     if (cdata[i].data == NULL) goto done;
   }
-  etb_status status;
+  int err;
   Py_BEGIN_ALLOW_THREADS
-  status = etb_delegate_init(backend, blob, processed_size, cspecs, (int)nspecs, cdata, (int)ndata, method,
-                             &d->handle);
+  err = etb_delegate_init(backend, blob, processed_size, cspecs, (int)nspecs, cdata, (int)ndata, method,
+                          &d->handle);
   Py_END_ALLOW_THREADS
-  if (status.error != 0) {
-    result = Py_BuildValue("(iss)", (int)status.error, status.error_name, etb_last_call_log());
+  if (err != ETB_OK) {
+    result = Py_BuildValue("(iss)", err, etb_error_name(err), etb_last_call_log());
     goto done;
   }
   delegates_initialised++;
@@ -166,10 +166,11 @@ static PyObject* backends(PyObject* module, PyObject* noargs) {
   PyObject* out = PyList_New(0);
   if (out == NULL) return NULL;
   for (size_t i = 0; i < n; i++) {
-    const char* name = etb_backend_name(i);
-    if (name == NULL) continue;
-    int available = etb_backend_available(name);
-    PyObject* item = Py_BuildValue("(sO)", name, available == 1 ? Py_True : Py_False);
+    const char* name;
+    int available = 0;
+    if (etb_backend_name(i, &name) != ETB_OK) continue;
+    if (etb_backend_available(name, &available) != ETB_OK) available = 0;
+    PyObject* item = Py_BuildValue("(sO)", name, available ? Py_True : Py_False);
     if (item == NULL || PyList_Append(out, item) < 0) {
       Py_XDECREF(item);
       Py_DECREF(out);

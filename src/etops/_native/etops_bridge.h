@@ -5,9 +5,31 @@
  * (one per schema argument, outs included, then one per fresh return value) and
  * hands it to etb_call(). The bridge builds ExecuTorch EValues, TensorImpls and a
  * KernelRuntimeContext on its own stack, runs the kernel and writes back what the
- * kernel changed (out sizes, return slots). No function here aborts: every tag and
- * every size is checked by the caller before it gets here (see kernel.c), and the
- * bridge re-checks the few invariants ExecuTorch would otherwise ET_CHECK.
+ * kernel changed (out sizes, return slots).
+ *
+ * RETURN CONVENTION (every function declared here)
+ *   - A function that can fail returns `int`: ETB_OK (0) on success, otherwise a
+ *     positive error code. Registry edits (registry_edit.cpp) return ETB_REG_*
+ *     codes; everything else returns an ExecuTorch Error number (etb_error_name
+ *     names it; the few C callers test for are ETB_ERR_*). Results come back
+ *     through pointer parameters, written only on success.
+ *   - A function that cannot fail (a count, a name, a generation, a yes/no
+ *     question about a valid object) returns its value; a yes/no answer is an int,
+ *     1 or 0.
+ *
+ * WHAT ABORTS, AND WHO PREVENTS IT
+ *   ExecuTorch ends the process (its PAL abort, through ET_CHECK) instead of
+ *   returning an Error when: a TensorImpl gets a dtype it does not know, a dim
+ *   order that is not a permutation, more than kTensorDimensionLimit dims; an
+ *   EValue is read as another tag than it holds (a kernel reading an argument the
+ *   schema types differently); a list is built from NULL pointers; a kernel is
+ *   registered twice under one name + key, or past the registry's capacity; and
+ *   whenever a kernel itself ET_CHECKs its inputs. No function here aborts on what
+ *   its caller validated: the C extension checks every tag, dtype, dim order and
+ *   size before a call (kernel_convert.c, tensor.c), the slow path's precheck
+ *   refuses inputs known kernels abort on (per-operator rules), registry edits check duplicates and capacity first, and
+ *   the bridge re-checks the few invariants it can (alias slots, tags). If an abort
+ *   happens anyway, the notice on stderr names the kernel that was running.
  */
 #ifndef ETOPS_BRIDGE_H
 #define ETOPS_BRIDGE_H
@@ -21,6 +43,44 @@ extern "C" {
 
 /* ExecuTorch tensors have at most this many dims (kTensorDimensionLimit). */
 #define ETB_MAX_DIM 16
+
+/* Success, for every function that can fail. */
+#define ETB_OK 0
+
+/* ExecuTorch Error numbers C code tests for (bridge.cpp checks they match). */
+enum {
+  ETB_ERR_INVALID_STATE = 0x02,
+  ETB_ERR_NOT_SUPPORTED = 0x10,
+  ETB_ERR_INVALID_ARGUMENT = 0x12,
+  ETB_ERR_INVALID_TYPE = 0x13,
+  ETB_ERR_NOT_FOUND = 0x20,
+  ETB_ERR_MEMORY_ALLOCATION_FAILED = 0x21,
+};
+
+/* ExecuTorch ScalarType numbers (etb_tensor.dtype), the ones etops borrows
+ * tensors of; bridge.cpp checks they match ExecuTorch's. */
+typedef enum etb_dtype {
+  ETB_DTYPE_BYTE = 0,
+  ETB_DTYPE_CHAR = 1,
+  ETB_DTYPE_SHORT = 2,
+  ETB_DTYPE_INT = 3,
+  ETB_DTYPE_LONG = 4,
+  ETB_DTYPE_HALF = 5,
+  ETB_DTYPE_FLOAT = 6,
+  ETB_DTYPE_DOUBLE = 7,
+  ETB_DTYPE_COMPLEX_FLOAT = 9,
+  ETB_DTYPE_COMPLEX_DOUBLE = 10,
+  ETB_DTYPE_BOOL = 11,
+  ETB_DTYPE_BFLOAT16 = 15,
+  ETB_DTYPE_FLOAT8_E5M2 = 23,
+  ETB_DTYPE_FLOAT8_E4M3FN = 24,
+  ETB_DTYPE_FLOAT8_E5M2FNUZ = 25,
+  ETB_DTYPE_FLOAT8_E4M3FNUZ = 26,
+  ETB_DTYPE_UINT16 = 27,
+  ETB_DTYPE_UINT32 = 28,
+  ETB_DTYPE_UINT64 = 29,
+  ETB_DTYPE_COUNT /* one past the highest number above (table sizes) */
+} etb_dtype;
 
 /* Tags of etb_value. The numbering is etops' own, not ExecuTorch's Tag. */
 typedef enum etb_tag {
@@ -48,7 +108,7 @@ typedef enum etb_dynamism {
  * the bridge rewrites ndim/sizes (and sets `resized`) when the kernel resized it. */
 typedef struct etb_tensor {
   void* data;
-  int8_t dtype;          /* ExecuTorch ScalarType number */
+  int8_t dtype;          /* etb_dtype: ExecuTorch's ScalarType number */
   uint8_t ndim;
   uint8_t dynamism;      /* etb_dynamism */
   uint8_t resized;       /* out: 1 when the kernel changed sizes */
@@ -76,40 +136,46 @@ typedef struct etb_value {
 /* An opaque ExecuTorch OpFunction. */
 typedef void* etb_kernel_fn;
 
-/* Result of one kernel call. */
-typedef struct etb_status {
-  int32_t error;          /* ExecuTorch Error code; 0 is Ok */
-  const char* error_name; /* static string such as "InvalidArgument" */
-} etb_status;
+/* ---- registry queries (bridge.cpp) -------------------------------------------- */
 
-/* ---- registry -------------------------------------------------------------- */
-
-/* Number of kernels registered, and one of them. Fields point into the registry and
- * stay valid for the life of the process. key is NULL for a fallback kernel. */
+/* Number of kernels registered. */
 size_t etb_kernel_count(void);
+
+/* Entry `index` of the registry: its name, its key (NULL for a fallback kernel) and
+ * function. The strings live as long as the process. ETB_ERR_INVALID_ARGUMENT when
+ * index >= etb_kernel_count(). */
 int etb_kernel_at(size_t index, const char** name, const char** key, etb_kernel_fn* fn);
 
-/* Registry generation: bumps whenever etops changes the registry, so caches of
- * resolved functions know when to look again. */
+/* Registry generation: bumps whenever etops changes the registry (etb_registry_touch),
+ * so caches of resolved functions know when to look again. Never 0. */
 uint64_t etb_registry_generation(void);
 void etb_registry_touch(void);
 
 /* ExecuTorch's own selection for `name` given the meta of each Tensor argument:
- * exact key first, then the fallback. Returns 0 and sets *fn, or the Error code. */
+ * exact key first, then the fallback; sets *fn. Errors: OperatorMissing (no kernel
+ * matches). With more than 16 tensors (more than ExecuTorch's key holds) only a
+ * fallback can match. dtypes must be ScalarTypes and dim orders permutations. */
 int etb_lookup(const char* name, int ntensors, const int8_t* dtypes, const uint8_t* ndims,
                const uint8_t* const* dim_orders, etb_kernel_fn* fn);
 
-/* The kernel key string ExecuTorch builds for those tensors (for explain()). */
+/* The kernel key string ExecuTorch builds for those tensors (for explain()), NUL-
+ * terminated in buf. Errors: InvalidArgument (more than 16 tensors, a buffer too
+ * small, a value the key cannot represent). */
 int etb_make_key(int ntensors, const int8_t* dtypes, const uint8_t* ndims,
                  const uint8_t* const* dim_orders, char* buf, size_t buf_size);
 
-/* ---- calls ----------------------------------------------------------------- */
+/* ---- calls (bridge.cpp) ---------------------------------------------------------- */
 
-/* Runs `fn` on `values` (nvalues slots). Never aborts on anything the caller
- * validated. `op_name` is remembered while the kernel runs, for the abort notice. */
-etb_status etb_call(etb_kernel_fn fn, const char* op_name, etb_value* values, int nvalues);
+/* Runs `fn` on `values` (nvalues slots) and returns the kernel's failure state (an
+ * ExecuTorch Error; InvalidType / InvalidArgument for a malformed slot, before any
+ * kernel runs). On return, tensors passed ETB_DYNAMIC_BOUND have their new sizes
+ * (and `resized` set) and fresh return slots their value. `op_name` is remembered
+ * while the kernel runs, for the abort notice; what the kernel logs is kept for
+ * etb_last_call_log. Never aborts on slots the caller validated. */
+int etb_call(etb_kernel_fn fn, const char* op_name, etb_value* values, int nvalues);
 
-/* Name of an ExecuTorch Error code ("Ok", "InvalidArgument", ...). */
+/* Name of an ExecuTorch Error code ("Ok", "InvalidArgument", ..., "Unknown"): a
+ * static string. */
 const char* etb_error_name(int32_t error);
 
 /* ---- logging --------------------------------------------------------------- */
@@ -121,8 +187,9 @@ typedef void (*etb_log_sink)(char level, const char* file, const char* func, siz
 
 /* Takes over ExecuTorch's platform layer: log messages during a call on this thread
  * are kept for the call's error; others go to `sink`. Abort prints the kernel that
- * was running. Returns 1 on success. */
-int etb_install_pal(etb_log_sink sink);
+ * was running. Cannot fail; takes the layer back before each call when another
+ * library installed its own since. */
+void etb_install_pal(etb_log_sink sink);
 
 /* Messages logged by the last failed call on this thread, joined by newlines;
  * valid until the next call on this thread. */
@@ -130,37 +197,46 @@ const char* etb_last_call_log(void);
 
 
 /* ==== registry edits: custom kernels (registry_edit.cpp) =========================
- * The only functions that change ExecuTorch's registry. None aborts: each checks
- * what would make ExecuTorch abort (duplicate name + key, a full registry) first and
- * returns one of the ETB_REG_* codes instead. Invariants: see registry_edit.cpp. */
+ * The only functions that change ExecuTorch's registry. ExecuTorch's own
+ * register_kernels aborts on a duplicate name + key and on a full registry, and has
+ * no unregister; none of these aborts: each checks what would make ExecuTorch abort
+ * first and returns one of the ETB_REG_* codes instead. Each successful edit bumps
+ * the registry generation. Invariants: see registry_edit.cpp. */
 
 #define ETB_REG_CAPACITY 2000               /* ExecuTorch's kMaxRegisteredKernels */
 #define ETB_REG_FREE_NAME "etops::<free>"   /* name of a deregistered (reusable) entry */
 
+/* The codes are part of etops._native's Python interface (etops/custom/registration.py). */
 enum {
-  ETB_REG_OK = 0,
+  ETB_REG_OK = ETB_OK,
   ETB_REG_DUPLICATE = 1, /* a live entry has this name + key */
   ETB_REG_FULL = 2,      /* no free slot and the registry is at capacity */
   ETB_REG_BAD_KEY = 3,   /* key longer than ExecuTorch's key buffer */
-  ETB_REG_NOT_FOUND = 4, /* no live entry at that index */
+  ETB_REG_NOT_FOUND = 4, /* no live entry at that index, or with that name + key */
   ETB_REG_BAD_NAME = 5,  /* NULL name or function, or the free-slot name */
   ETB_REG_STALE = 6,     /* the entry's function is not the one expected */
 };
 
-/* Index of the live entry with this name and key (NULL key: the fallback), or -1. */
-long etb_reg_find(const char* name, const char* key);
-/* Registers fn under name + key (both copied), reusing a free slot if there is one. */
+/* Sets *index to the live entry with this name and key (NULL key: the fallback).
+ * Errors: ETB_REG_NOT_FOUND. */
+int etb_reg_find(const char* name, const char* key, size_t* index);
+/* Registers fn under name + key (both copied, never freed), reusing a free slot if
+ * there is one; sets *index. Errors: ETB_REG_BAD_NAME, ETB_REG_BAD_KEY,
+ * ETB_REG_DUPLICATE, ETB_REG_FULL. */
 int etb_reg_add(const char* name, const char* key, etb_kernel_fn fn, size_t* index);
-/* Replaces the function of entry `index` if it currently is `expected`. */
+/* Replaces the function of entry `index` if it currently is `expected` (one atomic
+ * compare-and-swap). Errors: ETB_REG_BAD_NAME (fn NULL), ETB_REG_NOT_FOUND,
+ * ETB_REG_STALE. */
 int etb_reg_swap(size_t index, etb_kernel_fn expected, etb_kernel_fn fn);
-/* Makes entry `index` a free slot (if its function is `expected`, unless NULL). */
+/* Makes entry `index` a free slot (if its function is `expected`, unless NULL): no
+ * lookup matches it any more. Errors: ETB_REG_NOT_FOUND, ETB_REG_STALE. */
 int etb_reg_free(size_t index, etb_kernel_fn expected);
 /* Number of free slots. */
 size_t etb_reg_free_count(void);
-/* The function a free slot holds (fails with OperatorMissing). */
+/* The function a free slot holds (it fails with OperatorMissing, never aborts). */
 etb_kernel_fn etb_reg_missing_fn(void);
 /* Probe processes only: turns every entry into a free slot. Returns how many. */
-int etb_reg_hide_all(void);
+size_t etb_reg_hide_all(void);
 
 
 /* ==== backends and delegates (backends.cpp) =======================================
@@ -169,11 +245,14 @@ int etb_reg_hide_all(void);
  * specs), execute on the same etb_value stack as a kernel (inputs, then outputs),
  * destroy. None aborts; failures are ExecuTorch Error codes. */
 
-/* Number of registered backends, and the name of one (NULL past the end). */
+/* Number of registered backends. */
 size_t etb_backend_count(void);
-const char* etb_backend_name(size_t index);
-/* 1 if the backend `name` is available, 0 if not, -1 if no backend has that name. */
-int etb_backend_available(const char* name);
+/* Sets *name to backend `index`'s name (a string that lives as long as the process).
+ * Errors: InvalidArgument (index >= etb_backend_count()). */
+int etb_backend_name(size_t index, const char** name);
+/* Sets *available to 1 if the backend `name` says it is available, else 0 (what it
+ * logs while asked goes to the call log). Errors: NotFound (no backend has that name). */
+int etb_backend_available(const char* name, int* available);
 
 typedef struct etb_compile_spec {
   const char* key;
@@ -191,18 +270,20 @@ typedef struct etb_named_data {
 typedef struct etb_delegate etb_delegate;
 
 /* Initialises backend `backend` with the processed blob and compile specs (copied)
- * and the named data (indexed, not copied). The blob and the named data bytes must
- * stay valid and unchanged until etb_delegate_destroy. NotFound: no such backend;
- * NotSupported: the backend is not available; else the backend's init error. The
- * call log (etb_last_call_log) holds what the backend logged. */
-etb_status etb_delegate_init(const char* backend, const void* processed, size_t processed_size,
-                             const etb_compile_spec* specs, int nspecs, const etb_named_data* data,
-                             int ndata, const char* method_name, etb_delegate** out);
+ * and the named data (indexed, not copied), and sets *out. The blob and the named
+ * data bytes must stay valid and unchanged until etb_delegate_destroy. Errors:
+ * NotFound (no such backend), NotSupported (the backend is not available),
+ * MemoryAllocationFailed, else the backend's init error. The call log
+ * (etb_last_call_log) holds what the backend logged. */
+int etb_delegate_init(const char* backend, const void* processed, size_t processed_size,
+                      const etb_compile_spec* specs, int nspecs, const etb_named_data* data, int ndata,
+                      const char* method_name, etb_delegate** out);
 
-/* Runs the delegate on `values`: its inputs then its outputs, as a Method passes them.
- * Calls on one delegate from several threads run one at a time. InvalidState when
+/* Runs the delegate on `values`: its inputs then its outputs, as a Method passes them
+ * (the same slots and write-back as etb_call). Returns the backend's Error. Calls on
+ * one delegate from several threads run one at a time. InvalidState when
  * ExecuTorch's threadpool was replaced since init (the backend may hold the old one). */
-etb_status etb_delegate_execute(etb_delegate* d, const char* name, etb_value* values, int nvalues);
+int etb_delegate_execute(etb_delegate* d, const char* name, etb_value* values, int nvalues);
 
 /* etops replaced ExecuTorch's threadpool (a resize): delegates initialised before
  * refuse to execute (InvalidState), as they do when the pool pointer changed. */

@@ -11,7 +11,7 @@
 
 #include "etops_bridge.h"
 
-/* Argument kinds of the plan (mirrored in etops/_plan.py, keep in sync). */
+/* Argument kinds of the plan (mirrored in etops/plan.py, keep in sync). */
 enum {
   K_TENSOR = 1,
   K_TENSOR_LIST = 2,
@@ -26,6 +26,7 @@ enum {
   K_BOOL_LIST = 11,
   K_ENUM = 12,
   K_RETURN_SLOT = 13, /* a fresh return value the kernel writes (prim ops) */
+  K_COUNT             /* one past the last kind */
 };
 
 /* Argument flags of the plan. */

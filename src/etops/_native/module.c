@@ -1,6 +1,6 @@
 /*
  * module.c - the etops._native extension module: module state, registry queries,
- * the ExecuTorch log queue, the Kernel type (kernel.c) and backends (delegate.c).
+ * the ExecuTorch log queue, the Kernel type (kernel_*.c) and backends (delegate.c).
  */
 #include "etops_native.h"
 
@@ -121,7 +121,10 @@ static PyObject* registered_kernels(PyObject* module, PyObject* noargs) {
   for (size_t i = 0; i < n; i++) {
     const char *name, *key;
     etb_kernel_fn fn;
-    etb_kernel_at(i, &name, &key, &fn);
+    if (etb_kernel_at(i, &name, &key, &fn) != ETB_OK) { /* the registry only grows: cannot happen */
+      Py_DECREF(out);
+      return PyErr_Format(PyExc_RuntimeError, "registry entry %zu vanished", i);
+    }
     PyObject* item = Py_BuildValue("(szK)", name, key, (unsigned long long)(uintptr_t)fn);
     if (item == NULL) {
       Py_DECREF(out);
@@ -191,7 +194,7 @@ static PyObject* make_key(PyObject* module, PyObject* metas) {
   if (parse_metas(metas, &m) < 0) return NULL;
   char buf[1024];
   int err = etb_make_key(m.n, m.dtypes, m.ndims, m.order_ptrs, buf, sizeof buf);
-  if (err != 0) {
+  if (err != ETB_OK) {
     return PyErr_Format(PyExc_ValueError, "ExecuTorch cannot build a kernel key for these tensors (%s)",
                         etb_error_name(err));
   }
@@ -227,7 +230,8 @@ static PyObject* error_name(PyObject* module, PyObject* code) {
 }
 
 static PyObject* install_pal(PyObject* module, PyObject* noargs) {
-  return PyBool_FromLong(etb_install_pal(log_sink));
+  etb_install_pal(log_sink);
+  Py_RETURN_TRUE;
 }
 
 static PyMethodDef module_methods[] = {

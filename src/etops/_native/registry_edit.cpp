@@ -75,6 +75,7 @@ bool same_key(const char* a, const char* b) {
   return std::strcmp(a, b) == 0;
 }
 
+// Index of the live entry with this name + key, or -1.
 long find_live(const char* name, const char* key) {
   size_t n;
   et::Kernel* k = entries(&n);
@@ -105,9 +106,12 @@ void set_key(et::Kernel& k, const char* key) {
 
 extern "C" {
 
-long etb_reg_find(const char* name, const char* key) {
+int etb_reg_find(const char* name, const char* key, size_t* index) {
   std::lock_guard<std::mutex> lock(g_mutex);
-  return find_live(name, key);
+  long found = find_live(name, key);
+  if (found < 0) return ETB_REG_NOT_FOUND;
+  *index = static_cast<size_t>(found);
+  return ETB_REG_OK;
 }
 
 int etb_reg_add(const char* name, const char* key, etb_kernel_fn fn, size_t* index) {
@@ -131,9 +135,8 @@ int etb_reg_add(const char* name, const char* key, etb_kernel_fn fn, size_t* ind
                     reinterpret_cast<et::OpFunction>(fn));
   et::Error err = et::register_kernels({&kernel, 1});
   if (err != et::Error::Ok) return ETB_REG_FULL;
-  et::Kernel* after = entries(&n);
+  entries(&n);
   *index = n - 1;
-  (void)after;
   etb_registry_touch();
   return ETB_REG_OK;
 }
@@ -176,7 +179,7 @@ size_t etb_reg_free_count(void) {
 
 etb_kernel_fn etb_reg_missing_fn(void) { return reinterpret_cast<etb_kernel_fn>(&missing_kernel); }
 
-int etb_reg_hide_all(void) {
+size_t etb_reg_hide_all(void) {
   // Probe processes only (load_library's duplicate check): every entry becomes a
   // free slot, so a library's static registrations append without colliding.
   std::lock_guard<std::mutex> lock(g_mutex);
@@ -187,7 +190,7 @@ int etb_reg_hide_all(void) {
     set_key(k[i], nullptr);
   }
   etb_registry_touch();
-  return (int)n;
+  return n;
 }
 
 }  // extern "C"

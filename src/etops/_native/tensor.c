@@ -30,32 +30,49 @@ void etops_keep_release(etops_keep* keep) {
   Py_CLEAR(keep->overflow);
 }
 
-/* DLPack dtype -> ExecuTorch ScalarType number, or -1. */
+/* DLPack dtype -> ExecuTorch ScalarType number (etb_dtype), or -1. */
 static int et_dtype_of(DLDataType t) {
   if (t.lanes != 1) return -1;
   switch (t.code) {
     case kDLInt:
-      switch (t.bits) { case 8: return 1; case 16: return 2; case 32: return 3; case 64: return 4; }
+      switch (t.bits) {
+        case 8: return ETB_DTYPE_CHAR;
+        case 16: return ETB_DTYPE_SHORT;
+        case 32: return ETB_DTYPE_INT;
+        case 64: return ETB_DTYPE_LONG;
+      }
       break;
     case kDLUInt:
-      switch (t.bits) { case 8: return 0; case 16: return 27; case 32: return 28; case 64: return 29; }
+      switch (t.bits) {
+        case 8: return ETB_DTYPE_BYTE;
+        case 16: return ETB_DTYPE_UINT16;
+        case 32: return ETB_DTYPE_UINT32;
+        case 64: return ETB_DTYPE_UINT64;
+      }
       break;
     case kDLFloat:
-      switch (t.bits) { case 16: return 5; case 32: return 6; case 64: return 7; }
+      switch (t.bits) {
+        case 16: return ETB_DTYPE_HALF;
+        case 32: return ETB_DTYPE_FLOAT;
+        case 64: return ETB_DTYPE_DOUBLE;
+      }
       break;
     case kDLBfloat:
-      if (t.bits == 16) return 15;
+      if (t.bits == 16) return ETB_DTYPE_BFLOAT16;
       break;
     case kDLComplex:
-      switch (t.bits) { case 64: return 9; case 128: return 10; }
+      switch (t.bits) {
+        case 64: return ETB_DTYPE_COMPLEX_FLOAT;
+        case 128: return ETB_DTYPE_COMPLEX_DOUBLE;
+      }
       break;
     case kDLBool:
-      if (t.bits == 8) return 11;
+      if (t.bits == 8) return ETB_DTYPE_BOOL;
       break;
-    case kDLFloat8_e5m2: return t.bits == 8 ? 23 : -1;
-    case kDLFloat8_e4m3fn: return t.bits == 8 ? 24 : -1;
-    case kDLFloat8_e5m2fnuz: return t.bits == 8 ? 25 : -1;
-    case kDLFloat8_e4m3fnuz: return t.bits == 8 ? 26 : -1;
+    case kDLFloat8_e5m2: return t.bits == 8 ? ETB_DTYPE_FLOAT8_E5M2 : -1;
+    case kDLFloat8_e4m3fn: return t.bits == 8 ? ETB_DTYPE_FLOAT8_E4M3FN : -1;
+    case kDLFloat8_e5m2fnuz: return t.bits == 8 ? ETB_DTYPE_FLOAT8_E5M2FNUZ : -1;
+    case kDLFloat8_e4m3fnuz: return t.bits == 8 ? ETB_DTYPE_FLOAT8_E4M3FNUZ : -1;
     default: break;
   }
   return -1;

@@ -15,6 +15,8 @@
 Inputs come from PyTorch's OpInfo samples (``etops.bench.inputs``), scaled to the
 sizes asked for; ``inputs=`` gives your own. Timing: ``etops.bench.core``.
 Nothing heavy is imported until a benchmark runs.
+
+May import: the core and etops.edge / etops.delegate (delegate benchmarks); nothing imports it but the CLI and the package's lazy names.
 """
 
 from __future__ import annotations
@@ -74,7 +76,8 @@ def machine() -> dict:
     }
 
 
-def _dtype(value):
+def parse_dtype(value):
+    """A torch.dtype from a dtype or a name ("float32", "torch.half", "f16", ...)."""
     import torch
 
     if isinstance(value, torch.dtype):
@@ -166,7 +169,7 @@ def bench(kernels, sizes=None, dtypes=None, *, inputs=None, repeats: int = 11, w
     names = [kernels] if isinstance(kernels, str) or not isinstance(kernels, (list, tuple)) else list(kernels)
     objs = [_kernel(k) for k in names]
     size_list = [None] if not sizes else [s if isinstance(s, int) else _inputs.parse_size(str(s)) for s in sizes]
-    dtype_list = [None] if not dtypes else [_dtype(d) for d in dtypes]
+    dtype_list = [None] if not dtypes else [parse_dtype(d) for d in dtypes]
     if repeats < 1 or warmup < 0:
         raise ValueError("repeats must be at least 1 and warmup at least 0")
     rows = []

@@ -23,6 +23,8 @@ import warnings
 
 import torch
 
+from ..compare import BENCH, diff
+
 from . import inputs as _inputs
 from . import threads as _threads
 
@@ -62,19 +64,8 @@ def _empty_like(value):
 
 
 def _agree(a, b) -> bool:
-    if isinstance(a, (list, tuple)):
-        return len(a) == len(b) and all(_agree(x, y) for x, y in zip(a, b))
-    if not isinstance(a, torch.Tensor) or not isinstance(b, torch.Tensor):
-        return a == b
-    if a.shape != b.shape or a.dtype != b.dtype:
-        return False
-    if a.is_floating_point() or a.is_complex():
-        # Loose: sums over thousands of terms (mm, convolution) round differently.
-        tol = {torch.float16: 1e-2, torch.bfloat16: 5e-2}.get(a.dtype, 1e-3)
-        scale = float(b.abs().max()) if b.numel() and b.is_floating_point() else 1.0
-        scale = scale if scale == scale and scale != float("inf") else 1.0
-        return bool(torch.allclose(a, b, rtol=tol, atol=tol * max(1.0, scale), equal_nan=True))
-    return bool(torch.equal(a, b))
+    """True when `a` matches `b` by etops.compare's loose ``bench`` policy."""
+    return diff(a, b, BENCH).ok
 
 
 def _one_line(exc: BaseException) -> str:

@@ -34,6 +34,7 @@ import contextlib
 
 import torch
 
+from ..compare import BENCH, diff
 from . import core
 from .result import BenchResult, fmt_ratio, fmt_time
 
@@ -109,7 +110,7 @@ def capture_inputs(program, inputs, method: str = "forward") -> dict:
     ep = _exported(program, method)
     gm = graph_module_of(program, method)
     if ep is not None:
-        from ..edge._run import placeholder_values
+        from ..edge import placeholder_values
 
         values = placeholder_values(ep, _as_tuple(inputs), None)
     else:
@@ -160,15 +161,11 @@ def _flat(value) -> list:
 
 
 def _max_diff(got: list, expected: list):
-    diffs = []
-    for g, e in zip(got, expected):
-        if isinstance(g, torch.Tensor) and isinstance(e, torch.Tensor) and g.shape == e.shape and g.numel():
-            diffs.append(float((g.double() - e.double()).abs().max()))
-    return max(diffs) if diffs else 0.0
+    return diff(got, expected, BENCH).max_abs
 
 
 def _agree(got: list, expected: list) -> bool:
-    return len(got) == len(expected) and all(core._agree(g, e) for g, e in zip(got, expected))
+    return len(got) == len(expected) and core._agree(got, expected)
 
 
 def _op_names(info) -> list[str]:
@@ -214,7 +211,7 @@ class DelegateCase:
         self.executorch_program = "original subgraph"
         self.executorch_fallback = None
         ep = self.info.original_module
-        from ..edge._run import placeholder_values, user_outputs
+        from ..edge import placeholder_values, user_outputs
 
         try:
             values = tuple(placeholder_values(ep, self.inputs, None))
@@ -246,7 +243,7 @@ class DelegateCase:
     def _executorch_call(self, program):
         """The call running `program`'s graph on ExecuTorch's kernels (etops.edge's
         interpreter, the placeholder values bound once), and its user outputs."""
-        from ..edge._run import ExecuTorchExecutor, interpret, placeholder_values, user_outputs
+        from ..edge import ExecuTorchExecutor, interpret, placeholder_values, user_outputs
 
         call = (interpret, (program.graph_module, placeholder_values(program, self.inputs, None), ExecuTorchExecutor()), {})
         return call, list(user_outputs(program, interpret(*call[1])))

@@ -134,9 +134,9 @@ def run_all(budget: float = 120.0, size="16k", dtype="float32", kernels=None, th
     rows: list = [None] * len(objs)
     if progress:
         progress(0, len(objs), "deriving inputs from OpInfo samples")
-    from . import _dtype
+    from . import parse_dtype
 
-    dtypes = None if dtype in (None, "", "any") else [_dtype(dtype)] + [d for d in _inputs.DEFAULT_DTYPES if d != _dtype(dtype)]
+    dtypes = None if dtype in (None, "", "any") else [parse_dtype(dtype)] + [d for d in _inputs.DEFAULT_DTYPES if d != parse_dtype(dtype)]
     # Derivation may take half of the budget at most (more would leave nothing to time).
     # OpInfos named after the ops first (a fixed cost: one OpInfo or two per
     # kernel), then, within a quarter of the budget, all of them for the rest.

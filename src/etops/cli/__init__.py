@@ -11,6 +11,8 @@
 
 Tables and progress bars are rich's on a terminal, plain text when piped. An error
 is one line on stderr and exit code 2 (``--debug`` shows the traceback).
+
+May import: the core and every extension (it is the outermost layer); nothing imports it.
 """
 
 from __future__ import annotations

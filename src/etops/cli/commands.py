@@ -327,10 +327,10 @@ def cmd_bench(args) -> int:
     if sizes:
         sizes = [_inputs.parse_size(s) for s in sizes]
     dtypes = _split(args.dtype)
-    from ..bench import _dtype
+    from ..bench import parse_dtype
 
     if dtypes:
-        dtypes = [_dtype(d) for d in dtypes]
+        dtypes = [parse_dtype(d) for d in dtypes]
     if args.plot:
         d = os.path.dirname(os.path.abspath(args.plot))
         if not os.path.isdir(d):

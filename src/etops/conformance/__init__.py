@@ -16,6 +16,8 @@ status: pass, mismatch, unsupported, error or crash (see ``STATUSES``).
 
 Importing this package does not import executorch.exir or OpInfo's database;
 ``run`` does.
+
+May import: the core (registry, kernel, compare, out_shapes) and torch's OpInfo database; imported by etops.testing and the CLI.
 """
 
 from __future__ import annotations

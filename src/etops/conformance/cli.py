@@ -103,9 +103,9 @@ def main(argv=None) -> int:
                  timeout=args.timeout, verbose=args.verbose, log=sys.stderr)
     del torch
     if args.quiet:
-        from .report import _summary_line
+        from .report import summary_line
 
-        print(_summary_line(report))
+        print(summary_line(report))
     else:
         print(terminal(report))
     if args.report:

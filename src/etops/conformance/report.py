@@ -81,7 +81,7 @@ def _fmt(x) -> str:
     return f"{x:.3g}"
 
 
-def _summary_line(report: Report) -> str:
+def summary_line(report: Report) -> str:
     t = report.totals()
     cov = report.coverage()
     return (f"{t['cases']} cases: {t['pass']} pass, {t['mismatch']} mismatch, {t['unsupported']} unsupported, "
@@ -127,7 +127,7 @@ def terminal(report: Report, width: int | None = None) -> str:
         for c in mism[:20]:
             lines.append(f"  {c.kernel} [{c.opinfo}, {c.dtype}, s{c.sample}c{c.call}] abs {_fmt(c.max_abs_error)} rel {_fmt(c.max_rel_error)}: {c.message[:100]}")
     lines.append("")
-    lines.append(_summary_line(report))
+    lines.append(summary_line(report))
     return "\n".join(lines)
 
 

@@ -24,6 +24,8 @@ from dataclasses import dataclass, field
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from ..compare import METADATA, OPINFO, VALUES, diff, torch_testing_message
+from ..compare import TORCH as _TORCH_TOLERANCE
 from .mapping import KernelMap, overload_name
 
 STATUSES = ("pass", "mismatch", "unsupported", "error", "crash")
@@ -89,9 +91,7 @@ def tolerance(op, dtype: torch.dtype) -> tuple[float | None, float | None]:
                 atol = max(atol or 0.0, float(value))
     if atol is None and rtol is None:
         return None, None
-    from torch.testing._comparison import _DTYPE_PRECISIONS
-
-    default_rtol, default_atol = _DTYPE_PRECISIONS.get(dtype, (0.0, 0.0))
+    default_rtol, default_atol = _TORCH_TOLERANCE.pair(dtype)
     return max(atol or 0.0, default_atol), max(rtol or 0.0, default_rtol)
 
 
@@ -295,30 +295,31 @@ def errors(actual, expected) -> tuple[float | None, float | None]:
     return max_abs, max_rel
 
 
-def compare(actual, expected, atol, rtol, values: bool = True) -> str | None:
-    """None if they agree, else why not (shape, dtype, count or values)."""
+def compare(actual, expected, atol, rtol, kind: "str | bool" = VALUES) -> str | None:
+    """None if they agree, else why not (shape, dtype, count or values: in
+    torch.testing.assert_close's words). etops.compare's ``opinfo`` policy with
+    OpInfo's (atol, rtol) when set; ``kind``: a comparison kind of etops.compare,
+    or True / False for values / metadata only."""
+    if isinstance(kind, bool):
+        kind = VALUES if kind else METADATA
+    tolerance = OPINFO.override(rtol=rtol, atol=atol)
     a_leaves, e_leaves = _leaves(actual), _leaves(expected)
     if len(a_leaves) != len(e_leaves):
         return f"ExecuTorch returned {len(a_leaves)} values, ATen {len(e_leaves)}"
     for i, (a, e) in enumerate(zip(a_leaves, e_leaves)):
         where = f"output {i}: " if len(a_leaves) > 1 else ""
-        if isinstance(e, torch.Tensor):
-            if not isinstance(a, torch.Tensor):
-                return f"{where}ExecuTorch returned {type(a).__name__}, ATen a Tensor"
-            if a.shape != e.shape:
-                return f"{where}shape {list(a.shape)} (ExecuTorch) vs {list(e.shape)} (ATen)"
-            if a.dtype != e.dtype:
-                return f"{where}dtype {dtype_name(a.dtype)} (ExecuTorch) vs {dtype_name(e.dtype)} (ATen)"
-            if not values:
-                continue
-        elif not values:
+        d = diff(a, e, tolerance, kind)
+        if d.ok:
             continue
-        try:
-            torch.testing.assert_close(a, e, atol=atol, rtol=rtol, equal_nan=True, check_stride=False, check_device=False)
-        except AssertionError as exc:
-            return where + " ".join(str(exc).split())
-        except Exception as exc:  # noqa: BLE001 - incomparable values
-            return f"{where}cannot compare: {type(exc).__name__}: {exc}"
+        problem = d.structural
+        if problem is not None and isinstance(e, torch.Tensor):
+            if problem.what == "type":
+                return f"{where}ExecuTorch returned {type(a).__name__}, ATen a Tensor"
+            if problem.what == "shape":
+                return f"{where}shape {list(a.shape)} (ExecuTorch) vs {list(e.shape)} (ATen)"
+            if problem.what == "dtype":
+                return f"{where}dtype {dtype_name(a.dtype)} (ExecuTorch) vs {dtype_name(e.dtype)} (ATen)"
+        return where + (torch_testing_message(a, e, tolerance) or d.describe())
     return None
 
 
@@ -534,7 +535,7 @@ class TaskRunner:
         from ..errors import KernelError, NoMatchingKernelError
 
         result = CaseResult(case.kernel, case.aten_op, case.opinfo, case.dtype, case.sample, case.call, "pass",
-                            inputs=_describe_call(args, kwargs), atol=self.atol, rtol=self.rtol)
+                            inputs=describe_call(args, kwargs), atol=self.atol, rtol=self.rtol)
         reference = expected
         if self.hooks is not None and hasattr(self.hooks, "reference"):
             reference = self.hooks.reference(case, expected)
@@ -567,7 +568,7 @@ class TaskRunner:
         return result
 
 
-def _describe_call(args, kwargs) -> str:
+def describe_call(args, kwargs) -> str:
     parts = [describe(a) for a in args] + [f"{k}={describe(v)}" for k, v in kwargs.items()]
     text = ", ".join(parts)
     return text if len(text) < 400 else text[:397] + "..."

@@ -343,9 +343,9 @@ def _crash_reproducer(kmap, selected, crash: CaseResult, report_dir) -> None:
             crash.message += " (inputs not found again: no reproducer)"
             return
         func, _target, args, kwargs = found
-        from .runner import _describe_call
+        from .runner import describe_call
 
-        crash.inputs = _describe_call(args, kwargs)
+        crash.inputs = describe_call(args, kwargs)
         crash.atol, crash.rtol = tolerance(opinfos()[crash.opinfo], torch.__dict__[crash.dtype])
         crash.reproducer = write_reproducer(report_dir, crash, func, args, kwargs, None, values_compared(func))
     except Exception as exc:  # noqa: BLE001

@@ -5,22 +5,22 @@ deregister, Python kernels, torch custom ops and user libraries.
     with etops.override("aten::add.out", instrumented_src):
         ...                                   # etops calls and .pte programs loaded here run it
     op.deregister()
+
+May import: the core only (registry, kernel, schemas, errors, hooks); it registers its origin provider with etops.hooks when imported.
 """
 
 from __future__ import annotations
 
-from .build import BuildError
+from ..errors import BuildError, DuplicateKernelError, RegistrationError, RegistryFullError
+from ..hooks import set_origin_provider
+from ..kernel import KernelOrigin
 from .codegen import signature
 from .toolchain import cache_dir, set_cache_dir, toolchain
 from .library import load_library
 from .python_kernel import SLOTS as PYTHON_KERNEL_SLOTS
 from .registration import (
-    DuplicateKernelError,
     KernelHandle,
-    KernelOrigin,
     Override,
-    RegistrationError,
-    RegistryFullError,
     deregister,
     kernel_key,
     origins,
@@ -38,16 +38,10 @@ def register_python_kernel(name, fn, schema=None, kernel_key=None):
     return register_kernel(name, fn, kernel_key, schema=schema)
 
 
-def _install_origins():
-    """Kernel objects answer ``.origins``: which of their kernels are built-in,
-    custom (source hash, build directory), Python, from a library, overridden."""
-    from ..kernel import KernelInfo
-
-    if not hasattr(KernelInfo, "origins"):
-        KernelInfo.origins = property(lambda self: origins(self.name))
-
-
-_install_origins()
+# Kernel objects answer ``.origins`` from this extension's records from now on:
+# which of their kernels are built-in, custom (source hash, build directory),
+# Python, from a library, overridden.
+set_origin_provider(origins)
 
 __all__ = [
     "BuildError",

@@ -32,25 +32,12 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..errors import EtopsError
+from ..errors import BuildError
 from .codegen import PRELUDE, KernelSpec, generate, signature
 from .toolchain import Toolchain, cache_dir, toolchain
 
 #: Bumped whenever the generated code or the build recipe changes.
 GENERATOR_VERSION = "3"
-
-
-class BuildError(EtopsError, RuntimeError):
-    """A kernel source did not compile or link. ``diagnostics`` holds the compiler's
-    messages as ``(source, line, column, severity, message)`` with source the user's
-    label ('<source>' for a string source, the path for a file) and line the user's
-    own line; ``log`` is the whole compiler output, paths mapped the same way."""
-
-    def __init__(self, message: str, diagnostics=(), log: str = "", build_dir: str = ""):
-        super().__init__(message)
-        self.diagnostics = list(diagnostics)
-        self.log = log
-        self.build_dir = build_dir
 
 
 

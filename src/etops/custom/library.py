@@ -16,7 +16,8 @@ import subprocess
 import sys
 
 from .. import _native
-from .registration import DuplicateKernelError, RegistrationError, RegistryFullError, _lock, _libraries, _refresh_registry
+from ..errors import DuplicateKernelError, RegistrationError, RegistryFullError
+from .registration import loaded_libraries, registry_lock
 
 _PROBE = r"""
 import json, sys, types, os
@@ -50,9 +51,9 @@ def load_library(path) -> list[str]:
     path = os.path.abspath(os.fspath(path))
     if not os.path.exists(path):
         raise FileNotFoundError(path)
-    with _lock:
-        if path in _libraries:
-            return list(_libraries[path])
+    with registry_lock:
+        if path in loaded_libraries:
+            return list(loaded_libraries[path])
         new = probe(path)
         live = {(name, key) for name, key, _ in _native.registered_kernels()}
         dups = sorted({f"{name} ({key or 'fallback'})" for name, key in new if (name, key) in live})
@@ -69,8 +70,7 @@ def load_library(path) -> list[str]:
             raise RegistryFullError(f"{os.path.basename(path)} registers {len(new)} kernels; ExecuTorch's registry has no room for them")
         ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
         names = sorted({name for name, _ in new})
-        _libraries[path] = names
+        loaded_libraries[path] = names
     _native._core.reg_touch()  # kernel objects re-resolve: the registry grew behind etops
-    _refresh_registry()
     return names
 

@@ -29,7 +29,9 @@ from dataclasses import dataclass
 import torch
 
 from .. import _native, dtypes
-from ..errors import EtopsError, KernelNotFoundError
+from ..errors import DuplicateKernelError, KernelNotFoundError, RegistrationError, RegistryFullError
+from ..registry import registry
+from ..kernel import KernelOrigin, library_of
 from ..schemas import find_schema, set_schema, split_name
 
 _core = _native._core
@@ -37,20 +39,8 @@ _core = _native._core
 REG_OK, REG_DUPLICATE, REG_FULL, REG_BAD_KEY, REG_NOT_FOUND, REG_BAD_NAME, REG_STALE = range(7)
 
 
-class RegistrationError(EtopsError, ValueError):
-    """A registration, override or deregistration was refused; the registry is unchanged."""
-
-
-class DuplicateKernelError(RegistrationError):
-    """A kernel with this name and kernel key is already registered (ExecuTorch
-    would abort the process); use etops.override to replace it."""
-
-
-class RegistryFullError(RegistrationError):
-    """ExecuTorch's registry holds 2000 kernels and none is free."""
-
-
-_lock = threading.RLock()
+#: held while etops edits the registry (every registration, override, deregistration, library load)
+registry_lock = threading.RLock()
 
 #: registry index -> origin of the kernel etops registered there (custom, python, ...)
 _registered: dict[int, dict] = {}
@@ -59,7 +49,7 @@ _registered: dict[int, dict] = {}
 _stacks: dict[int, list] = {}
 _tokens = itertools.count(1)
 #: shared libraries loaded by load_library (path -> names registered)
-_libraries: dict[str, list] = {}
+loaded_libraries: dict[str, list] = {}
 
 
 # ---- kernel keys ---------------------------------------------------------------------
@@ -248,47 +238,17 @@ def _entries():
     return _native.registered_kernels()
 
 
-def _refresh_registry():
-    """Nothing to do now: the registry object re-reads names when it next looks one
-    up and the generation (bumped by every edit) has moved."""
-
-
 def _check_name(name: str):
     if not re.match(r"^[A-Za-z_]\w*::[A-Za-z_]\w*(\.[A-Za-z_]\w*)?$", name or ""):
         raise RegistrationError(f"{name!r} is not an operator name like 'namespace::op.overload'")
 
 
-@dataclass
-class KernelOrigin:
-    """Where one registered kernel of an operator comes from."""
-
-    key: str | None
-    kind: str  #: 'built-in', 'library', 'custom', 'python', 'pointer', 'symbol'
-    library: str
-    source_hash: str | None = None
-    build_dir: str | None = None
-    overridden: bool = False  #: an etops.override is installed on this entry
-    overrides: tuple = ()  #: kinds of the overrides applied, oldest first
-
-    def describe(self) -> str:
-        text = f"{self.key or 'fallback'}: {self.kind}"
-        if self.source_hash:
-            text += f" (source {self.source_hash[:12]}, built in {self.build_dir})"
-        elif self.library:
-            text += f" ({self.library})"
-        if self.overridden:
-            text += f", overridden by {' then '.join(self.overrides)}"
-        return text
-
-
 def origins(name: str) -> list[KernelOrigin]:
     """Each registered kernel of `name`: built-in, from a library, custom (with the
     source hash and build directory), Python, and whether it is overridden."""
-    from ..kernel import library_of
-
     et_dir = os.path.dirname(_native.executorch_lib_dir())
     out = []
-    with _lock:
+    with registry_lock:
         for index, (n, key, address) in enumerate(_entries()):
             if n != name:
                 continue
@@ -327,7 +287,7 @@ def register_kernel(name, impl=None, kernel_key=None, *, schema=None, function=N
     else:
         sch, _ = find_schema(name)
     key = _key_of(kernel_key, sch)
-    with _lock:
+    with registry_lock:
         if _core.reg_find(name, key) >= 0:
             raise DuplicateKernelError(
                 f"{name} already has a {'kernel for key ' + key if key else 'fallback kernel'}; ExecuTorch allows one per "
@@ -336,14 +296,13 @@ def register_kernel(name, impl=None, kernel_key=None, *, schema=None, function=N
         if not isinstance(impl, (int, KernelHandle)) and _core.reg_free_count() == 0:
             _check_room()  # before compiling anything
     address, origin = _resolve(name, impl, sch, function, sources, cflags, ldflags)
-    with _lock:
+    with registry_lock:
         rc, index = _core.reg_add(name, key, address)
         if rc != REG_OK:
             _release(origin)
         _raise_for(rc, name, key)
         _registered[index] = origin
         _stacks.pop(index, None)
-    _refresh_registry()
     return KernelHandle(name, key, index, address, origin)
 
 
@@ -386,8 +345,6 @@ class KernelHandle:
 
     @property
     def kernel(self):
-        from ..registry import registry
-
         return registry().get_kernel(self.name)
 
     @property
@@ -410,7 +367,7 @@ class KernelHandle:
         """Removes this kernel: later lookups (etops calls, .pte programs loaded
         afterwards) no longer find it. Its registry slot is reused by the next
         registration."""
-        with _lock:
+        with registry_lock:
             if not self.active:
                 raise RegistrationError(f"{self.name} ({self.key or 'fallback'}) was already deregistered")
             if _core.reg_find(self.name, self.key) != self.index:
@@ -422,14 +379,13 @@ class KernelHandle:
             for entry in [[0, 0, self.origin]] + _stacks.pop(self.index, []):
                 _release(entry[2])
             self.active = False
-        _refresh_registry()
 
     def replace(self, impl, **kw) -> None:
         """Installs a new implementation in this registration's slot (the
         edit-compile-run loop): same name and key, at once for new lookups."""
         sch, _ = find_schema(self.name)
         address, origin = _resolve(self.name, impl, sch, **kw)
-        with _lock:
+        with registry_lock:
             if not self.active:
                 raise RegistrationError(f"{self.name} was deregistered")
             stack = _stacks.get(self.index)
@@ -444,7 +400,6 @@ class KernelHandle:
             self.address = address
             self.origin = origin
             _registered[self.index] = origin
-        _refresh_registry()
 
     def __repr__(self):
         state = "registered" if self.active else "deregistered"
@@ -470,12 +425,10 @@ class Override:
 
     @property
     def kernel(self):
-        from ..registry import registry
-
         return registry().get_kernel(self.name)
 
     def restore(self) -> None:
-        with _lock:
+        with registry_lock:
             stack = _stacks.get(self.index)
             if not stack:
                 return
@@ -488,7 +441,6 @@ class Override:
             del stack[pos]
             if len(stack) == 1:
                 del _stacks[self.index]
-        _refresh_registry()
 
     def __enter__(self):
         return self
@@ -509,12 +461,12 @@ def override(name, impl, kernel_key=None, *, schema=None, function=None, sources
     _check_name(name)
     sch = _schema_for(name, schema) if not isinstance(impl, int) else find_schema(name)[0]
     key = kernel_key_of(kernel_key, sch)
-    with _lock:
+    with registry_lock:
         index = _core.reg_find(name, key)
         if index < 0:
             _missing(name, key)
     address, origin = _resolve(name, impl, sch, function, sources, cflags, ldflags)
-    with _lock:
+    with registry_lock:
         index = _core.reg_find(name, key)
         if index < 0:
             _missing(name, key)
@@ -528,7 +480,6 @@ def override(name, impl, kernel_key=None, *, schema=None, function=None, sources
         if stack is None:
             stack = _stacks[index] = [[0, current, {"kind": "original"}]]
         stack.append([token, address, origin])
-    _refresh_registry()
     return Override(name, index, key, token, address, origin)
 
 
@@ -541,14 +492,12 @@ def _missing(name, key):
     if same:
         keys = ", ".join(k or "fallback" for k in same)
         raise KernelNotFoundError(f"{name} has no kernel for {key or 'the fallback key'} (registered: {keys})", name)
-    from ..registry import registry
-
     raise registry()._missing(*split_name(name))
 
 
 def deregister(name, kernel_key=None) -> None:
     """Deregisters a kernel etops registered, by name and key."""
-    with _lock:
+    with registry_lock:
         sch, _ = find_schema(name)
         key = kernel_key_of(kernel_key, sch)
         index = _core.reg_find(name, key)
@@ -561,7 +510,7 @@ def deregister(name, kernel_key=None) -> None:
 
 def registration_for(name, key) -> KernelHandle | None:
     """The handle of a live etops registration for name + key, or None."""
-    with _lock:
+    with registry_lock:
         index = _core.reg_find(name, key)
         if index < 0 or index not in _registered:
             return None

@@ -7,6 +7,8 @@
 
 ``etops.edge.run`` and ``etops.edge.compare`` run a program's delegate calls the
 same way. Importing this package does not import executorch.exir.
+
+May import: the core only (kernel, plan, slow_path, out_shapes, resize, layouts, errors); imported by etops.edge and etops.bench.
 """
 
 from __future__ import annotations

@@ -22,13 +22,14 @@ from dataclasses import dataclass
 import torch
 
 from .. import _native, dtypes
-from .._plan import build_plan
+from ..plan import build_plan
 from ..errors import DelegateError, SchemaError
 from ..kernel import KernelInfo
 from ..out_shapes import as_torch
 from ..resize import handled_in_this_call, overlaps
 from ..slow_path import SLOW_PATH
 from . import backend_registry as _backends
+from ..layouts import strides_for
 from .lowered import compile_specs, named_data, reference_module
 
 #: schema type of a non-tensor input value
@@ -218,9 +219,9 @@ class DelegateInfo(KernelInfo):
         return any(spec.kind == "Tensor" and not spec.static for spec in self.inputs)
 
     def c_specs(self) -> tuple:
-        """Per argument, what the C call path checks on every call (see kernel.c's
-        TensorSpec): dtype, dim order and static sizes. A mismatch goes to precheck,
-        which raises the error naming the argument (or lets an out of another shape
+        """Per argument, what the C call path checks on every call (see
+        _native/kernel_specs.c): dtype, dim order and static sizes. A mismatch goes
+        to explain_mismatch, which raises the error naming the argument (or lets an out of another shape
         be resized, as torch's out= does)."""
         specs = []
         for spec in self.inputs + self.outputs:
@@ -231,11 +232,21 @@ class DelegateInfo(KernelInfo):
             specs.append((dtypes.ET_SCALAR_TYPE[spec.dtype], sizes, spec.dim_order))
         return tuple(specs)
 
+    def explain_mismatch(self, bound: dict) -> None:
+        """An argument failed the C spec check (c_specs): raises the error naming
+        it, or returns for an out of another shape that may be resized."""
+        self.precheck(bound)
+
+    def describe_call(self, bound: dict) -> str:
+        """What a call runs: the backend (no kernel selection happens)."""
+        return self.explain()
+
     def precheck(self, bound: dict) -> None:
         """Refuses what the backend would misread or overrun: inputs of the wrong
         kind, dtype, shape or dim order, outs of the wrong dtype or dim order (a
         backend trusts what its program told it and writes the outputs it planned);
-        and a delegate whose threadpool was replaced since init."""
+        and a delegate whose threadpool was replaced since init. Runs before every
+        call of a delegate with symbolic sizes (C checks only static ones)."""
         if self.stale:
             raise DelegateError(self.name, 0x02, "InvalidState", "", detail="the threadpool was resized since this delegate was initialised; load it again")
         for spec in self.inputs:
@@ -289,18 +300,8 @@ class DelegateInfo(KernelInfo):
                         raise SchemaError(f"{self.name}: output '{spec.name}' has size {d}, which the inputs do not determine; pass the outs")
                     shape.append(int(value))
                 shape = tuple(shape)
-            out[spec.name] = (shape, spec.dtype, _stride(shape, spec.dim_order))
+            out[spec.name] = (shape, spec.dtype, strides_for(shape, spec.dim_order))
         return out
-
-
-def _stride(shape: tuple, dim_order: tuple) -> tuple:
-    """Dense strides of `shape` laid out in `dim_order` (outermost dim first)."""
-    stride = [0] * len(shape)
-    step = 1
-    for d in reversed(dim_order):
-        stride[d] = step
-        step *= max(shape[d], 1)
-    return tuple(stride)
 
 
 def load(lowered, *, name: str | None = None, method: str = "forward"):

@@ -10,26 +10,32 @@
     print(report); report.first_divergence.reproducer
 
 Importing this module imports executorch.exir (seconds); ``import etops`` does not.
+
+May import: the core, etops.delegate, etops.compare and executorch.exir; imported by etops.bench and the CLI.
 """
 
 from __future__ import annotations
 
 from ._call import call, is_on_executorch, kernel_for, kernel_name, on_executorch, resolve
 from ._compare import CompareReport, NodeResult, OutputDiff, compare
-from ._run import UnsupportedNodeError, resolve_program, run
+from ._run import ExecuTorchExecutor, UnsupportedNodeError, interpret, placeholder_values, resolve_program, run, user_outputs
 
 __all__ = [
     "CompareReport",
+    "ExecuTorchExecutor",
     "NodeResult",
     "OutputDiff",
     "UnsupportedNodeError",
     "call",
     "compare",
+    "interpret",
     "is_on_executorch",
     "kernel_for",
     "kernel_name",
     "on_executorch",
+    "placeholder_values",
     "resolve",
     "resolve_program",
     "run",
+    "user_outputs",
 ]

@@ -28,6 +28,7 @@ from torchgen.model import SchemaKind
 
 from .. import registry
 from ..errors import KernelNotFoundError
+from ..layouts import is_dense
 from ..out_shapes import specs_of_result, to_meta
 from ..resize import quiet_ids
 
@@ -153,28 +154,13 @@ def kernel_for(op):
 # ---- out allocation -------------------------------------------------------------------
 
 
-def _is_dense(shape, stride) -> bool:
-    t = torch.empty_strided(shape, stride, dtype=torch.uint8, device="meta")
-    return t.is_contiguous() or t.is_contiguous(memory_format=torch.channels_last) or _non_overlapping_dense(shape, stride)
-
-
-def _non_overlapping_dense(shape, stride) -> bool:
-    dims = sorted((s, n) for s, n in zip(stride, shape) if n != 1)
-    expected = 1
-    for s, n in dims:
-        if s != expected:
-            return False
-        expected *= n
-    return True
-
-
 def empty_like_spec(shape, dtype, stride=None) -> torch.Tensor:
     """An out for the kernel: dense, with torch's strides when they are dense
     (ExecuTorch's dim order), contiguous otherwise."""
     shape = tuple(int(s) for s in shape)
     if stride is not None:
         stride = tuple(int(s) for s in stride)
-        if _is_dense(shape, stride):
+        if is_dense(shape, stride):
             return torch.empty_strided(shape, stride, dtype=dtype)
     return torch.empty(shape, dtype=dtype)
 

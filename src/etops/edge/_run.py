@@ -27,6 +27,7 @@ from executorch.exir.passes.executorch_prim_ops_registry import _PYTHON_SYM_OPS_
 from torch.export import ExportedProgram
 from torch.export.graph_signature import InputKind, OutputKind
 
+from ..errors import UnsupportedNodeError
 from ..delegate import is_delegate_call, loaded, reference_module
 from ._call import Resolved, call_resolved, empty_like_spec, resolve
 
@@ -302,10 +303,6 @@ class Progress:
             self._draw(time.monotonic())  # where it stopped (a failing kernel stops a run early)
             sys.stderr.write("\n")
             sys.stderr.flush()
-
-
-class UnsupportedNodeError(NotImplementedError):
-    pass
 
 
 def interpret(gm: torch.fx.GraphModule, inputs: list, executor, on_node=None, progress=None) -> list:

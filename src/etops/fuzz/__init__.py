@@ -12,4 +12,6 @@
 
 Only ``etops.fuzz.strategies`` needs Hypothesis; nothing else in etops imports this
 package.
+
+May import: the core and etops.compare; nothing imports it but its own command (python -m etops.fuzz).
 """

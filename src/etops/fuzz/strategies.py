@@ -35,7 +35,7 @@ from __future__ import annotations
 import torch
 from hypothesis import strategies as st
 
-from .._plan import (
+from ..plan import (
     F_HAS_DEFAULT,
     F_KWONLY,
     F_MUTABLE,

@@ -1,0 +1,253 @@
+/*
+ * kernel_call.c - the call of a Kernel (its vectorcall): bind positional and keyword
+ * arguments to the plan, convert each one (kernel_convert.c), check a delegate's
+ * specs (kernel_specs.c), pick the function (kernel_select.c), run it through the
+ * bridge and return what torch's out variant returns. Nothing on this path
+ * allocates Python objects for a call with correctly sized outs.
+ *
+ * Everything unusual is handed to the Python slow-path object given at
+ * construction: missing outs (allocate), a failed kernel (resize outs and retry,
+ * or raise), a kernel key with no kernel (raise), outs the kernel resized.
+ */
+#include "kernel_internal.h"
+
+/* ---- hand-offs to the slow path ---------------------------------------------------
+ * The Python object given as slow_path (etops/slow_path.py's SlowPath) has one
+ * method per entry point below. Each takes (kernel, bound, extra): `bound` is the
+ * arguments exactly as this call bound them, one item per plan argument in plan
+ * order (defaults filled, missing outs as None), so Python never binds again;
+ * `extra` is the failure (code, name, log) for SLOW_FAILED, else None. SLOW_RESIZED
+ * takes (kernel, out object, new sizes, has data, argument name) instead. */
+typedef enum {
+  SLOW_ALLOCATE_AND_CALL, /* outs are missing: size them, allocate, call again */
+  SLOW_PRECHECK,          /* before every call of a kernel known to abort on some inputs */
+  SLOW_EXPLAIN_MISMATCH,  /* a delegate's tensor does not match its spec: raise, or accept */
+  SLOW_FAILED,            /* the kernel failed: resize outs and call again, or raise */
+  SLOW_NO_KERNEL,         /* no registered kernel matches the tensors' key: raise */
+  SLOW_RESIZED,           /* the kernel resized an out: mirror it on the Python object */
+  SLOW_ENTRY_COUNT
+} SlowEntry;
+
+static const char* const SLOW_PATH_METHODS[SLOW_ENTRY_COUNT] = {
+    [SLOW_ALLOCATE_AND_CALL] = "allocate_and_call",
+    [SLOW_PRECHECK] = "precheck",
+    [SLOW_EXPLAIN_MISMATCH] = "explain_mismatch",
+    [SLOW_FAILED] = "failed",
+    [SLOW_NO_KERNEL] = "no_kernel",
+    [SLOW_RESIZED] = "resized",
+};
+
+/* Calls the slow path's `entry` with the bound arguments (NULL: a missing out). */
+static PyObject* slow_path(KernelObject* k, SlowEntry entry, PyObject* const* bound, PyObject* extra) {
+  PyObject* values = PyTuple_New(k->nargs);
+  if (values == NULL) return NULL;
+  for (int i = 0; i < k->nargs; i++) PyTuple_SET_ITEM(values, i, Py_NewRef(bound[i] != NULL ? bound[i] : Py_None));
+  PyObject* res = PyObject_CallMethod(k->slow, SLOW_PATH_METHODS[entry], "OOO", (PyObject*)k, values,
+                                      extra != NULL ? extra : Py_None);
+  Py_DECREF(values);
+  return res;
+}
+
+/* A slow-path check that returns nothing when the call may go on. */
+static int slow_check(KernelObject* k, SlowEntry entry, PyObject* const* bound) {
+  PyObject* ok = slow_path(k, entry, bound, NULL);
+  if (ok == NULL) return -1;
+  Py_DECREF(ok);
+  return 0;
+}
+
+static PyObject* return_value(const etb_value* v) {
+  switch (v->tag) {
+    case ETB_INT: return PyLong_FromLongLong(v->u.i);
+    case ETB_DOUBLE: return PyFloat_FromDouble(v->u.d);
+    case ETB_BOOL: return PyBool_FromLong(v->u.b);
+    default: Py_RETURN_NONE;
+  }
+}
+
+static PyObject* build_result(KernelObject* k, PyObject** bound, const etb_value* vals) {
+  if (k->nreturns == 0) Py_RETURN_NONE;
+  if (k->nreturns == 1) {
+    int r = k->returns[0];
+    if (r >= 0) return Py_NewRef(bound[r]);
+    return return_value(&vals[k->nargs + (-r - 1)]);
+  }
+  PyObject* tup = PyTuple_New(k->nreturns);
+  if (tup == NULL) return NULL;
+  for (int i = 0; i < k->nreturns; i++) {
+    int r = k->returns[i];
+    PyObject* item = r >= 0 ? Py_NewRef(bound[r]) : return_value(&vals[k->nargs + (-r - 1)]);
+    if (item == NULL) {
+      Py_DECREF(tup);
+      return NULL;
+    }
+    PyTuple_SET_ITEM(tup, i, item);
+  }
+  return tup;
+}
+
+static int bind_arguments(KernelObject* k, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames,
+                          PyObject** bound, int* missing_out) {
+  if (nargs > k->npositional) {
+    if (k->npositional < k->nargs) {
+      PyErr_Format(PyExc_TypeError,
+                   "%s takes at most %d positional arguments but %zd were given (argument '%s' is keyword-only)",
+                   k->op_name, k->npositional, nargs, k->args[k->npositional].cname);
+    } else {
+      PyErr_Format(PyExc_TypeError, "%s takes at most %d positional arguments but %zd were given", k->op_name,
+                   k->npositional, nargs);
+    }
+    return -1;
+  }
+  for (int i = 0; i < k->nargs; i++) bound[i] = NULL;
+  for (Py_ssize_t i = 0; i < nargs; i++) bound[i] = args[i];
+  Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+  for (Py_ssize_t j = 0; j < nkw; j++) {
+    PyObject* key = PyTuple_GET_ITEM(kwnames, j);
+    int found = -1;
+    for (int i = 0; i < k->nargs; i++) {
+      if (k->args[i].name == key) {
+        found = i;
+        break;
+      }
+    }
+    if (found < 0) {
+      for (int i = 0; i < k->nargs; i++) {
+        if (PyUnicode_Compare(k->args[i].name, key) == 0) {
+          found = i;
+          break;
+        }
+      }
+    }
+    if (found < 0) {
+      PyErr_Format(PyExc_TypeError, "%s got an unexpected keyword argument '%U'", k->op_name, key);
+      return -1;
+    }
+    if (bound[found] != NULL) {
+      PyErr_Format(PyExc_TypeError, "%s got multiple values for argument '%U'", k->op_name, key);
+      return -1;
+    }
+    bound[found] = args[nargs + j];
+  }
+  *missing_out = 0;
+  for (int i = 0; i < k->nargs; i++) {
+    const ArgSpec* a = &k->args[i];
+    if (bound[i] != NULL && !(bound[i] == Py_None && (a->flags & F_OUT))) continue;
+    if (a->flags & F_OUT) {
+      *missing_out = 1;
+    } else if (a->flags & F_HAS_DEFAULT) {
+      bound[i] = a->default_value;
+    } else if (a->flags & F_OPTIONAL) {
+      bound[i] = Py_None;
+    } else {
+      PyErr_Format(PyExc_TypeError, "%s missing required argument '%s'%s", k->op_name, a->cname,
+                   (a->flags & F_KWONLY) ? " (keyword-only)" : "");
+      return -1;
+    }
+  }
+  return 0;
+}
+
+/* Releasing the GIL costs about as much as a tiny kernel: only for big ones. */
+#define GIL_RELEASE_NUMEL 32768
+
+PyObject* kernel_vectorcall(PyObject* self, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
+  KernelObject* k = (KernelObject*)self;
+  Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+  PyObject* bound[ETOPS_MAX_ARGS];
+  int missing_out;
+  if (bind_arguments(k, args, nargs, kwnames, bound, &missing_out) < 0) return NULL;
+  if (k->has_precheck && slow_check(k, SLOW_PRECHECK, bound) < 0) return NULL;
+  CallScratch cs;
+  scratch_init(&cs);
+  etb_value vals[ETOPS_MAX_ARGS];
+  PyObject* result = NULL;
+
+  for (int i = 0; i < k->nargs; i++) {
+    const ArgSpec* a = &k->args[i];
+    if (missing_out && (a->flags & F_OUT)) {
+      vals[i].tag = ETB_NONE;
+      continue;
+    }
+    if (a->has_default_value && bound[i] == a->default_value) {
+      vals[i] = a->default_converted; /* scalar defaults are converted once, at plan time */
+    } else if (convert_arg(k, &cs, i, bound[i], &vals[i]) < 0) {
+      goto done;
+    }
+  }
+  /* raises, naming the argument (or accepts an out the slow path will resize) */
+  if (k->specs != NULL && !matches_specs(k, vals) && slow_check(k, SLOW_EXPLAIN_MISMATCH, bound) < 0) goto done;
+  for (int i = k->nargs; i < k->nslots; i++) {
+    vals[i].len = 0;
+    if (k->args[i].alias_of >= 0) {
+      vals[i].tag = ETB_ALIAS;
+      vals[i].u.i = k->args[i].alias_of;
+    } else {
+      vals[i].tag = ETB_NONE;
+    }
+  }
+
+  if (missing_out) {
+    /* Every given argument is valid: let Python size and allocate the outs. */
+    etops_keep_release(&cs.keep);
+    result = slow_path(k, SLOW_ALLOCATE_AND_CALL, bound, NULL);
+    goto done;
+  }
+
+  int err; /* ETB_OK or an ExecuTorch Error code */
+  if (k->delegate_handle != NULL) {
+    /* a lowered module: its backend executes on the same stack (inputs, then outputs) */
+    if (cs.numel_total >= GIL_RELEASE_NUMEL) {
+      Py_BEGIN_ALLOW_THREADS
+      err = etb_delegate_execute(k->delegate_handle, k->op_name, vals, k->nslots);
+      Py_END_ALLOW_THREADS
+    } else {
+      err = etb_delegate_execute(k->delegate_handle, k->op_name, vals, k->nslots);
+    }
+  } else {
+    etb_kernel_fn fn = select_kernel(k, vals);
+    if (fn == NULL) {
+      result = slow_path(k, SLOW_NO_KERNEL, bound, NULL);
+      goto done;
+    }
+    if (cs.numel_total >= GIL_RELEASE_NUMEL) {
+      Py_BEGIN_ALLOW_THREADS
+      err = etb_call(fn, k->op_name, vals, k->nslots);
+      Py_END_ALLOW_THREADS
+    } else {
+      err = etb_call(fn, k->op_name, vals, k->nslots);
+    }
+  }
+  if (etops_logs_pending || (err == ETB_OK && etb_last_call_log()[0] != '\0')) {
+    /* queued messages from other threads, and what a successful call logged */
+    PyObject* r = PyObject_CallFunction(k->st->flush_logs, "Os", k->py_name,
+                                        err == ETB_OK ? etb_last_call_log() : "");
+    if (r == NULL) goto done;
+    Py_DECREF(r);
+  }
+  if (err != ETB_OK) {
+    PyObject* info = Py_BuildValue("(iss)", err, etb_error_name(err), etb_last_call_log());
+    if (info == NULL) goto done;
+    etops_keep_release(&cs.keep); /* the slow path may resize what we borrowed */
+    result = slow_path(k, SLOW_FAILED, bound, info);
+    Py_DECREF(info);
+    goto done;
+  }
+  for (int i = 0; i < cs.nrecs; i++) {
+    TensorRec* r = cs.recs[i];
+    if (!r->t.resized) continue;
+    PyObject* sizes = etops_sizes_tuple(&r->t);
+    if (sizes == NULL) goto done;
+    PyObject* res = PyObject_CallMethod(k->slow, SLOW_PATH_METHODS[SLOW_RESIZED], "OOOiO", (PyObject*)k, r->obj, sizes,
+                                        (int)(r->t.data != NULL), k->args[r->arg].name);
+    Py_DECREF(sizes);
+    if (res == NULL) goto done;
+    Py_DECREF(res);
+  }
+  result = build_result(k, bound, vals);
+
+done:
+  scratch_release(&cs);
+  return result;
+}
+

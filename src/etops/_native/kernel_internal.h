@@ -1,0 +1,172 @@
+/*
+ * kernel_internal.h - what the files of the Kernel object share (never included
+ * outside them): the KernelObject and its per-argument records, one call's scratch
+ * memory, and the functions each file offers the others.
+ *
+ * A Kernel is one registered ExecuTorch operator (or one delegate) as a Python
+ * callable. Its files, one concern each:
+ *   kernel_scratch.c  the bump arena and the borrowed-tensor records of one call
+ *   kernel_convert.c  Python argument -> etb_value, one converter per plan kind
+ *   kernel_select.c   the kernel-key cache: which registered function runs
+ *   kernel_specs.c    a delegate's tensor specs, checked on every call
+ *   kernel_call.c     the call: bind, convert, run, results, slow-path hand-offs
+ *   kernel_type.c     construction and the Python-visible type
+ *
+ * Return convention of the functions below: an `int` result is 0 on success and
+ * -1 with a Python exception set on failure; a pointer result is NULL with an
+ * exception set on failure, unless the comment says otherwise.
+ */
+#ifndef ETOPS_KERNEL_INTERNAL_H
+#define ETOPS_KERNEL_INTERNAL_H
+
+#include "etops_native.h"
+
+/* One plan entry: a schema argument, or a fresh return slot after them. */
+typedef struct {
+  PyObject* name;     /* str, interned */
+  const char* cname;  /* UTF-8 of name */
+  int kind;           /* K_* */
+  int flags;          /* F_* */
+  PyObject* default_value; /* owned, or NULL */
+  PyObject* extra;         /* enum map (dict) or NULL */
+  Py_ssize_t fixed_len;    /* int[N]: N, else 0 */
+  int alias_of;            /* return slots: the out argument it is, or -1 (fresh value) */
+  int has_default_value;   /* default_converted holds the default, converted once */
+  etb_value default_converted;
+} ArgSpec;
+
+#define CACHE_KEY_MAX 72
+#define CACHE_ENTRIES 4
+
+/* One remembered kernel-key -> function resolution (kernel_select.c). */
+typedef struct {
+  int len; /* -1: empty */
+  uint8_t key[CACHE_KEY_MAX];
+  etb_kernel_fn fn;
+} CacheEntry;
+
+/* What the tensor of one argument must be, checked in C on every call (a delegate's
+ * input and output specs, kernel_specs.c): dtype, dim order, sizes when static. */
+typedef struct {
+  int8_t dtype; /* -1: no spec for this argument */
+  uint8_t ndim;
+  uint8_t check_sizes;
+  int32_t sizes[ETB_MAX_DIM];
+  uint8_t dim_order[ETB_MAX_DIM];
+} TensorSpec;
+
+typedef struct {
+  PyObject_HEAD
+  vectorcallfunc vectorcall;
+  etops_state* st;
+  PyObject* module;
+  PyObject* py_name;
+  char* op_name;
+  int nargs;        /* user-visible schema arguments, outs included */
+  int npositional;  /* how many of them may be passed positionally */
+  int nslots;       /* nargs + fresh return slots */
+  int nreturns;
+  int returns[ETOPS_MAX_ARGS]; /* >= 0: argument index; < 0: -(slot+1) of a return slot */
+  ArgSpec args[ETOPS_MAX_ARGS];
+  PyObject* info;
+  PyObject* slow;
+  int has_precheck; /* call the slow path's abort guard before every call */
+  PyObject* delegate;  /* a Delegate (delegate.c) run instead of a registered kernel, or NULL */
+  etb_delegate* delegate_handle;
+  TensorSpec* specs;   /* per argument, what its tensor must be (delegates), or NULL */
+  /* kernel function cache, valid for registry generation `gen` */
+  uint64_t gen;
+  int has_specialized;
+  etb_kernel_fn fallback_fn;
+  CacheEntry cache[CACHE_ENTRIES];
+  int cache_next;
+} KernelObject;
+
+/* ---- kernel_scratch.c: scratch memory of one call -------------------------------- */
+
+/* A bump arena: memory handed out never moves and is freed all at once. */
+typedef struct ArenaBlock ArenaBlock;
+
+typedef struct {
+  _Alignas(16) unsigned char inline_buf[6144];
+  size_t used;
+  ArenaBlock* blocks;
+} Arena;
+
+/* A borrowed tensor and the Python object it came from (argument `arg`). */
+typedef struct {
+  etb_tensor t;
+  PyObject* obj;
+  int arg;
+} TensorRec;
+
+typedef struct {
+  Arena arena;
+  etops_keep keep;            /* what the borrowed tensors need alive */
+  TensorRec** recs;           /* every borrowed tensor, in conversion order */
+  int nrecs, caprecs;
+  TensorRec* inline_recs[ETOPS_MAX_TENSORS];
+  int64_t numel_total;        /* elements of all borrowed tensors */
+} CallScratch;
+
+/* Grows the arena by a block that holds at least n bytes, and takes n from it. */
+void* arena_alloc_block(Arena* a, size_t n);
+
+/* 16-byte aligned memory valid until scratch_release, or NULL with MemoryError.
+ * Inline: the inline buffer serves every call with few and short lists. */
+static inline void* scratch_alloc(CallScratch* cs, size_t n) {
+  Arena* a = &cs->arena;
+  n = (n + 15) & ~(size_t)15;
+  if (a->used + n <= sizeof(a->inline_buf)) {
+    void* p = a->inline_buf + a->used;
+    a->used += n;
+    return p;
+  }
+  return arena_alloc_block(a, n);
+}
+
+/* A fresh, recorded TensorRec (fields unset). */
+TensorRec* scratch_new_rec(CallScratch* cs);
+
+/* Empty scratch; cannot fail. */
+static inline void scratch_init(CallScratch* cs) {
+  cs->arena.used = 0;
+  cs->arena.blocks = NULL;
+  cs->keep.n = 0;
+  cs->keep.overflow = NULL;
+  cs->recs = cs->inline_recs;
+  cs->nrecs = 0;
+  cs->caprecs = ETOPS_MAX_TENSORS;
+  cs->numel_total = 0;
+}
+
+/* Drops the kept objects and frees the arena's blocks. */
+void scratch_release(CallScratch* cs);
+
+/* ---- kernel_convert.c ------------------------------------------------------------- */
+
+/* Converts argument i's value `o` into `v` by the plan's kind (tensors borrowed into
+ * cs; cs may be NULL only for kinds that borrow nothing: plan-time defaults). */
+int convert_arg(KernelObject* k, CallScratch* cs, int i, PyObject* o, etb_value* v);
+
+/* ---- kernel_select.c -------------------------------------------------------------- */
+
+/* Forgets cached resolutions and re-reads the registry for this operator. */
+void refresh_registry_view(KernelObject* k, uint64_t gen);
+/* The function ExecuTorch would pick for these values' tensors, or NULL (no
+ * exception set) when none matches. */
+etb_kernel_fn select_kernel(KernelObject* k, const etb_value* vals);
+
+/* ---- kernel_specs.c --------------------------------------------------------------- */
+
+/* Reads `specs` (one entry per argument: None or (et_dtype, sizes or None, dim_order))
+ * into k->specs. */
+int parse_specs(KernelObject* k, PyObject* specs);
+/* 1 when every tensor matches its spec and no out may overlap an input, else 0. */
+int matches_specs(const KernelObject* k, const etb_value* vals);
+
+/* ---- kernel_call.c ---------------------------------------------------------------- */
+
+PyObject* kernel_vectorcall(PyObject* self, PyObject* const* args, size_t nargsf, PyObject* kwnames);
+
+#endif /* ETOPS_KERNEL_INTERNAL_H */

@@ -1,0 +1,161 @@
+"""The layering rules of docs/architecture.md: the core never imports an extension
+(at module level or inside a function), no module imports another module's
+underscore names, and importing the core in a fresh interpreter loads no extension."""
+
+from __future__ import annotations
+
+import ast
+import json
+from pathlib import Path
+
+import pytest
+
+import etops
+from fresh_python import run_python
+
+PACKAGE = Path(etops.__file__).resolve().parent
+
+#: The extensions: subpackages (and modules) the core may not import.
+EXTENSIONS = ("custom", "delegate", "edge", "conformance", "bench", "fuzz", "cli", "testing", "needs", "guard")
+
+
+def _modules():
+    for path in sorted(PACKAGE.rglob("*.py")):
+        parts = path.relative_to(PACKAGE).with_suffix("").parts
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        yield path, parts
+
+
+def _is_core(parts) -> bool:
+    return not parts or parts[0] not in EXTENSIONS and parts[0] != "__main__"
+
+
+def _imports(path: Path, parts):
+    """(line, imported module relative to the etops package or None, names) for
+    every import in the file, function-level ones included."""
+    tree = ast.parse(path.read_text(), str(path))
+    package = parts if path.name == "__init__.py" else parts[:-1]
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = list(package[: len(package) - node.level + 1])
+                target = base + (node.module.split(".") if node.module else [])
+            elif node.module and node.module.split(".")[0] == "etops":
+                target = node.module.split(".")[1:]
+            else:
+                continue
+            yield node.lineno, tuple(target), [a.name for a in node.names]
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.split(".")[0] == "etops":
+                    yield node.lineno, tuple(alias.name.split(".")[1:]), []
+        elif isinstance(node, ast.Call) and getattr(node.func, "attr", getattr(node.func, "id", "")) == "import_module":
+            if node.args and isinstance(node.args[0], ast.Constant) and str(node.args[0].value).lstrip(".").split(".")[0] in EXTENSIONS:
+                yield node.lineno, tuple(str(node.args[0].value).lstrip(".").split(".")), []
+
+
+def _is_extension_target(target, names) -> bool:
+    if target and target[0] in EXTENSIONS:
+        return True
+    return not target and any(n in EXTENSIONS for n in names)  # from . import custom
+
+
+def test_the_core_never_imports_an_extension():
+    found = []
+    for path, parts in _modules():
+        if not _is_core(parts) or parts == ():  # the package __init__ maps lazy names to extensions
+            continue
+        for line, target, names in _imports(path, parts):
+            if _is_extension_target(target, names):
+                found.append(f"{path.relative_to(PACKAGE)}:{line} imports etops.{'.'.join(target) or names}")
+    assert found == []
+
+
+def test_the_package_init_names_extensions_only_in_its_lazy_table():
+    init = PACKAGE / "__init__.py"
+    found = [f"line {line}" for line, target, names in _imports(init, ()) if _is_extension_target(target, names)]
+    assert found == []
+    assert {"custom_op", "register_kernel", "delegate", "bench", "edge"} <= set(etops._LAZY)
+
+
+def test_no_module_imports_another_modules_underscore_names():
+    found = []
+    for path, parts in _modules():
+        for line, target, names in _imports(path, parts):
+            private = [i for i, part in enumerate(target) if part.startswith("_")]
+            # a private module may be imported from inside its own package only
+            if private and tuple(parts[: private[0]]) != target[: private[0]]:
+                found.append(f"{path.relative_to(PACKAGE)}:{line} imports module etops.{'.'.join(target)}")
+            for name in names:
+                if name.startswith("_") and name != "__version__" and name not in ("_native", "_logs", "_runtime_patch"):
+                    found.append(f"{path.relative_to(PACKAGE)}:{line} imports {name} from etops.{'.'.join(target)}")
+    assert found == []
+
+
+def test_every_exception_class_lives_in_errors():
+    from etops import errors
+
+    found = []
+    for path, parts in _modules():
+        if parts == ("errors",):
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ClassDef) and not node.name.startswith("_"):
+                bases = {getattr(b, "id", getattr(b, "attr", "")) for b in node.bases}
+                if any(b.endswith("Error") or b == "Exception" for b in bases):
+                    found.append(f"{'/'.join(parts)}.{node.name}")
+    # Control flow inside one module, never raised to a user's code: the command
+    # line's usage errors (printed as usage) and a fuzz worker's crash record.
+    internal = {"cli.UsageError", "fuzz/runner.Crash"}
+    assert sorted(set(found) - internal) == []
+    public = [v for v in vars(errors).values() if isinstance(v, type) and issubclass(v, Exception) and v.__module__ == errors.__name__]
+    assert all(issubclass(v, errors.EtopsError) for v in public)
+    for name in ("RegistrationError", "DuplicateKernelError", "RegistryFullError", "BuildError", "UnsupportedNodeError"):
+        assert getattr(etops, name) is getattr(errors, name)
+
+
+@pytest.mark.parametrize("module", ["etops", "etops.registry", "etops.kernel"])
+def test_importing_the_core_loads_no_extension(module):
+    result = run_python(
+        f"""
+        import json, sys
+        import {module}
+        print(json.dumps(sorted(m for m in sys.modules if m.startswith("etops."))))
+        """
+    )
+    assert result.returncode == 0, result.stderr
+    loaded = json.loads(result.stdout.strip().splitlines()[-1])
+    assert [m for m in loaded if m.split(".")[1] in EXTENSIONS] == []
+
+
+def test_lazy_names_load_on_first_use_and_bench_stays_the_function():
+    result = run_python(
+        """
+        import sys, etops
+        assert "etops.custom" not in sys.modules
+        import etops.bench.core          # binds the subpackage on etops: etops.bench stays the function
+        assert callable(etops.bench) and etops.bench.__name__ == "bench", etops.bench
+        assert etops.register_kernel.__module__ == "etops.custom.registration"
+        assert "etops.custom" in sys.modules
+        assert {"custom_op", "delegate", "backends", "set_num_threads"} <= set(dir(etops))
+        print("ok")
+        """
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip().endswith("ok")
+
+
+def test_origins_are_answered_by_the_core_before_custom_loads():
+    result = run_python(
+        """
+        import sys, etops
+        origins = etops.registry().aten.add.out.origins
+        assert "etops.custom" not in sys.modules
+        assert [o.kind for o in origins] == ["built-in"], origins
+        import etops.custom
+        assert etops.registry().aten.add.out.origins == origins
+        print("ok")
+        """
+    )
+    assert result.returncode == 0, result.stderr
