@@ -10,7 +10,7 @@ DEPS   := $(VENV)/.etops-deps
 BUILT  := $(VENV)/.etops-built
 SOURCES := $(wildcard src/etops/*.py src/etops/*/*.py src/etops/_native/*.c src/etops/_native/*.cpp src/etops/_native/*.h) CMakeLists.txt pyproject.toml
 
-.PHONY: demo test bench install clean
+.PHONY: demo test bench install clean test-wheel
 
 $(PY):
 	python3 -m venv $(VENV)
@@ -38,6 +38,11 @@ demo: $(BUILT)
 
 test: $(BUILT)
 	$(PY) -m pytest -q tests
+
+# The wheel travels (tests/packaging/wheel_travel.sh): pip wheel . with build
+# isolation, installed into a fresh venv, snippet, etops list, a custom kernel, etops check.
+test-wheel:
+	tests/packaging/wheel_travel.sh $(abspath build/wheel-travel)
 
 bench: $(BUILT)
 	$(PY) benchmarks/run_all.py
