@@ -27,7 +27,7 @@ reg.aten.add.out(a, b, out=c)
 assert torch.equal(c, torch.full((2, 2), 2.0)), c
 print("snippet ok")
 PY
-"$work/venv/bin/etops" list | head -5
+"$work/venv/bin/etops" list > "$work/list.txt" && head -5 "$work/list.txt"
 "$work/venv/bin/etops" check aten::add.out
 # A kernel compiled from a source string (a fresh cache: headers and libraries come
 # from the installed executorch), registered, run eagerly and in a .pte.
