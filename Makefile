@@ -79,7 +79,7 @@ test-asan: $(DEPS)
 	cmake -G Ninja -S . -B $(ASAN_DIR) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DETOPS_SANITIZE=ON -DPython_EXECUTABLE=$(abspath $(PY)) > /dev/null
 	cmake --build $(ASAN_DIR)
 	rm -rf $(ASAN_DIR)/pkg $(ASAN_DIR)/reports && mkdir -p $(ASAN_DIR)/pkg $(ASAN_DIR)/reports
-	cp -r src/etops $(ASAN_DIR)/pkg/ && rm -f $(ASAN_DIR)/pkg/etops/_native/_core*.so && cp $(ASAN_DIR)/_core*.so $(ASAN_DIR)/_build_info.py $(ASAN_DIR)/pkg/etops/_native/
+	cp -r src/etops $(ASAN_DIR)/pkg/ && rm -f $(ASAN_DIR)/pkg/etops/_native/_core*.so && cp $(ASAN_DIR)/_core*.so $(ASAN_DIR)/build_info.py $(ASAN_DIR)/pkg/etops/_native/
 	LD_PRELOAD="$$(gcc -print-file-name=libasan.so) $$(gcc -print-file-name=libubsan.so)" \
 	ASAN_OPTIONS=detect_leaks=0:log_path=$(abspath $(ASAN_DIR))/reports/asan \
 	UBSAN_OPTIONS=print_stacktrace=1:log_path=$(abspath $(ASAN_DIR))/reports/ubsan \

@@ -13,10 +13,10 @@ import pytest
 
 FAKE_BUILD = '''
 import sys, types
-info = types.ModuleType("etops._native._build_info")
+info = types.ModuleType("etops._native.build_info")
 info.TORCH_VERSION = {torch!r}
 info.EXECUTORCH_VERSION = {executorch!r}
-sys.modules["etops._native._build_info"] = info
+sys.modules["etops._native.build_info"] = info
 try:
     import etops
 except ImportError as e:
@@ -38,10 +38,10 @@ INSTALLED_EXECUTORCH = importlib.metadata.version("executorch")
 
 
 def test_recorded_build_versions_are_the_installed_ones():
-    from etops._native import _build_info
+    from etops._native import build_info
 
-    assert _build_info.TORCH_VERSION == INSTALLED_TORCH
-    assert _build_info.EXECUTORCH_VERSION == INSTALLED_EXECUTORCH
+    assert build_info.TORCH_VERSION == INSTALLED_TORCH
+    assert build_info.EXECUTORCH_VERSION == INSTALLED_EXECUTORCH
 
 
 @pytest.mark.parametrize(
