@@ -56,6 +56,16 @@ clean:
 conformance: $(BUILT)
 	$(PY) -m etops.conformance check --isolated --jobs 2 --report build/conformance/report.md --json build/conformance/report.json
 
+# Which kernels honour dim orders: the same sweep twice, every dense input laid out
+# channels-last (rank 4/5, as programs may give them), then in the reversed dim order
+# kept (etops.layout("preserve")); mismatches are kernels that ignore dim orders
+# (docs/layouts.md lists them). Reports in build/dim_orders/{channels-last,reversed}/.
+.PHONY: conformance-dim-orders
+conformance-dim-orders: $(BUILT)
+	for mode in channels-last reversed; do \
+	  $(PY) -m etops.conformance check --isolated --jobs 2 --dim-orders $$mode --report-dir build/dim_orders/$$mode \
+	    --report build/dim_orders/$$mode/report.md --json build/dim_orders/$$mode/report.json || exit 1; done
+
 # Fuzzing (issue 8): the long Hypothesis campaign over every callable kernel, in
 # isolated worker processes; prints kernels fuzzed, cases run, aborts found and
 # fixed, and writes build/fuzz/report.json. FUZZ_BUDGET is in seconds.
@@ -64,6 +74,14 @@ FUZZ_EXAMPLES ?= 25
 .PHONY: fuzz test-asan
 fuzz: $(BUILT)
 	$(PY) -m etops.fuzz --budget $(FUZZ_BUDGET) --examples $(FUZZ_EXAMPLES) --report build/fuzz/report.json
+
+# Corruption that shows later (issue 15): one process per callable kernel running a
+# sequence of valid and adversarial cases under glibc's malloc checking; a sequence
+# that dies is bisected to the corrupting call, replayed guarded. build/fuzz/sequences.json.
+SEQUENCE_CASES ?= 12
+.PHONY: fuzz-sequences
+fuzz-sequences: $(BUILT)
+	$(PY) -m etops.fuzz.sequences --cases $(SEQUENCE_CASES) --jobs 2 --report build/fuzz/sequences.json
 
 # The C extension and bridge built with AddressSanitizer + UndefinedBehaviorSanitizer
 # (gcc's runtimes, Debian's libasan/libubsan, installed here when missing) into

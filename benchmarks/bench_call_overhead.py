@@ -7,6 +7,8 @@ and interleaved:
   * the floor: benchmarks/floor's add_floor(a, b, c), the same ExecuTorch kernel
     called through DLPack's C exchange API with no argument checks at all
   * a one-op .pte (torch.add(x, y)) run with executorch.runtime's Method.execute
+  * etops with a Python number for `other`, op(a, 2.0, out=c), against etops with a
+    0-dim float32 tensor there, op(a, s, out=c) (issue 14: at most 2x)
 
 Every candidate runs in its own plain `for` loop (no lambda in between), so the
 figures include the loop's own cost (reported as `empty loop`), the same for all.
@@ -102,6 +104,25 @@ def run(calls: int = 20000, repeats: int = 15, warmup: int = 2) -> dict:
             execute(ab)
         return pc() - t0
 
+    two, zero_dim = 2.0, torch.tensor(2.0)
+    want2 = a + 2.0
+    for other in (two, zero_dim):
+        c.zero_()
+        op(a, other, out=c)
+        assert torch.equal(c, want2), other
+
+    def number_loop(n):
+        t0 = pc()
+        for _ in range(n):
+            op(a, two, out=c)
+        return pc() - t0
+
+    def zero_dim_loop(n):
+        t0 = pc()
+        for _ in range(n):
+            op(a, zero_dim, out=c)
+        return pc() - t0
+
     def empty_loop(n):
         t0 = pc()
         for _ in range(n):
@@ -114,6 +135,8 @@ def run(calls: int = 20000, repeats: int = 15, warmup: int = 2) -> dict:
         "torch.add(out=)": torch_add_loop,
         "floor (C, no checks)": floor_loop,
         "pte Method.execute": pte_loop,
+        "etops op(a, 2.0, out=c)": number_loop,
+        "etops op(a, 0-dim tensor, out=c)": zero_dim_loop,
         "empty loop": empty_loop,
     }
     names = list(candidates)
@@ -130,7 +153,7 @@ def run(calls: int = 20000, repeats: int = 15, warmup: int = 2) -> dict:
     stats = {k: _common.summary(v) for k, v in samples.items()}
     m = {k: v["min"] for k, v in stats.items()}
     med = {k: v["median"] for k, v in stats.items()}
-    E, O, A, F, P = (names[0], names[1], names[2], names[3], names[4])
+    E, O, A, F, P, N, Z = names[:7]
 
     def ratios(x):
         return {
@@ -139,10 +162,11 @@ def run(calls: int = 20000, repeats: int = 15, warmup: int = 2) -> dict:
             "etops / floor": x[E] / x[F],
             "floor / torch.ops": x[F] / x[O],
             "pte / etops": x[P] / x[E],
+            "number / 0-dim tensor": x[N] / x[Z],
         }
 
     goals = {"etops / torch.ops": ("<=", 0.25), "etops / torch.add": ("<=", 0.5),
-             "etops / floor": ("<=", 1.5), "pte / etops": (">=", 10.0)}
+             "etops / floor": ("<=", 1.5), "pte / etops": (">=", 10.0), "number / 0-dim tensor": ("<=", 2.0)}
     # Paired: the ratio within each interleaved repeat (neighbouring samples share the
     # machine's state), then the median over repeats. The most robust of the three on a
     # shared machine; the "met" column uses it.

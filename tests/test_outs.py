@@ -365,11 +365,13 @@ def test_transposed_input_dim_order_is_passed(reg):
     assert "dim order [1, 0]" in text
 
 
-def test_transposed_input_refused_by_kernel_is_an_error(reg):
-    """ExecuTorch's portable kernels want all tensors contiguous or all
-    channels-last: a transposed input is refused by the kernel, as ExecuTorch would."""
+def test_transposed_input_is_copied_as_a_program_would_give_it(reg):
+    """A program never hands a kernel a transposed tensor: by default etops passes a
+    contiguous copy; etops.layout("preserve") passes it as it is, and the portable
+    add (all tensors contiguous or all channels-last) refuses it, as ExecuTorch would."""
     x = torch.randn(3, 2).t()
-    with pytest.raises(etops.KernelError, match="add.out"):
+    assert_close(reg.aten.add.out(x, x, out=torch.empty(2, 3)), x + x)
+    with etops.layout("preserve"), pytest.raises(etops.KernelError, match="add.out"):
         reg.aten.add.out(x, x, out=torch.empty(2, 3))
 
 
@@ -394,27 +396,38 @@ def test_non_dense_inputs_copied(reg, make):
     assert torch.equal(x, keep)
 
 
-@pytest.mark.parametrize(
-    "make",
-    [lambda: torch.empty(2, 6)[:, ::2], lambda: torch.empty(1, 3).expand(2, 3), lambda: torch.empty(4, 3)[::2]],
-    ids=["stepped", "expanded", "stepped-rows"],
-)
-def test_non_dense_out_refused(reg, make):
+@pytest.mark.parametrize("make", [lambda: torch.zeros(2, 6)[:, ::2], lambda: torch.zeros(4, 3)[::2]], ids=["stepped", "stepped-rows"])
+def test_stepped_out_is_written_through_a_contiguous_copy(reg, make):
     out = make()
-    with pytest.raises(ValueError, match="'out'"):
-        reg.aten.add.out(torch.ones(2, 3), torch.ones(2, 3), out=out)
+    a, b = torch.randn(2, 3), torch.randn(2, 3)
+    assert reg.aten.add.out(a, b, out=out) is out
+    assert torch.equal(out, a + b)
 
 
-def test_non_dense_multi_out_refused(reg):
+def test_expanded_out_refused(reg):
+    with pytest.raises(ValueError, match="'out' is expanded"):
+        reg.aten.add.out(torch.ones(2, 3), torch.ones(2, 3), out=torch.empty(1, 3).expand(2, 3))
+
+
+def test_stepped_multi_out_written_back(reg):
     x = torch.randn(2, 3)
-    with pytest.raises(ValueError, match="'max_values'"):
-        reg.aten.max.dim_max(x, 1, max=torch.empty(2), max_values=torch.empty(4, dtype=torch.int64)[::2])
+    max_values = torch.zeros(4, dtype=torch.int64)[::2]
+    values, indices = reg.aten.max.dim_max(x, 1, max=torch.empty(2), max_values=max_values)
+    assert indices is max_values
+    assert torch.equal(values, x.max(1).values) and torch.equal(max_values, x.max(1).indices)
 
 
-def test_non_dense_list_out_refused(reg):
+def test_stepped_list_out_written_back(reg):
+    x = torch.arange(10.0)
+    second = torch.zeros(14)[::2]
+    reg.aten.split_with_sizes_copy.out(x, [3, 7], out=[torch.empty(3), second])
+    assert torch.equal(second, x[3:])
+
+
+def test_expanded_list_out_refused(reg):
     x = torch.arange(10.0)
     with pytest.raises(ValueError, match=r"out\[1\]"):
-        reg.aten.split_with_sizes_copy.out(x, [3, 7], out=[torch.empty(3), torch.empty(14)[::2]])
+        reg.aten.split_with_sizes_copy.out(x, [3, 7], out=[torch.empty(3), torch.empty(1).expand(7)])
 
 
 def test_zero_size_tensors(reg):

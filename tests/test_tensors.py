@@ -110,11 +110,19 @@ def test_size_beyond_int32_refused(reg):
         reg.aten.add.out(huge, huge, out=torch.empty(1))
 
 
-@pytest.mark.parametrize("dtype", [torch.complex32])
+@pytest.mark.parametrize("dtype", [torch.float8_e8m0fnu])
 def test_dtype_executorch_cannot_represent(reg, dtype):
     x = torch.zeros(2, dtype=dtype)
     with pytest.raises((TypeError, ValueError), match="'self'.*dtype"):
         reg.aten.add.out(x, x, out=torch.zeros(2, dtype=dtype))
+
+
+def test_complex32_is_executorch_complex_half(reg):
+    """torch.complex32 crosses as ExecuTorch's ComplexHalf: a copy keeps its bits."""
+    x = torch.randn(2, 3).to(torch.complex32)
+    got = reg.aten.clone.out(x)
+    assert got.dtype == torch.complex32
+    assert torch.equal(got.view(torch.int32), x.view(torch.int32))
 
 
 def test_dtype_representable_but_unhandled_by_kernel(reg):

@@ -33,6 +33,7 @@ from .errors import (
     DelegateError,
     DuplicateKernelError,
     EtopsError,
+    KernelCrashed,
     KernelError,
     KernelNotFoundError,
     NoMatchingKernelError,
@@ -42,6 +43,7 @@ from .errors import (
     UnsupportedNodeError,
 )
 from .kernel import KernelInfo, KernelOrigin, RegisteredKernel, UncallableKernel
+from .layouts import layout
 from .registry import Namespace, OpPacket, Registry, get_kernel, registry
 from .schemas import set_schema
 
@@ -57,7 +59,17 @@ def _densify(obj):
     return obj.contiguous()
 
 
-_native.configure(tensor_type=torch.Tensor, densify=_densify, flush_logs=_logs.flush)
+def _copy_back(user_tensor, computed):
+    """Writes a computed contiguous out into the user's (permuted) out tensor,
+    taking the size the kernel gave it."""
+    if not isinstance(user_tensor, torch.Tensor):
+        user_tensor = torch.from_dlpack(user_tensor)
+    if user_tensor.shape != computed.shape:
+        user_tensor.resize_(computed.shape)
+    user_tensor.copy_(computed)
+
+
+_native.configure(tensor_type=torch.Tensor, densify=_densify, copy_back=_copy_back, flush_logs=_logs.flush)
 _native.install_pal()
 _runtime_patch.install()
 
@@ -82,6 +94,9 @@ _LAZY = {
     "backends": (".delegate", "backends"),
     # edge programs on ExecuTorch kernels (imports executorch.exir: seconds)
     "edge": (".edge", None),
+    "needs": (".needs", None),  # etops.needs(program): a program's kernel and delegate needs (callable module)
+    # guarded calls: one call in a forked child, tensors against guard pages
+    "guard": (".guard", None),
     # the benchmark harness
     "bench": (".bench", "bench"),
     "bench_all": (".bench", "bench_all"),
@@ -129,6 +144,7 @@ __all__ = [
     "DuplicateKernelError",
     "EtopsError",
     "Kernel",
+    "KernelCrashed",
     "KernelError",
     "KernelInfo",
     "KernelNotFoundError",

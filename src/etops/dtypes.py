@@ -17,6 +17,7 @@ ET_SCALAR_TYPE: dict[torch.dtype, int] = {
     torch.float16: 5,
     torch.float32: 6,
     torch.float64: 7,
+    torch.complex32: 8,
     torch.complex64: 9,
     torch.complex128: 10,
     torch.bool: 11,

@@ -56,6 +56,36 @@ class KernelError(EtopsError, RuntimeError):
         return (type(self), (self.op, self.error_code, self.error_name, self.log))
 
 
+class KernelCrashed(EtopsError, RuntimeError):
+    """A guarded call (etops.guard.call) died in its child process: the kernel read
+    or wrote outside a tensor argument (a guard page), wrote an input the schema
+    does not mark mutable, or raised another fatal signal (an abort).
+
+    Attributes: ``op``; ``signal`` (its name, e.g. ``SIGSEGV``); ``argument`` (the
+    argument whose memory was hit, or None); ``access`` ("read", "write" or None);
+    ``where`` ("past the end", "before the start", "inside a read-only input" or
+    None); ``offset`` (bytes beyond the buffer, or into it; None when unknown);
+    ``log`` (the last lines the child wrote to stderr, ExecuTorch's abort notice)."""
+
+    def __init__(self, op: str, signal: str, argument=None, access=None, where=None, offset=None, log: str = ""):
+        self.op, self.signal, self.argument, self.access = op, signal, argument, access
+        self.where, self.offset, self.log = where, offset, log
+        if argument is not None:
+            what = f"{access or 'access'} {where} of argument '{argument}'"
+            if offset is not None:
+                what += f" ({offset} bytes {'into it' if where == 'inside a read-only input' else 'beyond it'})"
+            message = f"ExecuTorch kernel {op} crashed with {signal}: {what}"
+        else:
+            message = f"ExecuTorch kernel {op} died with {signal}"
+        last = [line for line in log.splitlines() if line.strip()]
+        if last:
+            message += f" (last log line: {last[-1].strip()})"
+        super().__init__(message)
+
+    def __reduce__(self):
+        return (type(self), (self.op, self.signal, self.argument, self.access, self.where, self.offset, self.log))
+
+
 class DelegateError(KernelError):
     """A delegate's backend failed: it is not registered or not available, refused
     the lowered module's processed blob at init, or failed to execute.
@@ -118,3 +148,11 @@ class BuildError(EtopsError, RuntimeError):
 class UnsupportedNodeError(EtopsError, NotImplementedError):
     """A graph node etops.edge cannot run on ExecuTorch kernels (a higher-order op
     other than cond, an unknown call target); the message names the node."""
+
+
+# ---- programs read from a .pte (etops.needs) ---------------------------------------
+
+
+class ProgramFileError(EtopsError, ValueError):
+    """The program is not a readable ExecuTorch program (not a .pte, truncated,
+    corrupted); the message names the file and what is wrong."""

@@ -17,14 +17,15 @@ from typing import NamedTuple
 
 import torch
 
-from . import _native, dtypes
+from . import _native, dtypes, layouts
 from .plan import F_HAS_DEFAULT, K_RETURN_SLOT, K_TENSOR, Plan, build_plan
-from ._prechecks import PRECHECKS
+from .ops import rules_for
 from .errors import KernelError, SchemaError
 from .hooks import origin_provider
-from .out_shapes import infer_outs
+from .out_shapes import as_torch, infer_outs
 from .schemas import split_name, torch_overload
 from .slow_path import SLOW_PATH
+from .torch_checks import check_with_torch
 
 
 @dataclass(frozen=True)
@@ -235,9 +236,42 @@ class KernelInfo:
                 label = name
             value = bound.get(name)
             if kind == K_TENSOR and value is not None:
-                dtype, order, _dense = _native.tensor_meta(value, self.name, label)
-                metas.append((label, dtype, tuple(order)))
+                dtype, order, kept = self._tensor_meta(value, label)
+                # a tensor not kept as it is reaches the kernel as a contiguous copy
+                metas.append((label, dtype, tuple(order) if kept else tuple(range(len(order)))))
         return metas
+
+    def _tensor_meta(self, value, label):
+        """_native.tensor_meta as this kernel borrows the tensor: (dtype, dim order,
+        whether it reaches the kernel as it is)."""
+        dtype, order, kept = _native.tensor_meta(value, self.name, label)
+        if kept and rules_for(self.name).contiguous_only and tuple(order) != tuple(range(len(order))):
+            kept = False
+        return dtype, order, kept
+
+    def copied_tensors(self, bound: dict) -> list[str]:
+        """Lines naming each Tensor argument of a bound call that reaches the kernel
+        as a contiguous copy (not dense, or in a dim order no program produces)."""
+        lines = []
+        for entry in self._require_plan().args:
+            value = bound.get(entry.name)
+            if entry.kind != K_TENSOR or value is None:
+                continue
+            _dtype, order, kept = self._tensor_meta(value, entry.name)
+            if kept:
+                continue
+            strides = tuple(as_torch(value).stride())
+            shape = tuple(as_torch(value).shape)
+            if rules_for(self.name).contiguous_only and layouts.is_dense(shape, strides):
+                why = (f"dim order {list(order)}: the rules table marks this kernel contiguous_only (it mishandles "
+                       "other dim orders), so no layout mode passes it as it is")
+            elif layouts.is_dense(shape, strides):
+                why = (f"dim order {list(layouts.dim_order_of(shape, strides))} is neither contiguous nor channels-last; "
+                       "etops.layout('preserve') passes it as it is")
+            else:
+                why = "it is not dense"
+            lines.append(f"  {entry.name}: a contiguous copy reaches the kernel ({why}; a written one is copied back after the call)")
+        return lines
 
     def select(self, pairs) -> Selection:
         """The kernel ExecuTorch would run for tensors of these (ExecuTorch dtype,
@@ -258,6 +292,10 @@ class KernelInfo:
         lines = [f"{self.name} called with:"]
         for name, dtype, order in metas:
             lines.append(f"  {name}: {dtypes.dtype_name(dtype)}, dim order {list(order)}")
+        copied = self.copied_tensors(bound)
+        if copied:
+            lines.append("layouts (as an exported program would give them):")
+            lines.extend(copied)
         lines.append(f"kernel key: {key}")
         registered = self.kernels
         how, chosen = select_kernel(registered, key)
@@ -283,9 +321,40 @@ class KernelInfo:
         """What the outs of a call with these arguments must be (see infer_outs)."""
         return infer_outs(self, bound)
 
-    def precheck(self, bound: dict) -> None:
-        """Refuses arguments the kernel is known to abort on (_prechecks.py)."""
-        PRECHECKS[self.name](bound)
+    def precheck(self, bound: dict) -> dict | None:
+        """The arguments rewritten by the normalizers of its record in etops.ops
+        (the caller calls again with them), or None after its guards accepted the
+        arguments; a guard's refusal raises, naming the argument."""
+        rules = rules_for(self.name)
+        normalized = rules.normalized(bound, self)
+        if normalized is not None:
+            return normalized
+        rules.check(bound, self)
+        return None
+
+    def nothing_to_compute(self, bound: dict) -> bool:
+        """Whether the rules table says this call has nothing to compute (its outs
+        are only sized, the kernel is not called)."""
+        no_work = rules_for(self.name).no_work
+        return no_work is not None and bool(no_work(bound))
+
+    def validate(self, bound: dict, meta_checked: bool = False) -> dict:
+        """torch's checks of a call: its meta kernel of this out variant with the
+        given outs (skipped when `meta_checked`: the outs were sized by torch's
+        functional on these arguments), then the rules table's checks of what torch's
+        real kernel refuses and its meta kernel does not. Raises what torch refuses,
+        naming the argument where torch's message lets it; when torch accepts,
+        returns out name -> the shape torch's out= would resize a given out to (the
+        outs whose shape differs: ExecuTorch cannot change an out's rank, and some
+        kernels then write past it), empty when none or when torch cannot check."""
+        overload = torch_overload(self.name)
+        resizes = {}
+        if not meta_checked and overload is not None:
+            refusal, resizes = check_with_torch(self.name, overload, bound, self.out_names())
+            if refusal is not None:
+                raise refusal
+        rules_for(self.name).check_like_torch(bound, self)
+        return resizes
 
     def explain_mismatch(self, bound: dict) -> None:
         """A registered kernel has no tensor specs (only a delegate's call checks
@@ -305,14 +374,26 @@ class KernelInfo:
             packet = getattr(getattr(torch.ops, self.namespace), self.op)
             for name in sorted(packet.overloads(), key=lambda n: (n != "default", n)):
                 candidate = getattr(packet, name)
-                schema = candidate._schema
-                if any(a.is_out for a in schema.arguments):
-                    continue
-                if [(a.name, str(a.real_type)) for a in schema.arguments] == wanted:
+                if _sizes_outs_of(candidate._schema, wanted):
                     found = candidate
                     break
         self._functional = found
         return found or None
+
+
+def _sizes_outs_of(schema, wanted) -> bool:
+    """Whether the functional `schema` computes what an out variant with non-out
+    arguments `wanted` ((name, type) pairs) writes: the same arguments in the same
+    order, plus at most keyword-only options defaulting to None (`dtype`, `layout`,
+    `device`, `pin_memory` of _to_copy and full_like, which the out variant takes
+    from its out) left at their defaults."""
+    if any(a.is_out for a in schema.arguments):
+        return False
+    own = [(a.name, str(a.real_type)) for a in schema.arguments]
+    extra = [a for a in schema.arguments if (a.name, str(a.real_type)) not in wanted]
+    if [p for p in own if p in wanted] != wanted:
+        return False
+    return all(a.kwarg_only and a.has_default_value() and a.default_value is None for a in extra)
 
 
 class UncallableKernel:
@@ -350,7 +431,11 @@ def make_kernel(name: str, schema, schema_source: str):
     info = KernelInfo(name, schema, schema_source, plan, error)
     if plan is None:
         return UncallableKernel(info)
-    return _native.Kernel(name, plan.args, plan.returns, info, SLOW_PATH, precheck=name in PRECHECKS)
+    # torch checks calls of its own operators (aten::) before the kernel sees them
+    validate = name.startswith("aten::") and torch_overload(name) is not None
+    rules = rules_for(name)
+    return _native.Kernel(name, plan.args, plan.returns, info, SLOW_PATH, precheck=rules.has_precheck,
+                          validate=validate, contiguous_only=rules.contiguous_only)
 
 
 __all__ = ["KernelInfo", "RegisteredKernel", "Selection", "UncallableKernel", "decode_key", "library_of", "make_kernel"]

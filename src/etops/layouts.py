@@ -1,13 +1,67 @@
 """Dim orders and dense strides: the one place that turns an ExecuTorch dim order
 (outermost dimension first, e.g. ``(0, 2, 3, 1)`` for channels-last) into torch
-strides and back.
+strides and back, and the layout mode of calls (``etops.layout``).
 
-Imports the standard library only.
+Imports the standard library and etops._native only.
 """
 
 from __future__ import annotations
 
-__all__ = ["dim_order_of", "is_dense", "strides_for"]
+import functools
+
+from . import _native
+
+__all__ = ["dim_order_of", "is_dense", "layout", "layout_is_preserved", "strides_for"]
+
+LAYOUT_MODES = ("programs", "preserve")
+
+
+class layout:  # noqa: N801 - used like a function: etops.layout("preserve")
+    """The layouts in which kernel calls receive dense tensors, on this thread.
+
+    ``"programs"`` (the default) gives kernels what an exported program's memory
+    planning gives them: contiguous or channels-last tensors. A tensor in any
+    other dim order (``w.t()``) is copied to contiguous first, and an out in such
+    an order is computed into a contiguous copy and copied back.
+    ``"preserve"`` passes every dense tensor zero-copy with its true dim order, for
+    kernel authors testing dim-order handling (many kernels ignore dim orders and
+    then compute wrong values; docs/layouts.md lists the known ones).
+
+    Use it as a context (``with etops.layout("preserve"): op(...)``) or wrap one
+    call (``etops.layout("preserve")(op)(a, b, out=c)``)."""
+
+    def __init__(self, mode: str):
+        if mode not in LAYOUT_MODES:
+            raise ValueError(f"etops.layout: mode must be one of {list(LAYOUT_MODES)}, not {mode!r}")
+        self.mode = mode
+        self._previous: list[bool] = []
+
+    def __enter__(self) -> "layout":
+        self._previous.append(_native.set_layout_preserve(self.mode == "preserve"))
+        return self
+
+    def __exit__(self, *exc) -> None:
+        _native.set_layout_preserve(self._previous.pop())
+
+    def __call__(self, fn):
+        """`fn` wrapped so that each of its calls runs in this layout mode."""
+
+        @functools.wraps(fn)
+        def in_mode(*args, **kwargs):
+            with layout(self.mode):
+                return fn(*args, **kwargs)
+
+        return in_mode
+
+    def __repr__(self) -> str:
+        return f"etops.layout({self.mode!r})"
+
+
+def layout_is_preserved() -> bool:
+    """Whether this thread's calls pass permuted tensors as they are."""
+    previous = _native.set_layout_preserve(False)
+    _native.set_layout_preserve(previous)
+    return previous
 
 
 def strides_for(shape, dim_order=None) -> tuple:

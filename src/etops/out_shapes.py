@@ -69,32 +69,38 @@ def specs_of_result(result, out_names) -> dict:
 # ---- data-dependent output shapes --------------------------------------------------
 
 
-def _upper_bound_nonzero(bound):
-    x = as_torch(bound["self"])
-    return {"out": ((x.numel(), x.dim()), torch.int64)}
-
-
-def _upper_bound_masked_select(bound):
-    x, mask = as_torch(bound["self"]), as_torch(bound["mask"])
-    try:
-        shape = torch.broadcast_shapes(x.shape, mask.shape)
-    except RuntimeError as exc:
-        raise ValueError(f"aten::masked_select.out: argument 'mask' of shape {tuple(mask.shape)} does not broadcast with 'self' of shape {tuple(x.shape)}") from exc
-    return {"out": ((shape.numel(),), x.dtype)}
-
-
-#: Ops whose output shape depends on the data: out shape upper bounds, so the
-#: kernel can shrink the out to the real size (ExecuTorch never grows a tensor).
-DATA_DEPENDENT = {
-    "aten::nonzero.out": _upper_bound_nonzero,
-    "aten::masked_select.out": _upper_bound_masked_select,
-}
-
-
 def is_data_dependent(name: str) -> bool:
-    """Whether the out shapes of operator `name` are upper bounds (the kernel
-    shrinks its outs to the real size)."""
-    return name in DATA_DEPENDENT
+    """Whether the out shapes of operator `name` depend on the input values: its
+    record in etops.ops has an upper bound (the kernel shrinks its outs to the real
+    size) or says the outs are sized from the data. Never cached by signature."""
+    from .ops import rules_for  # etops.ops imports this module
+
+    rules = rules_for(name)
+    return rules.upper_bound is not None or rules.sized_from_data
+
+
+def _fake_says_data_dependent(functional, positional, keywords) -> bool:
+    """Whether torch's fake kernel of `functional` refuses these (meta) arguments
+    because the out shapes depend on the data (and not for an argument error)."""
+    from torch._subclasses.fake_tensor import DataDependentOutputException, DynamicOutputShapeException, FakeTensorMode
+
+    mode = FakeTensorMode()
+
+    def fake(v):
+        if isinstance(v, torch.Tensor):
+            return mode.from_tensor(torch.empty_strided(v.shape, v.stride(), dtype=v.dtype))
+        if isinstance(v, (list, tuple)):
+            return type(v)(fake(x) for x in v)
+        return v
+
+    try:
+        with mode:
+            functional(*[fake(v) for v in positional], **{k: fake(v) for k, v in keywords.items()})
+    except (DynamicOutputShapeException, DataDependentOutputException):
+        return True
+    except Exception:  # noqa: BLE001 - an argument error: not data-dependent
+        return False
+    return False
 
 
 # ---- the cache ----------------------------------------------------------------------
@@ -102,7 +108,7 @@ def is_data_dependent(name: str) -> bool:
 
 def _signature(value):
     """A hashable summary of an argument for the out-shape cache: tensors by shape,
-    stride and dtype, everything else by value."""
+    stride and dtype, everything else by type and value."""
     if isinstance(value, torch.Tensor):
         return ("T", tuple(value.shape), value.stride(), value.dtype)
     if isinstance(value, (list, tuple)):
@@ -110,7 +116,7 @@ def _signature(value):
     if hasattr(value, "__dlpack__"):
         return _signature(torch.from_dlpack(value))
     hash(value)
-    return value
+    return (type(value), value)  # 2, 2.0 and True are equal but promote differently
 
 
 _OUT_CACHE_SIZE = 256
@@ -140,27 +146,44 @@ def infer_outs(info, bound: dict) -> dict:
 
 
 def _infer_outs_uncached(info, bound: dict) -> dict:
-    if is_data_dependent(info.name):
-        return {n: (tuple(s), d, None) for n, (s, d) in DATA_DEPENDENT[info.name](bound).items()}
+    from .ops import rules_for  # etops.ops imports this module
+
+    if rules_for(info.name).upper_bound is not None:
+        return {n: (tuple(s), d, None) for n, (s, d) in rules_for(info.name).upper_bound(bound).items()}
     functional = info.functional_overload()
     if functional is None:
         raise SchemaError(f"{info.name}: etops cannot infer the out shapes (torch has no functional variant); pass the outs")
     inputs = {n: to_meta(v) for n, v in bound.items() if n not in info.out_names()}
-    positional = [inputs[a.name] for a in functional._schema.arguments if not a.kwarg_only]
-    keywords = {a.name: inputs[a.name] for a in functional._schema.arguments if a.kwarg_only}
+    positional, keywords = functional_arguments(functional, inputs)
     try:
         result = functional(*positional, **keywords)
     except Exception as meta_exc:  # noqa: BLE001
-        # Meta kernels cannot size data-dependent outputs (boolean-mask indexing,
-        # unique, ...): ask ATen on the real inputs. Invalid arguments fail there too.
+        if not (rules_for(info.name).sized_from_data and _fake_says_data_dependent(functional, positional, keywords)):
+            if isinstance(meta_exc, NotImplementedError):
+                raise SchemaError(f"{info.name}: etops cannot infer the out shapes (torch's meta kernel says: {meta_exc}); pass the outs") from meta_exc
+            from .torch_checks import refusal_error  # torch_checks imports this module
+
+            raise refusal_error(info.name, meta_exc, list(bound), info.out_names()) from meta_exc
+        # The out shapes depend on the values, and the arguments are valid: ATen sizes them.
         real = {n: as_torch(v) for n, v in bound.items() if n not in info.out_names()}
-        positional = [real[a.name] for a in functional._schema.arguments if not a.kwarg_only]
-        keywords = {a.name: real[a.name] for a in functional._schema.arguments if a.kwarg_only}
         try:
-            result = functional(*positional, **keywords)
-        except Exception as exc:  # noqa: BLE001 - torch refused the arguments themselves
-            raise ValueError(f"{info.name}: invalid arguments (torch's shape check says: {exc})") from meta_exc
+            real_positional, real_keywords = functional_arguments(functional, real)
+            result = functional(*real_positional, **real_keywords)
+        except Exception as exc:  # noqa: BLE001 - torch's checks refused the arguments
+            from .torch_checks import refusal_error
+
+            raise refusal_error(info.name, exc, list(bound), info.out_names()) from meta_exc
     return specs_of_result(result, info.out_names())
+
+
+def functional_arguments(functional, values: dict):
+    """(positional, keywords) of a call of torch's `functional` (KernelInfo's
+    functional_overload) with an out variant's non-out arguments `values`; the
+    functional's options the out variant lacks (dtype, layout, ...) stay unset."""
+    schema = functional._schema.arguments
+    positional = [values[a.name] for a in schema if not a.kwarg_only]
+    keywords = {a.name: values[a.name] for a in schema if a.kwarg_only and a.name in values}
+    return positional, keywords
 
 
 def allocate(spec):

@@ -21,7 +21,7 @@ from typing import Protocol
 import torch
 
 from .errors import NoMatchingKernelError, SchemaError
-from .out_shapes import allocate, is_data_dependent
+from .out_shapes import allocate, as_torch, is_data_dependent
 from .resize import check_resizes, kept_memory_format, quiet_ids, resize_like_torch, warn_resized
 
 
@@ -42,9 +42,19 @@ class SlowPathInfo(Protocol):
         """out name -> (shape, dtype, stride or None), a list of those, or None
         (an out the kernel leaves alone), for a call with these arguments."""
 
-    def precheck(self, bound: dict) -> None:
-        """The guard before every call of a kernel known to abort on some inputs:
-        raises the error naming the argument."""
+    def precheck(self, bound: dict) -> dict | None:
+        """Before every call of a kernel the rules table guards or normalizes:
+        the normalized arguments to call again with, or None once the guards
+        accepted (a refusal raises, naming the argument)."""
+
+    def nothing_to_compute(self, bound: dict) -> bool:
+        """Whether the call only sizes its outs (the kernel is not called)."""
+
+    def validate(self, bound: dict, meta_checked: bool = False) -> dict:
+        """torch's checks of a call with a new argument signature (its meta kernel's
+        unless `meta_checked`, then the rules table's): raises what torch refuses
+        (the kernel never sees it); returns the given outs torch would resize (out
+        name -> shape), empty when none."""
 
     def explain_mismatch(self, bound: dict) -> None:
         """A tensor differs from its spec (a delegate's input or output) or an out
@@ -58,6 +68,65 @@ class SlowPathInfo(Protocol):
 def bound_arguments(info: SlowPathInfo, values: tuple) -> dict:
     """Argument name -> value from the values C bound (plan order)."""
     return dict(zip(info.arg_names(), values))
+
+
+#: per nested allocate_and_call: ids of the outs it allocated (all of them), or empty
+_ALLOCATED: list[set[int]] = []
+
+
+def _resized_by_torch(info, bound: dict) -> dict:
+    """The given outs whose shape differs from the one torch's functional gives them
+    (out name -> shape, a list for tensor-list outs): torch's out= resizes those
+    before computing. Empty when the shapes match or the functional cannot say
+    (then torch's meta kernel of the out variant tells, in validate)."""
+    if is_data_dependent(info.name):
+        return {}
+    try:
+        specs = info.out_specs(bound)
+    except Exception:  # noqa: BLE001 - no functional, or refused: validate reports it
+        return {}
+    resizes = {}
+    for name in info.out_names():
+        given, spec = bound.get(name), specs.get(name)
+        if given is None or spec is None:
+            continue
+        if isinstance(spec, list):
+            shapes = [s[0] if s is not None else None for s in spec]
+            if isinstance(given, (list, tuple)) and len(given) == len(shapes) and any(
+                    s is not None and tuple(as_torch(g).shape) != tuple(s) for g, s in zip(given, shapes)):
+                resizes[name] = [tuple(s) if s is not None else None for s in shapes]
+        elif hasattr(as_torch(given), "shape") and tuple(as_torch(given).shape) != tuple(spec[0]):
+            resizes[name] = tuple(spec[0])
+    return resizes
+
+
+def _with_shapes(bound: dict, resizes: dict) -> dict:
+    """`bound` with the outs in `resizes` replaced by meta tensors of their new
+    shapes (same dtypes), for torch's checks before any real out changes."""
+    if not resizes:
+        return bound
+
+    def meta(out, shape):
+        t = as_torch(out)
+        return torch.empty(shape, dtype=t.dtype, device="meta") if shape is not None else t
+
+    changed = {}
+    for name, shape in resizes.items():
+        value = bound[name]
+        changed[name] = [meta(o, s) for o, s in zip(value, shape)] if isinstance(value, (list, tuple)) else meta(value, shape)
+    return {**bound, **changed}
+
+
+def _resize_then_call(info, kernel, bound: dict, resizes):
+    """Resizes the outs of `resizes` ((label, out, shape), checked by check_resizes)
+    as torch's out= does, warning once per out, and calls the kernel with them."""
+    check_resizes(info, bound, resizes)
+    for _, out, shape in resizes:
+        resize_like_torch(info, out, shape)
+    try:
+        return kernel(**bound)
+    finally:
+        quiet_ids().clear()
 
 
 class SlowPath:
@@ -75,11 +144,14 @@ class SlowPath:
         unused = [outs[n] for n in info.out_names() if bound.get(n) is None and specs[n] is None]
         quiet = quiet_ids()
         mine = {id(t) for v in outs.values() for t in (v if isinstance(v, list) else [v])}
+        allocated = {id(outs[n]) for n in info.out_names() if bound.get(n) is None}
         quiet |= mine
+        _ALLOCATED.append(allocated if len(allocated) == len(info.out_names()) else set())
         try:
             result = kernel(**{**bound, **outs})
         finally:
             quiet -= mine
+            _ALLOCATED.pop()
         if result is None:  # `-> ()` with a tensor-list out: give back what was allocated
             values = [outs[n] for n in info.out_names()]
             result = values[0] if len(values) == 1 else tuple(values)
@@ -90,9 +162,61 @@ class SlowPath:
         return None if any(result is u for u in unused) else result
 
     def precheck(self, kernel, values, _extra):
-        """Runs the guard of a kernel known to abort on some inputs (before the call)."""
+        """Before every call of a kernel with guards or normalizers: None when the
+        call may go on, or `(result,)` of the call made here with the normalized
+        arguments (the C path returns that result)."""
         info: SlowPathInfo = kernel._info
-        info.precheck(bound_arguments(info, values))
+        bound = bound_arguments(info, values)
+        normalized = info.precheck(bound)
+        if normalized is not None:
+            outs = set(info.out_names())
+            return (kernel(**{n: v for n, v in normalized.items() if not (n in outs and v is None)}),)
+        if info.nothing_to_compute(bound):
+            return (self._sized_outs(info, bound),)
+        return None
+
+    @staticmethod
+    def _sized_outs(info, bound):
+        """The outs of a call with nothing to compute, sized as torch sizes them
+        (missing ones allocated, given ones checked by torch, then resized): the
+        out, or a tuple of them."""
+        specs = info.out_specs(bound)  # torch's functional on meta: refuses what torch refuses
+        given = {n: bound[n] for n in info.out_names() if bound.get(n) is not None}
+        if given:
+            info.validate(bound)  # the given outs' dtypes, as torch checks them
+        outs = []
+        for name in info.out_names():
+            out = given.get(name)
+            if out is None:
+                out = allocate(specs[name])
+            elif tuple(out.shape) != tuple(specs[name][0]):
+                resize_like_torch(info, out, specs[name][0])
+            outs.append(out)
+        return outs[0] if len(outs) == 1 else tuple(outs)
+
+    def validate(self, kernel, values, _extra):
+        """torch's checks of a call whose argument signature is new to the kernel
+        (its meta kernel is skipped for the call allocate_and_call makes with outs sized by
+        torch's functional, which checked the same arguments)."""
+        info: SlowPathInfo = kernel._info
+        bound = bound_arguments(info, values)
+        sized = bool(_ALLOCATED and _ALLOCATED[-1] and all(id(bound[n]) in _ALLOCATED[-1] for n in info.out_names()))
+        resizes = {} if sized else _resized_by_torch(info, bound)
+        # torch's checks see the outs as torch's out= would have resized them; the
+        # caller's outs change only once every check passed
+        more = info.validate(_with_shapes(bound, resizes), meta_checked=sized)
+        resizes = resizes or more
+        if not resizes:
+            return None
+        # torch's out= resizes these outs first: so does etops, then calls again
+        listed = []
+        for name, shape in resizes.items():
+            if isinstance(bound[name], (list, tuple)):
+                listed += [(f"{name}[{i}]", o, tuple(w)) for i, (o, w) in enumerate(zip(bound[name], shape))
+                           if w is not None and tuple(o.shape) != tuple(w)]
+            else:
+                listed.append((name, bound[name], tuple(shape)))
+        return (_resize_then_call(info, kernel, bound, listed),)
 
     def explain_mismatch(self, kernel, values, _extra):
         """A tensor does not match the kernel's spec (delegates): raise, naming the
@@ -129,13 +253,7 @@ class SlowPath:
         resizes = [(label, out, tuple(shape)) for label, out, shape in resizes if tuple(out.shape) != tuple(shape)]
         if not resizes:
             raise info.error_type(info.name, *extra[:2], extra[2])
-        check_resizes(info, bound, resizes)
-        for _, out, shape in resizes:
-            resize_like_torch(info, out, shape)
-        try:
-            return kernel(**bound)
-        finally:
-            quiet_ids().clear()
+        return _resize_then_call(info, kernel, bound, resizes)
 
     def resized(self, kernel, obj, sizes, _has_data, name="out"):
         """The kernel shrank out argument `name` in place (within its storage):

@@ -43,14 +43,13 @@ def test_unsupported_is_a_kernel_refusing_what_aten_accepts():
 
 
 def test_error_is_etops_unable_to_make_the_call():
-    # softsign's decomposition calls aten::add.Tensor with a Python number for the
-    # Tensor 'other' (the dispatcher wraps it); etops refuses numbers for Tensor
-    # arguments: an etops error, reported as such. If etops learns to take them,
-    # pick another real case here.
-    report = conformance.run(["aten::add.out"], dtypes=["float32"], opinfo_filter={"nn.functional.softsign"}, progress=False)
+    # full's complex samples pass a complex fill_value; ExecuTorch's Scalar holds
+    # bool, int or float only, so etops cannot make the call: an etops error,
+    # reported as such. If etops learns to take them, pick another real case here.
+    report = conformance.run(["aten::full.out"], dtypes=["complex64"], opinfo_filter={"full"}, progress=False)
     cases = _only(report, "error")
     assert cases, report.totals()
-    assert "TypeError" in cases[0].message
+    assert "TypeError" in cases[0].message and "fill_value" in cases[0].message
 
 
 def test_mismatch_and_its_reproducer(tmp_path):
@@ -92,3 +91,11 @@ def test_isolated_results_equal_in_process():
     inproc = conformance.run(["aten::add.out", "aten::mul.out"], **kwargs)
     pooled = conformance.run(["aten::add.out", "aten::mul.out"], isolated=True, jobs=2, **kwargs)
     assert inproc.totals() == pooled.totals()
+
+
+def test_guarded_sweep_gives_the_same_statuses():
+    """etops check --guard: the same cases through etops.guard.call."""
+    plain = conformance.run(["aten::mul.out"], dtypes=["float32"], opinfo_filter={"mul"}, progress=False)
+    guarded = conformance.run(["aten::mul.out"], dtypes=["float32"], opinfo_filter={"mul"}, progress=False,
+                              hooks="etops.guard.hooks:guarded")
+    assert guarded.totals() == plain.totals() and guarded.totals()["pass"] > 0

@@ -182,10 +182,17 @@ def test_bad_out_names_the_argument(linear):
     with pytest.raises(TypeError, match=r"out argument 'out' is float16, the delegate writes out: float32\[4, 8\]"):
         run(x, out=half)
     assert not half.any()
-    with pytest.raises(ValueError, match=r"out argument 'out' has dim order \[1, 0\], the delegate writes"):
+    # a transposed out is computed contiguous and copied back; kept as it is, refused
+    transposed = torch.empty(8, 4).t()
+    assert run(x, out=transposed) is transposed
+    assert torch.equal(transposed, linear.pte_outputs[0])
+    with etops.layout("preserve"), pytest.raises(ValueError, match=r"out argument 'out' has dim order \[1, 0\], the delegate writes"):
         run(x, out=torch.empty(8, 4).t())
-    with pytest.raises(ValueError, match="argument 'out' is not dense"):
-        run(x, out=torch.empty(4, 16)[:, ::2])
+    stepped = torch.zeros(4, 16)[:, ::2]  # not dense: computed contiguous, copied back too
+    assert run(x, out=stepped) is stepped
+    assert torch.equal(stepped, linear.pte_outputs[0])
+    with pytest.raises(ValueError, match="argument 'out' is expanded"):
+        run(x, out=torch.empty(1, 8).expand(4, 8))
     smaller = torch.empty(2, 8)
     with pytest.warns(UserWarning, match="was resized since it had shape \\[2, 8\\]"):
         assert run(x, out=smaller) is smaller

@@ -1,7 +1,7 @@
 """The bounded fuzz `make test` runs: a few Hypothesis examples of valid and of
 invalid calls for every callable kernel, each in an isolated worker process (the
 long campaign is `make fuzz`), the isolated runner itself, and the regression
-tests of every abort the fuzzer found (each now a pre-check)."""
+tests of every abort the fuzzer found (each a finding in etops.ops, replayed here)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import os
 import pytest
 
 import etops
+from etops import ops
 from etops.fuzz import findings
 from etops.fuzz.runner import IsolatedRunner, callable_kernels, fuzz_kernel
 
@@ -19,7 +20,7 @@ pytest.importorskip("hypothesis")
 EXAMPLES = int(os.environ.get("ETOPS_FUZZ_EXAMPLES", "2"))
 
 #: property violations that break the contract outright: a new one fails the suite
-HARD = {"crash", "refcount", "input_written", "out_touched", "unexpected_exception", "harness"}
+HARD = {"crash", "refcount", "input_written", "out_touched", "unexpected_exception", "harness", "memory"}
 
 #: (kernel, kind) of hard violations already reported (README, "Reliability")
 KNOWN = set(findings.KNOWN_HARD)
@@ -36,7 +37,7 @@ def runner():
 def test_runner_reports_an_abort_and_recovers(runner):
     out = runner.run({"op": "<selftest:abort>"})
     assert out["status"] == "died" and "SIGABRT" in out["signal"]
-    ok = runner.run(findings.ABORTS[0]["case"])  # a fresh worker takes the next case
+    ok = runner.run(ops.findings()[0].case)  # a fresh worker takes the next case
     assert ok["status"] == "raised"
 
 
@@ -46,11 +47,14 @@ def test_runner_reports_a_hang():
     assert out["status"] == "hang"
 
 
-@pytest.mark.parametrize("item", findings.ABORTS, ids=[a["op"] for a in findings.ABORTS])
-def test_abort_found_by_fuzzing_is_now_a_clear_error(runner, item):
-    out = runner.run(item["case"])
-    assert out["status"] == "raised", f"{item['op']} still kills the process: {out.get('signal')} {out.get('notice')}"
-    assert f"'{item['argument']}'" in out["exc"], out["exc"]
+@pytest.mark.parametrize("finding", ops.findings(), ids=[f"{f.op}-{f.argument}" for f in ops.findings()])
+def test_abort_found_by_fuzzing_is_now_a_clear_error(runner, finding):
+    out = runner.run(finding.case)
+    if finding.computes:  # normalized into a call the kernel handles: torch's result
+        assert out["status"] == "ok" and not out["violations"], out
+        return
+    assert out["status"] == "raised", f"{finding.op} still kills the process: {out.get('signal')} {out.get('notice')}"
+    assert f"'{finding.argument}'" in out["exc"], out["exc"]
     assert not out["exc"].startswith("KernelError")
 
 
@@ -61,5 +65,21 @@ def test_bounded_fuzz(runner, name, mode):
     report = fuzz_kernel(runner, kernel, mode, EXAMPLES, derandomize=True)
     assert report.crash is None, f"{report.crash['repro']}\n{report.crash['signal']}: {report.crash['notice']}"
     assert not report.harness_errors, report.harness_errors
+    new = {kind: v for kind, v in report.violations.items() if kind in HARD and (name, kind) not in KNOWN}
+    assert not new, "\n".join(f"{kind}: {repro}\n    {message}" for kind, (repro, message, _case) in new.items())
+
+
+#: a sample of kernels fuzzed with every call guarded (etops.guard.call: a fork per
+#: case, so a sample): elementwise, lists, views, reductions, the memory findings
+GUARDED = ["aten::add.out", "aten::cat.out", "aten::view_as_real_copy.out", "aten::topk.values", "aten::embedding.out",
+           "aten::div.out", "aten::index_select.out", "aten::sum.IntList_out"]
+
+
+@pytest.mark.parametrize("mode", ["valid", "invalid"])
+@pytest.mark.parametrize("name", GUARDED)
+def test_bounded_fuzz_guarded(runner, name, mode):
+    kernel = etops.registry().get_kernel(name)
+    report = fuzz_kernel(runner, kernel, mode, EXAMPLES, derandomize=True, guard=True)
+    assert report.crash is None, f"{report.crash['repro']}\n{report.crash['signal']}: {report.crash['notice']}"
     new = {kind: v for kind, v in report.violations.items() if kind in HARD and (name, kind) not in KNOWN}
     assert not new, "\n".join(f"{kind}: {repro}\n    {message}" for kind, (repro, message, _case) in new.items())

@@ -54,7 +54,7 @@ CALLS = {
     "data-dependent out": ("aten::nonzero.out", lambda: ((torch.tensor([0.0, 1.0, 2.0]),), {}), None),
     "type error": ("aten::add.out", lambda: ((torch.ones(3), "x"), {"out": torch.empty(3)}), TypeError),
     "missing argument": ("aten::add.out", lambda: ((torch.ones(3),), {"out": torch.empty(3)}), TypeError),
-    "non-dense out": ("aten::add.out", lambda: ((torch.ones(3), torch.ones(3)), {"out": torch.empty(6)[::2]}), ValueError),
+    "expanded out": ("aten::add.out", lambda: ((torch.ones(3), torch.ones(3)), {"out": torch.empty(1).expand(3)}), ValueError),
     "rank 17": ("aten::add.out", lambda: ((torch.ones([1] * 17), torch.ones(1)), {"out": torch.empty(1)}), ValueError),
     "list item error": ("aten::cat.out", lambda: (([torch.ones(2), "x"],), {"out": torch.empty(5)}), TypeError),
     "pre-check error": ("aten::sym_size.int", lambda: ((torch.ones(3), 5), {}), IndexError),

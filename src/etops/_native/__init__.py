@@ -92,11 +92,13 @@ from ._core import (  # noqa: E402
     configure,
     drain_logs,
     error_name,
+    guard_signals,
     install_pal,
     lookup,
     make_key,
     registered_kernels,
     registry_generation,
+    set_layout_preserve,
     tensor_meta,
 )
 
@@ -110,11 +112,13 @@ __all__ = [
     "error_name",
     "check_versions",
     "executorch_lib_dir",
+    "guard_signals",
     "installed_versions",
     "install_pal",
     "lookup",
     "make_key",
     "registered_kernels",
     "registry_generation",
+    "set_layout_preserve",
     "tensor_meta",
 ]

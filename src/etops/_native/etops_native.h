@@ -48,6 +48,7 @@ typedef struct etops_state {
   PyObject* torch_tensor_type;    /* torch.Tensor, set by configure() */
   const DLPackExchangeAPI* torch_api;
   PyObject* densify;              /* callable(obj) -> contiguous copy */
+  PyObject* copy_back;            /* callable(user_tensor, computed) -> None */
   PyObject* flush_logs;           /* callable() -> None, drains queued ET logs */
   PyObject* str_dlpack;           /* "__dlpack__" */
   PyObject* str_dlpack_device;    /* "__dlpack_device__" */
@@ -67,14 +68,28 @@ int etops_keep_add(etops_keep* keep, PyObject* obj); /* steals obj */
 void etops_keep_release(etops_keep* keep);
 
 /* What borrowing found about a tensor's layout. */
-enum { LAYOUT_DENSE = 0, LAYOUT_NOT_DENSE = 1 };
+enum {
+  LAYOUT_DENSE = 0,     /* contiguous or channels-last (or any order, under "preserve") */
+  LAYOUT_NOT_DENSE = 1, /* a strided view with no ExecuTorch dim order */
+  LAYOUT_PERMUTED = 2,  /* dense in a dim order no exported program hands a kernel */
+  LAYOUT_OVERLAPPING = 3, /* not dense, and elements share memory (a stride 0 over a size > 1) */
+};
+
+/* Layout mode of the calling thread (etops.layout): 0 "programs" (the default:
+ * permuted tensors are copied to contiguous), 1 "preserve" (every dense tensor
+ * reaches the kernel with its true dim order). */
+extern _Thread_local int etops_layout_preserve;
 
 /*
  * Fills `out` from a CPU tensor-like object with zero copy: torch tensors through
  * the DLPack C exchange API, others through __dlpack__. Sets a Python exception
  * naming `what` and returns -1 when the object is not a CPU tensor ExecuTorch can
  * represent. Returns LAYOUT_NOT_DENSE (without exception) for a strided view that
- * has no ExecuTorch dim order; the caller decides whether to copy or refuse.
+ * has no ExecuTorch dim order (LAYOUT_OVERLAPPING when it is expanded: writing it
+ * would write one element through several indices), and LAYOUT_PERMUTED (with `out` filled in its true
+ * dim order) for a dense tensor in an order other than contiguous or channels-last
+ * while the thread's layout mode is not "preserve"; the caller decides whether to
+ * copy or refuse.
  * `writable` refuses read-only producers.
  */
 int etops_borrow_tensor(etops_state* st, PyObject* obj, etb_tensor* out, etops_keep* keep,

@@ -25,6 +25,7 @@ typedef enum {
   SLOW_FAILED,            /* the kernel failed: resize outs and call again, or raise */
   SLOW_NO_KERNEL,         /* no registered kernel matches the tensors' key: raise */
   SLOW_RESIZED,           /* the kernel resized an out: mirror it on the Python object */
+  SLOW_VALIDATE,          /* a new argument signature: torch's checks, raise if torch refuses */
   SLOW_ENTRY_COUNT
 } SlowEntry;
 
@@ -35,6 +36,7 @@ static const char* const SLOW_PATH_METHODS[SLOW_ENTRY_COUNT] = {
     [SLOW_FAILED] = "failed",
     [SLOW_NO_KERNEL] = "no_kernel",
     [SLOW_RESIZED] = "resized",
+    [SLOW_VALIDATE] = "validate",
 };
 
 /* Calls the slow path's `entry` with the bound arguments (NULL: a missing out). */
@@ -53,6 +55,74 @@ static int slow_check(KernelObject* k, SlowEntry entry, PyObject* const* bound) 
   PyObject* ok = slow_path(k, entry, bound, NULL);
   if (ok == NULL) return -1;
   Py_DECREF(ok);
+  return 0;
+}
+
+/* ---- torch's checks, once per argument signature ------------------------------- */
+
+/* One 64-bit word into the hash: a multiply and a shift, not a loop over bytes
+ * (this runs on every call of a validating kernel). */
+static inline uint64_t mix(uint64_t h, uint64_t v) {
+  h = (h ^ v) * 0x9E3779B97F4A7C15ULL;
+  return h ^ (h >> 29);
+}
+
+static uint64_t tensor_signature(uint64_t h, const etb_tensor* t) {
+  if (t == NULL) return mix(h, ~(uint64_t)0);
+  h = mix(h, ((uint64_t)(uint8_t)t->dtype << 8) | t->ndim);
+  int d = 0;
+  for (; d + 1 < t->ndim; d += 2) h = mix(h, ((uint64_t)(uint32_t)t->sizes[d] << 32) | (uint32_t)t->sizes[d + 1]);
+  if (d < t->ndim) h = mix(h, (uint32_t)t->sizes[d]);
+  return h;
+}
+
+uint64_t call_signature(const etb_value* vals, int n) {
+  uint64_t h = 0x243F6A8885A308D3ULL;
+  for (int i = 0; i < n; i++) {
+    const etb_value* v = &vals[i];
+    h = mix(h, ((uint64_t)(uint32_t)v->tag << 32) | (uint32_t)v->len);
+    switch (v->tag) {
+      case ETB_TENSOR: h = tensor_signature(h, v->u.t); break;
+      case ETB_INT: h = mix(h, (uint64_t)v->u.i); break;
+      case ETB_BOOL: h = mix(h, (uint64_t)v->u.b); break;
+      case ETB_LIST_BOOL:
+        for (int j = 0; j < v->len; j++) h = mix(h, v->u.bools[j]);
+        break;
+      case ETB_LIST_INT:
+        for (int j = 0; j < v->len; j++) h = mix(h, (uint64_t)v->u.ints[j]);
+        break;
+      case ETB_LIST_TENSOR:
+      case ETB_LIST_OPT_TENSOR:
+        for (int j = 0; j < v->len; j++) h = tensor_signature(h, v->u.tensors[j]);
+        break;
+      default: break; /* doubles, strings, None: the tag says enough */
+    }
+  }
+  return h;
+}
+
+/* Runs torch's checks (the slow path's validate) unless a call of the same
+ * signature passed them before. 0: go on; -1: torch refuses (exception set);
+ * 1: the slow path resized outs as torch's out= does and made the call itself
+ * (*handled is its result, a new reference). */
+static int validate_once(KernelObject* k, const etb_value* vals, PyObject* const* bound, PyObject** handled) {
+  uint64_t h = call_signature(vals, k->nargs);
+  /* newest first: a loop of calls repeats the signature it last added */
+  for (int n = 0, i = k->validated_next; n < k->validated_count; n++) {
+    i = i == 0 ? VALIDATED_SIGNATURES - 1 : i - 1;
+    if (k->validated[i] == h) return 0;
+  }
+  PyObject* res = slow_path(k, SLOW_VALIDATE, bound, NULL);
+  if (res == NULL) return -1;
+  if (PyTuple_Check(res) && PyTuple_GET_SIZE(res) == 1) { /* never remembered: these outs change shape */
+    *handled = Py_NewRef(PyTuple_GET_ITEM(res, 0));
+    Py_DECREF(res);
+    return 1;
+  }
+  Py_DECREF(res);
+  k->validated[k->validated_next] = h;
+  k->validated_next = (k->validated_next + 1) % VALIDATED_SIGNATURES;
+  if (k->validated_count < VALIDATED_SIGNATURES) k->validated_count++;
   return 0;
 }
 
@@ -157,7 +227,17 @@ PyObject* kernel_vectorcall(PyObject* self, PyObject* const* args, size_t nargsf
   PyObject* bound[ETOPS_MAX_ARGS];
   int missing_out;
   if (bind_arguments(k, args, nargs, kwnames, bound, &missing_out) < 0) return NULL;
-  if (k->has_precheck && slow_check(k, SLOW_PRECHECK, bound) < 0) return NULL;
+  if (k->has_precheck) {
+    /* None: go on; (result,): the slow path made the call with normalized arguments */
+    PyObject* handled = slow_path(k, SLOW_PRECHECK, bound, NULL);
+    if (handled == NULL) return NULL;
+    if (PyTuple_Check(handled) && PyTuple_GET_SIZE(handled) == 1) {
+      PyObject* result = Py_NewRef(PyTuple_GET_ITEM(handled, 0));
+      Py_DECREF(handled);
+      return result;
+    }
+    Py_DECREF(handled);
+  }
   CallScratch cs;
   scratch_init(&cs);
   etb_value vals[ETOPS_MAX_ARGS];
@@ -185,6 +265,11 @@ PyObject* kernel_vectorcall(PyObject* self, PyObject* const* args, size_t nargsf
     } else {
       vals[i].tag = ETB_NONE;
     }
+  }
+
+  if (k->validates && !missing_out) {
+    int checked = validate_once(k, vals, bound, &result);
+    if (checked != 0) goto done; /* refused (result NULL), or made by the slow path */
   }
 
   if (missing_out) {
@@ -235,14 +320,20 @@ PyObject* kernel_vectorcall(PyObject* self, PyObject* const* args, size_t nargsf
   }
   for (int i = 0; i < cs.nrecs; i++) {
     TensorRec* r = cs.recs[i];
-    if (!r->t.resized) continue;
-    PyObject* sizes = etops_sizes_tuple(&r->t);
-    if (sizes == NULL) goto done;
-    PyObject* res = PyObject_CallMethod(k->slow, SLOW_PATH_METHODS[SLOW_RESIZED], "OOOiO", (PyObject*)k, r->obj, sizes,
-                                        (int)(r->t.data != NULL), k->args[r->arg].name);
-    Py_DECREF(sizes);
-    if (res == NULL) goto done;
-    Py_DECREF(res);
+    if (r->t.resized) { /* mirrored first: a copy back then takes the new size */
+      PyObject* sizes = etops_sizes_tuple(&r->t);
+      if (sizes == NULL) goto done;
+      PyObject* res = PyObject_CallMethod(k->slow, SLOW_PATH_METHODS[SLOW_RESIZED], "OOOiO", (PyObject*)k, r->obj,
+                                          sizes, (int)(r->t.data != NULL), k->args[r->arg].name);
+      Py_DECREF(sizes);
+      if (res == NULL) goto done;
+      Py_DECREF(res);
+    }
+    if (r->copy_back_to != NULL) {
+      PyObject* res = PyObject_CallFunctionObjArgs(k->st->copy_back, r->copy_back_to, r->obj, NULL);
+      if (res == NULL) goto done;
+      Py_DECREF(res);
+    }
   }
   result = build_result(k, bound, vals);
 

@@ -17,29 +17,44 @@ static int type_error(KernelObject* k, const ArgSpec* a, const char* expected, P
   return -1;
 }
 
-/* Borrows `obj` as tensor `what` of argument `arg`; a non-dense input is replaced by
- * a dense copy (state's densify), a non-dense written tensor refused. */
+static int is_contiguous_order(const etb_tensor* t) {
+  for (int d = 0; d < t->ndim; d++) {
+    if (t->dim_order[d] != d) return 0;
+  }
+  return 1;
+}
+
+/* Borrows `obj` as tensor `what` of argument `arg`. Tensors reach the kernel as an
+ * exported program lays them out: a non-dense input, or one in a permuted dim order
+ * (unless the thread's layout mode is "preserve"), is replaced by a contiguous copy
+ * (state's densify), and so is any non-contiguous one for a kernel marked
+ * contiguous_only; a written one is computed into a contiguous copy that is
+ * copied back after the call, unless it is expanded (elements sharing memory, which
+ * torch refuses to write too). */
 static TensorRec* borrow(KernelObject* k, CallScratch* cs, PyObject* obj, int arg, const char* what,
                          int writable) {
   TensorRec* r = scratch_new_rec(cs);
   if (r == NULL) return NULL;
   r->obj = obj;
+  r->copy_back_to = NULL;
   r->arg = arg;
   int rc = etops_borrow_tensor(k->st, obj, &r->t, &cs->keep, k->op_name, what, writable);
   if (rc < 0) return NULL;
-  if (rc == LAYOUT_NOT_DENSE) {
-    if (writable) {
-      PyErr_Format(PyExc_ValueError,
-                   "%s: argument '%s' is not dense (expanded, stepped or overlapping); the kernel writes it, "
-                   "so it must be contiguous or a permutation of a contiguous tensor",
-                   k->op_name, what);
-      return NULL;
-    }
+  if (rc == LAYOUT_DENSE && k->contiguous_only && !is_contiguous_order(&r->t)) rc = LAYOUT_PERMUTED;
+  if (rc == LAYOUT_OVERLAPPING && writable) {
+    PyErr_Format(PyExc_ValueError,
+                 "%s: argument '%s' is expanded (several of its elements share memory); the kernel writes it, "
+                 "so it must not overlap itself (clone it first)",
+                 k->op_name, what);
+    return NULL;
+  }
+  if (rc != LAYOUT_DENSE) {
     PyObject* dense = PyObject_CallOneArg(k->st->densify, obj);
     if (dense == NULL || etops_keep_add(&cs->keep, dense) < 0) return NULL;
     r->obj = dense;
+    if (writable) r->copy_back_to = obj;
     rc = etops_borrow_tensor(k->st, dense, &r->t, &cs->keep, k->op_name, what, writable);
-    if (rc != LAYOUT_DENSE) {
+    if (rc != LAYOUT_DENSE || (k->contiguous_only && !is_contiguous_order(&r->t))) {
       if (rc > 0) PyErr_Format(PyExc_ValueError, "%s: argument '%s' could not be made dense", k->op_name, what);
       return NULL;
     }
@@ -131,7 +146,56 @@ typedef int (*ArgConverter)(KernelObject* k, CallScratch* cs, int i, const ArgSp
 /* Outs and mutable arguments are written by the kernel; outs may be resized. */
 static int written(const ArgSpec* a) { return (a->flags & (F_OUT | F_MUTABLE)) != 0; }
 
+/* A Python number given for a Tensor parameter the kernel only reads, as torch wraps
+ * it: a 0-dim tensor in the call's arena of torch's wrapped-number dtype (bool,
+ * int64, float64, complex128). torch's own checks and out sizing see the number
+ * itself, with its wrapped-number promotion rules. 1: wrapped; 0: `o` is not a
+ * Python number; -1: error (an int beyond int64). */
+static int wrap_number(KernelObject* k, CallScratch* cs, const ArgSpec* a, PyObject* o, etb_value* v) {
+  int dtype;
+  if (PyBool_Check(o)) dtype = ETB_DTYPE_BOOL;
+  else if (PyLong_Check(o)) dtype = ETB_DTYPE_LONG;
+  else if (PyFloat_Check(o)) dtype = ETB_DTYPE_DOUBLE;
+  else if (PyComplex_Check(o)) dtype = ETB_DTYPE_COMPLEX_DOUBLE;
+  else return 0;
+  const size_t header = (sizeof(etb_tensor) + 15) & ~(size_t)15; /* then 16 bytes of data */
+  etb_tensor* t = (etb_tensor*)scratch_alloc(cs, header + 16);
+  if (t == NULL) return -1;
+  unsigned char* data = (unsigned char*)t + header;
+  switch (dtype) {
+    case ETB_DTYPE_BOOL: *(uint8_t*)data = o == Py_True; break;
+    case ETB_DTYPE_LONG: {
+      int64_t value;
+      if (as_int64(k, a, o, &value) < 0) return -1;
+      memcpy(data, &value, sizeof value);
+      break;
+    }
+    case ETB_DTYPE_DOUBLE: {
+      double value = PyFloat_AS_DOUBLE(o);
+      memcpy(data, &value, sizeof value);
+      break;
+    }
+    default: {
+      double parts[2] = {PyComplex_RealAsDouble(o), PyComplex_ImagAsDouble(o)};
+      memcpy(data, parts, sizeof parts);
+    }
+  }
+  t->data = data;
+  t->dtype = (int8_t)dtype;
+  t->ndim = 0;
+  t->dynamism = ETB_STATIC;
+  t->resized = 0;
+  v->tag = ETB_TENSOR;
+  v->len = WRAPPED_NUMBER_LEN;
+  v->u.t = t;
+  return 1;
+}
+
 static int convert_tensor(KernelObject* k, CallScratch* cs, int i, const ArgSpec* a, PyObject* o, etb_value* v) {
+  if (Py_TYPE(o) != (PyTypeObject*)k->st->torch_tensor_type && !written(a)) {
+    int wrapped = wrap_number(k, cs, a, o, v);
+    if (wrapped != 0) return wrapped < 0 ? -1 : 0;
+  }
   TensorRec* r = borrow(k, cs, o, i, a->cname, written(a));
   if (r == NULL) return -1;
   if (a->flags & F_OUT) r->t.dynamism = ETB_DYNAMIC_BOUND;
@@ -250,59 +314,71 @@ static PyObject* number_list(KernelObject* k, CallScratch* cs, const ArgSpec* a,
   return seq;
 }
 
-static int convert_int_list(KernelObject* k, CallScratch* cs, int i, const ArgSpec* a, PyObject* o, etb_value* v) {
+/* One element of a number list, converted into `out` (an int64_t, double or uint8_t). */
+typedef int (*item_converter)(KernelObject* k, const ArgSpec* item, PyObject* o, void* out);
+
+static int item_int(KernelObject* k, const ArgSpec* item, PyObject* o, void* out) {
+  return as_int64(k, item, o, (int64_t*)out);
+}
+
+static int item_double(KernelObject* k, const ArgSpec* item, PyObject* o, void* out) {
+  return as_double(k, item, o, (double*)out);
+}
+
+static int item_bool(KernelObject* k, const ArgSpec* item, PyObject* o, void* out) {
+  if (!PyBool_Check(o)) return type_error(k, item, "a bool", o);
+  *(uint8_t*)out = o == Py_True;
+  return 0;
+}
+
+/* What an int[], float[] or bool[] argument becomes: the EValue tag, the element
+   size and converter, and how a wrong argument is described. */
+typedef struct {
+  const char* expected;
+  size_t item_size;
+  item_converter convert;
+  etb_tag tag;
+} NumberListKind;
+
+static const NumberListKind INT_LIST = {"a list of ints", sizeof(int64_t), item_int, ETB_LIST_INT};
+static const NumberListKind FLOAT_LIST = {"a list of floats", sizeof(double), item_double, ETB_LIST_DOUBLE};
+static const NumberListKind BOOL_LIST = {"a list of bools", sizeof(uint8_t), item_bool, ETB_LIST_BOOL};
+
+/* A number list argument as an array in the call's scratch memory. */
+static int convert_number_list(KernelObject* k, CallScratch* cs, const ArgSpec* a, PyObject* o, etb_value* v,
+                               const NumberListKind* kind) {
   ArgSpec item;
   char what[160];
-  PyObject* seq = number_list(k, cs, a, o, "a list of ints", &item, what, sizeof what);
+  PyObject* seq = number_list(k, cs, a, o, kind->expected, &item, what, sizeof what);
   if (seq == NULL) return -1;
   Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
-  int64_t* buf = (int64_t*)scratch_alloc(cs, sizeof(int64_t) * (n ? n : 1));
+  char* buf = (char*)scratch_alloc(cs, kind->item_size * (n ? n : 1));
   if (buf == NULL) return -1;
   for (Py_ssize_t j = 0; j < n; j++) {
-    if (as_int64(k, &item, PySequence_Fast_GET_ITEM(seq, j), &buf[j]) < 0) return -1;
+    if (kind->convert(k, &item, PySequence_Fast_GET_ITEM(seq, j), buf + j * kind->item_size) < 0) return -1;
   }
-  v->tag = ETB_LIST_INT;
-  v->u.ints = buf;
+  v->tag = kind->tag;
+  switch (kind->tag) {
+    case ETB_LIST_INT: v->u.ints = (int64_t*)buf; break;
+    case ETB_LIST_DOUBLE: v->u.doubles = (double*)buf; break;
+    default: v->u.bools = (uint8_t*)buf; break;
+  }
   v->len = (int32_t)n;
   return 0;
+}
+
+static int convert_int_list(KernelObject* k, CallScratch* cs, int i, const ArgSpec* a, PyObject* o, etb_value* v) {
+  return convert_number_list(k, cs, a, o, v, &INT_LIST);
 }
 
 static int convert_float_list(KernelObject* k, CallScratch* cs, int i, const ArgSpec* a, PyObject* o,
                               etb_value* v) {
-  ArgSpec item;
-  char what[160];
-  PyObject* seq = number_list(k, cs, a, o, "a list of floats", &item, what, sizeof what);
-  if (seq == NULL) return -1;
-  Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
-  double* buf = (double*)scratch_alloc(cs, sizeof(double) * (n ? n : 1));
-  if (buf == NULL) return -1;
-  for (Py_ssize_t j = 0; j < n; j++) {
-    if (as_double(k, &item, PySequence_Fast_GET_ITEM(seq, j), &buf[j]) < 0) return -1;
-  }
-  v->tag = ETB_LIST_DOUBLE;
-  v->u.doubles = buf;
-  v->len = (int32_t)n;
-  return 0;
+  return convert_number_list(k, cs, a, o, v, &FLOAT_LIST);
 }
 
 static int convert_bool_list(KernelObject* k, CallScratch* cs, int i, const ArgSpec* a, PyObject* o,
                              etb_value* v) {
-  ArgSpec item;
-  char what[160];
-  PyObject* seq = number_list(k, cs, a, o, "a list of bools", &item, what, sizeof what);
-  if (seq == NULL) return -1;
-  Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
-  uint8_t* buf = (uint8_t*)scratch_alloc(cs, n ? n : 1);
-  if (buf == NULL) return -1;
-  for (Py_ssize_t j = 0; j < n; j++) {
-    PyObject* value = PySequence_Fast_GET_ITEM(seq, j);
-    if (!PyBool_Check(value)) return type_error(k, &item, "a bool", value);
-    buf[j] = value == Py_True;
-  }
-  v->tag = ETB_LIST_BOOL;
-  v->u.bools = buf;
-  v->len = (int32_t)n;
-  return 0;
+  return convert_number_list(k, cs, a, o, v, &BOOL_LIST);
 }
 
 /* dtype / memory format / layout / device: the plan's map gives ExecuTorch's number. */

@@ -37,6 +37,8 @@ typedef struct {
 
 #define CACHE_KEY_MAX 72
 #define CACHE_ENTRIES 4
+/* Argument signatures a kernel remembers torch accepted (a ring). */
+#define VALIDATED_SIGNATURES 32
 
 /* One remembered kernel-key -> function resolution (kernel_select.c). */
 typedef struct {
@@ -71,6 +73,12 @@ typedef struct {
   PyObject* info;
   PyObject* slow;
   int has_precheck; /* call the slow path's abort guard before every call */
+  int contiguous_only; /* every tensor reaches the kernel contiguous (the rules table's contiguous_only) */
+  /* torch's checks of the call (slow path `validate`), once per argument
+   * signature: the signatures (call_signature) of calls torch accepted */
+  int validates;
+  int validated_count, validated_next;
+  uint64_t validated[VALIDATED_SIGNATURES];
   PyObject* delegate;  /* a Delegate (delegate.c) run instead of a registered kernel, or NULL */
   etb_delegate* delegate_handle;
   TensorSpec* specs;   /* per argument, what its tensor must be (delegates), or NULL */
@@ -93,10 +101,22 @@ typedef struct {
   ArenaBlock* blocks;
 } Arena;
 
-/* A borrowed tensor and the Python object it came from (argument `arg`). */
+/* etb_value.len of an ETB_TENSOR that wraps a Python number (kernel_convert.c); the
+ * bridge never reads len for tensors, call_signature hashes it. */
+#define WRAPPED_NUMBER_LEN 1
+
+/* A hash of what torch's checks of a call depend on: every tensor's dtype,
+ * rank and sizes, ints, bools and int lists by value, the tags of the rest
+ * (doubles by kind: their values do not change dtypes or shapes). */
+uint64_t call_signature(const etb_value* vals, int n);
+
+/* A borrowed tensor and the Python object it came from (argument `arg`). A
+ * written tensor in a permuted dim order is borrowed as a contiguous copy `obj`
+ * whose contents go back to the user's tensor `copy_back_to` after the call. */
 typedef struct {
   etb_tensor t;
   PyObject* obj;
+  PyObject* copy_back_to; /* borrowed from the call's arguments; NULL: none */
   int arg;
 } TensorRec;
 

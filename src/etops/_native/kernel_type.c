@@ -84,13 +84,14 @@ static int parse_plan(KernelObject* k, PyObject* plan) {
 }
 
 static PyObject* kernel_new(PyTypeObject* type, PyObject* args, PyObject* kwargs) {
-  static char* kwlist[] = {"name", "plan", "returns", "info", "slow_path", "precheck", "delegate", "specs", NULL};
+  static char* kwlist[] = {"name", "plan", "returns", "info", "slow_path", "precheck", "delegate", "specs",
+                           "validate", "contiguous_only", NULL};
   PyObject *name, *plan, *returns, *info, *slow;
   PyObject* delegate = Py_None;
   PyObject* specs = Py_None;
-  int precheck = 0;
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "UOOOO|pOO", kwlist, &name, &plan, &returns, &info, &slow,
-                                   &precheck, &delegate, &specs))
+  int precheck = 0, validate = 0, contiguous_only = 0;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "UOOOO|pOOpp", kwlist, &name, &plan, &returns, &info, &slow,
+                                   &precheck, &delegate, &specs, &validate, &contiguous_only))
     return NULL;
   KernelObject* k = (KernelObject*)type->tp_alloc(type, 0);
   if (k == NULL) return NULL;
@@ -112,6 +113,9 @@ static PyObject* kernel_new(PyTypeObject* type, PyObject* args, PyObject* kwargs
   k->info = Py_NewRef(info);
   k->slow = Py_NewRef(slow);
   k->has_precheck = precheck;
+  k->validates = validate;
+  k->contiguous_only = contiguous_only;
+  k->validated_count = k->validated_next = 0;
   k->gen = 0;
   if (delegate != Py_None) {
     k->delegate_handle = etops_delegate_handle(k->st, delegate);

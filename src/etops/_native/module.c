@@ -94,9 +94,10 @@ static PyObject* drain_logs(PyObject* module, PyObject* noargs) {
 static etops_state* state_of(PyObject* module) { return (etops_state*)PyModule_GetState(module); }
 
 static PyObject* configure(PyObject* module, PyObject* args, PyObject* kwargs) {
-  static char* kwlist[] = {"tensor_type", "densify", "flush_logs", NULL};
-  PyObject *tensor_type, *densify, *flush;
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOO", kwlist, &tensor_type, &densify, &flush)) return NULL;
+  static char* kwlist[] = {"tensor_type", "densify", "copy_back", "flush_logs", NULL};
+  PyObject *tensor_type, *densify, *copy_back, *flush;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOO", kwlist, &tensor_type, &densify, &copy_back, &flush))
+    return NULL;
   etops_state* st = state_of(module);
   PyObject* cap = PyObject_GetAttrString(tensor_type, "__dlpack_c_exchange_api__");
   if (cap == NULL) return NULL;
@@ -110,6 +111,7 @@ static PyObject* configure(PyObject* module, PyObject* args, PyObject* kwargs) {
   st->torch_api = api;
   Py_XSETREF(st->torch_tensor_type, Py_NewRef(tensor_type));
   Py_XSETREF(st->densify, Py_NewRef(densify));
+  Py_XSETREF(st->copy_back, Py_NewRef(copy_back));
   Py_XSETREF(st->flush_logs, Py_NewRef(flush));
   Py_RETURN_NONE;
 }
@@ -201,7 +203,8 @@ static PyObject* make_key(PyObject* module, PyObject* metas) {
   return PyUnicode_FromString(buf);
 }
 
-/* tensor_meta(obj, op, argument) -> (et_dtype, dim_order, dense): how a call would see `obj`. */
+/* tensor_meta(obj, op, argument) -> (et_dtype, dim_order, kept): how a call would see `obj`; kept is
+ * False when the call passes a contiguous copy instead (not dense, or permuted). */
 static PyObject* tensor_meta(PyObject* module, PyObject* args) {
   PyObject* obj;
   const char* op = "tensor_meta";
@@ -217,6 +220,15 @@ static PyObject* tensor_meta(PyObject* module, PyObject* args) {
   if (order == NULL) return NULL;
   for (int i = 0; i < t.ndim; i++) PyTuple_SET_ITEM(order, i, PyLong_FromLong(t.dim_order[i]));
   return Py_BuildValue("(iNO)", (int)t.dtype, order, rc == LAYOUT_DENSE ? Py_True : Py_False);
+}
+
+/* set_layout_preserve(flag) -> previous flag: the calling thread's layout mode. */
+static PyObject* set_layout_preserve(PyObject* module, PyObject* flag) {
+  int on = PyObject_IsTrue(flag);
+  if (on < 0) return NULL;
+  int previous = etops_layout_preserve;
+  etops_layout_preserve = on;
+  return PyBool_FromLong(previous);
 }
 
 static PyObject* registry_generation(PyObject* module, PyObject* noargs) {
@@ -236,8 +248,12 @@ static PyObject* install_pal(PyObject* module, PyObject* noargs) {
 
 static PyMethodDef module_methods[] = {
     {"configure", (PyCFunction)(void (*)(void))configure, METH_VARARGS | METH_KEYWORDS,
-     "configure(tensor_type, densify, flush_logs): torch.Tensor (for its DLPack C exchange API), the "
-     "function that copies a non-dense tensor, and the function that drains ExecuTorch logs."},
+     "configure(tensor_type, densify, copy_back, flush_logs): torch.Tensor (for its DLPack C exchange "
+     "API), the function that copies a tensor to contiguous, the one that copies a computed contiguous "
+     "out back into the user's tensor, and the function that drains ExecuTorch logs."},
+    {"set_layout_preserve", set_layout_preserve, METH_O,
+     "set_layout_preserve(flag) -> previous: whether the calling thread's calls pass every dense tensor "
+     "in its true dim order (True) or copy permuted ones to contiguous (False, the default)."},
     {"registered_kernels", registered_kernels, METH_NOARGS,
      "[(name, kernel key or None for a fallback, function address)] in registration order."},
     {"lookup", lookup, METH_VARARGS,
@@ -245,7 +261,7 @@ static PyMethodDef module_methods[] = {
      "kernel selection (exact key, then fallback)."},
     {"make_key", make_key, METH_O, "make_key([(et_dtype, dim_order), ...]) -> ExecuTorch's kernel key string."},
     {"tensor_meta", tensor_meta, METH_VARARGS,
-     "tensor_meta(obj, op='tensor_meta', argument='tensor') -> (et_dtype, dim_order, dense) as a kernel call "
+     "tensor_meta(obj, op='tensor_meta', argument='tensor') -> (et_dtype, dim_order, kept) as a kernel call "
      "would see obj; errors name op and argument."},
     {"registry_generation", registry_generation, METH_NOARGS, "Counter bumped on every etops registry change."},
     {"error_name", error_name, METH_O, "Name of an ExecuTorch Error code."},
@@ -257,11 +273,13 @@ static PyMethodDef module_methods[] = {
 };
 
 extern PyMethodDef etops_custom_methods[]; /* custom.c */
+extern PyMethodDef etops_guard_methods[];  /* guard_signals.c */
 int etops_custom_add_constants(PyObject* module);
 
 static int module_exec(PyObject* module) {
   etops_state* st = state_of(module);
   if (PyModule_AddFunctions(module, etops_custom_methods) < 0 || etops_custom_add_constants(module) < 0) return -1;
+  if (PyModule_AddFunctions(module, etops_guard_methods) < 0) return -1;
   memset(st, 0, sizeof(*st));
   st->str_dlpack = PyUnicode_InternFromString("__dlpack__");
   st->str_dlpack_device = PyUnicode_InternFromString("__dlpack_device__");
@@ -279,6 +297,7 @@ static int module_traverse(PyObject* module, visitproc visit, void* arg) {
   Py_VISIT(st->delegate_type);
   Py_VISIT(st->torch_tensor_type);
   Py_VISIT(st->densify);
+  Py_VISIT(st->copy_back);
   Py_VISIT(st->flush_logs);
   return 0;
 }
@@ -289,6 +308,7 @@ static int module_clear(PyObject* module) {
   Py_CLEAR(st->delegate_type);
   Py_CLEAR(st->torch_tensor_type);
   Py_CLEAR(st->densify);
+  Py_CLEAR(st->copy_back);
   Py_CLEAR(st->flush_logs);
   Py_CLEAR(st->str_dlpack);
   Py_CLEAR(st->str_dlpack_device);

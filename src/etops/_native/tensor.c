@@ -62,6 +62,7 @@ static int et_dtype_of(DLDataType t) {
       break;
     case kDLComplex:
       switch (t.bits) {
+        case 32: return ETB_DTYPE_COMPLEX_HALF;
         case 64: return ETB_DTYPE_COMPLEX_FLOAT;
         case 128: return ETB_DTYPE_COMPLEX_DOUBLE;
       }
@@ -91,18 +92,23 @@ static int dense_in_order(int ndim, const int64_t* sizes, const int64_t* strides
   return 1;
 }
 
+_Thread_local int etops_layout_preserve = 0;
+
+enum { ORDER_NONE = 0, ORDER_CONTIGUOUS, ORDER_CHANNELS_LAST, ORDER_OTHER };
+
 /* Finds the ExecuTorch dim order of a dense tensor: contiguous first, then
- * channels-last, then the order of decreasing strides. Returns 0 if not dense. */
+ * channels-last, then the order of decreasing strides. Returns which of those it
+ * is, ORDER_NONE if the tensor is not dense. */
 static int find_dim_order(int ndim, const int64_t* sizes, const int64_t* strides, uint8_t* order) {
   for (int i = 0; i < ndim; i++) order[i] = (uint8_t)i;
-  if (strides == NULL || dense_in_order(ndim, sizes, strides, order)) return 1;
+  if (strides == NULL || dense_in_order(ndim, sizes, strides, order)) return ORDER_CONTIGUOUS;
   for (int i = 0; i < ndim; i++) {
-    if (sizes[i] == 0) return 1; /* empty: any order is dense; keep contiguous */
+    if (sizes[i] == 0) return ORDER_CONTIGUOUS; /* empty: any order is dense; keep contiguous */
   }
   if (ndim == 4 || ndim == 5) { /* channels-last: N, spatial..., C */
     order[ndim - 1] = 1;
     for (int i = 1; i < ndim - 1; i++) order[i] = (uint8_t)(i + 1);
-    if (dense_in_order(ndim, sizes, strides, order)) return 1;
+    if (dense_in_order(ndim, sizes, strides, order)) return ORDER_CHANNELS_LAST;
   }
   /* Insertion sort by stride descending, ties by index: stable and tiny. */
   for (int i = 0; i < ndim; i++) order[i] = (uint8_t)i;
@@ -115,7 +121,7 @@ static int find_dim_order(int ndim, const int64_t* sizes, const int64_t* strides
     }
     order[j + 1] = d;
   }
-  return dense_in_order(ndim, sizes, strides, order);
+  return dense_in_order(ndim, sizes, strides, order) ? ORDER_OTHER : ORDER_NONE;
 }
 
 /* The producer's DLPack C exchange API for this object's type, or NULL. */
@@ -242,7 +248,13 @@ int etops_borrow_tensor(etops_state* st, PyObject* obj, etb_tensor* out, etops_k
   out->ndim = (uint8_t)ndim;
   out->dynamism = ETB_STATIC;
   out->resized = 0;
-  if (!find_dim_order(ndim, dl.shape, dl.strides, out->dim_order)) return LAYOUT_NOT_DENSE;
+  int found = find_dim_order(ndim, dl.shape, dl.strides, out->dim_order);
+  if (found == ORDER_NONE) {
+    for (int i = 0; i < ndim; i++) {
+      if (dl.shape[i] > 1 && dl.strides != NULL && dl.strides[i] == 0) return LAYOUT_OVERLAPPING;
+    }
+    return LAYOUT_NOT_DENSE;
+  }
   int64_t expected = 1;
   for (int k = ndim - 1; k >= 0; k--) {
     int d = out->dim_order[k];
@@ -254,7 +266,7 @@ int etops_borrow_tensor(etops_state* st, PyObject* obj, etb_tensor* out, etops_k
     out->sizes[d] = (int32_t)dl.shape[d];
     expected *= dl.shape[d] == 0 ? 1 : dl.shape[d];
   }
-  return LAYOUT_DENSE;
+  return found == ORDER_OTHER && !etops_layout_preserve ? LAYOUT_PERMUTED : LAYOUT_DENSE;
 }
 
 PyObject* etops_sizes_tuple(const etb_tensor* t) {

@@ -7,6 +7,7 @@
     etops bench --delegate FILE.py:FUNCTION... [--threads N] [--plot d.png] [--json]
     etops threads [N] [--json]
     etops backends [--json]
+    etops needs PROGRAM.pte [--json FILE] [--selected-ops YAML]
     etops check [NAME...] [--dtype ...] [--isolated --jobs N] [--report R.md --json R.json]
 
 Tables and progress bars are rich's on a terminal, plain text when piped. An error
@@ -74,6 +75,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     be = sub.add_parser("backends", help="ExecuTorch's registered delegate backends and whether each is available")
     be.add_argument("--json", action="store_true", help="JSON on stdout")
+
+    ne = sub.add_parser("needs", help="each kernel and delegate call of a .pte against this process's registry and backends (exit 1 if one is missing)")
+    ne.add_argument("program", help="the .pte file")
+    ne.add_argument("--json", metavar="FILE", help="write the report as JSON to FILE ('-': on stdout, instead of the table)")
+    ne.add_argument("--selected-ops", metavar="YAML", help="write selected_operators.yaml (gen_oplist's format, with et_kernel_metadata) for a selective build")
 
     # `check` is the conformance command line (etops.conformance.cli): main() hands it
     # everything after the word; this entry only lists it in --help.

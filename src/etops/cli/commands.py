@@ -400,3 +400,21 @@ def cmd_backends(args) -> int:
         print(f"not loaded: {name}: {message}")
     return 0
 
+
+
+def cmd_needs(args) -> int:
+    """``etops needs PROGRAM``: exit 1 when a call cannot be resolved here."""
+    etops = _etops(args.debug)
+    with _quiet(args.debug):
+        result = etops.needs(args.program)
+    if args.selected_ops:
+        result.write_selected_operators(args.selected_ops)
+    if args.json == "-":
+        _emit_json(result.to_dict())
+    else:
+        if args.json:
+            result.to_json(args.json)
+        _print_table(result.HEADERS, result.rows(), title=f"etops needs {result.source}", caption=result.summary())
+        for m in result.missing:
+            print(f"missing: {m.site.method} {m.site.chain}:{m.site.instruction}: {m.reason}")
+    return 0 if result.ok else 1

@@ -61,7 +61,8 @@ def main() -> None:
 
     import torch  # noqa: F401
 
-    from .runner import default_kmap, load_hooks, opinfos
+    from .hooks import load_hooks
+    from .runner import default_kmap, opinfos
 
     kmap = default_kmap()
     opinfos()

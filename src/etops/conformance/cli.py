@@ -46,6 +46,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--timeout", type=float, default=None, metavar="S", help="isolated mode: seconds without news before a worker counts as hung (120)")
     p.add_argument("--max-details", type=int, default=3, metavar="N", help="recorded cases (and reproducers) per kernel, OpInfo, dtype and status (3)")
     p.add_argument("--refresh-discovery", action="store_true", help="rediscover which OpInfos reach which kernels (cached otherwise)")
+    p.add_argument("--dim-orders", choices=["programs", "channels-last", "reversed"], default="programs",
+                   help="lay every dense input out anew: 'channels-last' (rank 4 and 5, as programs may give them) or "
+                        "'reversed' (rank >= 2, kept under etops.layout('preserve')); mismatches are kernels that "
+                        "ignore dim orders (default 'programs': the inputs as the samples make them)")
+    p.add_argument("--guard", action="store_true",
+                   help="run every case as etops.guard.call (tensors against guard pages, in a forked child; "
+                        "about 45 ms a case): a kernel reading or writing outside its tensors is a crash naming the argument")
     p.add_argument("--hooks", metavar="MODULE", help=argparse.SUPPRESS)  # test hooks: module name or .py path
     return p
 
@@ -97,8 +104,21 @@ def main(argv=None) -> int:
         parser.print_usage(sys.stderr)
         print(f"{parser.prog}: error: {exc}", file=sys.stderr)
         return 2
+    hooks = args.hooks
+    if args.guard:
+        if hooks is not None or args.dim_orders != "programs":
+            print(f"{parser.prog}: error: --guard goes with neither --dim-orders nor --hooks", file=sys.stderr)
+            return 2
+        hooks = "etops.guard.hooks:guarded"
+    if args.dim_orders != "programs":
+        from .dim_orders import MODES
+
+        if hooks is not None:
+            print(f"{parser.prog}: error: --dim-orders and --hooks do not go together", file=sys.stderr)
+            return 2
+        hooks = MODES[args.dim_orders]
     report = run(kernels, dtypes=dtypes, isolated=args.isolated or jobs > 1, jobs=jobs, report_dir=report_dir,
-                 hooks=args.hooks, progress=False if args.no_progress else None, max_details=args.max_details,
+                 hooks=hooks, progress=False if args.no_progress else None, max_details=args.max_details,
                  refresh_discovery=args.refresh_discovery, opinfo_filter=set(args.opinfos) if args.opinfos else None,
                  timeout=args.timeout, verbose=args.verbose, log=sys.stderr)
     del torch

@@ -11,13 +11,12 @@ two results are compared with OpInfo's tolerance for the dtype.
 from __future__ import annotations
 
 import dataclasses
-import importlib
-import importlib.util
 import math
 import os
 import time
 import traceback
 import warnings
+from contextlib import nullcontext
 import zlib
 from dataclasses import dataclass, field
 
@@ -26,6 +25,8 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from ..compare import METADATA, OPINFO, VALUES, diff, torch_testing_message
 from ..compare import TORCH as _TORCH_TOLERANCE
+from ..ops import rules_for
+from .hooks import load_hooks
 from .mapping import KernelMap, overload_name
 
 STATUSES = ("pass", "mismatch", "unsupported", "error", "crash")
@@ -33,9 +34,6 @@ STATUSES = ("pass", "mismatch", "unsupported", "error", "crash")
 #: Detailed records (and reproducers) kept per (kernel, OpInfo, dtype, status);
 #: the counts are always complete.
 DEFAULT_MAX_DETAILS = 3
-
-_UNINITIALIZED = {"empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided", "_empty_dim_order"}
-
 
 # ---- OpInfo ----------------------------------------------------------------------
 
@@ -206,32 +204,6 @@ class TaskResult:
         return r
 
 
-# ---- hooks -----------------------------------------------------------------------
-
-
-def load_hooks(spec):
-    """A hooks module from a module name or a .py path (None: no hooks). Hooks:
-    ``before_call(case: CaseInfo)`` runs just before the kernel is called;
-    ``reference(case, expected)`` returns what the kernel's result is compared with
-    (default: ATen's result). Both exist for testing the machinery."""
-    if spec is None or not isinstance(spec, str):
-        return spec
-    if spec in _HOOKS:
-        return _HOOKS[spec]
-    if spec.endswith(".py"):
-        name = "_etops_conformance_hooks_" + str(zlib.crc32(spec.encode()))
-        loader = importlib.util.spec_from_file_location(name, spec)
-        module = importlib.util.module_from_spec(loader)
-        loader.loader.exec_module(module)
-    else:
-        module = importlib.import_module(spec)
-    _HOOKS[spec] = module
-    return module
-
-
-_HOOKS: dict = {}
-
-
 # ---- values ----------------------------------------------------------------------
 
 
@@ -324,10 +296,12 @@ def compare(actual, expected, atol, rtol, kind: "str | bool" = VALUES) -> str | 
 
 
 def values_compared(func) -> bool:
-    """False for ops whose values are random or uninitialized (shape and dtype only)."""
+    """False for ops whose values are random or uninitialized (shape and dtype only:
+    the nondeterministic_seeded tag, or the metadata kind in etops.ops' record)."""
     if torch.Tag.nondeterministic_seeded in getattr(func, "tags", ()):
         return False
-    return func._schema.name.split("::")[-1] not in _UNINITIALIZED
+    schema = func._schema
+    return rules_for(f"{schema.name}.{schema.overload_name or 'default'}").compare != METADATA
 
 
 # ---- calling the kernel ------------------------------------------------------------
@@ -401,13 +375,17 @@ def _empty_like(value):
     return value
 
 
-def call_kernel(kernel, plan: KernelCall, expected):
+def call_kernel(kernel, plan: KernelCall, expected, invoke=None):
+    """The kernel's result for one case (`invoke(kernel, args, kwargs)` makes the
+    call when given: the hooks' invoke, e.g. a guarded call)."""
     kwargs = dict(plan.kwargs)
     if plan.outs_from_aten:
         names = kernel._info.out_names()
         results = [expected] if len(names) == 1 else list(expected)
         for name, value in zip(names, results):
             kwargs[name] = _empty_like(value)
+    if invoke is not None:
+        return invoke(kernel, plan.args, kwargs)
     return kernel(*plan.args, **kwargs)
 
 
@@ -532,7 +510,7 @@ class TaskRunner:
         return expected
 
     def check(self, case: CaseInfo, func, target, args, kwargs, expected) -> CaseResult:
-        from ..errors import KernelError, NoMatchingKernelError
+        from ..errors import KernelCrashed, KernelError, NoMatchingKernelError
 
         result = CaseResult(case.kernel, case.aten_op, case.opinfo, case.dtype, case.sample, case.call, "pass",
                             inputs=describe_call(args, kwargs), atol=self.atol, rtol=self.rtol)
@@ -544,12 +522,21 @@ class TaskRunner:
         self._saved_args, self._saved_kwargs = exact_clone(args), exact_clone(kwargs)
         try:
             kernel = self.kernel(target)
+            if self.hooks is not None and hasattr(self.hooks, "inputs"):
+                args, kwargs = self.hooks.inputs(case, args, kwargs)
             plan = plan_call(kernel, func, args, kwargs)
             if self.on_start is not None:
                 self.on_start(case)
             if self.hooks is not None and hasattr(self.hooks, "before_call"):
                 self.hooks.before_call(case)
-            actual = call_kernel(kernel, plan, expected)
+            calling = self.hooks.calling(case) if self.hooks is not None and hasattr(self.hooks, "calling") else nullcontext()
+            invoke = getattr(self.hooks, "invoke", None) if self.hooks is not None else None
+            with calling:
+                actual = call_kernel(kernel, plan, expected, invoke)
+        except KernelCrashed as exc:  # a guarded call's child died (--guard)
+            result.status = "crash"
+            result.message = str(exc)[:500]
+            return result
         except (KernelError, NoMatchingKernelError) as exc:
             result.status = "unsupported"
             result.message = f"{type(exc).__name__}: {exc}"[:500]
@@ -560,7 +547,11 @@ class TaskRunner:
             where = f" [{tb[-1].filename.rsplit('/', 1)[-1]}:{tb[-1].lineno}]" if tb else ""
             result.message = f"{type(exc).__name__}: {exc}"[:500] + where
             return result
-        why = compare(actual, reference, self.atol, self.rtol, values_compared(func))
+        atol, rtol = self.atol, self.rtol
+        override = rules_for(target).tolerance  # the rules table's (rtol, atol) for this kernel, if any
+        if override is not None:
+            rtol, atol = max(rtol or 0.0, override[0]), max(atol or 0.0, override[1])
+        why = compare(actual, reference, atol, rtol, values_compared(func))
         if why is not None:
             result.status = "mismatch"
             result.message = why[:500]

@@ -26,6 +26,7 @@ from .. import compare as _comparison
 from ..delegate import loaded
 from ..errors import EtopsError, KernelNotFoundError
 from ..layouts import strides_for
+from ..ops import rules_for
 from ._call import resolve
 from ._run import (
     AtenExecutor,
@@ -134,10 +135,11 @@ class _CompareExecutor:
     def _record(self, node, name, kernel_name, status, failure, actual, expected, args_kwargs, inputs, *, source=None, **extra):
         first = pytree.tree_leaves(expected)
         tensor = next((t for t in first if isinstance(t, torch.Tensor)), None)
-        rtol, atol = self.tolerance.pair(tensor.dtype if tensor is not None else torch.int64)
+        tolerance = rules_for(kernel_name).tolerance_of(self.tolerance) if kernel_name else self.tolerance
+        rtol, atol = tolerance.pair(tensor.dtype if tensor is not None else torch.int64)
         d = _comparison.Diff()
         if status == "ok":
-            d = _comparison.diff(actual, expected, self.tolerance)
+            d = _comparison.diff(actual, expected, tolerance)
             if not d.ok:
                 status = "mismatch"
                 failure = d.problem

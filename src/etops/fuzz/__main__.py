@@ -17,15 +17,15 @@ from collections import Counter
 
 
 def _check_known_aborts(runner):
-    """Replays every abort the fuzzer ever found (findings.ABORTS): each must now
-    raise a clear error naming an argument instead of killing the worker."""
-    from .findings import ABORTS
+    """Replays every abort the fuzzer ever found (the rules table's findings): each
+    must now raise a clear error naming its argument instead of killing the worker."""
+    from etops.ops import findings
 
     fixed, still = [], []
-    for item in ABORTS:
-        out = runner.run(item["case"])
-        ok = out["status"] == "raised" and item["argument"] in (out.get("exc") or "")
-        (fixed if ok else still).append((item["op"], out.get("exc") or out.get("signal")))
+    for finding in findings():
+        out = runner.run(finding.case)
+        ok = out["status"] == "raised" and f"'{finding.argument}'" in (out.get("exc") or "")
+        (fixed if ok else still).append((finding.op, out.get("exc") or out.get("signal")))
     return fixed, still
 
 
@@ -37,6 +37,8 @@ def main(argv=None) -> int:
     p.add_argument("--seed", type=int, default=None)
     p.add_argument("--timeout", type=float, default=20.0, help="seconds before a case counts as a hang")
     p.add_argument("--report", default="build/fuzz/report.json")
+    p.add_argument("--guard", action="store_true",
+                   help="make every call with etops.guard.call: reads and writes outside a tensor are found at the call")
     args = p.parse_args(argv)
 
     from .runner import IsolatedRunner, callable_kernels, fuzz_kernel
@@ -64,7 +66,7 @@ def main(argv=None) -> int:
                 for mode in ("valid", "invalid"):
                     if time.monotonic() >= deadline:
                         break
-                    rep = fuzz_kernel(runner, kernel, mode, args.examples, seed=rng.randrange(2**32))
+                    rep = fuzz_kernel(runner, kernel, mode, args.examples, seed=rng.randrange(2**32), guard=args.guard)
                     fuzzed.add(kernel.name)
                     totals["cases"] += rep.cases
                     totals[f"{mode}_cases"] += rep.cases

@@ -144,8 +144,10 @@ class KernelReport:
 
 
 def fuzz_kernel(runner: IsolatedRunner, kernel, mode: str, max_examples: int, derandomize: bool = False,
-                seed: int | None = None) -> KernelReport:
-    """Hypothesis over one kernel's `mode` ("valid" or "invalid") calls."""
+                seed: int | None = None, guard: bool = False) -> KernelReport:
+    """Hypothesis over one kernel's `mode` ("valid" or "invalid") calls; `guard`:
+    each call made by etops.guard.call (a read or write outside a tensor is a
+    "memory" violation naming the argument)."""
     from hypothesis import HealthCheck, Phase, Verbosity, given, settings
     from hypothesis import seed as hseed
 
@@ -155,6 +157,8 @@ def fuzz_kernel(runner: IsolatedRunner, kernel, mode: str, max_examples: int, de
     last_fatal = {}
 
     def prop(case):
+        if guard:
+            case = {**case, "guard": True}
         out = runner.run(case)
         report.cases += 1
         if out["status"] in ("died", "hang"):

@@ -445,7 +445,7 @@ def invalid_calls(draw, kernel):
     elif mutation == "bad_str":
         _set(case, target, ("V", draw(st.sampled_from(["bogus", "", "none\0x", "Tanh"]))))
     elif mutation == "bad_enum":
-        bad = draw(st.sampled_from([torch.complex32, torch.uint1, torch.float8_e4m3fn, torch.qint8, torch.channels_last, torch.sparse_coo]))
+        bad = draw(st.sampled_from([torch.uint1, torch.float8_e4m3fn, torch.qint8, torch.channels_last, torch.sparse_coo]))
         _set(case, target, ("V", bad))
     elif mutation == "out_nondense":
         case["outs"][target] = ("nondense",)

@@ -33,29 +33,9 @@ import torch
 
 import etops
 from etops.plan import F_MUTABLE, F_OUT, K_RETURN_SLOT, K_TENSOR
-from etops._prechecks import PRECHECKS
-from etops.compare import FUZZ, METADATA, VALUES, diff
-from etops.compare import TIES as TIES_KIND
-
-#: kernels whose results are random or uninitialized: only shape and dtype compare
-NONDETERMINISTIC = {
-    "aten::rand.out",
-    "aten::randn.out",
-    "aten::empty.out",
-    "dim_order_ops::_empty_dim_order.out",
-    "aten::native_dropout.out",
-}
-
-#: kernels that return indices of ties (any index of equal values is right)
-TIES = {
-    "aten::topk.values",
-    "aten::max.dim_max",
-    "aten::min.dim_min",
-    "aten::argmax.out",
-    "aten::argmin.out",
-    "aten::sort.values",
-    "aten::max_pool2d_with_indices.out",
-}
+from etops.compare import FUZZ, diff
+from etops.ops import rules_for
+from etops.out_shapes import functional_arguments
 
 ALLOWED_INVALID = (TypeError, ValueError, OverflowError, IndexError, ZeroDivisionError, etops.EtopsError)
 ALLOWED_VALID_REFUSAL = (etops.KernelError, etops.NoMatchingKernelError, etops.SchemaError)
@@ -219,8 +199,7 @@ def reference(kernel, case, args, kwargs):
             functional = info.functional_overload()
             bound = info.bind(tuple(ref_args), ref_kwargs)
             if functional is not None:
-                positional = [bound[a.name] for a in functional._schema.arguments if not a.kwarg_only]
-                keywords = {a.name: bound[a.name] for a in functional._schema.arguments if a.kwarg_only}
+                positional, keywords = functional_arguments(functional, bound)
                 result = functional(*positional, **keywords)
             else:
                 dtype = getattr(torch, case.get("out_dtype") or "float32")
@@ -248,8 +227,8 @@ def _is_list_out(info):
 
 
 def compare(op, got, want):
-    """None when `got` matches `want` (etops.compare's ``fuzz`` policy; NONDETERMINISTIC
-    kernels by metadata, TIES by metadata for integer outputs), else a description
+    """None when `got` matches `want` (etops.compare's ``fuzz`` policy; comparison
+    kind of the op's record in etops.ops), else a description
     of the difference."""
     if isinstance(want, list):
         if not isinstance(got, (list, tuple)) or len(got) != len(want):
@@ -263,8 +242,8 @@ def compare(op, got, want):
         got = torch.from_numpy(got)
     if not isinstance(want, (torch.Tensor, bool, int, float)):
         return None
-    kind = METADATA if op in NONDETERMINISTIC else TIES_KIND if op in TIES else VALUES
-    d = diff(got, want, FUZZ, kind)
+    rules = rules_for(op)
+    d = diff(got, want, rules.tolerance_of(FUZZ), rules.compare)
     if d.ok:
         return None
     problem = d.structural
@@ -364,10 +343,49 @@ def _names_an_argument(message, plan):
     return any(re.search(rf"\b{re.escape(name)}\b", message) for name in plan)
 
 
+#: blocks "<selftest:corrupt>" overflowed, freed when the next case starts
+_SELFTEST_BLOCKS: list = []
+
+
+def _release_selftest_blocks():
+    while _SELFTEST_BLOCKS:  # overflowed by an earlier case: their frees find the damage
+        _selftest_libc().free(_SELFTEST_BLOCKS.pop())
+
+
+def end_of_sequence():
+    """After the last case of a sequence (etops.fuzz.sequences): frees what the cases
+    left alive and walks the heap (malloc_trim consolidates every free chunk), so
+    glibc's malloc checking sees corruption no later call happened to touch."""
+    import gc
+
+    _release_selftest_blocks()
+    gc.collect()
+    junk = [bytearray(64 * (k % 97 + 1)) for k in range(20000)]
+    del junk
+    _selftest_libc().malloc_trim(0)
+
+
+def _selftest_libc():
+    import ctypes
+
+    libc = ctypes.CDLL(None)
+    libc.malloc.restype = ctypes.c_void_p
+    libc.free.argtypes = (ctypes.c_void_p,)
+    return libc
+
+
 def run_case(case):
     """Runs one case; returns {"status", "exc", "aten", "violations", ...}."""
     if case["op"] == "<selftest:abort>":  # the runner's own tests
         os.abort()
+    _release_selftest_blocks()
+    if case["op"] == "<selftest:corrupt>":  # etops.fuzz.sequences' own tests: a heap overflow that does not crash here
+        import ctypes
+
+        blocks = [_selftest_libc().malloc(24) for _ in range(8)]
+        ctypes.memset(blocks[0] + 24, 0x5A, 64)  # past the first block's end: over its neighbours' headers
+        _SELFTEST_BLOCKS.extend(blocks)
+        return {"op": case["op"], "status": "ok", "violations": []}
     if case["op"] == "<selftest:hang>":
         import time
 
@@ -406,8 +424,19 @@ def run_case(case):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         try:
-            result = kernel(*args, **kwargs)
+            if case.get("guard"):
+                from etops.guard import call as guarded_call  # an extension: the worker loads it on demand
+
+                result = guarded_call(kernel, *args, **kwargs)
+            else:
+                result = kernel(*args, **kwargs)
             outcome["status"] = "ok"
+        except etops.KernelCrashed as exc:  # the guarded child faulted: memory outside a tensor
+            exc_info = None
+            outcome["status"] = "raised"
+            outcome["exc"] = f"KernelCrashed: {exc}"
+            outcome["violations"].append(("memory", str(exc)[:400]))
+            return outcome
         except Exception as exc:  # noqa: BLE001 - classified below
             exc_info = (type(exc), str(exc))
             outcome["status"] = "raised"
@@ -459,7 +488,7 @@ def run_case(case):
                 v.append(("unexpected_exception", outcome["exc"]))
             elif case["target"] and not issubclass(etype, etops.KernelError) and case["target"] not in msg and not _names_an_argument(msg, plan):
                 v.append(("unnamed_arg", f"{etype.__name__} does not name argument '{case['target']}': {msg[:300]}"))
-        elif ref_status[0] == "ok" and not issubclass(etype, ALLOWED_VALID_REFUSAL) and not (case["op"] in PRECHECKS and issubclass(etype, ALLOWED_INVALID)):
+        elif ref_status[0] == "ok" and not issubclass(etype, ALLOWED_VALID_REFUSAL) and not (rules_for(case["op"]).has_guards and issubclass(etype, ALLOWED_INVALID)):
             v.append(("refused", f"ATen accepts this call; etops raised {outcome['exc']}"))
         elif not issubclass(etype, ALLOWED_INVALID):
             v.append(("unexpected_exception", outcome["exc"]))

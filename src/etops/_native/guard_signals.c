@@ -1,0 +1,79 @@
+/*
+ * guard_signals.c - the fault reporter of etops.guard's child processes.
+ *
+ * guard_signals(fd) installs, in a process that is about to run one guarded kernel
+ * call and exit, handlers for SIGSEGV, SIGBUS, SIGFPE, SIGILL and SIGABRT on an
+ * alternate stack. A handler writes one GuardReport (the signal, whether a SIGSEGV
+ * was a write, the faulting address) to `fd` and ends the process with _exit: it
+ * only calls async-signal-safe functions. The parent maps the address back to the
+ * argument whose guard page it hit (etops/guard/).
+ */
+#include "etops_native.h" /* Python.h first: it sets _GNU_SOURCE for ucontext's REG_ERR */
+
+#include <signal.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <ucontext.h>
+#include <unistd.h>
+
+/* What the handler writes: "ETGF" then these fields, little-endian as the host. */
+typedef struct {
+  char magic[4];
+  int32_t signo;
+  int32_t is_write; /* SIGSEGV on x86-64: the page-fault error code's write bit; else -1 */
+  int32_t code;     /* si_code */
+  uint64_t address; /* si_addr */
+} GuardReport;
+
+static int report_fd = -1;
+
+static void on_signal(int signo, siginfo_t* info, void* context) {
+  GuardReport report;
+  memcpy(report.magic, "ETGF", 4);
+  report.signo = signo;
+  report.code = info != NULL ? info->si_code : 0;
+  report.address = info != NULL ? (uint64_t)(uintptr_t)info->si_addr : 0;
+  report.is_write = -1;
+#if defined(__x86_64__) && defined(REG_ERR)
+  if (signo == SIGSEGV && context != NULL) {
+    const ucontext_t* uc = (const ucontext_t*)context;
+    report.is_write = (uc->uc_mcontext.gregs[REG_ERR] & 2) != 0;
+  }
+#else
+  (void)context;
+#endif
+  ssize_t ignored = write(report_fd, &report, sizeof report);
+  (void)ignored;
+  _exit(128 + signo);
+}
+
+/* guard_signals(fd) -> None: see the file comment. Call it in the child only. */
+static PyObject* guard_signals(PyObject* module, PyObject* arg) {
+  (void)module;
+  int fd = PyLong_AsLong(arg);
+  if (fd == -1 && PyErr_Occurred()) return NULL;
+  report_fd = fd;
+  stack_t alt;
+  alt.ss_size = 1 << 16;
+  alt.ss_sp = malloc(alt.ss_size);
+  alt.ss_flags = 0;
+  if (alt.ss_sp == NULL) return PyErr_NoMemory();
+  if (sigaltstack(&alt, NULL) != 0) return PyErr_SetFromErrno(PyExc_OSError);
+  struct sigaction action;
+  memset(&action, 0, sizeof action);
+  action.sa_sigaction = on_signal;
+  action.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_RESETHAND;
+  sigemptyset(&action.sa_mask);
+  static const int SIGNALS[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT};
+  for (size_t i = 0; i < sizeof SIGNALS / sizeof SIGNALS[0]; i++) {
+    if (sigaction(SIGNALS[i], &action, NULL) != 0) return PyErr_SetFromErrno(PyExc_OSError);
+  }
+  Py_RETURN_NONE;
+}
+
+PyMethodDef etops_guard_methods[] = {
+    {"guard_signals", guard_signals, METH_O,
+     "guard_signals(fd): in a guarded call's child, report a fatal signal to fd (a GuardReport) and _exit."},
+    {NULL, NULL, 0, NULL},
+};

@@ -1,0 +1,135 @@
+"""Rules of the aten:: (portable and optimized) kernels: guards against the aborts
+the fuzzer found, upper bounds of data-dependent outs, comparison kinds."""
+
+from __future__ import annotations
+
+import torch
+
+from .. import out_shapes
+from ..compare import METADATA, TIES
+from . import guards as g
+from . import normalizers as n
+from .cases import case, tensor, value
+from .rules import Finding, Rule
+
+_SIZE_ABORT = "size(): Dimension out of range (0-dim input)"
+
+
+def _finding(op, summary, argument, args, abort, outs=("out",), computes=False):
+    return Finding(op, summary, argument, case(op, args, outs), abort, computes)
+
+
+def _upper_bound_nonzero(bound):
+    x = out_shapes.as_torch(bound["self"])
+    return {"out": ((x.numel(), x.dim()), torch.int64)}
+
+
+def _upper_bound_masked_select(bound):
+    x, mask = out_shapes.as_torch(bound["self"]), out_shapes.as_torch(bound["mask"])
+    try:
+        shape = torch.broadcast_shapes(x.shape, mask.shape)
+    except RuntimeError as exc:
+        raise ValueError(f"aten::masked_select.out: argument 'mask' of shape {tuple(mask.shape)} does not broadcast with 'self' of shape {tuple(x.shape)}") from exc
+    return {"out": ((shape.numel(),), x.dtype)}
+
+
+_FFT_ABORT = "toComplexType(): Unknown Complex ScalarType for 4 (integer input)"
+_EMPTY_REDUCTION = "MapReduceOverDimListPlan(): in.numel() > 0, Input tensor must be nonempty"
+_MASK_ABORT = "check_mask_indices(): size() out of range (a bool mask index with more dims than self)"
+
+RULES = [
+    Rule(("aten::_fft_r2c.out",), guards=(g.floating("self"),), findings=(
+        _finding("aten::_fft_r2c.out", "_fft_r2c.out aborts on an integer input instead of failing", "self",
+                 [("self", tensor((0, 0, 0, 0, 0), "int64")), ("dim", value([0])), ("normalization", value(0)), ("onesided", value(True))], _FFT_ABORT),
+    )),
+    Rule(("aten::_fft_c2r.out",), guards=(g.complex_("self"),), findings=(
+        _finding("aten::_fft_c2r.out", "_fft_c2r.out aborts on an integer input instead of failing", "self",
+                 [("self", tensor((0,), "int64")), ("dim", value([0])), ("normalization", value(0)), ("last_dim_size", value(1))], _FFT_ABORT),
+    )),
+    # an empty input has nothing to compute; the optimized kernel divides by its empty dim
+    Rule(("aten::_log_softmax.out",), no_work=g.is_empty("self"), findings=(
+        _finding("aten::_log_softmax.out", "the optimized _log_softmax.out divides by the size of an empty reduced dim", "self",
+                 [("self", tensor((0,))), ("dim", value(-1)), ("half_to_float", value(False))], "SIGFPE: integer division by zero on an empty input",
+                 outs=(), computes=True),
+    )),
+    Rule(("aten::narrow_copy.out",), normalize=(n.nonnegative_dim("self", "dim"),), guards=(g.dim_in_range("self", "dim"),), findings=(
+        _finding("aten::narrow_copy.out", "narrow_copy.out passes a negative dim to size() unnormalized", "dim",
+                 [("self", tensor((0,))), ("dim", value(-1)), ("start", value(0)), ("length", value(0))],
+                 "size(): Dimension out of range (a negative dim is passed to size() unnormalized)", computes=True),
+    )),
+    Rule(("aten::arange.out", "aten::arange.start_out"), guards=(g.arange_length(),), findings=(
+        _finding("aten::arange.start_out", "arange.start_out aborts when the length overflows int32 instead of failing", "step",
+                 [("start", value(0)), ("end", value(1)), ("step", value(3.614981244061654e-210))],
+                 "compute_arange_out_size(): numel >= 0 (the length overflows int32)"),
+    )),
+    Rule(("aten::amax.out", "aten::amin.out"), guards=(g.nonempty("self"),), findings=tuple(
+        _finding(op, f"{op.split('::')[1]} aborts on an empty input instead of failing", "self",
+                 [("self", tensor((0, 0))), ("dim", value([0]))], _EMPTY_REDUCTION)
+        for op in ("aten::amax.out", "aten::amin.out")
+    )),
+    Rule(("aten::bmm.out",), guards=(g.exact_dim(3, "self", "mat2"),), findings=(
+        _finding("aten::bmm.out", "bmm.out reads size(0) of a 0-dim input before checking its rank", "self",
+                 [("self", tensor(())), ("mat2", tensor(()))], _SIZE_ABORT),
+    )),
+    Rule(("aten::native_group_norm.out",), guards=(g.min_dim("input", 2),), findings=(
+        _finding("aten::native_group_norm.out", "native_group_norm.out reads the size of a 0-dim input before checking its rank", "input",
+                 [("input", tensor(())), ("weight", value(None)), ("bias", value(None)), ("N", value(0)), ("C", value(0)),
+                  ("HxW", value(0)), ("group", value(0)), ("eps", value(1e-5))], _SIZE_ABORT, outs=("out0", "out1", "out2")),
+    )),
+    Rule(("aten::unfold_copy.out",), guards=(g.min_dim("self", 1), g.dim_valid("self", "dimension")), findings=(
+        _finding("aten::unfold_copy.out", "unfold_copy.out reads the size of a 0-dim input before checking its rank", "self",
+                 [("self", tensor(())), ("dimension", value(0)), ("size", value(0)), ("step", value(0))], _SIZE_ABORT),
+        _finding("aten::unfold_copy.out", "unfold_copy.out normalizes an out-of-range negative dim into another negative one", "dimension",
+                 [("self", tensor((0, 0, 0))), ("dimension", value(-4)), ("size", value(0)), ("step", value(0))],
+                 "size(): Dimension out of range (dimension -4 of a 3-d tensor normalized to -1)"),
+    )),
+    Rule(("aten::index.Tensor_out", "aten::index_put.out"), guards=(g.mask_indices("self", "indices"),), findings=tuple(
+        _finding(op, f"{op.split('::')[1]} reads sizes of dims a bool mask index covers beyond self's rank", "indices",
+                 [("self", tensor((3,))), ("indices", ("L", [tensor((3, 0, 0, 0), "bool")]))] + extra, _MASK_ABORT)
+        for op, extra in (("aten::index.Tensor_out", []), ("aten::index_put.out", [("values", tensor(())), ("accumulate", value(False))]))
+    )),
+    # found by adversarial calls under glibc's malloc checking (issue 15)
+    # torch reduces a 0-dim tensor over dim 0 (or -1); the kernel aborts on size(0) of it
+    Rule(("aten::sum.IntList_out",), normalize=(n.scalar_dims_as_none("self", "dim"),), findings=(
+        _finding("aten::sum.IntList_out", "sum.IntList_out aborts on a 0-dim input with dim=[0] instead of reducing it", "dim",
+                 [("self", tensor(())), ("dim", value([0])), ("keepdim", value(False))], _SIZE_ABORT, computes=True),
+    )),
+    # torch's sub refuses bools (sub_check) in its CPU kernel, not in its meta kernel
+    Rule(("aten::sub.out", "aten::sub.Scalar_out", "aten::rsub.Scalar_out"), torch_checks=(
+        g.not_bool("self", "other", why="torch does not subtract bools (use ~ or logical_xor)"),
+    )),
+    Rule(("aten::div.out",), torch_checks=(g.castable_out("out", "self", "other"),), findings=(
+        _finding("aten::div.out", "div.out writes a complex result into a real out without checking castability", "out",
+                 [("self", tensor((4,), "complex64")), ("other", tensor((4,)))],
+                 "returns success and writes complex values past the end of a float32 out (heap corruption)"),
+    )),
+    Rule(("aten::embedding.out",), guards=(g.dtype_in("indices", (torch.int64, torch.int32), "int64 or int32"),), findings=(
+        _finding("aten::embedding.out", "embedding.out asserts on non-integer indices instead of failing", "indices",
+                 [("weight", tensor((5, 3))), ("indices", tensor((2,)))],
+                 "assert failed (ix_type == ScalarType::Long || ix_type == ScalarType::Int)"),
+    )),
+    # data-dependent out shapes: upper bounds the kernel shrinks the out to
+    Rule(("aten::nonzero.out",), upper_bound=_upper_bound_nonzero),
+    Rule(("aten::masked_select.out",), upper_bound=_upper_bound_masked_select),
+    # data-dependent out shapes without a bound: ATen sizes them on the real inputs
+    # (bool-mask indices; repeats without output_size)
+    Rule(("aten::index.Tensor_out", "aten::repeat_interleave.Tensor_out"), sized_from_data=True),
+    # random outputs: only shape and dtype compare
+    Rule(("aten::rand.out", "aten::randn.out", "aten::native_dropout.out"), compare=METADATA),
+    # uninitialized outputs, every namespace and overload (the conformance sweep asks
+    # for torch's functional overloads too)
+    Rule(("*::empty.*", "*::empty_like.*", "*::empty_strided.*", "*::new_empty.*", "*::new_empty_strided.*", "*::_empty_dim_order.*"), compare=METADATA),
+    # etops.fuzz.sequences: torch skips its checks for an empty index; the kernel then
+    # calls size() with the index's dims and aborts. Nothing to compute: only sized.
+    Rule(("aten::gather.out",), no_work=g.is_empty("index"), findings=(
+        _finding("aten::gather.out", "gather.out aborts on an empty index of another rank than self", "index",
+                 [("self", tensor((1, 1, 0, 1))), ("dim", value(-3)), ("index", tensor((0, 3, 0), "int64", values="index"))],
+                 "size(): Dimension out of range (an empty index with fewer dims than self)", computes=True),
+    )),
+    # etops check --dim-orders: topk computes wrong values and corrupts the heap on a
+    # channels-last or permuted input (free(): invalid pointer under glibc's malloc check)
+    Rule(("aten::topk.values",), contiguous_only=True),
+    # index outputs where any index of equal values is right
+    Rule(("aten::topk.values", "aten::max.dim_max", "aten::min.dim_min", "aten::argmax.out", "aten::argmin.out",
+          "aten::max_pool2d_with_indices.out"), compare=TIES),
+]

@@ -1,0 +1,105 @@
+"""Rules of ExecuTorch's quantized kernels (quantized_decomposed::, kernels/quantized/cpu).
+
+They validate their arguments with ET_CHECK_MSG: any invalid argument aborts the
+process. Every one first has its call checked against torch's meta kernel and the
+rank of each given out (a failed resize_tensor is an ET_CHECK too), after the dtype
+and value rules of the ET_CHECKs themselves. The findings were found by the fuzzer
+with 0-dim float inputs, the first thing Hypothesis shrinks to.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from . import guards as g
+from .cases import case, tensor, value
+from .rules import Finding, Rule
+
+_NS = "quantized_decomposed::"
+_EMBEDDINGS = tuple(f"{_NS}embedding_{bits}.{overload}" for bits in ("byte", "2bit", "4bit") for overload in ("out", "dtype_out"))
+_QUANTIZE = tuple(f"{_NS}{n}" for n in ("quantize_per_tensor.out", "quantize_per_tensor.Tensor_out", "quantize_per_channel.out", "quantize_per_token.out"))
+_DEQUANTIZE = tuple(f"{_NS}{n}" for n in ("dequantize_per_tensor.out", "dequantize_per_tensor.Tensor_out", "dequantize_per_channel.out", "dequantize_per_token.out"))
+_CHOOSE = (f"{_NS}choose_qparams.Tensor_out", f"{_NS}choose_qparams_per_token_asymmetric.out")
+_PER_TOKEN = (f"{_NS}quantize_per_token.out", f"{_NS}dequantize_per_token.out", f"{_NS}choose_qparams_per_token_asymmetric.out")
+_RESIZE_ABORT = "resize_tensor(out) failed: Attempted to change the tensor rank which is immutable (ET_CHECK)"
+_QT = [("quant_min", value(-128)), ("quant_max", value(127)), ("dtype", value("torch.float32"))]
+_EMB = [("weight", tensor(())), ("weight_scales", tensor(())), ("weight_zero_points", value(None)), ("weight_quant_min", value(-128)),
+        ("weight_quant_max", value(127)), ("indices", tensor((), "int64", values="index"))]
+
+
+def _finding(op, summary, argument, args, abort, outs=("out",)):
+    return Finding(op, summary, argument, case(op, args, outs), abort)
+
+
+def _embedding_tables(bound, info):
+    """weight_scales (1-D or 2-D, one row per weight row, groups dividing the
+    columns), zero points shaped like the scales, indices integer and in range."""
+    op, w, s = info.name, g.shape_dtype(bound.get("weight")), g.shape_dtype(bound.get("weight_scales"))
+    if s is not None and len(s[0]) not in (1, 2):
+        raise ValueError(f"{op}: argument 'weight_scales' must be 1-D or 2-D, got {len(s[0])} dims")
+    if w is not None and s is not None and s[0][0] != w[0][0]:
+        raise ValueError(f"{op}: argument 'weight_scales' has {s[0][0]} rows, 'weight' {w[0][0]}")
+    if w is not None and s is not None and len(s[0]) == 2 and (s[0][1] == 0 or w[0][1] % s[0][1]):
+        raise ValueError(f"{op}: argument 'weight_scales' has {s[0][1]} groups, which do not divide weight.size(1)={w[0][1]}")
+    zp = g.shape_dtype(bound.get("weight_zero_points"))
+    if zp is not None and s is not None and zp[0] != s[0]:
+        raise ValueError(f"{op}: argument 'weight_zero_points' has shape {list(zp[0])}, 'weight_scales' {list(s[0])}")
+    idx = bound.get("indices")
+    if isinstance(idx, torch.Tensor) and w is not None and idx.numel():
+        if idx.dtype.is_floating_point or idx.dtype.is_complex or idx.dtype == torch.bool:
+            raise TypeError(f"{op}: argument 'indices' must be an integer tensor, got {idx.dtype}")
+        if int(idx.min()) < 0 or int(idx.max()) >= w[0][0]:
+            raise IndexError(f"{op}: argument 'indices' has values outside [0, {w[0][0]})")
+
+
+RULES = [
+    # per-token kernels read input.size(input.dim() - 1)
+    Rule(_PER_TOKEN[:2], guards=(g.min_dim("input", 1),)),
+    Rule(_QUANTIZE, guards=(
+        g.dtype_in("input", g.FLOATING + (torch.bfloat16,), "floating point"), g.quant_range("dtype"), g.dtype_equals_argument("out", "dtype"),
+    ), findings=(
+        _finding(f"{_NS}quantize_per_tensor.out", "quantize_per_tensor.out aborts on a float dtype argument and a 0-dim out", "dtype",
+                 [("input", tensor(())), ("scale", value(0.0)), ("zero_point", value(0))] + _QT, _RESIZE_ABORT),
+        _finding(f"{_NS}quantize_per_token.out", "quantize_per_token.out reads the last dim of a 0-dim input", "input",
+                 [("input", tensor(())), ("scales", tensor(())), ("zero_points", tensor((), "int64", values="index"))] + _QT,
+                 "size(): Dimension out of range (0-dim input)"),
+    )),
+    Rule(_DEQUANTIZE, guards=(
+        g.dtype_in("input", tuple(g.QUANT_RANGES), "quantized (" + ", ".join(str(d) for d in g.QUANT_RANGES) + ")"),
+        g.dtype_equals_argument("input", "dtype"), g.ordered("quant_min", "quant_max", strict=False),
+        g.dtype_equals_argument("out", "out_dtype", "output_dtype"),
+    ), findings=(
+        _finding(f"{_NS}dequantize_per_tensor.out", "dequantize_per_tensor.out aborts on a float input and a 0-dim out", "input",
+                 [("input", tensor(())), ("scale", value(0.0)), ("zero_point", value(0))] + _QT, _RESIZE_ABORT),
+        _finding(f"{_NS}dequantize_per_tensor.Tensor_out", "dequantize_per_tensor.Tensor_out aborts on a float input", "input",
+                 [("input", tensor(())), ("scale", tensor(())), ("zero_point", tensor((), "int64", values="index"))] + _QT,
+                 "check_dequantize_per_tensor_args(): input dtype not supported (ET_CHECK)"),
+        _finding(f"{_NS}dequantize_per_channel.out", "dequantize_per_channel.out aborts on a float input", "input",
+                 [("input", tensor(())), ("scales", tensor(())), ("zero_points", value(None)), ("axis", value(0))] + _QT,
+                 "check_dequantize_per_tensor_args() / axis checks (ET_CHECK)"),
+    )),
+    Rule(_CHOOSE, guards=(
+        g.ordered("quant_min", "quant_max", strict=True), g.dtype_in("input", (torch.float32,), "float32"),
+        g.dtype_in("scale_out", (torch.float64,), "torch.float64"), g.dtype_in("zero_point_out", (torch.int64,), "torch.int64"),
+    ), findings=(
+        _finding(f"{_NS}choose_qparams.Tensor_out", "choose_qparams.Tensor_out aborts on a float32 scale_out", "scale_out",
+                 [("input", tensor(())), ("quant_min", value(-128)), ("quant_max", value(127)), ("eps", value(1e-5)), ("dtype", value("torch.float32"))],
+                 "check_quantize_per_tensor_args(): Expected scale to be Double tensor (ET_CHECK)", outs=("scale_out", "zero_point_out")),
+    )),
+    Rule(_PER_TOKEN[2:], guards=(g.min_dim("input", 1),)),
+    Rule(_EMBEDDINGS, guards=(g.exact_dim(2, "weight"), _embedding_tables), findings=tuple(
+        _finding(op, f"{op.split('::')[1]} reads the size of a 0-dim weight before checking its rank", "weight", _EMB,
+                 "size(): Dimension out of range (weight must be 2-D)")
+        for op in _EMBEDDINGS if op != f"{_NS}embedding_byte.out"
+    )),
+    # ET_CHECK_MSG in quantized_add_out: same numel, rank and dtype for a, b and out
+    Rule((f"{_NS}add.out",), guards=(g.same_dtype_and_shape("a", "b", "out"),), findings=(
+        _finding(f"{_NS}add.out", "quantized add.out aborts unless a, b and out have the same numel, rank and dtype", "out",
+                 [("a", tensor(())), ("a_scale", value(0.0)), ("a_zero_point", value(0)), ("a_quant_min", value(0)), ("a_quant_max", value(0)),
+                  ("b", tensor(())), ("b_scale", value(0.0)), ("b_zero_point", value(0)), ("b_quant_min", value(0)), ("b_quant_max", value(0)),
+                  ("out_scale", value(0.0)), ("out_zero_point", value(0)), ("out_quant_min", value(0)), ("out_quant_max", value(0))],
+                 "quantized_add_out(): a, b and out must have the same numel, rank and dtype"),
+    )),
+    # last for every one: torch's meta kernel accepts the call and the outs' ranks match
+    Rule((f"{_NS}add.out",) + _QUANTIZE + _DEQUANTIZE + _CHOOSE + _EMBEDDINGS, guards=(g.torch_meta_accepts(),)),
+]

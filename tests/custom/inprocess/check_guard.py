@@ -1,0 +1,85 @@
+"""Guarded calls (etops.guard.call) against kernels of our own that misbehave on
+purpose: one element past their out, one before their input, a write into an
+input the schema does not mark mutable; each is reported at the access, naming the
+argument. A correct kernel gives the same result guarded and unguarded."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from custom_helpers import SCALE_SOURCE, TWICE_SCHEMA, cache  # noqa: F401
+
+import etops
+
+SCHEMA = "{name}.out(Tensor x, *, Tensor(a!) out) -> Tensor(a!)"
+
+BODIES = {
+    # writes out[numel]: one float past the end of 'out'
+    "past_out": "o[x.numel()] = 1.0f;",
+    # reads in[-1]: one float before the start of 'x'
+    "before_in": "o[0] = in[-1];",
+    # writes into 'x', which the schema does not mark mutable
+    "into_input": "const_cast<float*>(in)[0] = 3.0f;",
+}
+
+_KERNELS: dict = {}
+
+
+def _bad(name):
+    if name not in _KERNELS:
+        source = f"""
+Tensor& {name}_out(KernelRuntimeContext& ctx, const Tensor& x, Tensor& out) {{
+  const float* in = x.const_data_ptr<float>();
+  float* o = out.mutable_data_ptr<float>();
+  for (ssize_t i = 0; i < x.numel(); i++) o[i] = in[i];
+  {BODIES[name]}
+  return out;
+}}
+"""
+        _KERNELS[name] = etops.register_kernel(f"gtest::{name}.out", source, schema=SCHEMA.format(name=name)).kernel
+    return _KERNELS[name]
+
+
+def test_write_past_the_out_is_reported(cache):
+    x = torch.arange(6.0)
+    with pytest.raises(etops.KernelCrashed) as info:
+        etops.guard.call(_bad("past_out"), x, out=torch.empty(6))
+    err = info.value
+    assert (err.signal, err.argument, err.access, err.where, err.offset) == ("SIGSEGV", "out", "write", "past the end", 0), str(err)
+    assert "gtest::past_out.out" in str(err) and "'out'" in str(err)
+
+
+def test_read_before_the_input_is_reported(cache):
+    with pytest.raises(etops.KernelCrashed) as info:
+        etops.guard.call(_bad("before_in"), torch.arange(6.0), out=torch.empty(6))
+    err = info.value
+    assert (err.argument, err.access, err.where, err.offset) == ("x", "read", "before the start", 4), str(err)
+
+
+def test_write_into_an_input_not_marked_mutable_is_reported(cache):
+    x = torch.arange(6.0)
+    with pytest.raises(etops.KernelCrashed) as info:
+        etops.guard.call(_bad("into_input"), x, out=torch.empty(6))
+    err = info.value
+    assert (err.argument, err.access, err.where, err.offset) == ("x", "write", "inside a read-only input", 0), str(err)
+    assert torch.equal(x, torch.arange(6.0))  # the caller's tensor was never touched
+
+
+def test_a_correct_kernel_gives_the_same_result_guarded(cache):
+    kernel = etops.register_kernel("gtest::thrice.out", SCALE_SOURCE.replace("K *", "3 *"), schema=TWICE_SCHEMA.replace("twice", "thrice")).kernel
+    x = torch.randn(3, 5)
+    out = torch.empty(3, 5)
+    assert etops.guard.call(kernel, x, out=out) is out
+    assert torch.equal(out, kernel(x, out=torch.empty(3, 5)))
+    a, b = torch.randn(2, 3), torch.randn(2, 3)
+    allocated = etops.guard.call("aten::add.out", a, b, alpha=2)  # the outs sized as unguarded
+    assert torch.equal(allocated, etops.registry().aten.add.out(a, b, alpha=2))
+    values, indices = etops.guard.call(etops.registry().aten.topk.values, torch.randn(4, 9), 3)
+    assert values.shape == indices.shape == (4, 3)
+
+
+def test_the_process_survives_and_unguarded_calls_still_run(cache):
+    with pytest.raises(etops.KernelCrashed):
+        etops.guard.call(_bad("past_out"), torch.ones(3), out=torch.empty(3))
+    a = torch.ones(2)
+    assert torch.equal(etops.registry().aten.add.out(a, a), a + a)

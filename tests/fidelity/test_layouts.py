@@ -1,0 +1,129 @@
+"""Call fidelity, layouts: tensors reach a kernel as an exported program lays them out
+(contiguous or channels-last); anything else only under etops.layout("preserve")."""
+
+import threading
+
+import pytest
+import torch
+from torch.testing import assert_close
+
+import etops
+from etops import _native
+
+
+def test_transposed_weight_gives_torchs_result(reg):
+    """The optimized mm ignores dim orders: zero-copy it computed a wrong c silently."""
+    x, w = torch.randn(3, 4), torch.randn(5, 4)
+    c = torch.empty(3, 5)
+    assert reg.aten.mm.out(x, w.t(), out=c) is c
+    assert_close(c, x @ w.t())
+
+
+def test_preserve_passes_the_true_dim_order(reg):
+    """Opting in shows what the kernel does with a [1, 0] tensor (mm reads it as
+    if it were contiguous, so the values differ from torch's)."""
+    x, w = torch.randn(3, 4), torch.randn(5, 4)
+    with etops.layout("preserve"):
+        c = reg.aten.mm.out(x, w.t(), out=torch.empty(3, 5))
+    assert not torch.allclose(c, x @ w.t())
+    assert_close(c, x @ w.contiguous().view(4, 5))
+
+
+def test_permuted_out_is_computed_contiguous_and_copied_back(reg):
+    x, y = torch.randn(4, 2, 3), torch.randn(4, 2, 3)
+    out = torch.empty(2, 3, 4).permute(2, 0, 1)  # dim order [1, 2, 0]
+    stride = out.stride()
+    assert reg.aten.add.out(x, y, out=out) is out
+    assert out.stride() == stride
+    assert_close(out, x + y)
+
+
+def test_permuted_out_resized_by_the_kernel_gets_the_new_size(reg):
+    x = torch.randn(6, 2)
+    out = torch.empty(3, 6).t()  # too small; the kernel resizes it
+    with pytest.warns(UserWarning, match="was resized"):
+        result = reg.aten.cat.out([x, x], 0, out=out)
+    assert result is out
+    assert_close(out, torch.cat([x, x], 0))
+
+
+def test_channels_last_and_contiguous_are_kept_zero_copy():
+    nchw = torch.randn(2, 3, 4, 5)
+    for t in (nchw, nchw.to(memory_format=torch.channels_last)):
+        _dtype, _order, kept = _native.tensor_meta(t)
+        assert kept
+    _dtype, order, kept = _native.tensor_meta(nchw.permute(0, 2, 1, 3))
+    assert not kept and tuple(order) == (0, 2, 1, 3)
+
+
+def test_context_nests_and_restores():
+    assert not etops.layouts.layout_is_preserved()
+    with etops.layout("preserve"):
+        assert etops.layouts.layout_is_preserved()
+        with etops.layout("programs"):
+            assert not etops.layouts.layout_is_preserved()
+        assert etops.layouts.layout_is_preserved()
+    assert not etops.layouts.layout_is_preserved()
+    with pytest.raises(RuntimeError), etops.layout("preserve"):
+        raise RuntimeError("boom")
+    assert not etops.layouts.layout_is_preserved()
+
+
+def test_per_call_wrapper(reg):
+    x = torch.randn(3, 2).t()
+    add = etops.layout("preserve")(reg.aten.add.out)
+    with pytest.raises(etops.KernelError, match="add.out"):
+        add(x, x, out=torch.empty(2, 3))
+    assert not etops.layouts.layout_is_preserved()
+    assert_close(reg.aten.add.out(x, x, out=torch.empty(2, 3)), x + x)
+
+
+def test_mode_is_per_thread(reg):
+    seen = []
+    with etops.layout("preserve"):
+        thread = threading.Thread(target=lambda: seen.append(etops.layouts.layout_is_preserved()))
+        thread.start()
+        thread.join()
+    assert seen == [False]
+
+
+def test_bad_mode_names_the_argument():
+    with pytest.raises(ValueError, match="mode must be one of"):
+        etops.layout("channels_last")
+
+
+def test_explain_says_which_tensors_are_copied(reg):
+    x, w = torch.randn(3, 4), torch.randn(5, 4)
+    text = reg.aten.mm.out.explain(x, w.t(), out=torch.empty(3, 5))
+    assert "mat2: a contiguous copy reaches the kernel (dim order [1, 0]" in text
+    assert "mat2: float32, dim order [0, 1]" in text
+    assert "self: a contiguous copy" not in text
+    with etops.layout("preserve"):
+        text = reg.aten.mm.out.explain(x, w.t(), out=torch.empty(3, 5))
+    assert "mat2: float32, dim order [1, 0]" in text
+    assert "contiguous copy" not in text
+
+
+def test_stepped_out_is_computed_contiguous_and_copied_back(reg):
+    """A non-dense (stepped) out: torch writes it in place; so does etops, through a
+    contiguous copy, leaving the elements between untouched."""
+    base = torch.full((2, 6), -1.0)
+    out = base[:, ::2]
+    a, b = torch.randn(2, 3), torch.randn(2, 3)
+    assert reg.aten.add.out(a, b, out=out) is out
+    assert torch.equal(out, a + b)
+    assert torch.equal(base[:, 1::2], torch.full((2, 3), -1.0))
+
+
+def test_copy_into_a_stepped_self(reg):
+    base = torch.zeros(8)
+    src = torch.arange(4.0)
+    reg.get_kernel("aten::copy_")(base[::2], src)
+    assert torch.equal(base, torch.tensor([0.0, 0, 1, 0, 2, 0, 3, 0]))
+
+
+def test_expanded_out_is_refused_untouched(reg):
+    storage = torch.zeros(1)
+    with pytest.raises(ValueError, match="argument 'out' is expanded"):
+        reg.aten.add.out(torch.ones(3), torch.ones(3), out=storage.expand(3))
+    assert storage.item() == 0.0

@@ -1,0 +1,61 @@
+"""etops.guard.call on registered kernels: a clean call gives what the unguarded
+call gives (outs copied back into the caller's), the kernel's and torch's errors
+come through unchanged, and the process goes on. Kernels that fault on purpose are
+in tests/custom/inprocess/check_guard.py (they need the custom-kernel toolchain)."""
+
+import pickle
+
+import pytest
+import torch
+
+import etops
+
+
+def test_clean_call_matches_the_unguarded_one(reg):
+    a, b = torch.randn(2, 3), torch.randn(2, 3)
+    out = torch.empty(2, 3)
+    assert etops.guard.call(reg.aten.add.out, a, b, alpha=2, out=out) is out
+    assert torch.equal(out, reg.aten.add.out(a, b, alpha=2))
+    assert torch.equal(etops.guard.call("aten::mul.out", a, 3), reg.aten.mul.out(a, 3))
+
+
+def test_multiple_outs_and_wrongly_shaped_outs(reg):
+    x = torch.randn(4, 9)
+    values, indices = etops.guard.call(reg.aten.topk.values, x, 3)
+    want = reg.aten.topk.values(x, 3)
+    assert torch.equal(values, want[0]) and torch.equal(indices, want[1])
+    small = torch.empty(1)
+    z = torch.randn(3, dtype=torch.complex64)
+    with pytest.warns(UserWarning):
+        expected = reg.aten.view_as_real_copy.out(z, out=torch.empty(1))
+    assert etops.guard.call(reg.aten.view_as_real_copy.out, z, out=small) is small
+    assert torch.equal(small, expected)
+
+
+def test_errors_come_through_as_unguarded(reg):
+    with pytest.raises(ValueError, match="torch refuses"):
+        etops.guard.call(reg.aten.add.out, torch.randn(3), torch.randn(4), out=torch.empty(4))
+    u = torch.zeros(2, dtype=torch.uint16)
+    with pytest.raises(etops.KernelError, match="UInt16"):
+        etops.guard.call(reg.aten.add.out, u, u, out=torch.empty(2, dtype=torch.uint16))
+    with pytest.raises(TypeError, match="argument 'op'"):
+        etops.guard.call(42, torch.ones(2))
+
+
+def test_kernel_crashed_carries_the_fault_and_pickles():
+    err = etops.KernelCrashed("test::op.out", "SIGSEGV", "out", "write", "past the end", 0, "log line\n")
+    assert "write past the end of argument 'out' (0 bytes beyond it)" in str(err)
+    again = pickle.loads(pickle.dumps(err))
+    assert (again.argument, again.access, again.where, again.offset) == ("out", "write", "past the end", 0)
+    assert isinstance(err, RuntimeError) and isinstance(err, etops.EtopsError)
+
+
+def test_wrongly_shaped_out_is_resized_before_the_kernel(reg):
+    """view_as_real_copy resized a rank-1 out to [n] (ExecuTorch cannot change an
+    out's rank) and wrote 2n floats into it: past the end of a small out. etops
+    resizes outs to torch's shape first, as torch's out= does."""
+    z = torch.randn(3, dtype=torch.complex64)
+    for out in (torch.empty(3), torch.empty(6), torch.empty(1)):
+        with pytest.warns(UserWarning, match="resized"):
+            assert reg.aten.view_as_real_copy.out(z, out=out) is out
+        assert out.shape == (3, 2) and torch.equal(out, torch.view_as_real(z))
