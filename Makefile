@@ -1,6 +1,7 @@
 # etops: every command sets up what it needs on a fresh machine.
 #   make demo   - venv, install, build, list kernels, run a few against ATen
-#   make test   - the test suite (what CI runs)
+#   make test   - the lint step and the test suite (what CI runs)
+#   make docs   - the documentation site (mkdocs --strict) into build/site
 #   make bench  - the benchmarks (benchmarks/README.md)
 
 VENV   ?= .venv
@@ -10,7 +11,7 @@ DEPS   := $(VENV)/.etops-deps
 BUILT  := $(VENV)/.etops-built
 SOURCES := $(wildcard src/etops/*.py src/etops/*/*.py src/etops/_native/*.c src/etops/_native/*.cpp src/etops/_native/*.h) CMakeLists.txt pyproject.toml
 
-.PHONY: demo test bench install clean test-wheel
+.PHONY: demo test bench install clean test-wheel docs lint
 
 $(PY):
 	python3 -m venv $(VENV)
@@ -25,6 +26,13 @@ $(DEPS): $(PY) pyproject.toml
 	$(PIP) install -q $(TORCH_PIN) $(EXECUTORCH_PIN) "scikit-build-core>=0.10" ninja cmake pytest numpy rich==15.0.0 matplotlib==3.11.2 hypothesis==6.170.17
 	touch $@
 
+# The docs and lint tools, at the exact pins of pyproject.toml's docs and lint extras.
+TOOL_PINS := $(foreach name,mkdocs mkdocs-material mkdocstrings mkdocstrings-python mypy,$(call PIN,$(name)))
+TOOLS  := $(VENV)/.etops-tools
+$(TOOLS): $(DEPS) pyproject.toml
+	$(PIP) install -q $(TOOL_PINS)
+	touch $@
+
 # Builds against the executorch and torch installed in the venv (no build isolation:
 # etops must compile against the very runtime it will load).
 $(BUILT): $(DEPS) $(SOURCES)
@@ -36,8 +44,17 @@ install: $(BUILT)
 demo: $(BUILT)
 	$(PY) examples/demo.py
 
-test: $(BUILT)
+test: lint $(BUILT)
 	$(PY) -m pytest -q tests
+
+# mypy over src/etops (its configuration is [tool.mypy] in pyproject.toml).
+lint: $(TOOLS)
+	$(PY) -m mypy
+
+# The documentation site: mkdocs.yml, pages in docs/, the API reference from the
+# docstrings; --strict makes a broken link, anchor or reference fail the build.
+docs: $(TOOLS)
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
 
 # The wheel travels (tests/packaging/wheel_travel.sh): pip wheel . with build
 # isolation, installed into a fresh venv, snippet, etops list, a custom kernel, etops check.

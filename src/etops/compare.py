@@ -67,7 +67,7 @@ KINDS = (VALUES, METADATA, TIES)
 try:  # torch.testing's own table (a private name; the same values are listed below)
     from torch.testing._comparison import default_tolerances as _torch_default_tolerances
 except ImportError:  # pragma: no cover
-    _torch_default_tolerances = None
+    _torch_default_tolerances = None  # type: ignore[assignment]
 
 #: dtype -> (rtol, atol) torch.testing.assert_close uses by default
 _TORCH_TESTING = {
@@ -84,7 +84,7 @@ _TORCH_TESTING = {
 def _torch_testing_pair(dtype: torch.dtype) -> tuple[float, float]:
     if _torch_default_tolerances is not None:
         try:
-            return tuple(_torch_default_tolerances(dtype))
+            return tuple(_torch_default_tolerances(dtype))  # type: ignore[return-value]
         except Exception:  # noqa: BLE001 - fall back on the copy
             pass
     return _TORCH_TESTING.get(dtype, (0.0, 0.0))
@@ -118,7 +118,7 @@ class Tolerance:
         if callable(self.table):
             rtol, atol = self.table(dtype)
         else:
-            rtol, atol = self.table.get(dtype, self.default)
+            rtol, atol = self.table.get(dtype, self.default)  # type: ignore[attr-defined]
         if self.integers_exact and not (dtype.is_floating_point or dtype.is_complex):
             rtol, atol = 0.0, 0.0
         return (float(rtol) if self.rtol is None else self.rtol, float(atol) if self.atol is None else self.atol)
@@ -372,7 +372,7 @@ def torch_testing_message(actual, expected, tolerance: "Tolerance | str" = OPINF
     tol = policy(tolerance)
     bounds = {"atol": tol.atol or 0.0, "rtol": tol.rtol or 0.0} if tol.overridden else {}
     try:
-        torch.testing.assert_close(actual, expected, equal_nan=True, check_stride=False, check_device=False, **bounds)
+        torch.testing.assert_close(actual, expected, equal_nan=True, check_stride=False, check_device=False, **bounds)  # type: ignore[arg-type]
     except AssertionError as exc:
         return " ".join(str(exc).split())
     except Exception as exc:  # noqa: BLE001 - incomparable values

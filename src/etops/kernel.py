@@ -266,7 +266,7 @@ class KernelInfo:
                 why = (f"dim order {list(order)}: the rules table marks this kernel contiguous_only (it mishandles "
                        "other dim orders), so no layout mode passes it as it is")
             elif layouts.is_dense(shape, strides):
-                why = (f"dim order {list(layouts.dim_order_of(shape, strides))} is neither contiguous nor channels-last; "
+                why = (f"dim order {list(layouts.dim_order_of(shape, strides))} is neither contiguous nor channels-last; "  # type: ignore[arg-type]
                        "etops.layout('preserve') passes it as it is")
             else:
                 why = "it is not dense"
@@ -300,10 +300,10 @@ class KernelInfo:
         registered = self.kernels
         how, chosen = select_kernel(registered, key)
         if how == "exact":
-            lines.append(f"runs: the kernel registered for exactly this key, from {chosen.library}")
+            lines.append(f"runs: the kernel registered for exactly this key, from {chosen.library}")  # type: ignore[union-attr]
         elif how == "fallback":
             why = "no kernel is registered for this key" if len(registered) > 1 else "it is the only kernel"
-            lines.append(f"runs: the fallback kernel ({why}), from {chosen.library}")
+            lines.append(f"runs: the fallback kernel ({why}), from {chosen.library}")  # type: ignore[union-attr]
         else:
             lines.append("runs: nothing - no kernel matches this key and there is no fallback kernel")
         has_fallback = any(k.key is None for k in registered)

@@ -89,14 +89,14 @@ class Registry:
             asked, candidates = namespace, self._names
         elif overload is None:
             asked = f"{namespace}::{op}"
-            candidates = [f"{namespace}::{o}" for o in self._names.get(namespace, ())]
+            candidates = [f"{namespace}::{o}" for o in self._names.get(namespace, ())]  # type: ignore[assignment]
         else:
             asked = f"{namespace}::{op}" + ("" if overload == "default" else f".{overload}")
-            candidates = self._full_names()
+            candidates = self._full_names()  # type: ignore[assignment]
         suggestions = _suggest(asked, candidates)
         if overload is not None and self._has(namespace, op):
             # Same op, other overloads: those are the best hints.
-            suggestions = tuple(sorted(self._names[namespace][op].values()))
+            suggestions = tuple(sorted(self._names[namespace][op].values()))  # type: ignore[index]
         message = f"no ExecuTorch kernel is registered for {asked}"
         if suggestions:
             message += f" (did you mean {', '.join(suggestions)}?)"

@@ -96,7 +96,7 @@ def _resized_by_torch(info, bound: dict) -> dict:
                     s is not None and tuple(as_torch(g).shape) != tuple(s) for g, s in zip(given, shapes)):
                 resizes[name] = [tuple(s) if s is not None else None for s in shapes]
         elif hasattr(as_torch(given), "shape") and tuple(as_torch(given).shape) != tuple(spec[0]):
-            resizes[name] = tuple(spec[0])
+            resizes[name] = tuple(spec[0])  # type: ignore[assignment]
     return resizes
 
 

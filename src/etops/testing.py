@@ -109,7 +109,7 @@ def opinfo_cases(kernel=None, op=None, *, aten=None, dtypes=None, hooks=None, re
     aten = tuple(_names(aten) or ())
     wanted_dtypes = None
     if dtypes is not None:
-        wanted_dtypes = [d if isinstance(d, torch.dtype) else dtype_from_name(d) for d in _names(dtypes)]
+        wanted_dtypes = [d if isinstance(d, torch.dtype) else dtype_from_name(d) for d in _names(dtypes)]  # type: ignore[union-attr]
     names = _names(kernel.name if hasattr(kernel, "_info") else kernel)
     opinfo_names = _names(op)
     for o in opinfo_names or ():
@@ -126,11 +126,11 @@ def opinfo_cases(kernel=None, op=None, *, aten=None, dtypes=None, hooks=None, re
         kernels = resolve_kernels(names, kmap)
         discovered = None if opinfo_names else discover(kmap)
     cases = []
-    for k in kernels:
+    for k in kernels:  # type: ignore[union-attr]
         if opinfo_names is not None:
             chosen = opinfo_names
         else:
-            chosen = sorted(oid for oid, info in discovered.items() if k in info["kernels"] and oid in ops)
+            chosen = sorted(oid for oid, info in discovered.items() if k in info["kernels"] and oid in ops)  # type: ignore[union-attr]
         for oid in chosen:
             for dtype in opinfo_dtypes(ops[oid]):
                 if wanted_dtypes is not None and dtype not in wanted_dtypes:

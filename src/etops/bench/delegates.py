@@ -401,10 +401,10 @@ def models_from_spec(spec: str) -> list[tuple[str, object]]:
         module = sys.modules.get(name)
         if module is None or getattr(module, "__file__", None) != path:
             found = importlib.util.spec_from_file_location(name, path)
-            module = importlib.util.module_from_spec(found)
+            module = importlib.util.module_from_spec(found)  # type: ignore[arg-type]
             sys.modules[name] = module
             try:
-                found.loader.exec_module(module)
+                found.loader.exec_module(module)  # type: ignore[union-attr]
             except BaseException:
                 sys.modules.pop(name, None)
                 raise
@@ -487,7 +487,7 @@ class DelegateBenchResult(BenchResult):
 
     columns = COLUMNS
     key_columns = 3
-    left_columns = ("model", "delegate", "ops", "agree")
+    left_columns = ("model", "delegate", "ops", "agree")  # type: ignore[assignment]
     extra_column = "inputs"
 
     def ranked(self) -> list[dict]:

@@ -325,7 +325,7 @@ def cmd_bench(args) -> int:
 
     sizes = _split(args.sizes)
     if sizes:
-        sizes = [_inputs.parse_size(s) for s in sizes]
+        sizes = [_inputs.parse_size(s) for s in sizes]  # type: ignore[misc]
     dtypes = _split(args.dtype)
     from ..bench import parse_dtype
 

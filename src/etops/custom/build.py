@@ -68,7 +68,7 @@ class KernelLibrary:
 
         if self._handle is None:
             self._handle = _open(self.library_path)
-        return ctypes.cast(getattr(self._handle, f"etops_boxed_{index}"), ctypes.c_void_p).value
+        return ctypes.cast(getattr(self._handle, f"etops_boxed_{index}"), ctypes.c_void_p).value  # type: ignore[return-value]
 
 
 _opened: dict[str, object] = {}
@@ -217,7 +217,7 @@ def source_hash(sources: list[Source], kernels: list[KernelSpec], cflags, ldflag
         h.update(part.encode())
         h.update(b"\0")
     for s in sources:
-        text = s.text if s.text is not None else Path(s.path).read_text()
+        text = s.text if s.text is not None else Path(s.path).read_text()  # type: ignore[arg-type]
         h.update(s.label.encode() + b"\0" + text.encode() + b"\0")
     return h.hexdigest(), decls, wrappers
 
@@ -247,8 +247,8 @@ def build(sources: list[Source], kernels: list[KernelSpec], cflags=(), ldflags=(
                 mapping[str(build_dir / name)] = s.label
                 mapping[name] = s.label
             else:
-                compile_paths.append(os.path.abspath(s.path))
-                mapping[os.path.abspath(s.path)] = s.label
+                compile_paths.append(os.path.abspath(s.path))  # type: ignore[arg-type, type-var]
+                mapping[os.path.abspath(s.path)] = s.label  # type: ignore[index, type-var]
         if compile_paths:
             # The first source is part of the wrappers' translation unit; #include keeps its
             # file name and line numbers in diagnostics.

@@ -63,7 +63,7 @@ def load_library(path) -> list[str]:
                 f"process): {', '.join(dups)}; not loaded"
             )
         seen = set()
-        inner = sorted({f"{n} ({k or 'fallback'})" for n, k in new if ((n, k) in seen or seen.add((n, k)))})
+        inner = sorted({f"{n} ({k or 'fallback'})" for n, k in new if ((n, k) in seen or seen.add((n, k)))})  # type: ignore[func-returns-value]
         if inner:
             raise DuplicateKernelError(f"{os.path.basename(path)} registers the same kernel twice: {', '.join(inner)}; not loaded")
         if len(_native.registered_kernels()) + len(new) > _native._core.REG_CAPACITY:

@@ -103,8 +103,8 @@ def kernel_key(spec, schema=None) -> str | None:
         if dtype not in dtypes.ET_SCALAR_TYPE:
             raise RegistrationError(f"kernel key entry {entry!r}: {dtype} is not a dtype ExecuTorch has")
         if isinstance(order, int):
-            order = tuple(range(order))
-        order = tuple(int(d) for d in order)
+            order = tuple(range(order))  # type: ignore[assignment]
+        order = tuple(int(d) for d in order)  # type: ignore[assignment]
         if sorted(order) != list(range(len(order))) or len(order) > _native.MAX_DIM:
             raise RegistrationError(f"kernel key entry {entry!r}: {order} is not a dim order")
         pairs.append((dtypes.ET_SCALAR_TYPE[dtype], order))
@@ -263,7 +263,7 @@ def origins(name: str) -> list[KernelOrigin]:
                 kind = "built-in" if library.startswith(et_dir) else "library"
             overrides = tuple(o[2]["kind"] for o in stack[1:]) if stack else ()
             out.append(
-                KernelOrigin(key, kind, library, info and info.get("source_hash"), info and info.get("build_dir"), bool(overrides), overrides)
+                KernelOrigin(key, kind, library, info and info.get("source_hash"), info and info.get("build_dir"), bool(overrides), overrides)  # type: ignore[arg-type]
             )
     return out
 
@@ -421,7 +421,7 @@ class Override:
     @property
     def active(self) -> bool:
         stack = _stacks.get(self.index)
-        return bool(stack) and any(e[0] == self._token for e in stack)
+        return bool(stack) and any(e[0] == self._token for e in stack)  # type: ignore[union-attr]
 
     @property
     def kernel(self):

@@ -115,7 +115,7 @@ def custom_op(schema: str, source=None, *, function=None, sources=None, fake=Non
         same = existing is not None and str(existing.default._schema) == str(functional)
         redefined = lib is not None and not same
         if redefined:
-            lib._destroy()
+            lib._destroy()  # type: ignore[union-attr]
             lib = None
         if lib is None:
             lib = torch.library.Library(ns, "FRAGMENT")

@@ -223,13 +223,13 @@ class DelegateInfo(KernelInfo):
         _native/kernel_specs.c): dtype, dim order and static sizes. A mismatch goes
         to explain_mismatch, which raises the error naming the argument (or lets an out of another shape
         be resized, as torch's out= does)."""
-        specs = []
+        specs = []  # type: ignore[var-annotated]
         for spec in self.inputs + self.outputs:
             if spec.kind != "Tensor":
-                specs.append(None)
+                specs.append(None)  # type: ignore[arg-type]
                 continue
             sizes = spec.shape if spec.static else None
-            specs.append((dtypes.ET_SCALAR_TYPE[spec.dtype], sizes, spec.dim_order))
+            specs.append((dtypes.ET_SCALAR_TYPE[spec.dtype], sizes, spec.dim_order))  # type: ignore[index]
         return tuple(specs)
 
     def validate(self, bound: dict, meta_checked: bool = False) -> dict:
@@ -298,12 +298,12 @@ class DelegateInfo(KernelInfo):
             else:
                 if sizes is None:
                     sizes = self._sizes(bound)
-                shape = []
+                shape = []  # type: ignore[assignment]
                 for d in spec.shape:
                     value = d if isinstance(d, int) else d.xreplace(sizes)
                     if not getattr(value, "is_number", isinstance(value, int)):
                         raise SchemaError(f"{self.name}: output '{spec.name}' has size {d}, which the inputs do not determine; pass the outs")
-                    shape.append(int(value))
+                    shape.append(int(value))  # type: ignore[attr-defined]
                 shape = tuple(shape)
             out[spec.name] = (shape, spec.dtype, strides_for(shape, spec.dim_order))
         return out
@@ -334,11 +334,11 @@ def load(lowered, *, name: str | None = None, method: str = "forward"):
         else:
             detail = f"backend {lowered.backend_id} refused the processed blob ({len(lowered.processed_bytes)} bytes)"
         raise DelegateError(label, code, error_name, log, action="init", detail=detail)
-    info._handle = handle
+    info._handle = handle  # type: ignore[assignment]
     # dtypes, dim orders, static sizes and overlaps are checked in C on every call;
     # symbolic sizes (ranges, one size per symbol) in Python, by precheck
     return _native.Kernel(
-        label, info._plan.args, info._plan.returns, info, SLOW_PATH,
+        label, info._plan.args, info._plan.returns, info, SLOW_PATH,  # type: ignore[union-attr]
         precheck=info.has_symbolic_sizes, delegate=handle, specs=info.c_specs(),
     )
 

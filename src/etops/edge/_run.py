@@ -153,10 +153,10 @@ def outs_from_meta(resolved: Resolved, node):
     vals = [val] if len(resolved.out_names) == 1 else (list(val) if isinstance(val, (list, tuple)) else None)
     if vals is None or len(vals) != len(resolved.out_names):
         return None
-    outs = {}
+    outs = {}  # type: ignore[var-annotated]
     for name, v in zip(resolved.out_names, vals):
         if v is None:
-            outs[name] = None
+            outs[name] = None  # type: ignore[assignment]
             continue
         if isinstance(v, (list, tuple)):
             specs = [_spec_of(x) for x in v]
@@ -167,7 +167,7 @@ def outs_from_meta(resolved: Resolved, node):
         spec = _spec_of(v)
         if spec is None:
             return None
-        outs[name] = empty_like_spec(*spec)
+        outs[name] = empty_like_spec(*spec)  # type: ignore[assignment]
     return outs
 
 
@@ -201,7 +201,7 @@ def run_structural(node, target, args, kwargs, fresh: bool = False):
 def delegate_name(node) -> str:
     """The attribute name of the lowered module a delegate call calls (``lowered_module_0``)."""
     first = node.args[0]
-    return first.target if isinstance(first, torch.fx.Node) else getattr(first, "__name__", "lowered_module")
+    return first.target if isinstance(first, torch.fx.Node) else getattr(first, "__name__", "lowered_module")  # type: ignore[return-value]
 
 
 def _as_sequence(result) -> tuple:

@@ -73,16 +73,16 @@ class IsolatedRunner:
             self._start()
         pos = os.path.getsize(self.stderr_path)
         try:
-            self.conn.send(case)
-            if self.conn.poll(self.timeout):
-                return self.conn.recv()
+            self.conn.send(case)  # type: ignore[attr-defined]
+            if self.conn.poll(self.timeout):  # type: ignore[attr-defined]
+                return self.conn.recv()  # type: ignore[attr-defined]
             status = "hang"
-            self.proc.kill()
+            self.proc.kill()  # type: ignore[attr-defined]
         except (EOFError, ConnectionError, BrokenPipeError, OSError):
             status = "died"
-        self.proc.join(10)
-        code = self.proc.exitcode
-        self.conn.close()
+        self.proc.join(10)  # type: ignore[attr-defined]
+        code = self.proc.exitcode  # type: ignore[attr-defined]
+        self.conn.close()  # type: ignore[attr-defined]
         self.proc = self.conn = None
         self.deaths += 1
         if status == "hang":
@@ -154,7 +154,7 @@ def fuzz_kernel(runner: IsolatedRunner, kernel, mode: str, max_examples: int, de
     from . import strategies
 
     report = KernelReport(kernel.name, mode)
-    last_fatal = {}
+    last_fatal = {}  # type: ignore[var-annotated]
 
     def prop(case):
         if guard:

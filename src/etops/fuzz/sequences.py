@@ -69,7 +69,7 @@ def draw_cases(kernel, count: int, seed: int = 0) -> list:
 
         collect()
         cases.append(drawn)
-    mixed = []
+    mixed = []  # type: ignore[var-annotated]
     for pair in zip(*cases):
         mixed.extend(pair)
     return mixed

@@ -83,7 +83,7 @@ def _child(kernel, info, bound: dict, report_fd: int) -> None:
     try:
         _native.guard_signals(report_fd)
         for side in _SIDES:  # the same call twice, from the caller's values each time
-            placed = []
+            placed = []  # type: ignore[var-annotated]
             call_args = {}
             for name, kind, flags in _arguments(info):
                 value = bound.get(name)
@@ -101,10 +101,10 @@ def _child(kernel, info, bound: dict, report_fd: int) -> None:
         payload = ("ok", written, mutated, _returned(result, call_args, info))
     except BaseException as exc:  # noqa: BLE001 - the parent re-raises it
         try:
-            payload = ("raised", exc)
+            payload = ("raised", exc)  # type: ignore[assignment]
             pickle.dumps(payload)
         except Exception:  # noqa: BLE001 - an exception that does not pickle
-            payload = ("raised", RuntimeError(f"{type(exc).__name__}: {exc}"))
+            payload = ("raised", RuntimeError(f"{type(exc).__name__}: {exc}"))  # type: ignore[assignment]
     try:
         os.write(report_fd, b"P" + _framed(pickle.dumps(payload)))
     finally:
@@ -139,7 +139,7 @@ def _returned(result, call_args, info):
 
 
 def _read_all(fd: int) -> bytes:
-    chunks = []
+    chunks = []  # type: ignore[var-annotated]
     while True:
         chunk = os.read(fd, 1 << 20)
         if not chunk:

@@ -30,13 +30,13 @@ class Argument:
 
     def describe(self) -> str:
         if self.kind == "Tensor":
-            text = f"{dtypes.dtype_name(self.dtype)}{list(self.sizes)} dim_order={list(self.dim_order)}"
+            text = f"{dtypes.dtype_name(self.dtype)}{list(self.sizes)} dim_order={list(self.dim_order)}"  # type: ignore[arg-type]
             return text + (" (dynamic)" if self.dynamic else "")
         if self.kind in ("Int", "Double", "Bool", "String"):
             return f"{self.kind}({self.value!r})"
         if self.kind == "Null":
             return "None"
-        return f"{self.kind}[{len(self.value or ())}]"
+        return f"{self.kind}[{len(self.value or ())}]"  # type: ignore[arg-type]
 
 
 @dataclass(frozen=True)
@@ -117,11 +117,11 @@ def call_sites(label: str, program) -> tuple[list[KernelCallSite], list[Delegate
                         item
                         for a in arguments
                         if a.kind in ("TensorList", "OptionalTensorList")
-                        for item in _values(label, plan, [i for i in a.value if i >= 0], where)
+                        for item in _values(label, plan, [i for i in a.value if i >= 0], where)  # type: ignore[attr-defined]
                         if item.kind == "Tensor"
                     ]
                     name = _operator_name(label, plan, args.op_index)
-                    kernels.append(KernelCallSite(plan.name, c, n, name, tuple(arguments), tensors, tuple(in_lists)))
+                    kernels.append(KernelCallSite(plan.name, c, n, name, tuple(arguments), tensors, tuple(in_lists)))  # type: ignore[arg-type]
                 elif kind == "DelegateCall":
                     if not 0 <= args.delegate_index < len(plan.delegates):
                         raise ProgramFileError(

@@ -117,7 +117,7 @@ class OpRules:
     def normalized(self, bound: dict, info) -> dict | None:
         """The bound arguments with every normalizer's rewrite applied, or None when
         none applies (the call goes on as it is)."""
-        changed = {}
+        changed = {}  # type: ignore[var-annotated]
         for normalizer in self.normalize:
             rewrite = normalizer({**bound, **changed}, info)
             if rewrite:
@@ -146,7 +146,7 @@ class OpRules:
 def merge(name: str, rules) -> OpRules:
     """The record of `name` from every rule that applies to it: guards composed in
     order; an upper bound or comparison kind given twice differently is refused."""
-    guards, torch_checks, normalize, findings = [], [], [], []
+    guards, torch_checks, normalize, findings = [], [], [], []  # type: ignore[var-annotated]
     single = {"upper_bound": None, "compare": None, "tolerance": None, "no_work": None}
     sized_from_data = contiguous_only = False
     for rule in rules:
