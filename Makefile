@@ -84,13 +84,16 @@ conformance-dim-orders: $(BUILT)
 	    --report build/dim_orders/$$mode/report.md --json build/dim_orders/$$mode/report.json || exit 1; done
 
 # Fuzzing (issue 8): the long Hypothesis campaign over every callable kernel, in
-# isolated worker processes; prints kernels fuzzed, cases run, aborts found and
-# fixed, and writes build/fuzz/report.json. FUZZ_BUDGET is in seconds.
+# isolated worker processes, every call guarded (etops.guard.call: a read or write
+# outside a tensor is found at the call; FUZZ_GUARD= runs them unguarded); prints
+# kernels fuzzed, cases run, aborts and memory violations found, and writes
+# build/fuzz/report.json. FUZZ_BUDGET is in seconds.
 FUZZ_BUDGET ?= 1800
 FUZZ_EXAMPLES ?= 25
+FUZZ_GUARD ?= --guard
 .PHONY: fuzz test-asan
 fuzz: $(BUILT)
-	$(PY) -m etops.fuzz --budget $(FUZZ_BUDGET) --examples $(FUZZ_EXAMPLES) --report build/fuzz/report.json
+	$(PY) -m etops.fuzz --budget $(FUZZ_BUDGET) --examples $(FUZZ_EXAMPLES) $(FUZZ_GUARD) --report build/fuzz/report.json
 
 # Corruption that shows later (issue 15): one process per callable kernel running a
 # sequence of valid and adversarial cases under glibc's malloc checking; a sequence

@@ -57,7 +57,7 @@ class KernelError(EtopsError, RuntimeError):
 
 
 class KernelCrashed(EtopsError, RuntimeError):
-    """A guarded call (etops.guard.call) died in its child process: the kernel read
+    """A guarded call (etops.guard.call) died in its guard process: the kernel read
     or wrote outside a tensor argument (a guard page), wrote an input the schema
     does not mark mutable, or raised another fatal signal (an abort).
 

@@ -163,7 +163,7 @@ def _infer_outs_uncached(info, bound: dict) -> dict:
                 raise SchemaError(f"{info.name}: etops cannot infer the out shapes (torch's meta kernel says: {meta_exc}); pass the outs") from meta_exc
             from .torch_checks import refusal_error  # torch_checks imports this module
 
-            raise refusal_error(info.name, meta_exc, list(bound), info.out_names()) from meta_exc
+            raise refusal_error(info.name, meta_exc, bound, info.out_names()) from meta_exc
         # The out shapes depend on the values, and the arguments are valid: ATen sizes them.
         real = {n: as_torch(v) for n, v in bound.items() if n not in info.out_names()}
         try:
@@ -172,7 +172,7 @@ def _infer_outs_uncached(info, bound: dict) -> dict:
         except Exception as exc:  # noqa: BLE001 - torch's checks refused the arguments
             from .torch_checks import refusal_error
 
-            raise refusal_error(info.name, exc, list(bound), info.out_names()) from meta_exc
+            raise refusal_error(info.name, exc, bound, info.out_names()) from meta_exc
     return specs_of_result(result, info.out_names())
 
 

@@ -70,6 +70,11 @@ class Registry:
         """Every registered operator's kernel object, sorted by name."""
         return [self.get_kernel(n) for n in sorted(self.operator_names)]
 
+    def loaded_kernels(self) -> list:
+        """The kernel objects made so far (``get_kernel``'s cache), without making more."""
+        with self._lock:
+            return list(self._kernels.values())
+
     def _full_names(self) -> list[str]:
         return [name for ops in self._names.values() for overloads in ops.values() for name in overloads.values()]
 

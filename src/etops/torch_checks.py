@@ -50,7 +50,7 @@ def check_with_torch(name: str, overload, bound: dict, out_names):
         message = str(exc).split("\n", 1)[0]
         if any(marker in message for marker in _NO_META):
             return None, {}
-        return refusal_error(name, exc, [a.name for a in schema.arguments if a.name in bound], out_names), {}
+        return refusal_error(name, exc, {a.name: bound[a.name] for a in schema.arguments if a.name in bound}, out_names), {}
     resizes = {}
     for n in out_names:
         after = _shapes(args.get(n))
@@ -65,22 +65,35 @@ def _shapes(meta):
     return tuple(meta.shape) if hasattr(meta, "shape") else None
 
 
-def refusal_error(name: str, exc: BaseException, arg_names, out_names) -> Exception:
-    """torch's refusal `exc` of a call of operator `name` as the exception etops
-    raises: a TypeError for dtypes, castability and argument types (a number where
-    torch wants a Tensor), else a ValueError; it names the argument torch's message
-    names ('out' for a result it cannot cast into)."""
+def refusal_error(name: str, exc: BaseException, bound: dict, out_names) -> Exception:
+    """torch's refusal `exc` of a call of operator `name` with `bound` (argument name
+    -> value, in schema order) as the exception etops raises: a TypeError for
+    dtypes, castability and argument types (a number where torch wants a Tensor),
+    else a ValueError; it names the argument torch's message names ('out' for a
+    result it cannot cast into, the n-th tensor input for "argument at index n")."""
+    arg_names = list(bound)
     message = str(exc).split("\n", 1)[0]
     if "can't be cast to the desired output type" in message or "to out tensor with dtype" in message:
         out = out_names[0] if out_names else "out"
         return TypeError(f"{name}: argument '{out}' cannot hold the result (torch says: {message})")
     typed = ("dtype", "scalar type", "Expected a value of type")
     kind = TypeError if isinstance(exc, TypeError) or any(word in message for word in typed) else ValueError
-    named = _named_argument(message, arg_names)
+    named = _named_argument(message, arg_names) or _indexed_tensor_input(message, bound, out_names)
     if named is None and len(out_names) == 1 and re.search(r"\bout(put)? (tensor|dtype)\b", message):
         named = out_names[0]  # "Expected out tensor to have dtype ...": the only out
     which = f"argument '{named}'" if named else "these arguments"
     return kind(f"{name}: torch refuses {which} (torch says: {message})")
+
+
+def _indexed_tensor_input(message: str, bound: dict, out_names) -> str | None:
+    """The input torch's broadcasting names by position ("Mismatching argument at
+    index 1"): the index counts the tensor inputs given, in schema order."""
+    found = re.search(r"\bargument at index (\d+)\b", message)
+    if found is None:
+        return None
+    tensors = [n for n, v in bound.items() if n not in out_names and hasattr(v, "shape")]
+    index = int(found.group(1))
+    return tensors[index] if index < len(tensors) else None
 
 
 def _named_argument(message: str, names) -> str | None:

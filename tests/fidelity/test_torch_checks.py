@@ -26,7 +26,7 @@ def test_int_out_for_a_float_result_is_refused(reg):
 
 
 def test_shapes_that_do_not_broadcast_are_refused(reg):
-    with pytest.raises(ValueError, match="aten::add.out: torch refuses these arguments"):
+    with pytest.raises(ValueError, match="aten::add.out: torch refuses argument 'other'"):
         reg.aten.add.out(torch.randn(3), torch.randn(4), out=torch.empty(4))
 
 
@@ -74,3 +74,12 @@ def test_shapes_torch_refuses_for_cat_never_reach_the_kernel(reg):
     torch's check comes first now, as a ValueError."""
     with pytest.raises(ValueError, match=r"aten::cat.out: torch refuses these arguments .*Sizes of tensors must match"):
         reg.aten.cat.out([torch.ones(2, 3), torch.ones(4, 5)], 1, out=torch.empty(2, 8))
+
+
+def test_a_broadcast_refusal_by_position_names_that_tensor_input(reg):
+    """torch's broadcasting names the input by its index among the tensors given
+    ("Mismatching argument at index 1"): etops names the argument."""
+    with pytest.raises(ValueError, match=r"torch refuses argument 'min' .*index 1"):
+        reg.aten.clamp.Tensor_out(torch.rand(0, 3, 0, 4, dtype=torch.float64), min=torch.ones(2, 3, dtype=torch.int16))
+    with pytest.raises(ValueError, match=r"torch refuses argument 'self' .*index 1"):
+        reg.aten.where.self_out(torch.ones(2, 3, dtype=torch.bool), torch.rand(4), torch.rand(2, 3))

@@ -69,8 +69,8 @@ def test_bounded_fuzz(runner, name, mode):
     assert not new, "\n".join(f"{kind}: {repro}\n    {message}" for kind, (repro, message, _case) in new.items())
 
 
-#: a sample of kernels fuzzed with every call guarded (etops.guard.call: a fork per
-#: case, so a sample): elementwise, lists, views, reductions, the memory findings
+#: a sample of kernels fuzzed with every call guarded (etops.guard.call; the
+#: campaign, make fuzz, guards every kernel): elementwise, lists, views, reductions, the memory findings
 GUARDED = ["aten::add.out", "aten::cat.out", "aten::view_as_real_copy.out", "aten::topk.values", "aten::embedding.out",
            "aten::div.out", "aten::index_select.out", "aten::sum.IntList_out"]
 

@@ -51,8 +51,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "'reversed' (rank >= 2, kept under etops.layout('preserve')); mismatches are kernels that "
                         "ignore dim orders (default 'programs': the inputs as the samples make them)")
     p.add_argument("--guard", action="store_true",
-                   help="run every case as etops.guard.call (tensors against guard pages, in a forked child; "
-                        "about 45 ms a case): a kernel reading or writing outside its tensors is a crash naming the argument")
+                   help="run every case as etops.guard.call (tensors against guard pages, in the guard process; "
+                        "about 0.5 ms a case): a kernel reading or writing outside its tensors is a crash naming the argument")
     p.add_argument("--hooks", metavar="MODULE", help=argparse.SUPPRESS)  # test hooks: module name or .py path
     return p
 

@@ -12,3 +12,13 @@ from __future__ import annotations
 #: broadcast, outs aliasing an input on resize, numpy outs of data-dependent ops -
 #: are fixed, with regression tests in tests/reliability/test_findings.py.)
 KNOWN_HARD: set = set()
+
+
+def is_fixed(finding, outcome: dict) -> bool:
+    """Whether a worker's `outcome` of replaying `finding` (an etops.ops Finding)
+    shows it fixed: the call raised an exception naming the finding's argument, or,
+    for a finding that `computes` (its rule turns the call into one the kernel
+    handles), returned without a violation."""
+    if finding.computes:
+        return outcome["status"] == "ok" and not outcome.get("violations")
+    return outcome["status"] == "raised" and f"'{finding.argument}'" in (outcome.get("exc") or "")

@@ -1,5 +1,5 @@
-"""Guarded calls: one kernel call in a forked child of this process, every tensor
-argument in memory that ends flush against an inaccessible guard page (then, in a
+"""Guarded calls: one kernel call in the guard process (a forked child of this
+process that serves guarded calls until one kills it), every tensor argument in memory that ends flush against an inaccessible guard page (then, in a
 second run, starts right after one), every input the schema does not mark mutable
 mapped read-only. A kernel that reads or writes outside its tensors faults at the
 access; the child reports the signal and address, and the call raises
@@ -9,6 +9,15 @@ copied back into the caller's.
 
     etops.guard.call(reg.aten.add.out, a, b, out=c)
     etops.guard.call("aten::add.out", a, b)
+    etops.guard.guard_pid()   # the guard process's pid (None before the first call)
+    etops.guard.reset()       # end it; the next guarded call forks a new one
+
+The guard process is a snapshot of this process at its fork, forked anew when the
+registry changes or a kernel object made after it is called (server.py).
+
+Files: call.py (the call: outs, fault to argument, results back), server.py (the
+guard process's lifetime), child.py (what the guard process runs), buffers.py
+(guarded memory), wire.py (what crosses the pipes), hooks.py (other tools' calls).
 
 Extension: imports the core only (the registry, the kernel's info, errors).
 """
@@ -16,5 +25,6 @@ Extension: imports the core only (the registry, the kernel's info, errors).
 from __future__ import annotations
 
 from .call import call
+from .server import guard_pid, reset
 
-__all__ = ["call"]
+__all__ = ["call", "guard_pid", "reset"]

@@ -83,3 +83,49 @@ def test_the_process_survives_and_unguarded_calls_still_run(cache):
         etops.guard.call(_bad("past_out"), torch.ones(3), out=torch.empty(3))
     a = torch.ones(2)
     assert torch.equal(etops.registry().aten.add.out(a, a), a + a)
+
+
+def test_one_guard_process_serves_calls_until_a_crash(cache):
+    op = etops.registry().aten.add.out
+    a = torch.randn(2, 3)
+    etops.guard.call(op, a, a, out=torch.empty(2, 3))
+    pid = etops.guard.guard_pid()
+    assert pid is not None
+    for k in range(3):
+        assert torch.equal(etops.guard.call(op, a, a, alpha=k), a + k * a)
+    assert etops.guard.guard_pid() == pid  # no fork per call
+    with pytest.raises(etops.KernelCrashed):
+        etops.guard.call(_bad("past_out"), torch.ones(3), out=torch.empty(3))
+    assert etops.guard.guard_pid() is None  # the crash ended it
+    assert torch.equal(etops.guard.call(op, a, a), a + a)
+    assert etops.guard.guard_pid() not in (None, pid)
+
+
+def test_a_kernel_registered_after_the_fork_is_served(cache):
+    op = etops.registry().aten.mul.out
+    x = torch.randn(4)
+    etops.guard.call(op, x, x)
+    before = etops.guard.guard_pid()
+    kernel = etops.register_kernel("gtest::fourfold.out", SCALE_SOURCE.replace("K *", "4 *"),
+                                   schema=TWICE_SCHEMA.replace("twice", "fourfold")).kernel
+    assert torch.equal(etops.guard.call(kernel, x, out=torch.empty(4)), 4 * x)
+    assert etops.guard.guard_pid() != before  # the registry changed: forked anew
+    assert torch.equal(etops.guard.call(op, x, x), x * x)
+
+
+def test_a_forked_child_gets_a_guard_process_of_its_own(cache):
+    import os
+
+    op = etops.registry().aten.add.out
+    x = torch.randn(3)
+    etops.guard.call(op, x, x)
+    parent_guard = etops.guard.guard_pid()
+    pid = os.fork()
+    if pid == 0:
+        ok = etops.guard.guard_pid() is None and torch.equal(etops.guard.call(op, x, x), x + x)
+        ok = ok and etops.guard.guard_pid() not in (None, parent_guard)
+        os._exit(0 if ok else 1)
+    _, status = os.waitpid(pid, 0)
+    assert os.WEXITSTATUS(status) == 0
+    assert etops.guard.guard_pid() == parent_guard
+    assert torch.equal(etops.guard.call(op, x, x), x + x)

@@ -1,0 +1,124 @@
+"""The guard process's side of guarded calls: it places every tensor argument in
+guarded memory, runs the call once per guard side, and sends the outcome.
+
+The guard process is a fork of the caller (etops/guard/server.py). Its first call
+comes from its own memory (the fork's copy of the caller's arguments); the next
+ones arrive over the request pipe. Before each run it sends the run's layout
+(where each argument's guard page lies), so that when a fault kills it the caller
+can map the address back to the argument."""
+
+from __future__ import annotations
+
+import os
+import pickle
+
+import torch
+
+from .. import _native
+from ..out_shapes import as_torch
+from ..plan import F_MUTABLE, F_OUT, K_OPT_TENSOR_LIST, K_RETURN_SLOT, K_TENSOR, K_TENSOR_LIST
+from .buffers import GuardedBuffer
+from .wire import dense_layout, dumps, frame, read_exact, read_frame_body, write_all
+
+#: the guard sides of a call, run in this order
+SIDES = ("after", "before")
+
+
+def arguments(info):
+    """(name, kind, flags) of each schema argument the guard process may place in guarded memory."""
+    return [(e.name, e.kind, e.flags) for e in info._require_plan().args if e.kind != K_RETURN_SLOT]
+
+
+def _guarded(value, label, writable, side, placed):
+    """`value` with every tensor in it copied into guarded memory (recorded in `placed`)."""
+    if isinstance(value, (list, tuple)):
+        return [None if v is None else _guarded(v, f"{label}[{i}]", writable, side, placed) for i, v in enumerate(value)]
+    t = as_torch(value)
+    if not isinstance(t, torch.Tensor) or t.device.type != "cpu":
+        return value  # not a CPU tensor: the call path refuses it, naming the argument
+    if t.layout == torch.strided and not dense_layout(t):
+        t = t.contiguous()  # as the unguarded call path gives it to the kernel
+    buffer = GuardedBuffer(t.numel() * t.element_size(), side)
+    guarded = buffer.tensor_like(t)
+    placed.append((label, buffer, writable))
+    return guarded
+
+
+def _clone(value):
+    if isinstance(value, (list, tuple)):
+        return [_clone(v) for v in value]
+    return value.clone() if isinstance(value, torch.Tensor) else value
+
+
+def _returned(result, call_args, info):
+    """The result with each out replaced by ("out", name) (the caller gives back its
+    own out objects) and everything else as ("value", v)."""
+    by_id = {id(call_args[n]): n for n in info.out_names() if call_args.get(n) is not None}
+
+    def one(v):
+        if isinstance(v, (torch.Tensor, list)) and id(v) in by_id:
+            return ("out", by_id[id(v)])
+        return ("value", _clone(v))
+
+    if isinstance(result, tuple):
+        return ("tuple", [one(v) for v in result])
+    return one(result)
+
+
+def run_guarded(kernel, info, bound: dict, report_fd: int):
+    """The call on `bound` once per guard side, every tensor against a guard page,
+    the inputs not marked mutable read-only: ("ok", written outs, mutated arguments,
+    the result) of the last run, or ("raised", exception)."""
+    try:
+        for side in SIDES:  # the same call twice, from the caller's values each time
+            placed = []
+            call_args = {}
+            for name, kind, flags in arguments(info):
+                value = bound.get(name)
+                if kind in (K_TENSOR, K_TENSOR_LIST, K_OPT_TENSOR_LIST) and value is not None:
+                    value = _guarded(value, name, bool(flags & (F_OUT | F_MUTABLE)), side, placed)
+                call_args[name] = value
+            layout = [(label, b.guard_start, b.guard_end, b.data_start, b.data_end, b.side) for label, b, _w in placed]
+            write_all(report_fd, frame(b"L", pickle.dumps(layout)))
+            for _label, buffer, writable in placed:
+                if not writable:
+                    buffer.make_read_only()
+            result = kernel(**{n: v for n, v in call_args.items() if not (n in info.out_names() and v is None)})
+        written = {n: _clone(call_args[n]) for n in info.out_names()}
+        mutated = {name: _clone(call_args[name]) for name, _kind, flags in arguments(info) if flags & F_MUTABLE}
+        return ("ok", written, mutated, _returned(result, call_args, info))
+    except BaseException as exc:  # noqa: BLE001 - the caller re-raises it
+        return ("raised", exc)
+
+
+def _send_outcome(report_fd: int, payload) -> None:
+    try:
+        body = dumps(payload)
+    except Exception as exc:  # noqa: BLE001 - an exception or value that does not pickle
+        detail = payload[1] if payload[0] == "raised" else exc
+        body = dumps(("raised", RuntimeError(f"{type(detail).__name__}: {detail}")))
+    write_all(report_fd, frame(b"P", body))
+
+
+def serve(kernels: dict, first, request_fd: int, report_fd: int, preserve_layouts: bool) -> None:
+    """The guard process's loop: install the fault reporter, run `first`
+    ((kernel, info, bound)), then each request (kernel id, bound arguments, layout
+    mode) from `request_fd` with the kernels of `kernels` (id -> kernel object),
+    until the caller closes the pipe. Never returns."""
+    try:
+        _native.guard_signals(report_fd)
+        kernel, info, bound = first
+        while True:
+            _native.set_layout_preserve(preserve_layouts)
+            _send_outcome(report_fd, run_guarded(kernel, info, bound, report_fd))
+            del kernel, info, bound
+            if read_exact(request_fd, 1) != b"C":
+                break
+            body = read_frame_body(request_fd)
+            if body is None:
+                break
+            kernel_id, bound, preserve_layouts = pickle.loads(body)
+            kernel = kernels[kernel_id]
+            info = kernel._info
+    finally:
+        os._exit(0)
