@@ -17,7 +17,7 @@ def flush(op=None, text: str = "") -> None:
     """Sends queued ExecuTorch messages, and `text` logged by a successful call of
     `op`, to the ``etops.executorch`` logger."""
     for level, file, func, line, message in _native.drain_logs() or ():
-        severity = _LEVELS.get(level, logging.INFO)  # type: ignore[call-overload]
+        severity = _LEVELS.get(level, logging.INFO)
         if message.startswith("register_pal() called multiple times"):
             severity = logging.DEBUG  # etops and executorch's pybindings both install one
         logger.log(severity, "%s (%s:%d %s)", message, file, line, func)

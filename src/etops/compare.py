@@ -30,6 +30,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 import torch.utils._pytree as pytree
@@ -84,7 +85,8 @@ _TORCH_TESTING = {
 def _torch_testing_pair(dtype: torch.dtype) -> tuple[float, float]:
     if _torch_default_tolerances is not None:
         try:
-            return tuple(_torch_default_tolerances(dtype))  # type: ignore[return-value]
+            rtol, atol = _torch_default_tolerances(dtype)
+            return float(rtol), float(atol)
         except Exception:  # noqa: BLE001 - fall back on the copy
             pass
     return _TORCH_TESTING.get(dtype, (0.0, 0.0))
@@ -97,7 +99,7 @@ class Tolerance:
     when set override the table for every dtype and for float scalars."""
 
     name: str
-    table: object = dataclasses.field(default_factory=dict, repr=False)
+    table: Any = dataclasses.field(default_factory=dict, repr=False)
     default: tuple = (0.0, 0.0)
     #: (rtol, atol) for Python floats (ints and bools are exact)
     scalar: tuple = (0.0, 0.0)
@@ -118,7 +120,7 @@ class Tolerance:
         if callable(self.table):
             rtol, atol = self.table(dtype)
         else:
-            rtol, atol = self.table.get(dtype, self.default)  # type: ignore[attr-defined]
+            rtol, atol = self.table.get(dtype, self.default)
         if self.integers_exact and not (dtype.is_floating_point or dtype.is_complex):
             rtol, atol = 0.0, 0.0
         return (float(rtol) if self.rtol is None else self.rtol, float(atol) if self.atol is None else self.atol)
@@ -370,9 +372,10 @@ def torch_testing_message(actual, expected, tolerance: "Tolerance | str" = OPINF
     none); None when assert_close accepts them. Values it cannot compare give
     ``cannot compare: <error>``."""
     tol = policy(tolerance)
-    bounds = {"atol": tol.atol or 0.0, "rtol": tol.rtol or 0.0} if tol.overridden else {}
+    # None and None: assert_close's own defaults
+    rtol, atol = (tol.rtol or 0.0, tol.atol or 0.0) if tol.overridden else (None, None)
     try:
-        torch.testing.assert_close(actual, expected, equal_nan=True, check_stride=False, check_device=False, **bounds)  # type: ignore[arg-type]
+        torch.testing.assert_close(actual, expected, equal_nan=True, check_stride=False, check_device=False, rtol=rtol, atol=atol)
     except AssertionError as exc:
         return " ".join(str(exc).split())
     except Exception as exc:  # noqa: BLE001 - incomparable values

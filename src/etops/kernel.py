@@ -13,7 +13,7 @@ from __future__ import annotations
 import ctypes
 import os
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Any, NamedTuple, Union
 
 import torch
 
@@ -404,20 +404,25 @@ class UncallableKernel:
         self._info = info
         self.name = info.name
 
-    def __getattr__(self, attr):
+    def __getattr__(self, attr: str) -> Any:
         return getattr(self._info, attr)
 
-    def __dir__(self):
+    def __dir__(self) -> list[str]:
         return sorted(set(object.__dir__(self)) | set(dir(self._info)))
 
     def __repr__(self) -> str:
         return repr(self._info)
 
-    def __call__(self, *args, **kwargs):
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
         self._info._require_plan()
 
 
-def make_kernel(name: str, schema, schema_source: str):
+#: What the registry gives for an operator name: the C kernel object, or an
+#: UncallableKernel (inspectable, raises SchemaError when called).
+KernelObject = Union[_native.Kernel, UncallableKernel]
+
+
+def make_kernel(name: str, schema: Any, schema_source: str) -> KernelObject:
     """The kernel object for `name`: the C Kernel when the schema can be planned,
     else an UncallableKernel that says why."""
     plan, error = None, None

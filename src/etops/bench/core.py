@@ -20,6 +20,7 @@ import itertools
 import statistics
 import time
 import warnings
+from typing import Any
 
 import torch
 
@@ -192,8 +193,8 @@ def measure(pair: Pair, zero: Pair | None, repeats: int = 11, warmup: int = 2, t
         calls["etops_zero"] = zero.et_call
         calls["aten_zero"] = zero.aten_call
     samples, counts = time_calls(calls, repeats=repeats, warmup=warmup, target=target)
-    out = {k: _summary(v) for k, v in samples.items()}
-    out["ratio"] = paired_ratio(samples["etops"], samples["aten"])  # type: ignore[assignment]
+    out: dict[str, Any] = {k: _summary(v) for k, v in samples.items()}
+    out["ratio"] = paired_ratio(samples["etops"], samples["aten"])
     out["calls_per_loop"] = counts
     if zero is not None:
         et_k = [e - z for e, z in zip(samples["etops"], samples["etops_zero"])]
@@ -203,10 +204,10 @@ def measure(pair: Pair, zero: Pair | None, repeats: int = 11, warmup: int = 2, t
         pairs = [e / a for e, a in zip(et_k, at_k) if a > 0 and e > 0]
         # Only meaningful when both kernels take clearly longer than their call.
         ok = out["etops_kernel"] > 0.2 * out["etops_zero"]["median"] and out["aten_kernel"] > 0.2 * out["aten_zero"]["median"]
-        out["kernel_ratio"] = _summary(pairs) if pairs and len(pairs) >= max(1, len(et_k) // 2) and ok else None  # type: ignore[assignment]
+        out["kernel_ratio"] = _summary(pairs) if pairs and len(pairs) >= max(1, len(et_k) // 2) and ok else None
     else:
-        out["etops_kernel"] = out["aten_kernel"] = None  # type: ignore[assignment]
-        out["kernel_ratio"] = None  # type: ignore[assignment]
+        out["etops_kernel"] = out["aten_kernel"] = None
+        out["kernel_ratio"] = None
     return out
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import threading
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from executorch.exir.dialects.edge._ops import EdgeOpOverload
@@ -58,11 +59,11 @@ class Resolved:
 
     op: object
     kind: str
-    kernel: object
+    kernel: Any
     kernel_name: str
     out_names: tuple[str, ...]
     out_schema_args: frozenset  #: argument names the kernel's schema has
-    functional: object  #: the ATen op that infers the out shapes (kind "out")
+    functional: Any  #: the ATen op that infers the out shapes (kind "out")
 
 
 _resolved: dict = {}
@@ -170,20 +171,20 @@ def infer_outs(resolved: Resolved, args, kwargs):
     the functional op infers (ATen on the real inputs when the meta kernel cannot
     say: data-dependent shapes); None when torch fails altogether."""
     try:
-        result = resolved.functional(*to_meta(tuple(args)), **to_meta(dict(kwargs)))  # type: ignore[operator]
+        result = resolved.functional(*to_meta(tuple(args)), **to_meta(dict(kwargs)))
     except Exception:  # noqa: BLE001 - meta kernels refuse data-dependent shapes
         try:  # ... and meta inputs with a `device=cpu` argument: ask ATen itself
-            result = resolved.functional(*args, **kwargs)  # type: ignore[operator]
+            result = resolved.functional(*args, **kwargs)
         except Exception:  # noqa: BLE001 - the kernel object sizes what it can
             return None
-    outs = {}  # type: ignore[var-annotated]
+    outs: dict[str, Any] = {}
     for name, spec in specs_of_result(result, resolved.out_names).items():
         if spec is None:
-            outs[name] = None  # type: ignore[assignment]
+            outs[name] = None
         elif isinstance(spec, list):
             outs[name] = [empty_like_spec(*s) for s in spec]
         else:
-            outs[name] = empty_like_spec(*spec)  # type: ignore[assignment]
+            outs[name] = empty_like_spec(*spec)
     return outs
 
 
@@ -193,12 +194,12 @@ def call_resolved(resolved: Resolved, args, kwargs, outs=None, planned: bool = F
     ``planned``: the outs passed in kwargs are the program's own allocations."""
     if resolved.kind == "direct":
         if not planned or not resolved.out_names:
-            return resolved.kernel(*args, **kwargs)  # type: ignore[operator]
+            return resolved.kernel(*args, **kwargs)
         mine = _own_outs({n: kwargs.get(n) for n in resolved.out_names}, {})
         quiet = quiet_ids()
         quiet |= mine
         try:
-            return resolved.kernel(*args, **kwargs)  # type: ignore[operator]
+            return resolved.kernel(*args, **kwargs)
         finally:
             quiet -= mine
     given = {n: kwargs[n] for n in resolved.out_names if kwargs.get(n) is not None}
@@ -211,7 +212,7 @@ def call_resolved(resolved: Resolved, args, kwargs, outs=None, planned: bool = F
             # (``dtype`` of _to_dim_order_copy is the out's dtype, not an argument)
             outs = infer_outs(resolved, args, {k: v for k, v in kwargs.items() if k not in resolved.out_names})
         if outs is None:  # data-dependent: the kernel object allocates
-            return resolved.kernel(*args, **pooled, **given)  # type: ignore[operator]
+            return resolved.kernel(*args, **pooled, **given)
         outs = {**outs, **given}
     else:
         outs = given
@@ -219,7 +220,7 @@ def call_resolved(resolved: Resolved, args, kwargs, outs=None, planned: bool = F
     quiet = quiet_ids()
     quiet |= mine
     try:
-        result = resolved.kernel(*args, **pooled, **outs)  # type: ignore[operator]
+        result = resolved.kernel(*args, **pooled, **outs)
     finally:
         quiet -= mine
     if result is None:  # `-> ()` out variants (tensor-list outs)

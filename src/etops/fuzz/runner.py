@@ -19,6 +19,7 @@ import signal
 import tempfile
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 from . import worker
 
@@ -40,8 +41,8 @@ class IsolatedRunner:
     def __init__(self, timeout: float = 20.0, start_timeout: float = 600.0):
         self.timeout = timeout
         self.start_timeout = start_timeout
-        self.proc = None
-        self.conn = None
+        self.proc: Any = None
+        self.conn: Any = None
         self.deaths = 0
         self.started = 0
         fd, self.stderr_path = tempfile.mkstemp(prefix="etops-fuzz-", suffix=".stderr")
@@ -73,16 +74,16 @@ class IsolatedRunner:
             self._start()
         pos = os.path.getsize(self.stderr_path)
         try:
-            self.conn.send(case)  # type: ignore[attr-defined]
-            if self.conn.poll(self.timeout):  # type: ignore[attr-defined]
-                return self.conn.recv()  # type: ignore[attr-defined]
+            self.conn.send(case)
+            if self.conn.poll(self.timeout):
+                return self.conn.recv()
             status = "hang"
-            self.proc.kill()  # type: ignore[attr-defined]
+            self.proc.kill()
         except (EOFError, ConnectionError, BrokenPipeError, OSError):
             status = "died"
-        self.proc.join(10)  # type: ignore[attr-defined]
-        code = self.proc.exitcode  # type: ignore[attr-defined]
-        self.conn.close()  # type: ignore[attr-defined]
+        self.proc.join(10)
+        code = self.proc.exitcode
+        self.conn.close()
         self.proc = self.conn = None
         self.deaths += 1
         if status == "hang":
@@ -154,7 +155,7 @@ def fuzz_kernel(runner: IsolatedRunner, kernel, mode: str, max_examples: int, de
     from . import strategies
 
     report = KernelReport(kernel.name, mode)
-    last_fatal = {}  # type: ignore[var-annotated]
+    last_fatal: dict[str, Any] = {}
 
     def prop(case):
         if guard:

@@ -21,8 +21,8 @@ def _tensors_text(tensors) -> str:
 def _origin_text(need: KernelNeed) -> str:
     if need.origin is None:
         return "-"
-    text = need.origin.kind  # type: ignore[attr-defined]
-    return text + (f", overridden by {' then '.join(need.origin.overrides)}" if need.origin.overridden else "")  # type: ignore[attr-defined]
+    text = need.origin.kind
+    return text + (f", overridden by {' then '.join(need.origin.overrides)}" if need.origin.overridden else "")
 
 
 def _kernel_text(need: KernelNeed) -> str:
@@ -68,9 +68,9 @@ class Needs:
             s = n.site
             rows.append([s.method, f"{s.chain}:{s.instruction}", s.operator, _tensors_text(s.tensors), _kernel_text(n), _origin_text(n)])
         for d in self.delegates:
-            s = d.site  # type: ignore[assignment]
+            ds = d.site
             state = "available" if not d.missing else ("MISSING (not registered)" if not d.registered else "MISSING (not available)")
-            rows.append([s.method, f"{s.chain}:{s.instruction}", f"delegate {s.backend}", "-", state, "backend"])  # type: ignore[attr-defined]
+            rows.append([ds.method, f"{ds.chain}:{ds.instruction}", f"delegate {ds.backend}", "-", state, "backend"])
         return rows
 
     def summary(self) -> str:
@@ -129,14 +129,14 @@ def _kernel_dict(n: KernelNeed) -> dict:
     s = n.site
     origin = None
     if n.origin is not None:
-        origin = {"kind": n.origin.kind, "library": n.origin.library, "source_hash": n.origin.source_hash,  # type: ignore[attr-defined]
-                  "build_dir": n.origin.build_dir, "overridden": n.origin.overridden, "overrides": list(n.origin.overrides)}  # type: ignore[attr-defined]
+        origin = {"kind": n.origin.kind, "library": n.origin.library, "source_hash": n.origin.source_hash,
+                  "build_dir": n.origin.build_dir, "overridden": n.origin.overridden, "overrides": list(n.origin.overrides)}
     return {
         "method": s.method, "chain": s.chain, "instruction": s.instruction, "operator": s.operator,
         "arguments": [_argument_dict(a) for a in s.arguments],
         "tensors": [[dtypes.dtype_name(d), list(o)] for d, o in s.tensors],
         "key": n.key, "how": n.how,
-        "kernel": None if n.kernel is None else {"key": n.kernel.key, "library": n.kernel.library},  # type: ignore[attr-defined]
+        "kernel": None if n.kernel is None else {"key": n.kernel.key, "library": n.kernel.library},
         "origin": origin, "reason": n.reason,
         "extra_dtypes": [dtypes.dtype_name(d) for d in selected_ops.extra_dtypes(s)],
     }
