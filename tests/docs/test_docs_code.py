@@ -6,56 +6,67 @@ test does not know would hide a block from it."""
 
 from __future__ import annotations
 
-import linecache
+import json
 import pathlib
 import re
 
 import pytest
 
+from docs_pages import RUN, SHOWN, code_blocks, run_page
+from fresh_python import start_python
+
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
-
-#: Fence info strings a page may use: python runs, the others are shown only.
-RUN = "python"
-SHOWN = {"", "text", "console", "yaml", "toml", "cpp", "c", "cmake", "json", "markdown"}
-
-_FENCE = re.compile(r"^```(\S*)\s*$")
-
-
-def code_blocks(path):
-    """The page's fenced blocks as (info string, first line number, source), in order."""
-    blocks, info, start, body = [], None, 0, []
-    for number, line in enumerate(path.read_text().splitlines(), start=1):
-        match = _FENCE.match(line)
-        if info is None:
-            if match:
-                info, start, body = match.group(1), number + 1, []
-        elif line.rstrip() == "```":
-            blocks.append((info, start, "\n".join(body) + "\n"))
-            info = None
-        else:
-            body.append(line)
-    assert info is None, f"{path.name}: a code block opened at line {start - 1} is never closed"
-    return blocks
 
 
 def _name(path):
     return str(path.relative_to(ROOT))
 
 
-@pytest.mark.parametrize("page", [p for p in PAGES if any(i == RUN for i, _, _ in code_blocks(p))], ids=_name)
-def test_python_blocks_run(page, tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
-    namespace = {"__name__": f"docs_{page.stem.replace('-', '_')}"}
-    for info, line, source in code_blocks(page):
-        if info != RUN:
-            continue
-        filename = f"{page}:{line}"
-        # The block's source under its own name, so tracebacks and inspect (torch.export
-        # reads the model's source lines) show the page's lines.
-        linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
-        code = compile("\n" * (line - 1) + source, filename, "exec")
-        exec(code, namespace)  # noqa: S102 - running the docs is the point
+RUNNING = [p for p in PAGES if any(i == RUN for i, _, _ in code_blocks(p))]
+
+# The pages run in one fresh interpreter (their examples register kernels, load
+# delegates, set layout modes: none of it may leak into the suite's process), each in
+# its own namespace and temporary working directory, started at collection so that
+# they overlap the other tests. It prints one JSON line per page.
+_LAUNCHED = start_python(f"""
+    import json, os, pathlib, sys, tempfile, traceback
+    sys.path.insert(0, {str(pathlib.Path(__file__).parent)!r})
+    from docs_pages import run_page
+    for page in {[str(p) for p in RUNNING]!r}:
+        os.chdir(tempfile.mkdtemp(prefix="etops-docs-"))
+        try:
+            run_page(pathlib.Path(page))
+            print(json.dumps({{"page": page, "error": None}}), flush=True)
+        except BaseException:
+            print(json.dumps({{"page": page, "error": traceback.format_exc()}}), flush=True)
+""")
+
+
+def _outcomes():
+    done = _LAUNCHED.result()
+    found = {}
+    for line in done.stdout.splitlines():
+        if line.startswith('{"page"'):
+            entry = json.loads(line)
+            found[entry["page"]] = entry["error"]
+    return done, found
+
+
+@pytest.mark.parametrize("page", RUNNING, ids=_name)
+def test_python_blocks_run(page):
+    done, found = _outcomes()
+    assert str(page) in found, f"the docs interpreter died before this page (exit {done.returncode}): {done.stderr[-6000:]}"
+    assert found[str(page)] is None, found[str(page)]
+
+
+def test_a_failing_block_fails(tmp_path):
+    """run_page raises what a block raises, pointing at the page's line."""
+    page = tmp_path / "page.md"
+    page.write_text("```python\nx = 1\n```\n\ntext\n\n```python\nassert x == 2, 'x'\n```\n")
+    with pytest.raises(AssertionError) as raised:
+        run_page(page)
+    assert raised.traceback[-1].lineno + 1 == 8
 
 
 def test_every_fence_is_known():
