@@ -78,3 +78,31 @@ def test_topk_explain_says_its_inputs_are_copied():
     op = etops.registry().aten.topk.values
     text = op.explain(torch.randn(2, 3, 4, 5).to(memory_format=torch.channels_last), 2, 1)
     assert "contiguous_only" in text
+
+
+# Found by the guarded fuzz campaign (make fuzz): run guarded here, so a rule that
+# stopped holding shows as KernelCrashed, not as a dead test process.
+
+def test_quantize_per_token_with_scales_not_float64_is_refused_naming_scales():
+    q = etops.registry().quantized_decomposed
+    x = torch.rand(2, 3)
+    with pytest.raises(TypeError, match="'scales'"):
+        etops.guard.call(q.quantize_per_token.out, x, torch.ones(2, 1), torch.zeros(2, 1, dtype=torch.int64), -128, 127,
+                         torch.int8, out=torch.empty(2, 3, dtype=torch.int8))
+    with pytest.raises(TypeError, match="'zero_points'"):
+        etops.guard.call(q.quantize_per_channel.out, x, torch.ones(2, dtype=torch.float64), torch.zeros(2, dtype=torch.int32), 0,
+                         -128, 127, torch.int8, out=torch.empty(2, 3, dtype=torch.int8))
+    out = torch.empty(2, 3, dtype=torch.int8)
+    etops.guard.call(q.quantize_per_token.out, x, torch.full((2, 1), 0.01, dtype=torch.float64), torch.zeros(2, 1, dtype=torch.int64),
+                     -128, 127, torch.int8, out=out)
+    assert torch.equal(out, torch.clamp(torch.round(x / 0.01), -128, 127).to(torch.int8))
+
+
+def test_choose_qparams_of_an_empty_input_is_refused_naming_input():
+    q = etops.registry().quantized_decomposed
+    scale, zero_point = torch.empty(1, dtype=torch.float64), torch.empty(1, dtype=torch.int64)
+    with pytest.raises(ValueError, match="'input' is empty"):
+        etops.guard.call(q.choose_qparams.Tensor_out, torch.rand(0, 0, 1, 0, 0), -128, 127, 0.001, torch.float32,
+                         scale_out=scale, zero_point_out=zero_point)
+    etops.guard.call(q.choose_qparams.Tensor_out, torch.rand(8), -128, 127, 0.001, torch.float32, scale_out=scale, zero_point_out=zero_point)
+    assert scale.item() > 0

@@ -83,3 +83,16 @@ def test_bounded_fuzz_guarded(runner, name, mode):
     assert report.crash is None, f"{report.crash['repro']}\n{report.crash['signal']}: {report.crash['notice']}"
     new = {kind: v for kind, v in report.violations.items() if kind in HARD and (name, kind) not in KNOWN}
     assert not new, "\n".join(f"{kind}: {repro}\n    {message}" for kind, (repro, message, _case) in new.items())
+
+
+def test_the_reference_never_runs_aten_on_what_its_meta_kernel_refuses(runner):
+    """ATen's own _native_batch_norm_legit.no_stats segfaults in eval mode without
+    running stats (its meta kernel refuses that): the fuzz worker's reference asks
+    meta first, so the worker lives and ATen's answer is an error."""
+    case = {"op": "aten::_native_batch_norm_legit.no_stats_out", "mode": "valid", "args": [],
+            "kwargs": [("input", ("T", (1, 1), "float32", "c", 0, "normal")), ("weight", ("V", None)), ("bias", ("V", None)),
+                       ("training", ("V", False)), ("momentum", ("V", 0.0)), ("eps", ("V", 1e-05))],
+            "outs": {"out": ("ref",), "save_mean": ("ref",), "save_invstd": ("ref",)}, "out_dtype": "float32",
+            "mutation": None, "target": None}
+    out = runner.run(case)
+    assert out["status"] == "raised" and out.get("aten") == "error", out

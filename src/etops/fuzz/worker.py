@@ -36,6 +36,7 @@ from etops.plan import F_MUTABLE, F_OUT, K_RETURN_SLOT, K_TENSOR
 from etops.compare import FUZZ, diff
 from etops.ops import rules_for
 from etops.out_shapes import functional_arguments
+from etops.torch_checks import torch_refusal
 
 ALLOWED_INVALID = (TypeError, ValueError, OverflowError, IndexError, ZeroDivisionError, etops.EtopsError)
 ALLOWED_VALID_REFUSAL = (etops.KernelError, etops.NoMatchingKernelError, etops.SchemaError)
@@ -187,6 +188,9 @@ def reference(kernel, case, args, kwargs):
         overload_fn = getattr(packet, overload)
     except (AttributeError, RuntimeError) as exc:
         return ("none", f"torch has no {info.name}: {exc}")
+    refusal = _meta_refusal(info, overload_fn, ref_args, ref_kwargs)
+    if refusal is not None:  # ATen's real kernel is never run on what its meta kernel refused (some segfault)
+        return ("error", f"{type(refusal).__name__}: {str(refusal)[:300]}")
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -214,6 +218,20 @@ def reference(kernel, case, args, kwargs):
     else:
         results = list(result) if isinstance(result, (list, tuple)) else [result]
     return ("ok", results)
+
+
+def _meta_refusal(info, overload_fn, ref_args, ref_kwargs):
+    """torch's meta-kernel refusal of the reference call (the functional overload
+    when there is one), or None when it accepts or has no meta kernel to ask."""
+    try:
+        bound = info.bind(tuple(ref_args), ref_kwargs)
+    except Exception as exc:  # noqa: BLE001 - arguments that do not bind: ATen refuses them too
+        return exc
+    target = info.functional_overload() if info.out_names() else overload_fn
+    if target is None:
+        return None  # outs the reference sizes itself: nothing to ask meta with
+    names = {a.name for a in target._schema.arguments}
+    return torch_refusal(info.name, target, {n: v for n, v in bound.items() if n in names}, [])
 
 
 def _is_list_out(info):

@@ -55,6 +55,15 @@ def _embedding_tables(bound, info):
 RULES = [
     # per-token kernels read input.size(input.dim() - 1)
     Rule(_PER_TOKEN[:2], guards=(g.min_dim("input", 1),)),
+    # quantize_per_channel_out() (quantize_per_token calls it) ET_CHECKs Double scales and Long zero points
+    Rule((f"{_NS}quantize_per_channel.out", f"{_NS}quantize_per_token.out"), guards=(
+        g.dtype_in("scales", (torch.float64,), "torch.float64"), g.dtype_in("zero_points", (torch.int64,), "torch.int64"),
+    ), findings=(
+        _finding(f"{_NS}quantize_per_token.out", "quantize_per_token.out aborts on scales that are not float64 (etops fuzz --guard)", "scales",
+                 [("input", tensor((1,), "bfloat16")), ("scales", tensor((1,), "int8")), ("zero_points", tensor((1,), "int64", values="index")),
+                  ("quant_min", value(-8)), ("quant_max", value(127)), ("dtype", value("torch.int32"))],
+                 "quantize_per_channel_out(): assert failed (scale.scalar_type() == ScalarType::Double)"),
+    )),
     Rule(_QUANTIZE, guards=(
         g.dtype_in("input", g.FLOATING + (torch.bfloat16,), "floating point"), g.quant_range("dtype"), g.dtype_equals_argument("out", "dtype"),
     ), findings=(
@@ -77,6 +86,13 @@ RULES = [
         _finding(f"{_NS}dequantize_per_channel.out", "dequantize_per_channel.out aborts on a float input", "input",
                  [("input", tensor(())), ("scales", tensor(())), ("zero_points", value(None)), ("axis", value(0))] + _QT,
                  "check_dequantize_per_tensor_args() / axis checks (ET_CHECK)"),
+    )),
+    # choose_qparams.Tensor_out reads the min and max of its input: an empty one faults (SIGSEGV; torch refuses it too)
+    Rule(_CHOOSE[:1], guards=(g.nonempty("input"),), findings=(
+        _finding(f"{_NS}choose_qparams.Tensor_out", "choose_qparams.Tensor_out reads past an empty input (SIGSEGV, etops fuzz --guard)", "input",
+                 [("input", tensor((0, 0, 1, 0, 0))), ("quant_min", value(-128)), ("quant_max", value(127)), ("eps", value(0.001)),
+                  ("dtype", value("torch.float32"))],
+                 "SIGSEGV reading the min and max of an empty input", outs=("scale_out", "zero_point_out")),
     )),
     Rule(_CHOOSE, guards=(
         g.ordered("quant_min", "quant_max", strict=True), g.dtype_in("input", (torch.float32,), "float32"),
