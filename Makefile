@@ -1,6 +1,7 @@
 # etops: every command sets up what it needs on a fresh machine.
 #   make demo   - venv, install, build, list kernels, run a few against ATen
-#   make test   - the test suite (what CI runs)
+#   make test   - the lint step and the test suite (what CI runs)
+#   make docs   - the documentation site (mkdocs --strict) into build/site
 #   make bench  - the benchmarks (benchmarks/README.md)
 
 VENV   ?= .venv
@@ -10,15 +11,26 @@ DEPS   := $(VENV)/.etops-deps
 BUILT  := $(VENV)/.etops-built
 SOURCES := $(wildcard src/etops/*.py src/etops/*/*.py src/etops/*/*/*.py src/etops/_native/*.c src/etops/_native/*.cpp src/etops/_native/*.h) CMakeLists.txt pyproject.toml
 
-.PHONY: demo test bench install clean
+.PHONY: demo test bench install clean test-wheel docs lint
 
 $(PY):
 	python3 -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
 
-# The pinned runtime pair (torch 2.13.0 is the CPU build on these machines) and the build tools.
-$(DEPS): $(PY)
-	$(PIP) install -q torch==2.13.0 executorch==1.5.1 "scikit-build-core>=0.10" ninja cmake pytest numpy rich==15.0.0 matplotlib==3.11.2 hypothesis==6.170.17
+# The pinned runtime pair, read from pyproject.toml's build requirements (the one
+# source of truth; torch 2.13.0 is the CPU build on these machines), and the build tools.
+PIN     = $(shell grep -o '"$(1)==[^"]*"' pyproject.toml | head -1 | tr -d '"')
+TORCH_PIN      := $(call PIN,torch)
+EXECUTORCH_PIN := $(call PIN,executorch)
+$(DEPS): $(PY) pyproject.toml
+	$(PIP) install -q $(TORCH_PIN) $(EXECUTORCH_PIN) "scikit-build-core>=0.10" ninja cmake pytest numpy rich==15.0.0 matplotlib==3.11.2 hypothesis==6.170.17
+	touch $@
+
+# The docs and lint tools, at the exact pins of pyproject.toml's docs and lint extras.
+TOOL_PINS := $(foreach name,mkdocs mkdocs-material mkdocstrings mkdocstrings-python mypy,$(call PIN,$(name)))
+TOOLS  := $(VENV)/.etops-tools
+$(TOOLS): $(DEPS) pyproject.toml
+	$(PIP) install -q $(TOOL_PINS)
 	touch $@
 
 # Builds against the executorch and torch installed in the venv (no build isolation:
@@ -32,8 +44,22 @@ install: $(BUILT)
 demo: $(BUILT)
 	$(PY) examples/demo.py
 
-test: $(BUILT)
+test: lint $(BUILT)
 	$(PY) -m pytest -q tests
+
+# mypy over src/etops (its configuration is [tool.mypy] in pyproject.toml).
+lint: $(TOOLS)
+	$(PY) -m mypy
+
+# The documentation site: mkdocs.yml, pages in docs/, the API reference from the
+# docstrings; --strict makes a broken link, anchor or reference fail the build.
+docs: $(TOOLS)
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
+
+# The wheel travels (tests/packaging/wheel_travel.sh): pip wheel . with build
+# isolation, installed into a fresh venv, snippet, etops list, a custom kernel, etops check.
+test-wheel:
+	tests/packaging/wheel_travel.sh $(abspath build/wheel-travel)
 
 bench: $(BUILT)
 	$(PY) benchmarks/run_all.py
@@ -91,7 +117,7 @@ test-asan: $(DEPS)
 	cmake -G Ninja -S . -B $(ASAN_DIR) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DETOPS_SANITIZE=ON -DPython_EXECUTABLE=$(abspath $(PY)) > /dev/null
 	cmake --build $(ASAN_DIR)
 	rm -rf $(ASAN_DIR)/pkg $(ASAN_DIR)/reports && mkdir -p $(ASAN_DIR)/pkg $(ASAN_DIR)/reports
-	cp -r src/etops $(ASAN_DIR)/pkg/ && rm -f $(ASAN_DIR)/pkg/etops/_native/_core*.so && cp $(ASAN_DIR)/_core*.so $(ASAN_DIR)/pkg/etops/_native/
+	cp -r src/etops $(ASAN_DIR)/pkg/ && rm -f $(ASAN_DIR)/pkg/etops/_native/_core*.so && cp $(ASAN_DIR)/_core*.so $(ASAN_DIR)/build_info.py $(ASAN_DIR)/pkg/etops/_native/
 	LD_PRELOAD="$$(gcc -print-file-name=libasan.so) $$(gcc -print-file-name=libubsan.so)" \
 	ASAN_OPTIONS=detect_leaks=0:log_path=$(abspath $(ASAN_DIR))/reports/asan \
 	UBSAN_OPTIONS=print_stacktrace=1:log_path=$(abspath $(ASAN_DIR))/reports/ubsan \

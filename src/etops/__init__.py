@@ -23,6 +23,7 @@ from __future__ import annotations
 import importlib
 import sys
 import types
+from typing import Any
 
 import torch
 
@@ -52,14 +53,14 @@ __version__ = "0.1.0"
 Kernel = _native.Kernel
 
 
-def _densify(obj):
+def _densify(obj: Any) -> torch.Tensor:
     """A contiguous copy of a non-dense tensor-like (torch or DLPack producer)."""
     if not isinstance(obj, torch.Tensor):
         obj = torch.from_dlpack(obj)
     return obj.contiguous()
 
 
-def _copy_back(user_tensor, computed):
+def _copy_back(user_tensor: Any, computed: torch.Tensor) -> None:
     """Writes a computed contiguous out into the user's (permuted) out tensor,
     taking the size the kernel gave it."""
     if not isinstance(user_tensor, torch.Tensor):
@@ -106,7 +107,7 @@ _LAZY = {
 }
 
 
-def __getattr__(name):
+def __getattr__(name: str) -> Any:
     entry = _LAZY.get(name)
     if entry is None:
         raise AttributeError(f"module 'etops' has no attribute {name!r}")
@@ -116,7 +117,7 @@ def __getattr__(name):
     return value
 
 
-def __dir__():
+def __dir__() -> list[str]:
     return sorted(set(globals()) | set(_LAZY))
 
 
@@ -126,11 +127,11 @@ class _Package(types.ModuleType):
     this property ignores."""
 
     @property
-    def bench(self):
+    def bench(self) -> Any:
         return __getattr__("bench")
 
     @bench.setter
-    def bench(self, value):
+    def bench(self, value: Any) -> None:
         if not isinstance(value, types.ModuleType):
             globals()["bench"] = value
 

@@ -30,6 +30,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 import torch.utils._pytree as pytree
@@ -67,7 +68,7 @@ KINDS = (VALUES, METADATA, TIES)
 try:  # torch.testing's own table (a private name; the same values are listed below)
     from torch.testing._comparison import default_tolerances as _torch_default_tolerances
 except ImportError:  # pragma: no cover
-    _torch_default_tolerances = None
+    _torch_default_tolerances = None  # type: ignore[assignment]
 
 #: dtype -> (rtol, atol) torch.testing.assert_close uses by default
 _TORCH_TESTING = {
@@ -84,7 +85,8 @@ _TORCH_TESTING = {
 def _torch_testing_pair(dtype: torch.dtype) -> tuple[float, float]:
     if _torch_default_tolerances is not None:
         try:
-            return tuple(_torch_default_tolerances(dtype))
+            rtol, atol = _torch_default_tolerances(dtype)
+            return float(rtol), float(atol)
         except Exception:  # noqa: BLE001 - fall back on the copy
             pass
     return _TORCH_TESTING.get(dtype, (0.0, 0.0))
@@ -97,7 +99,7 @@ class Tolerance:
     when set override the table for every dtype and for float scalars."""
 
     name: str
-    table: object = dataclasses.field(default_factory=dict, repr=False)
+    table: Any = dataclasses.field(default_factory=dict, repr=False)
     default: tuple = (0.0, 0.0)
     #: (rtol, atol) for Python floats (ints and bools are exact)
     scalar: tuple = (0.0, 0.0)
@@ -370,9 +372,10 @@ def torch_testing_message(actual, expected, tolerance: "Tolerance | str" = OPINF
     none); None when assert_close accepts them. Values it cannot compare give
     ``cannot compare: <error>``."""
     tol = policy(tolerance)
-    bounds = {"atol": tol.atol or 0.0, "rtol": tol.rtol or 0.0} if tol.overridden else {}
+    # None and None: assert_close's own defaults
+    rtol, atol = (tol.rtol or 0.0, tol.atol or 0.0) if tol.overridden else (None, None)
     try:
-        torch.testing.assert_close(actual, expected, equal_nan=True, check_stride=False, check_device=False, **bounds)
+        torch.testing.assert_close(actual, expected, equal_nan=True, check_stride=False, check_device=False, rtol=rtol, atol=atol)
     except AssertionError as exc:
         return " ".join(str(exc).split())
     except Exception as exc:  # noqa: BLE001 - incomparable values

@@ -3,6 +3,9 @@ the argument at fault."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from typing import Any
+
 
 class EtopsError(Exception):
     """Base of every etops error."""
@@ -52,7 +55,7 @@ class KernelError(EtopsError, RuntimeError):
             message += ": " + "; ".join(lines)
         super().__init__(message)
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[Any, ...]:
         return (type(self), (self.op, self.error_code, self.error_name, self.log))
 
 
@@ -67,7 +70,8 @@ class KernelCrashed(EtopsError, RuntimeError):
     None); ``offset`` (bytes beyond the buffer, or into it; None when unknown);
     ``log`` (the last lines the child wrote to stderr, ExecuTorch's abort notice)."""
 
-    def __init__(self, op: str, signal: str, argument=None, access=None, where=None, offset=None, log: str = ""):
+    def __init__(self, op: str, signal: str, argument: str | None = None, access: str | None = None,
+                 where: str | None = None, offset: int | None = None, log: str = ""):
         self.op, self.signal, self.argument, self.access = op, signal, argument, access
         self.where, self.offset, self.log = where, offset, log
         if argument is not None:
@@ -82,7 +86,7 @@ class KernelCrashed(EtopsError, RuntimeError):
             message += f" (last log line: {last[-1].strip()})"
         super().__init__(message)
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[Any, ...]:
         return (type(self), (self.op, self.signal, self.argument, self.access, self.where, self.offset, self.log))
 
 
@@ -109,7 +113,7 @@ class DelegateError(KernelError):
     def __str__(self) -> str:
         return self.args[0]
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[Any, ...]:
         return (type(self), (self.op, self.error_code, self.error_name, self.log, self.action, self.detail))
 
 
@@ -135,7 +139,7 @@ class BuildError(EtopsError, RuntimeError):
     label ('<source>' for a string source, the path for a file) and line the user's
     own line; ``log`` is the whole compiler output, paths mapped the same way."""
 
-    def __init__(self, message: str, diagnostics=(), log: str = "", build_dir: str = ""):
+    def __init__(self, message: str, diagnostics: Iterable[str] = (), log: str = "", build_dir: str = ""):
         super().__init__(message)
         self.diagnostics = list(diagnostics)
         self.log = log

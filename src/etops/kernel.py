@@ -13,7 +13,7 @@ from __future__ import annotations
 import ctypes
 import os
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Any, NamedTuple, Union
 
 import torch
 
@@ -282,7 +282,7 @@ class KernelInfo:
                 why = (f"dim order {list(order)}: the rules table marks this kernel contiguous_only (it mishandles "
                        "other dim orders), so no layout mode passes it as it is")
             elif layouts.is_dense(shape, strides):
-                why = (f"dim order {list(layouts.dim_order_of(shape, strides))} is neither contiguous nor channels-last; "
+                why = (f"dim order {list(layouts.dim_order_of(shape, strides))} is neither contiguous nor channels-last; "  # type: ignore[arg-type]
                        "etops.layout('preserve') passes it as it is")
             else:
                 why = "it is not dense"
@@ -316,10 +316,10 @@ class KernelInfo:
         registered = self.kernels
         how, chosen = select_kernel(registered, key)
         if how == "exact":
-            lines.append(f"runs: the kernel registered for exactly this key, from {chosen.library}")
+            lines.append(f"runs: the kernel registered for exactly this key, from {chosen.library}")  # type: ignore[union-attr]
         elif how == "fallback":
             why = "no kernel is registered for this key" if len(registered) > 1 else "it is the only kernel"
-            lines.append(f"runs: the fallback kernel ({why}), from {chosen.library}")
+            lines.append(f"runs: the fallback kernel ({why}), from {chosen.library}")  # type: ignore[union-attr]
         else:
             lines.append("runs: nothing - no kernel matches this key and there is no fallback kernel")
         has_fallback = any(k.key is None for k in registered)
@@ -420,20 +420,25 @@ class UncallableKernel:
         self._info = info
         self.name = info.name
 
-    def __getattr__(self, attr):
+    def __getattr__(self, attr: str) -> Any:
         return getattr(self._info, attr)
 
-    def __dir__(self):
+    def __dir__(self) -> list[str]:
         return sorted(set(object.__dir__(self)) | set(dir(self._info)))
 
     def __repr__(self) -> str:
         return repr(self._info)
 
-    def __call__(self, *args, **kwargs):
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
         self._info._require_plan()
 
 
-def make_kernel(name: str, schema, schema_source: str):
+#: What the registry gives for an operator name: the C kernel object, or an
+#: UncallableKernel (inspectable, raises SchemaError when called).
+KernelObject = Union[_native.Kernel, UncallableKernel]
+
+
+def make_kernel(name: str, schema: Any, schema_source: str) -> KernelObject:
     """The kernel object for `name`: the C Kernel when the schema can be planned,
     else an UncallableKernel that says why."""
     plan, error = None, None

@@ -8,6 +8,8 @@ Imports the standard library and etops._native only.
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from . import _native
 
@@ -40,14 +42,14 @@ class layout:  # noqa: N801 - used like a function: etops.layout("preserve")
         self._previous.append(_native.set_layout_preserve(self.mode == "preserve"))
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         _native.set_layout_preserve(self._previous.pop())
 
-    def __call__(self, fn):
+    def __call__(self, fn: Callable[..., Any]) -> Callable[..., Any]:
         """`fn` wrapped so that each of its calls runs in this layout mode."""
 
         @functools.wraps(fn)
-        def in_mode(*args, **kwargs):
+        def in_mode(*args: Any, **kwargs: Any) -> Any:
             with layout(self.mode):
                 return fn(*args, **kwargs)
 
@@ -64,7 +66,7 @@ def layout_is_preserved() -> bool:
     return previous
 
 
-def strides_for(shape, dim_order=None) -> tuple:
+def strides_for(shape: Sequence[int], dim_order: Sequence[int] | None = None) -> tuple:
     """Dense strides of ``shape`` laid out in ``dim_order`` (outermost dim first;
     None: contiguous). Sizes of 0 count as 1, as torch does."""
     shape = tuple(int(s) for s in shape)
@@ -79,7 +81,7 @@ def strides_for(shape, dim_order=None) -> tuple:
     return tuple(strides)
 
 
-def dim_order_of(shape, strides) -> tuple | None:
+def dim_order_of(shape: Sequence[int], strides: Sequence[int]) -> tuple | None:
     """The dim order whose dense strides are ``strides`` (ties between dims of size
     1 or equal strides keep the dims in order), None when the strides are not
     dense (gaps, overlaps, broadcast)."""
@@ -92,7 +94,7 @@ def dim_order_of(shape, strides) -> tuple | None:
     return order if same else None
 
 
-def is_dense(shape, strides) -> bool:
+def is_dense(shape: Sequence[int], strides: Sequence[int]) -> bool:
     """True when ``strides`` lay ``shape`` out densely in some dim order (no gaps,
     no overlaps; dims of size 1 may have any stride; an empty shape is dense)."""
     return 0 in tuple(shape) or dim_order_of(shape, strides) is not None

@@ -10,6 +10,7 @@ never grows a tensor). Used by the slow path (allocation, resize) and by
 from __future__ import annotations
 
 import torch
+from typing import Any
 
 from .errors import SchemaError
 from .layouts import is_dense
@@ -56,7 +57,7 @@ def specs_of_result(result, out_names) -> dict:
     """out name -> (shape, dtype, stride), a list of those for a tensor-list out, or
     None where torch's functional returned None, from what the functional returned."""
     results = [result] if len(out_names) == 1 else list(result)
-    specs = {}
+    specs: dict[str, Any] = {}
     for name, value in zip(out_names, results):
         if value is None:
             specs[name] = None
@@ -149,8 +150,9 @@ def infer_outs(info, bound: dict) -> dict:
 def _infer_outs_uncached(info, bound: dict) -> dict:
     from .ops import rules_for  # etops.ops imports this module
 
-    if rules_for(info.name).upper_bound is not None:
-        return {n: (tuple(s), d, None) for n, (s, d) in rules_for(info.name).upper_bound(bound).items()}
+    upper_bound = rules_for(info.name).upper_bound
+    if upper_bound is not None:
+        return {n: (tuple(s), d, None) for n, (s, d) in upper_bound(bound).items()}
     functional = info.functional_overload()
     if functional is None:
         raise SchemaError(f"{info.name}: etops cannot infer the out shapes (torch has no functional variant); pass the outs")

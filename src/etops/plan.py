@@ -135,7 +135,7 @@ def build_plan(name: str, schema, return_slot: bool = True) -> Plan:
     # ExecuTorch's boxed kernels take the arguments and then exactly one more slot
     # (codegen's "+1 for the return value"): an out variant finds its (first) out
     # there again, a functional kernel (prim ops) writes its fresh result into it.
-    returns = []
+    returns: list[int] = []  # argument indices of the outs the results alias
     fresh = []
     for ret in schema.returns:
         if ret.alias_info is not None and ret.alias_info.is_write:

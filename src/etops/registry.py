@@ -10,15 +10,17 @@ from __future__ import annotations
 
 import difflib
 import threading
+from collections.abc import Iterable
+from typing import Any
 
 from . import _native
 from .errors import KernelNotFoundError
 from .hooks import extension
-from .kernel import make_kernel
+from .kernel import KernelObject, make_kernel
 from .schemas import find_schema, split_name
 
 
-def _suggest(wanted: str, candidates) -> tuple[str, ...]:
+def _suggest(wanted: str, candidates: Iterable[str]) -> tuple[str, ...]:
     return tuple(difflib.get_close_matches(wanted, list(candidates), n=3, cutoff=0.5))
 
 
@@ -28,7 +30,7 @@ class Registry:
 
     def __init__(self) -> None:
         self._lock = threading.RLock()
-        self._kernels: dict[str, object] = {}
+        self._kernels: dict[str, KernelObject] = {}
         self._namespaces: dict[str, Namespace] = {}
         # namespace -> op -> overload -> the name exactly as registered
         # ("aten::_local_scalar_dense", "executorch_prim::et_view.default")
@@ -90,6 +92,7 @@ class Registry:
         return overload in overloads
 
     def _missing(self, namespace: str, op: str | None = None, overload: str | None = None) -> KernelNotFoundError:
+        candidates: Iterable[str]
         if op is None:
             asked, candidates = namespace, self._names
         elif overload is None:
@@ -99,7 +102,7 @@ class Registry:
             asked = f"{namespace}::{op}" + ("" if overload == "default" else f".{overload}")
             candidates = self._full_names()
         suggestions = _suggest(asked, candidates)
-        if overload is not None and self._has(namespace, op):
+        if op is not None and overload is not None and self._has(namespace, op):
             # Same op, other overloads: those are the best hints.
             suggestions = tuple(sorted(self._names[namespace][op].values()))
         message = f"no ExecuTorch kernel is registered for {asked}"
@@ -107,7 +110,7 @@ class Registry:
             message += f" (did you mean {', '.join(suggestions)}?)"
         return KernelNotFoundError(message, asked, suggestions)
 
-    def get_kernel(self, name: str, schema: str | None = None):
+    def get_kernel(self, name: str, schema: str | None = None) -> KernelObject:
         """The kernel object for ``"namespace::op.overload"`` (cached: the same object
         every time; ``.default`` may be left out). ``schema`` gives the schema of an
         operator no installed package defines for torch. Raises KernelNotFoundError
@@ -138,7 +141,7 @@ class Registry:
                 self._kernels[registered] = kernel
         return kernel
 
-    def register_kernel(self, name: str, impl=None, kernel_key=None, **options):
+    def register_kernel(self, name: str, impl: Any = None, kernel_key: Any = None, **options: Any) -> Any:
         """``etops.register_kernel``: registers a kernel (C++ source, function pointer,
         library symbol or Python function) under `name` and `kernel_key` and returns
         its handle, callable like the kernel object."""
@@ -156,7 +159,7 @@ class Registry:
             ns = self._namespaces.setdefault(namespace, Namespace(self, namespace))
         return ns
 
-    def __dir__(self):
+    def __dir__(self) -> list[str]:
         self._refresh()
         return sorted(set(object.__dir__(self)) | set(self._names))
 
@@ -191,7 +194,7 @@ class Namespace:
         setattr(self, op, packet)  # later lookups are plain attribute hits
         return packet
 
-    def __dir__(self):
+    def __dir__(self) -> list[str]:
         self._registry._refresh()
         return sorted(self._registry._names.get(self._name, {}))
 
@@ -208,7 +211,7 @@ class OpPacket:
         self._namespace = namespace
         self._op = op
 
-    def __getattr__(self, overload: str):
+    def __getattr__(self, overload: str) -> KernelObject:
         if overload.startswith("__"):
             raise AttributeError(overload)
         reg = self._registry
@@ -224,10 +227,10 @@ class OpPacket:
         self._registry._refresh()
         return sorted(self._registry._names.get(self._namespace, {}).get(self._op, ()))
 
-    def __call__(self, *args, **kwargs):
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.default(*args, **kwargs)
 
-    def __dir__(self):
+    def __dir__(self) -> list[str]:
         return self.overloads()
 
     def __repr__(self) -> str:
@@ -248,6 +251,6 @@ def registry() -> Registry:
     return _registry
 
 
-def get_kernel(name: str, schema: str | None = None):
+def get_kernel(name: str, schema: str | None = None) -> KernelObject:
     """``etops.registry().get_kernel(name)``."""
     return registry().get_kernel(name, schema)

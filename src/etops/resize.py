@@ -25,7 +25,7 @@ def memory_span(t: torch.Tensor, shape=None) -> tuple[int, int, int]:
         extent = torch.Size(shape).numel()
     else:
         extent = 0 if t.numel() == 0 else 1 + sum((n - 1) * s for n, s in zip(t.shape, t.stride()))
-    return t.untyped_storage().data_ptr(), first, first + extent * size
+    return t.untyped_storage().data_ptr(), int(first), int(first + extent * size)
 
 
 def overlaps(a: torch.Tensor, b: torch.Tensor, a_shape=None) -> bool:

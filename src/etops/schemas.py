@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib
 import threading
+from typing import Any
 
 import torch
 
@@ -49,7 +50,7 @@ def _load_namespace(namespace: str) -> None:
             continue
 
 
-def torch_overload(name: str):
+def torch_overload(name: str) -> Any:
     """torch's OpOverload for `name`, or None when no installed package defines it."""
     namespace, op, overload = split_name(name)
     for attempt in range(2):

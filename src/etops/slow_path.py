@@ -16,7 +16,7 @@ nothing here binds a call again; a call made again passes them by keyword.
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import Any, Protocol
 
 import torch
 
@@ -85,7 +85,7 @@ def _resized_by_torch(info, bound: dict) -> dict:
         specs = info.out_specs(bound)
     except Exception:  # noqa: BLE001 - no functional, or refused: validate reports it
         return {}
-    resizes = {}
+    resizes: dict[str, Any] = {}
     for name in info.out_names():
         given, spec = bound.get(name), specs.get(name)
         if given is None or spec is None:

@@ -23,7 +23,9 @@ kernel only refused the dtype.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 
@@ -42,7 +44,7 @@ class OpInfoCase:
     aten: tuple = ()  #: ATen overloads the kernel stands in for (empty: found from schemas)
     hooks: object = None
     report_dir: str | None = None
-    _kmap: object = field(default=None, repr=False, compare=False)
+    _kmap: Any = field(default=None, repr=False, compare=False)
 
     @property
     def id(self) -> str:
@@ -51,7 +53,7 @@ class OpInfoCase:
     def __str__(self) -> str:
         return self.id
 
-    def run(self):
+    def run(self) -> Any:
         from .conformance.mapping import KernelMap
         from .conformance.runner import TaskRunner, default_kmap
 
@@ -60,7 +62,7 @@ class OpInfoCase:
         runner = TaskRunner(self._kmap, [self.kernel], hooks=self.hooks, report_dir=self.report_dir)
         return runner.run(self.opinfo, self.dtype)
 
-    def check(self):
+    def check(self) -> Any:
         """Runs the case; AssertionError listing mismatches and errors. Returns the
         TaskResult."""
         return assert_result(self.id, self.run())
@@ -69,7 +71,7 @@ class OpInfoCase:
 def assert_result(case_id: str, result):
     """`result` (a TaskResult) when no case is a mismatch or an error; else
     AssertionError listing them; a pytest skip when no case passed."""
-    counts = {}
+    counts: dict[str, int] = {}
     for tally in result.tallies.values():
         for status, n in tally.counts.items():
             counts[status] = counts.get(status, 0) + n
@@ -166,7 +168,7 @@ def _skip(reason: str) -> None:
     pytest.skip(reason)
 
 
-def _names(value) -> list[str] | None:
+def _names(value: Any) -> list[str] | None:
     if value is None:
         return None
     if isinstance(value, str):
@@ -174,7 +176,8 @@ def _names(value) -> list[str] | None:
     return list(value)
 
 
-def opinfo_cases(kernel=None, op=None, *, aten=None, dtypes=None, hooks=None, report_dir=None) -> list[OpInfoCase]:
+def opinfo_cases(kernel: Any = None, op: str | Iterable[str] | None = None, *, aten: str | Iterable[str] | None = None,
+                 dtypes: Any = None, hooks: Any = None, report_dir: str | None = None) -> list[OpInfoCase]:
     """The OpInfo cases for `kernel` (a registered kernel name or kernel object;
     None: every registered aten kernel).
 
@@ -189,7 +192,7 @@ def opinfo_cases(kernel=None, op=None, *, aten=None, dtypes=None, hooks=None, re
     aten = tuple(_names(aten) or ())
     wanted_dtypes = None
     if dtypes is not None:
-        wanted_dtypes = [d if isinstance(d, torch.dtype) else dtype_from_name(d) for d in _names(dtypes)]
+        wanted_dtypes = [d if isinstance(d, torch.dtype) else dtype_from_name(d) for d in _names(dtypes) or ()]
     names = _names(kernel.name if hasattr(kernel, "_info") else kernel)
     opinfo_names = _names(op)
     for o in opinfo_names or ():
@@ -206,11 +209,11 @@ def opinfo_cases(kernel=None, op=None, *, aten=None, dtypes=None, hooks=None, re
         kernels = resolve_kernels(names, kmap)
         discovered = None if opinfo_names else discover(kmap)
     cases = []
-    for k in kernels:
+    for k in kernels or ():
         if opinfo_names is not None:
             chosen = opinfo_names
         else:
-            chosen = sorted(oid for oid, info in discovered.items() if k in info["kernels"] and oid in ops)
+            chosen = sorted(oid for oid, info in (discovered or {}).items() if k in info["kernels"] and oid in ops)
         for oid in chosen:
             for dtype in opinfo_dtypes(ops[oid]):
                 if wanted_dtypes is not None and dtype not in wanted_dtypes:
@@ -219,7 +222,8 @@ def opinfo_cases(kernel=None, op=None, *, aten=None, dtypes=None, hooks=None, re
     return cases
 
 
-def parametrize(kernel=None, op=None, *, aten=None, dtypes=None, argname: str = "case"):
+def parametrize(kernel: Any = None, op: str | Iterable[str] | None = None, *, aten: str | Iterable[str] | None = None,
+                dtypes: Any = None, argname: str = "case") -> Any:
     """``pytest.mark.parametrize`` over ``opinfo_cases(...)``, ids like
     ``aten::add.out-add-float32``."""
     import pytest

@@ -20,6 +20,7 @@ import itertools
 import statistics
 import time
 import warnings
+from typing import Any
 
 import torch
 
@@ -192,7 +193,7 @@ def measure(pair: Pair, zero: Pair | None, repeats: int = 11, warmup: int = 2, t
         calls["etops_zero"] = zero.et_call
         calls["aten_zero"] = zero.aten_call
     samples, counts = time_calls(calls, repeats=repeats, warmup=warmup, target=target)
-    out = {k: _summary(v) for k, v in samples.items()}
+    out: dict[str, Any] = {k: _summary(v) for k, v in samples.items()}
     out["ratio"] = paired_ratio(samples["etops"], samples["aten"])
     out["calls_per_loop"] = counts
     if zero is not None:

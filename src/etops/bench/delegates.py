@@ -401,6 +401,8 @@ def models_from_spec(spec: str) -> list[tuple[str, object]]:
         module = sys.modules.get(name)
         if module is None or getattr(module, "__file__", None) != path:
             found = importlib.util.spec_from_file_location(name, path)
+            if found is None or found.loader is None:
+                raise ValueError(f"--delegate {spec!r}: {where} cannot be imported as a module")
             module = importlib.util.module_from_spec(found)
             sys.modules[name] = module
             try:
@@ -487,7 +489,7 @@ class DelegateBenchResult(BenchResult):
 
     columns = COLUMNS
     key_columns = 3
-    left_columns = ("model", "delegate", "ops", "agree")
+    left_columns: tuple[str, ...] = ("model", "delegate", "ops", "agree")
     extra_column = "inputs"
 
     def ranked(self) -> list[dict]:

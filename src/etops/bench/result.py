@@ -50,7 +50,7 @@ class BenchResult:
 
     columns = COLUMNS
     key_columns = 3
-    left_columns = ("kernel", "dtype", "agree")
+    left_columns: tuple[str, ...] = ("kernel", "dtype", "agree")
     extra_column = "input"
 
     def __init__(self, rows: list[dict], threads: dict, machine: dict, settings: dict | None = None) -> None:

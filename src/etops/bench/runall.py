@@ -97,7 +97,7 @@ def _run_children(tasks, deadline, threads, progress, rows) -> dict:
             with open(err_path, "w") as err:
                 proc = subprocess.Popen([sys.executable, "-m", "etops.bench.runall", path], stdout=subprocess.PIPE, stderr=err, text=True, env=env)
                 current = None
-                for line in proc.stdout:
+                for line in proc.stdout or ():
                     try:
                         msg = json.loads(line)
                     except ValueError:

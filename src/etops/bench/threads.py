@@ -70,8 +70,8 @@ def get_num_threads() -> int:
 
 def default_num_threads() -> int:
     """The size ExecuTorch gave its pool (the logical cores), before any reset."""
-    get_num_threads()
-    return _default  # type: ignore[return-value]
+    value = get_num_threads()
+    return _default if _default is not None else value
 
 
 def set_num_threads(n: int) -> int:

@@ -323,9 +323,8 @@ def cmd_bench(args) -> int:
         raise UsageError(f"--repeats must be at least 1, got {args.repeats}")
     from ..bench import inputs as _inputs
 
-    sizes = _split(args.sizes)
-    if sizes:
-        sizes = [_inputs.parse_size(s) for s in sizes]
+    size_texts = _split(args.sizes)
+    sizes = [_inputs.parse_size(s) for s in size_texts] if size_texts is not None else None
     dtypes = _split(args.dtype)
     from ..bench import parse_dtype
 

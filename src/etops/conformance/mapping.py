@@ -87,7 +87,7 @@ class KernelMap:
     def target(self, func) -> str | None:
         found = self._cache.get(func, False)
         if found is not False:
-            return found
+            return found  # type: ignore[return-value]
         try:
             found = self._find(func)
         except Exception:  # noqa: BLE001 - an unparsable schema maps to nothing

@@ -49,12 +49,12 @@ class Worker:
         self._buffer = b""
 
     def send(self, task: dict) -> None:
-        self.proc.stdin.write((json.dumps(task) + "\n").encode())
-        self.proc.stdin.flush()
+        self.proc.stdin.write((json.dumps(task) + "\n").encode())  # type: ignore[union-attr]
+        self.proc.stdin.flush()  # type: ignore[union-attr]
 
     def read(self, timeout: float):
         """The next message, None at EOF (the worker died), "timeout"."""
-        fd = self.proc.stdout.fileno()
+        fd = self.proc.stdout.fileno()  # type: ignore[union-attr]
         deadline = time.monotonic() + timeout
         while b"\n" not in self._buffer:
             left = deadline - time.monotonic()
@@ -99,7 +99,7 @@ class Worker:
 
     def close(self) -> None:
         try:
-            self.proc.stdin.close()
+            self.proc.stdin.close()  # type: ignore[union-attr]
         except OSError:
             pass
         try:
@@ -168,7 +168,7 @@ def run_pool(tasks: list[dict], config: dict, jobs: int, on_result, timeout: flo
                         code = worker.proc.returncode
                         tail = worker.log_tail(since)
                         worker.kill()
-                        worker = live[index] = None
+                        worker = live[index] = None  # type: ignore[assignment]
                     if current is None:
                         why = "hung" if outcome == "timeout" else f"died (exit status {code})"
                         result = TaskResult(task["opinfo"], task["dtype"])
@@ -196,8 +196,8 @@ def run_pool(tasks: list[dict], config: dict, jobs: int, on_result, timeout: flo
                     worker.close()
 
     threads = [threading.Thread(target=slot, args=(i,), daemon=True, name=f"etops-conformance-{i}") for i in range(max(1, jobs))]
-    for t in threads:
-        t.start()
+    for t in threads:  # type: ignore[assignment]
+        t.start()  # type: ignore[attr-defined]
     remaining = len(tasks)
     try:
         while remaining:
@@ -215,8 +215,8 @@ def run_pool(tasks: list[dict], config: dict, jobs: int, on_result, timeout: flo
                 os.killpg(worker.proc.pid, 9)
             except OSError:
                 pass
-        for t in threads:
-            t.join(timeout=30)
+        for t in threads:  # type: ignore[assignment]
+            t.join(timeout=30)  # type: ignore[attr-defined]
 
 
 def _describe_exit(code: int | None) -> str:

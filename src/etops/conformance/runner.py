@@ -336,7 +336,7 @@ def plan_call(kernel, func, args, kwargs) -> KernelCall:
     info = kernel._info
     schema = info._schema
     bound = bind(func, args, kwargs)
-    k_args, k_kwargs = [], {}
+    k_args, k_kwargs = [], {}  # type: ignore[var-annotated]
     names = set()
     for arg in schema.arguments:
         if arg.is_out:
@@ -459,13 +459,13 @@ class TaskRunner:
                 # OpInfo's own sample_inputs() wraps this generator in a tracker that
                 # crawls the stack and reseeds for every sample (most of the time of a
                 # sweep); the task is seeded once instead.
-                samples = op.sample_inputs_func(op, "cpu", dtype, False)
+                samples = op.sample_inputs_func(op, "cpu", dtype, False)  # type: ignore[attr-defined]
                 for index, sample in enumerate(samples):
                     self.sample_index, self.call_index = index, 0
                     self.result.samples += 1
                     try:
                         with _CheckMode(self):
-                            op(sample.input, *sample.args, **sample.kwargs)
+                            op(sample.input, *sample.args, **sample.kwargs)  # type: ignore[operator]
                     except _Abort:
                         raise
                     except Exception:  # noqa: BLE001 - ATen refused the sample itself
@@ -507,7 +507,7 @@ class TaskRunner:
             return func(*args, **kwargs)
         if self.mode == "capture":
             if (sample, call) == self.capture_at:
-                self.captured = (func, target, exact_clone(args), exact_clone(kwargs))
+                self.captured = (func, target, exact_clone(args), exact_clone(kwargs))  # type: ignore[assignment]
                 raise _Abort()
             return func(*args, **kwargs)
         inputs_args, inputs_kwargs = exact_clone(args), exact_clone(kwargs)

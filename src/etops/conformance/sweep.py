@@ -341,7 +341,7 @@ def run(kernels=None, *, dtypes=None, isolated: bool = False, jobs: int = 1, rep
             if report_dir is not None:
                 _crash_reproducer(kmap, all_selected, crash, report_dir)
         if verbose and log is not None:
-            counts = {}
+            counts = {}  # type: ignore[var-annotated]
             for t in result.tallies.values():
                 for s, n in t.counts.items():
                     counts[s] = counts.get(s, 0) + n

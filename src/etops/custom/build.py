@@ -50,6 +50,12 @@ class Source:
     text: str | None  #: the source (None: compile `path` in place)
     path: str | None = None
 
+    def in_place(self) -> str:
+        """The path of a source compiled in place (one given as a file, no text)."""
+        if self.path is None:
+            raise ValueError(f"source {self.label}: neither text nor a path")
+        return self.path
+
 
 @dataclass
 class KernelLibrary:
@@ -68,7 +74,9 @@ class KernelLibrary:
 
         if self._handle is None:
             self._handle = _open(self.library_path)
-        return ctypes.cast(getattr(self._handle, f"etops_boxed_{index}"), ctypes.c_void_p).value
+        address = ctypes.cast(getattr(self._handle, f"etops_boxed_{index}"), ctypes.c_void_p).value
+        assert address is not None, f"etops_boxed_{index} is a null symbol"  # a dlsym'd function is never NULL
+        return address
 
 
 _opened: dict[str, object] = {}
@@ -217,7 +225,7 @@ def source_hash(sources: list[Source], kernels: list[KernelSpec], cflags, ldflag
         h.update(part.encode())
         h.update(b"\0")
     for s in sources:
-        text = s.text if s.text is not None else Path(s.path).read_text()
+        text = s.text if s.text is not None else Path(s.in_place()).read_text()
         h.update(s.label.encode() + b"\0" + text.encode() + b"\0")
     return h.hexdigest(), decls, wrappers
 
@@ -247,8 +255,8 @@ def build(sources: list[Source], kernels: list[KernelSpec], cflags=(), ldflags=(
                 mapping[str(build_dir / name)] = s.label
                 mapping[name] = s.label
             else:
-                compile_paths.append(os.path.abspath(s.path))
-                mapping[os.path.abspath(s.path)] = s.label
+                compile_paths.append(os.path.abspath(s.in_place()))
+                mapping[os.path.abspath(s.in_place())] = s.label
         if compile_paths:
             # The first source is part of the wrappers' translation unit; #include keeps its
             # file name and line numbers in diagnostics.

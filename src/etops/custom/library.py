@@ -9,6 +9,7 @@ of them is live here. Only then does it load the library in this process.
 
 from __future__ import annotations
 
+import collections
 import ctypes
 import json
 import os
@@ -62,8 +63,8 @@ def load_library(path) -> list[str]:
                 f"{os.path.basename(path)} would register kernels already registered (ExecuTorch would abort the "
                 f"process): {', '.join(dups)}; not loaded"
             )
-        seen = set()
-        inner = sorted({f"{n} ({k or 'fallback'})" for n, k in new if ((n, k) in seen or seen.add((n, k)))})
+        counts = collections.Counter((n, k) for n, k in new)
+        inner = sorted({f"{n} ({k or 'fallback'})" for (n, k), count in counts.items() if count > 1})
         if inner:
             raise DuplicateKernelError(f"{os.path.basename(path)} registers the same kernel twice: {', '.join(inner)}; not loaded")
         if len(_native.registered_kernels()) + len(new) > _native._core.REG_CAPACITY:

@@ -102,12 +102,10 @@ def kernel_key(spec, schema=None) -> str | None:
             raise RegistrationError(f"kernel key entry {entry!r} must be (dtype, dim order or rank)") from None
         if dtype not in dtypes.ET_SCALAR_TYPE:
             raise RegistrationError(f"kernel key entry {entry!r}: {dtype} is not a dtype ExecuTorch has")
-        if isinstance(order, int):
-            order = tuple(range(order))
-        order = tuple(int(d) for d in order)
-        if sorted(order) != list(range(len(order))) or len(order) > _native.MAX_DIM:
-            raise RegistrationError(f"kernel key entry {entry!r}: {order} is not a dim order")
-        pairs.append((dtypes.ET_SCALAR_TYPE[dtype], order))
+        dim_order = tuple(range(order)) if isinstance(order, int) else tuple(int(d) for d in order)
+        if sorted(dim_order) != list(range(len(dim_order))) or len(dim_order) > _native.MAX_DIM:
+            raise RegistrationError(f"kernel key entry {entry!r}: {dim_order} is not a dim order")
+        pairs.append((dtypes.ET_SCALAR_TYPE[dtype], dim_order))
     if not pairs:
         raise RegistrationError("an empty kernel key; give None for the fallback kernel")
     if schema is not None:
@@ -263,7 +261,8 @@ def origins(name: str) -> list[KernelOrigin]:
                 kind = "built-in" if library.startswith(et_dir) else "library"
             overrides = tuple(o[2]["kind"] for o in stack[1:]) if stack else ()
             out.append(
-                KernelOrigin(key, kind, library, info and info.get("source_hash"), info and info.get("build_dir"), bool(overrides), overrides)
+                KernelOrigin(key, kind, library, info.get("source_hash") if info else None,
+                             info.get("build_dir") if info else None, bool(overrides), overrides)
             )
     return out
 
@@ -420,8 +419,8 @@ class Override:
 
     @property
     def active(self) -> bool:
-        stack = _stacks.get(self.index)
-        return bool(stack) and any(e[0] == self._token for e in stack)
+        stack = _stacks.get(self.index) or []
+        return any(e[0] == self._token for e in stack)
 
     @property
     def kernel(self):

@@ -11,6 +11,8 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..errors import BuildError
+
 
 
 def executorch_root() -> Path:
@@ -85,10 +87,10 @@ def _find_ninja() -> str:
             return path
     except ImportError:
         pass
-    path = shutil.which("ninja")
-    if path is None:
+    found = shutil.which("ninja")
+    if found is None:
         raise BuildError("etops needs Ninja to compile kernels: pip install ninja")
-    return path
+    return found
 
 
 def toolchain() -> Toolchain:

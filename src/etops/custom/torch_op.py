@@ -114,7 +114,7 @@ def custom_op(schema: str, source=None, *, function=None, sources=None, fake=Non
         existing = getattr(getattr(torch.ops, ns, None), op, None) if lib is not None else None
         same = existing is not None and str(existing.default._schema) == str(functional)
         redefined = lib is not None and not same
-        if redefined:
+        if lib is not None and redefined:
             lib._destroy()
             lib = None
         if lib is None:

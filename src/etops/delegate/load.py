@@ -133,7 +133,7 @@ class DelegateInfo(KernelInfo):
     def __init__(self, name: str, lowered, inputs: list[ValueSpec], outputs: list[ValueSpec]):
         schema = delegate_schema(name, inputs, outputs)
         super().__init__(name, schema, "lowered module", build_plan(name, schema, return_slot=False), None)
-        self._handle = None  #: the Delegate (set by load)
+        self._handle: _native._core.Delegate | None = None  #: the Delegate (set by load)
         self.backend = lowered.backend_id
         self.inputs = tuple(inputs)
         self.outputs = tuple(outputs)
@@ -223,11 +223,13 @@ class DelegateInfo(KernelInfo):
         _native/kernel_specs.c): dtype, dim order and static sizes. A mismatch goes
         to explain_mismatch, which raises the error naming the argument (or lets an out of another shape
         be resized, as torch's out= does)."""
-        specs = []
+        specs: list[tuple[int, tuple | None, tuple[int, ...]] | None] = []
         for spec in self.inputs + self.outputs:
             if spec.kind != "Tensor":
                 specs.append(None)
                 continue
+            if spec.dtype is None:
+                raise SchemaError(f"{self.name}: tensor '{spec.name}' has no dtype in the lowered module's specs")
             sizes = spec.shape if spec.static else None
             specs.append((dtypes.ET_SCALAR_TYPE[spec.dtype], sizes, spec.dim_order))
         return tuple(specs)
@@ -293,18 +295,19 @@ class DelegateInfo(KernelInfo):
         sizes = None
         out = {}
         for spec in self.outputs:
+            shape: tuple
             if spec.static:
                 shape = spec.shape
             else:
                 if sizes is None:
                     sizes = self._sizes(bound)
-                shape = []
+                solved = []
                 for d in spec.shape:
                     value = d if isinstance(d, int) else d.xreplace(sizes)
                     if not getattr(value, "is_number", isinstance(value, int)):
                         raise SchemaError(f"{self.name}: output '{spec.name}' has size {d}, which the inputs do not determine; pass the outs")
-                    shape.append(int(value))
-                shape = tuple(shape)
+                    solved.append(int(value))
+                shape = tuple(solved)
             out[spec.name] = (shape, spec.dtype, strides_for(shape, spec.dim_order))
         return out
 
@@ -338,7 +341,7 @@ def load(lowered, *, name: str | None = None, method: str = "forward"):
     # dtypes, dim orders, static sizes and overlaps are checked in C on every call;
     # symbolic sizes (ranges, one size per symbol) in Python, by precheck
     return _native.Kernel(
-        label, info._plan.args, info._plan.returns, info, SLOW_PATH,
+        label, info._require_plan().args, info._require_plan().returns, info, SLOW_PATH,
         precheck=info.has_symbolic_sizes, delegate=handle, specs=info.c_specs(),
     )
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import threading
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from executorch.exir.dialects.edge._ops import EdgeOpOverload
@@ -58,11 +59,11 @@ class Resolved:
 
     op: object
     kind: str
-    kernel: object
+    kernel: Any
     kernel_name: str
     out_names: tuple[str, ...]
     out_schema_args: frozenset  #: argument names the kernel's schema has
-    functional: object  #: the ATen op that infers the out shapes (kind "out")
+    functional: Any  #: the ATen op that infers the out shapes (kind "out")
 
 
 _resolved: dict = {}
@@ -176,7 +177,7 @@ def infer_outs(resolved: Resolved, args, kwargs):
             result = resolved.functional(*args, **kwargs)
         except Exception:  # noqa: BLE001 - the kernel object sizes what it can
             return None
-    outs = {}
+    outs: dict[str, Any] = {}
     for name, spec in specs_of_result(result, resolved.out_names).items():
         if spec is None:
             outs[name] = None

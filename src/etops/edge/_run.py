@@ -18,6 +18,7 @@ import copy
 import operator
 import sys
 import time
+from typing import Any
 
 import torch
 import torch.utils._pytree as pytree
@@ -153,7 +154,7 @@ def outs_from_meta(resolved: Resolved, node):
     vals = [val] if len(resolved.out_names) == 1 else (list(val) if isinstance(val, (list, tuple)) else None)
     if vals is None or len(vals) != len(resolved.out_names):
         return None
-    outs = {}
+    outs: dict[str, Any] = {}
     for name, v in zip(resolved.out_names, vals):
         if v is None:
             outs[name] = None
@@ -201,7 +202,7 @@ def run_structural(node, target, args, kwargs, fresh: bool = False):
 def delegate_name(node) -> str:
     """The attribute name of the lowered module a delegate call calls (``lowered_module_0``)."""
     first = node.args[0]
-    return first.target if isinstance(first, torch.fx.Node) else getattr(first, "__name__", "lowered_module")
+    return str(first.target) if isinstance(first, torch.fx.Node) else getattr(first, "__name__", "lowered_module")
 
 
 def _as_sequence(result) -> tuple:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 #: (kernel, property) violations the fuzzer reported that need a fix outside the
 #: fuzzer's reach (etops' Python slow path or C call path, or ExecuTorch): the
-#: bounded fuzz of `make test` tolerates exactly these. See README, "Reliability".
+#: bounded fuzz of `make test` tolerates exactly these. See docs/reliability.md.
 #: (None open: the slow path's - outs output_mask leaves out, masks that do not
 #: broadcast, outs aliasing an input on resize, numpy outs of data-dependent ops -
 #: are fixed, with regression tests in tests/reliability/test_findings.py.)

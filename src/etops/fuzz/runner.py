@@ -19,6 +19,7 @@ import signal
 import tempfile
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 from . import worker
 
@@ -40,8 +41,8 @@ class IsolatedRunner:
     def __init__(self, timeout: float = 20.0, start_timeout: float = 600.0):
         self.timeout = timeout
         self.start_timeout = start_timeout
-        self.proc = None
-        self.conn = None
+        self.proc: Any = None
+        self.conn: Any = None
         self.deaths = 0
         self.started = 0
         fd, self.stderr_path = tempfile.mkstemp(prefix="etops-fuzz-", suffix=".stderr")
@@ -154,7 +155,7 @@ def fuzz_kernel(runner: IsolatedRunner, kernel, mode: str, max_examples: int, de
     from . import strategies
 
     report = KernelReport(kernel.name, mode)
-    last_fatal = {}
+    last_fatal: dict[str, Any] = {}
 
     def prop(case):
         if guard:

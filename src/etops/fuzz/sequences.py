@@ -28,6 +28,7 @@ import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 MALLOC_DEBUG = "/lib/x86_64-linux-gnu/libc_malloc_debug.so.0"
 
@@ -69,7 +70,7 @@ def draw_cases(kernel, count: int, seed: int = 0) -> list:
 
         collect()
         cases.append(drawn)
-    mixed = []
+    mixed: list[Any] = []
     for pair in zip(*cases):
         mixed.extend(pair)
     return mixed

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import signal as signals
+from typing import Any
 
 import torch
 
@@ -14,7 +15,7 @@ from ..registry import registry
 from . import server
 
 
-def call(op, *args, **kwargs):
+def call(op: Any, *args: Any, **kwargs: Any) -> Any:
     """Runs `op` (a kernel object from the registry, or an operator name) on these
     arguments guarded (see the package doc). Returns what `op(*args, **kwargs)`
     returns; raises etops.KernelCrashed when the kernel faults or dies, and the

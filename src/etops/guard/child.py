@@ -71,7 +71,7 @@ def run_guarded(kernel, info, bound: dict, report_fd: int):
     the result) of the last run, or ("raised", exception)."""
     try:
         for side in SIDES:  # the same call twice, from the caller's values each time
-            placed = []
+            placed = []  # type: ignore[var-annotated]
             call_args = {}
             for name, kind, flags in arguments(info):
                 value = bound.get(name)

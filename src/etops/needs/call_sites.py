@@ -11,6 +11,7 @@ arguments are not part of the key. A tensor's dim order is the one serialized.""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from .. import dtypes
 from ..errors import ProgramFileError
@@ -26,17 +27,24 @@ class Argument:
     dim_order: tuple[int, ...] | None = None
     sizes: tuple[int, ...] | None = None  #: serialized sizes (upper bounds for a dynamic shape)
     dynamic: bool = False  #: the tensor's shape may change between runs
-    value: object = None  #: a scalar's value; a list's items (value indices or numbers)
+    value: Any = None  #: a scalar's value; a list's items (value indices or numbers)
 
     def describe(self) -> str:
         if self.kind == "Tensor":
-            text = f"{dtypes.dtype_name(self.dtype)}{list(self.sizes)} dim_order={list(self.dim_order)}"
+            dtype, order = self.tensor_meta()
+            text = f"{dtypes.dtype_name(dtype)}{list(self.sizes or ())} dim_order={list(order)}"
             return text + (" (dynamic)" if self.dynamic else "")
         if self.kind in ("Int", "Double", "Bool", "String"):
             return f"{self.kind}({self.value!r})"
         if self.kind == "Null":
             return "None"
         return f"{self.kind}[{len(self.value or ())}]"
+
+    def tensor_meta(self) -> tuple[int, tuple[int, ...]]:
+        """(ScalarType, dim order) of a Tensor argument, as its kernel key lists it."""
+        if self.dtype is None or self.dim_order is None:
+            raise ValueError(f"value {self.index} ({self.kind}) is not a tensor with a dtype and dim order")
+        return self.dtype, self.dim_order
 
 
 @dataclass(frozen=True)
@@ -112,7 +120,7 @@ def call_sites(label: str, program) -> tuple[list[KernelCallSite], list[Delegate
                 where = f"instruction {n} of chain {c}"
                 if kind == "KernelCall":
                     arguments = _values(label, plan, args.args, where)
-                    tensors = tuple((a.dtype, a.dim_order) for a in arguments if a.kind == "Tensor")
+                    tensors = tuple(a.tensor_meta() for a in arguments if a.kind == "Tensor")
                     in_lists = [
                         item
                         for a in arguments

@@ -68,9 +68,9 @@ class Needs:
             s = n.site
             rows.append([s.method, f"{s.chain}:{s.instruction}", s.operator, _tensors_text(s.tensors), _kernel_text(n), _origin_text(n)])
         for d in self.delegates:
-            s = d.site
+            ds = d.site
             state = "available" if not d.missing else ("MISSING (not registered)" if not d.registered else "MISSING (not available)")
-            rows.append([s.method, f"{s.chain}:{s.instruction}", f"delegate {s.backend}", "-", state, "backend"])
+            rows.append([ds.method, f"{ds.chain}:{ds.instruction}", f"delegate {ds.backend}", "-", state, "backend"])
         return rows
 
     def summary(self) -> str:

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from .. import _native
 from ..delegate import backends
+from ..kernel import KernelOrigin, RegisteredKernel
 from ..registry import registry
 from .call_sites import DelegateCallSite, KernelCallSite
 
@@ -19,8 +20,8 @@ class KernelNeed:
     site: KernelCallSite
     key: str | None  #: the kernel key ExecuTorch builds for the call (None: the call has no tensors)
     how: str  #: 'exact', 'fallback' or 'missing'
-    kernel: object | None  #: the RegisteredKernel picked
-    origin: object | None  #: its KernelOrigin (built-in, library, custom, python; overridden)
+    kernel: RegisteredKernel | None  #: the RegisteredKernel picked
+    origin: KernelOrigin | None  #: its KernelOrigin (built-in, library, custom, python; overridden)
     reason: str  #: why it is missing ('' when found)
 
     @property

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import fnmatch
-from typing import Callable
+from typing import Any, Callable
 
 from ..compare import KINDS, VALUES
 
@@ -117,7 +117,7 @@ class OpRules:
     def normalized(self, bound: dict, info) -> dict | None:
         """The bound arguments with every normalizer's rewrite applied, or None when
         none applies (the call goes on as it is)."""
-        changed = {}
+        changed: dict[str, Any] = {}
         for normalizer in self.normalize:
             rewrite = normalizer({**bound, **changed}, info)
             if rewrite:
@@ -146,7 +146,10 @@ class OpRules:
 def merge(name: str, rules) -> OpRules:
     """The record of `name` from every rule that applies to it: guards composed in
     order; an upper bound or comparison kind given twice differently is refused."""
-    guards, torch_checks, normalize, findings = [], [], [], []
+    guards: list[Any] = []
+    torch_checks: list[Any] = []
+    normalize: list[Any] = []
+    findings: list[Any] = []
     single = {"upper_bound": None, "compare": None, "tolerance": None, "no_work": None}
     sized_from_data = contiguous_only = False
     for rule in rules:
