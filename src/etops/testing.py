@@ -98,7 +98,7 @@ def assert_result(case_id: str, result):
 class ReferenceCase:
     """The samples of one Reference at one dtype, checked against its kernel."""
 
-    reference: object  #: an etops.conformance.references.Reference
+    reference: Any  #: an etops.conformance.references.Reference
     dtype: torch.dtype
     hooks: object = None
 

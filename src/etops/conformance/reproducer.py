@@ -154,7 +154,7 @@ def _layout_expr(t: torch.Tensor, literal: str) -> str:
         return f"{literal}.contiguous(memory_format=torch.channels_last)"
     if t.dim() == 5 and t.is_contiguous(memory_format=torch.channels_last_3d):
         return f"{literal}.contiguous(memory_format=torch.channels_last_3d)"
-    order = sorted(range(t.dim()), key=lambda d: (-t.stride(d), -t.size(d)))  # outermost first
+    order = sorted(range(t.dim()), key=lambda d: (-t.stride()[d], -t.shape[d]))  # outermost first
     dense = t.permute(order).is_contiguous()
     if dense:
         inverse = [order.index(d) for d in range(t.dim())]

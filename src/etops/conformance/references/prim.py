@@ -11,6 +11,7 @@ from __future__ import annotations
 import itertools
 import math
 import operator
+from typing import Any, Callable
 
 import torch
 
@@ -95,11 +96,11 @@ def _copy_index_samples(dtype: torch.dtype):
 
 
 _NUMERIC = ("int64", "float64")
-_BINARY = {
+_BINARY: dict[str, Callable[..., Any]] = {
     "add": operator.add, "sub": operator.sub, "mul": operator.mul, "eq": operator.eq, "gt": operator.gt, "ge": operator.ge,
     "lt": operator.lt, "le": operator.le, "sym_max": max, "sym_min": min,
 }
-_UNARY = {"neg": operator.neg, "ceil": math.ceil, "round": round, "trunc": math.trunc, "sym_float": float, "sym_int": int}
+_UNARY: dict[str, Callable[..., Any]] = {"neg": operator.neg, "ceil": math.ceil, "round": round, "trunc": math.trunc, "sym_float": float, "sym_int": int}
 
 REFERENCES = [
     *(Reference(f"{_NS}{name}.Scalar", fn, _pairs, _NUMERIC) for name, fn in _BINARY.items()),
