@@ -67,11 +67,12 @@ bench: $(BUILT)
 clean:
 	rm -rf build dist $(BUILT) src/etops/_native/_core*.so
 
-# The full OpInfo conformance sweep (every registered aten kernel, every OpInfo dtype,
-# worker processes): reports and reproducers in build/conformance/.
+# The full conformance sweep (every registered kernel: aten on OpInfo samples, the
+# other namespaces against their references; worker processes): findings grouped by
+# root cause, reports (markdown, JSON, HTML) and reproducers in build/conformance/.
 .PHONY: conformance
 conformance: $(BUILT)
-	$(PY) -m etops.conformance check --isolated --jobs 2 --report build/conformance/report.md --json build/conformance/report.json
+	$(PY) -m etops.conformance check --isolated --jobs 2 --report build/conformance/report.md --json build/conformance/report.json --html build/conformance/report.html
 
 # Which kernels honour dim orders: the same sweep twice, every dense input laid out
 # channels-last (rank 4/5, as programs may give them), then in the reversed dim order

@@ -72,6 +72,10 @@ def bound_arguments(info: SlowPathInfo, values: tuple) -> dict:
 
 #: per nested allocate_and_call: ids of the outs it allocated (all of them), or empty
 _ALLOCATED: list[set[int]] = []
+#: ids of the kernels whose call runs again after etops resized its outs (innermost
+#: last): a kernel that fails on the shapes etops gave it is not resized again (its
+#: shape and torch's disagree: the KernelError is the answer, not a resize loop)
+_RESIZING: list[int] = []
 
 
 def _resized_by_torch(info, bound: dict) -> dict:
@@ -123,9 +127,11 @@ def _resize_then_call(info, kernel, bound: dict, resizes):
     check_resizes(info, bound, resizes)
     for _, out, shape in resizes:
         resize_like_torch(info, out, shape)
+    _RESIZING.append(id(kernel))
     try:
         return kernel(**bound)
     finally:
+        _RESIZING.pop()
         quiet_ids().clear()
 
 
@@ -205,17 +211,19 @@ class SlowPath:
         # torch's checks see the outs as torch's out= would have resized them; the
         # caller's outs change only once every check passed
         more = info.validate(_with_shapes(bound, resizes), meta_checked=sized)
-        resizes = resizes or more
-        if not resizes:
-            return None
+        # torch's out= (meta, with the outs' dtypes) has the last word over the
+        # functional's shapes (arange(3.1) into an int64 out: 3 elements, not 4)
+        resizes = {**resizes, **more}
         # torch's out= resizes these outs first: so does etops, then calls again
         listed = []
         for name, shape in resizes.items():
             if isinstance(bound[name], (list, tuple)):
                 listed += [(f"{name}[{i}]", o, tuple(w)) for i, (o, w) in enumerate(zip(bound[name], shape))
-                           if w is not None and tuple(o.shape) != tuple(w)]
-            else:
+                           if w is not None and tuple(as_torch(o).shape) != tuple(w)]
+            elif tuple(as_torch(bound[name]).shape) != tuple(shape):
                 listed.append((name, bound[name], tuple(shape)))
+        if not listed:
+            return None
         return (_resize_then_call(info, kernel, bound, listed),)
 
     def explain_mismatch(self, kernel, values, _extra):
@@ -237,6 +245,8 @@ class SlowPath:
             specs = info.out_specs(bound)
         except (SchemaError, ValueError):
             raise info.error_type(info.name, *extra[:2], extra[2]) from None
+        if id(kernel) in _RESIZING:
+            raise info.error_type(info.name, *extra[:2], extra[2])
         resizes = []  # (label, out, shape) of every out of the wrong size
         for name in info.out_names():
             out, spec = bound[name], specs.get(name)

@@ -107,3 +107,14 @@ def test_outs_allocated_for_an_expanded_input_are_dense(reg):
     expanded = torch.rand(1, dtype=torch.bfloat16).expand(3)
     out, mask = reg.aten.native_dropout.out(expanded, 1.0, False)
     assert out.is_contiguous() and torch.equal(out, expanded) and mask.all()
+
+
+def test_a_kernel_that_disagrees_with_torchs_out_shape_is_a_kernel_error_not_a_resize_loop(reg):
+    """arange(3.1) into an int64 out: torch's out= gives 3 elements, ExecuTorch's
+    kernel wants 4 (it sizes from the float end). etops resizes the out to torch's
+    shape once; the kernel's failure is then the answer (before: etops resized back
+    and forth until Python's recursion limit)."""
+    with pytest.raises(etops.KernelError, match="maximum capacity of 3 elements to 4 elements"):
+        reg.aten.arange.out(3.1, out=torch.empty(0, dtype=torch.int64))
+    got = reg.aten.arange.out(3.0, out=torch.empty(0, dtype=torch.int64))  # an empty out: resized without a warning
+    assert got.tolist() == [0, 1, 2]

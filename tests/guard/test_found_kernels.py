@@ -106,3 +106,21 @@ def test_choose_qparams_of_an_empty_input_is_refused_naming_input():
                          scale_out=scale, zero_point_out=zero_point)
     etops.guard.call(q.choose_qparams.Tensor_out, torch.rand(8), -128, 127, 0.001, torch.float32, scale_out=scale, zero_point_out=zero_point)
     assert scale.item() > 0
+
+
+def test_max_pool2d_backward_indices_beyond_a_plane_are_refused_naming_indices():
+    """Found by the conformance sweep's shrinking (the search died: double free),
+    located by etops.guard.call: read past the end of 'grad_input'."""
+    op = etops.registry().aten.max_pool2d_with_indices_backward.grad_input
+    x = torch.rand(1, 2, 4, 4)
+    out, idx = torch.ops.aten.max_pool2d_with_indices(x, [2, 2], [2, 2])
+    grad = torch.rand_like(out)
+    args = (grad, x, [2, 2], [2, 2], [0, 0], [1, 1], False)
+    bad = idx.clone()
+    bad[0, 0, 0, 0] = 1000
+    with pytest.raises(IndexError, match="'indices' has values in \\[.*, 1000\\], outside \\[0, 16\\)"):
+        etops.guard.call(op, *args, bad, grad_input=torch.empty_like(x))
+    # zeros: ExecuTorch's kernel adds into grad_input without clearing it first
+    # (torch's out= overwrites it), a mismatch the conformance sweep reports
+    got = etops.guard.call(op, *args, idx, grad_input=torch.zeros_like(x))
+    assert torch.allclose(got, torch.ops.aten.max_pool2d_with_indices_backward(*args, idx))

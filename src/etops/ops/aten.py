@@ -37,7 +37,33 @@ _FFT_ABORT = "toComplexType(): Unknown Complex ScalarType for 4 (integer input)"
 _EMPTY_REDUCTION = "MapReduceOverDimListPlan(): in.numel() > 0, Input tensor must be nonempty"
 _MASK_ABORT = "check_mask_indices(): size() out of range (a bool mask index with more dims than self)"
 
+def _pool_indices_in_range(bound, info):
+    """Every value of `indices` addresses an element of one plane of `self` (the
+    kernel adds grad_output there without a bounds check; torch does not check)."""
+    idx, src = bound.get("indices"), out_shapes.as_torch(bound.get("self"))
+    if not isinstance(idx, torch.Tensor) or not isinstance(src, torch.Tensor) or not idx.numel() or src.dim() < 2:
+        return
+    if idx.dtype.is_floating_point or idx.dtype.is_complex or idx.dtype == torch.bool:
+        raise TypeError(f"{info.name}: argument 'indices' must be an integer tensor, got {idx.dtype}")
+    plane = src.shape[-1] * src.shape[-2]
+    low, high = int(idx.min()), int(idx.max())
+    if low < 0 or high >= plane:
+        raise IndexError(f"{info.name}: argument 'indices' has values in [{low}, {high}], outside [0, {plane}) "
+                         f"(one {src.shape[-2]}x{src.shape[-1]} plane of 'self'); the kernel would write outside 'grad_input'")
+
+
 RULES = [
+    # found by the conformance sweep's shrinking (double free), then by etops.guard.call:
+    # "read past the end of argument 'grad_input'"
+    Rule(("aten::max_pool2d_with_indices_backward.grad_input",), guards=(_pool_indices_in_range,), findings=(
+        _finding("aten::max_pool2d_with_indices_backward.grad_input",
+                 "max_pool2d_with_indices_backward.grad_input writes outside grad_input for indices beyond a plane of self",
+                 "indices",
+                 [("grad_output", tensor((1, 1, 1, 1))), ("self", tensor((1, 1, 2, 2))), ("kernel_size", value([2, 2])),
+                  ("stride", value([2, 2])), ("padding", value([0, 0])), ("dilation", value([1, 1])), ("ceil_mode", value(False)),
+                  ("indices", tensor((1, 1, 1, 1), "int64", values="oob_high"))],
+                 "heap corruption (double free or corruption) / SIGSEGV past the end of grad_input", outs=("grad_input",)),
+    )),
     Rule(("aten::_fft_r2c.out",), guards=(g.floating("self"),), findings=(
         _finding("aten::_fft_r2c.out", "_fft_r2c.out aborts on an integer input instead of failing", "self",
                  [("self", tensor((0, 0, 0, 0, 0), "int64")), ("dim", value([0])), ("normalization", value(0)), ("onesided", value(True))], _FFT_ABORT),
