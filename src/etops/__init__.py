@@ -54,10 +54,11 @@ Kernel = _native.Kernel
 
 
 def _densify(obj: Any) -> torch.Tensor:
-    """A contiguous copy of a non-dense tensor-like (torch or DLPack producer)."""
+    """A contiguous copy of a non-dense tensor-like (torch or DLPack producer), its
+    lazy conjugate and negative bits resolved (DLPack carries neither)."""
     if not isinstance(obj, torch.Tensor):
         obj = torch.from_dlpack(obj)
-    return obj.contiguous()
+    return obj.resolve_conj().resolve_neg().contiguous()
 
 
 def _copy_back(user_tensor: Any, computed: torch.Tensor) -> None:

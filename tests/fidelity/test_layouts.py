@@ -127,3 +127,17 @@ def test_expanded_out_is_refused_untouched(reg):
     with pytest.raises(ValueError, match="argument 'out' is expanded"):
         reg.aten.add.out(torch.ones(3), torch.ones(3), out=storage.expand(3))
     assert storage.item() == 0.0
+
+
+def test_a_lazily_conjugated_tensor_reaches_the_kernel_resolved(reg):
+    """torch's conj() only sets a bit on the tensor (DLPack carries none): passed
+    zero-copy, ExecuTorch computed with the unconjugated values. Found by the
+    conformance sweep (clone.out on complex samples)."""
+    x = torch.randn(2, 3, dtype=torch.complex64).conj()
+    assert x.is_conj()
+    assert torch.equal(reg.aten.clone.out(x), x.resolve_conj())
+    assert torch.allclose(reg.aten.add.out(x, x), x + x)
+    out = torch.empty(2, 3, dtype=torch.complex64).conj()  # a conjugated out: written through the bit
+    reg.aten.clone.out(torch.ones(2, 3, dtype=torch.complex64) * (1 + 2j), out=out)
+    assert torch.equal(out.resolve_conj(), torch.full((2, 3), 1 + 2j, dtype=torch.complex64))
+    assert torch.equal(etops.guard.call(reg.aten.clone.out, x), x.resolve_conj())

@@ -251,6 +251,17 @@ int etops_borrow_tensor(etops_state* st, PyObject* obj, etb_tensor* out, etops_k
       return -1;
     }
   }
+  int conjugate = 0;
+  if (api != NULL && dl.dtype.code == kDLComplex) {
+    /* torch's lazy conjugation is a bit on the tensor, not in its memory (nor in DLPack):
+     * such a tensor is resolved into a copy first (complex tensors only: no cost otherwise) */
+    PyObject* conj = PyObject_CallMethod(obj, "is_conj", NULL);
+    if (conj == NULL) return -1;
+    int is_conj = PyObject_IsTrue(conj);
+    Py_DECREF(conj);
+    if (is_conj < 0) return -1;
+    conjugate = is_conj;
+  }
   out->data = (char*)dl.data + dl.byte_offset;
   out->dtype = (int8_t)dtype;
   out->ndim = (uint8_t)ndim;
@@ -274,6 +285,7 @@ int etops_borrow_tensor(etops_state* st, PyObject* obj, etb_tensor* out, etops_k
     out->sizes[d] = (int32_t)dl.shape[d];
     expected *= dl.shape[d] == 0 ? 1 : dl.shape[d];
   }
+  if (conjugate) return LAYOUT_CONJUGATE; /* out is filled: its layout as if resolved */
   return found == ORDER_OTHER && !etops_layout_preserve ? LAYOUT_PERMUTED : LAYOUT_DENSE;
 }
 

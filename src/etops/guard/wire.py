@@ -38,7 +38,7 @@ class _Pickler(pickle.Pickler):
     def reducer_override(self, obj):
         if (type(obj) is torch.Tensor or type(obj) is torch.nn.Parameter) and obj.layout == torch.strided \
                 and obj.device.type == "cpu" and not obj.is_quantized:
-            t = obj.detach()
+            t = obj.detach().resolve_conj().resolve_neg()  # lazy bits: not in the bytes
             t = t if dense_layout(t) else t.contiguous()
             nbytes = t.numel() * t.element_size()
             data = ctypes.string_at(t.data_ptr(), nbytes) if nbytes else b""
