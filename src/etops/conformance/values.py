@@ -1,0 +1,124 @@
+"""What the conformance runner compares: exact clones of a case's inputs, short
+descriptions of values, ATen-vs-ExecuTorch errors, and the verdict of one
+comparison (etops.compare's policies with OpInfo's tolerance).
+
+May import: torch, etops.compare and etops.ops (the rules table's comparison kinds).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from ..compare import METADATA, OPINFO, VALUES, diff, torch_testing_message
+from ..ops import rules_for
+
+
+def dtype_name(dtype: torch.dtype) -> str:
+    return str(dtype).replace("torch.", "")
+
+
+def exact_clone(value):
+    """Tensors copied with their storage, offset and strides (as_strided sees the
+    same thing); lists and tuples copied element-wise."""
+    if isinstance(value, torch.Tensor):
+        storage = value.untyped_storage().clone()
+        out = torch.empty(0, dtype=value.dtype)
+        out.set_(storage, value.storage_offset(), value.size(), value.stride())
+        # torch's lazy conjugate / negative bits are not in the storage: kept as views
+        if value.is_conj():
+            out = out.conj()
+        if value.is_neg():
+            out = torch._neg_view(out)
+        return out
+    if isinstance(value, (list, tuple)):
+        return type(value)(exact_clone(v) for v in value)
+    return value
+
+
+def describe(value) -> str:
+    if isinstance(value, torch.Tensor):
+        extra = "" if value.is_contiguous() else f", stride={tuple(value.stride())}"
+        if value.numel() == 1 and value.dim() == 0:
+            return f"tensor({value.item()!r}, {dtype_name(value.dtype)})"
+        return f"Tensor{list(value.shape)}:{dtype_name(value.dtype)}{extra}"
+    if isinstance(value, (list, tuple)):
+        inner = ", ".join(describe(v) for v in value)
+        return f"[{inner}]" if isinstance(value, list) else f"({inner})"
+    return repr(value)
+
+
+def _leaves(value):
+    if isinstance(value, (list, tuple)):
+        out = []
+        for v in value:
+            out.extend(_leaves(v))
+        return out
+    return [value]
+
+
+def errors(actual, expected) -> tuple[float | None, float | None]:
+    """Max absolute and relative error over finite elements of same-shaped tensors."""
+    max_abs = max_rel = None
+    for a, e in zip(_leaves(actual), _leaves(expected)):
+        if not isinstance(a, torch.Tensor):
+            a = torch.tensor(a) if isinstance(a, (int, float, bool, complex)) else None
+        if not isinstance(e, torch.Tensor):
+            e = torch.tensor(e) if isinstance(e, (int, float, bool, complex)) else None
+        if a is None or e is None or a.shape != e.shape or a.numel() == 0:
+            continue
+        wide = torch.complex128 if (a.is_complex() or e.is_complex()) else torch.float64
+        a64, e64 = a.detach().to(wide), e.detach().to(wide)
+        diff = (a64 - e64).abs()
+        finite = torch.isfinite(a64) & torch.isfinite(e64)
+        # inf vs inf of the same sign and nan vs nan agree; anything else non-finite is off by inf
+        same = (a64 == e64) | (torch.isnan(a64) & torch.isnan(e64))
+        diff = torch.where(finite, diff, torch.where(same, torch.zeros_like(diff), torch.full_like(diff, math.inf)))
+        abs_err = float(diff.max())
+        denom = e64.abs()
+        rel = torch.where(denom > 0, diff / denom.clamp_min(1e-300), torch.where(diff > 0, torch.full_like(diff, math.inf), torch.zeros_like(diff)))
+        rel_err = float(rel.max())
+        max_abs = abs_err if max_abs is None else max(max_abs, abs_err)
+        max_rel = rel_err if max_rel is None else max(max_rel, rel_err)
+    return max_abs, max_rel
+
+
+def compare(actual, expected, atol, rtol, kind: "str | bool" = VALUES) -> str | None:
+    """None if they agree, else why not (shape, dtype, count or values: in
+    torch.testing.assert_close's words). etops.compare's ``opinfo`` policy with
+    OpInfo's (atol, rtol) when set; ``kind``: a comparison kind of etops.compare,
+    or True / False for values / metadata only."""
+    if isinstance(kind, bool):
+        kind = VALUES if kind else METADATA
+    tolerance = OPINFO.override(rtol=rtol, atol=atol)
+    a_leaves, e_leaves = _leaves(actual), _leaves(expected)
+    if len(a_leaves) != len(e_leaves):
+        return f"ExecuTorch returned {len(a_leaves)} values, ATen {len(e_leaves)}"
+    for i, (a, e) in enumerate(zip(a_leaves, e_leaves)):
+        where = f"output {i}: " if len(a_leaves) > 1 else ""
+        d = diff(a, e, tolerance, kind)
+        if d.ok:
+            continue
+        problem = d.structural
+        if problem is not None and isinstance(e, torch.Tensor):
+            if problem.what == "type":
+                return f"{where}ExecuTorch returned {type(a).__name__}, ATen a Tensor"
+            if problem.what == "shape":
+                return f"{where}shape {list(a.shape)} (ExecuTorch) vs {list(e.shape)} (ATen)"
+            if problem.what == "dtype":
+                return f"{where}dtype {dtype_name(a.dtype)} (ExecuTorch) vs {dtype_name(e.dtype)} (ATen)"
+        return where + (torch_testing_message(a, e, tolerance) or d.describe())
+    return None
+
+
+def values_compared(func) -> bool:
+    """False for ops whose values are random or uninitialized (shape and dtype only:
+    the nondeterministic_seeded tag, or the metadata kind in etops.ops' record)."""
+    if torch.Tag.nondeterministic_seeded in getattr(func, "tags", ()):
+        return False
+    schema = func._schema
+    return rules_for(f"{schema.name}.{schema.overload_name or 'default'}").compare != METADATA
+
+
+# ---- calling the kernel ------------------------------------------------------------
