@@ -189,6 +189,13 @@ def functional_arguments(functional, values: dict):
     return positional, keywords
 
 
+def outs_as_result(info, outs: dict):
+    """What a call of a kernel whose schema returns nothing gives back when etops
+    allocated its outs: the one out, or a tuple of them in schema order."""
+    values = [outs[n] for n in info.out_names()]
+    return values[0] if len(values) == 1 else tuple(values)
+
+
 def allocate(spec):
     """A fresh out for one spec of infer_outs (an empty tensor for None: an out the
     kernel will not write still needs a tensor). It has torch's strides when those

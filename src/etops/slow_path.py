@@ -21,7 +21,7 @@ from typing import Any, Protocol
 import torch
 
 from .errors import NoMatchingKernelError, SchemaError
-from .out_shapes import allocate, as_torch, is_data_dependent
+from .out_shapes import allocate, as_torch, is_data_dependent, outs_as_result
 from .resize import check_resizes, kept_memory_format, quiet_ids, resize_like_torch, warn_resized
 
 
@@ -159,8 +159,7 @@ class SlowPath:
             quiet -= mine
             _ALLOCATED.pop()
         if result is None:  # `-> ()` with a tensor-list out: give back what was allocated
-            values = [outs[n] for n in info.out_names()]
-            result = values[0] if len(values) == 1 else tuple(values)
+            result = outs_as_result(info, outs)
         if not unused:
             return result
         if isinstance(result, tuple):

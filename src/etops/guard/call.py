@@ -10,7 +10,7 @@ from typing import Any
 import torch
 
 from ..errors import KernelCrashed
-from ..out_shapes import allocate, as_torch
+from ..out_shapes import allocate, as_torch, outs_as_result
 from ..registry import registry
 from . import server
 
@@ -30,8 +30,7 @@ def call(op: Any, *args: Any, **kwargs: Any) -> Any:
     outs = _sized_outs(info, bound)
     result = _deliver(info, bound, outs, _run(kernel, info, {**bound, **outs}))
     if result is None and any(bound.get(n) is None for n in info.out_names()):
-        values = [outs[n] for n in info.out_names()]  # `-> ()` with outs it allocated: as the unguarded call
-        result = values[0] if len(values) == 1 else tuple(values)
+        result = outs_as_result(info, outs)  # `-> ()` with outs it allocated: as the unguarded call
     return result
 
 
