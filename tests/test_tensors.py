@@ -160,3 +160,35 @@ def test_zero_copy_input(reg):
     reg.aten.index_put_(x, [torch.tensor([1, 3])], torch.tensor([5.0, 7.0]))
     assert x.data_ptr() == ptr
     assert torch.equal(x, torch.tensor([0.0, 5.0, 0.0, 7.0]))
+
+
+def _strided(shape, strides):
+    return torch.zeros(64).as_strided(shape, strides)
+
+
+@pytest.mark.parametrize("make, order, kept", [
+    (lambda: torch.zeros(2, 3, 4), (0, 1, 2), True),
+    (lambda: _strided((3, 1, 4), (4, 1000, 1)), (0, 1, 2), True),  # a size-1 dim may have any stride
+    (lambda: _strided((0, 3), (1, 7)), (0, 1), True),  # empty: any strides, kept contiguous
+    (lambda: torch.zeros(2, 3, 4, 5).to(memory_format=torch.channels_last), (0, 2, 3, 1), True),
+    (lambda: torch.zeros(3, 2).t(), (1, 0), False),  # dense but permuted: a contiguous copy
+    (lambda: torch.zeros(4, 6)[:, ::2], None, False),  # not dense: a contiguous copy
+    (lambda: torch.tensor(1.5), (), True),
+])
+def test_layouts_the_kernel_sees(make, order, kept):
+    """One pass places a contiguous tensor (the common call); every other layout takes
+    the general path, with the same answers as before it had a fast path."""
+    from etops import _native
+
+    dtype, got_order, got_kept = _native.tensor_meta(make())
+    assert dtype == 6 and got_kept is kept
+    if order is not None:
+        assert got_order == order
+
+
+def test_size_one_dim_with_any_stride_is_written_in_place(reg):
+    x = torch.arange(12.0).reshape(3, 1, 4)
+    out = _strided((3, 1, 4), (4, 1000, 1))
+    ptr = out.data_ptr()
+    reg.aten.add.out(x, x, out=out)
+    assert out.data_ptr() == ptr and torch.equal(out, x + x)

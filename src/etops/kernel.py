@@ -354,7 +354,7 @@ class KernelInfo:
         no_work = rules_for(self.name).no_work
         return no_work is not None and bool(no_work(bound))
 
-    def validate(self, bound: dict, meta_checked: bool = False) -> dict:
+    def validate(self, bound: dict, meta_checked: bool = False) -> dict | None:
         """torch's checks of a call: its meta kernel of this out variant with the
         given outs (skipped when `meta_checked`: the outs were sized by torch's
         functional on these arguments), then the rules table's checks of what torch's
@@ -362,9 +362,10 @@ class KernelInfo:
         naming the argument where torch's message lets it; when torch accepts,
         returns out name -> the shape torch's out= would resize a given out to (the
         outs whose shape differs: ExecuTorch cannot change an out's rank, and some
-        kernels then write past it), empty when none or when torch cannot check."""
+        kernels then write past it), empty when none (or when `meta_checked`: the
+        functional gave the shapes), None when torch cannot check them."""
         overload = torch_overload(self.name)
-        resizes = {}
+        resizes: dict | None = {} if meta_checked else None
         if not meta_checked and overload is not None:
             refusal, resizes = check_with_torch(self.name, overload, bound, self.out_names())
             if refusal is not None:

@@ -50,11 +50,12 @@ class SlowPathInfo(Protocol):
     def nothing_to_compute(self, bound: dict) -> bool:
         """Whether the call only sizes its outs (the kernel is not called)."""
 
-    def validate(self, bound: dict, meta_checked: bool = False) -> dict:
+    def validate(self, bound: dict, meta_checked: bool = False) -> dict | None:
         """torch's checks of a call with a new argument signature (its meta kernel's
         unless `meta_checked`, then the rules table's): raises what torch refuses
         (the kernel never sees it); returns the given outs torch would resize (out
-        name -> shape), empty when none."""
+        name -> shape), empty when none, None when torch could not check the out
+        shapes (no meta kernel)."""
 
     def explain_mismatch(self, bound: dict) -> None:
         """A tensor differs from its spec (a delegate's input or output) or an out
@@ -212,7 +213,7 @@ class SlowPath:
         more = info.validate(_with_shapes(bound, resizes), meta_checked=sized)
         # torch's out= (meta, with the outs' dtypes) has the last word over the
         # functional's shapes (arange(3.1) into an int64 out: 3 elements, not 4)
-        resizes = {**resizes, **more}
+        resizes = {**resizes, **(more or {})}
         # torch's out= resizes these outs first: so does etops, then calls again
         listed = []
         for name, shape in resizes.items():
@@ -222,7 +223,11 @@ class SlowPath:
             elif tuple(as_torch(bound[name]).shape) != tuple(shape):
                 listed.append((name, bound[name], tuple(shape)))
         if not listed:
-            return None
+            # True: torch fixed every out's shape (its meta kernel, or the functional
+            # that sized them) and the data cannot change it, so the kernel gets the
+            # outs as STATIC tensors, as a program exported with static shapes does;
+            # None: DYNAMIC_BOUND, the kernel may shrink them (etops mirrors it)
+            return True if more is not None and not is_data_dependent(info.name) else None
         return (_resize_then_call(info, kernel, bound, listed),)
 
     def explain_mismatch(self, kernel, values, _extra):

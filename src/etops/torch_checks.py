@@ -35,7 +35,9 @@ def torch_refusal(name: str, overload, bound: dict, out_names) -> Exception | No
 def check_with_torch(name: str, overload, bound: dict, out_names):
     """(refusal, resizes): torch_refusal's exception or None, and for a call torch
     accepts, out name -> the shape torch's out= resizes that given out to (a list
-    of shapes for a tensor-list out), for the outs whose shape differs."""
+    of shapes for a tensor-list out), for the outs whose shape differs; resizes is
+    None when torch cannot check the call (no meta kernel), so nothing is known of
+    the out shapes."""
     schema = overload._schema
     args = {a.name: to_meta(bound[a.name]) for a in schema.arguments if a.name in bound}
     positional = [args[a.name] for a in schema.arguments if not a.kwarg_only and a.name in args]
@@ -46,12 +48,12 @@ def check_with_torch(name: str, overload, bound: dict, out_names):
             warnings.simplefilter("ignore")  # torch's out= resize warning: the call path warns itself
             overload(*positional, **keywords)
     except NotImplementedError:
-        return None, {}
+        return None, None
     except (RuntimeError, TypeError, ValueError, IndexError, AssertionError, ZeroDivisionError) as exc:  # meta kernels assert too
         message = str(exc).split("\n", 1)[0]
         if isinstance(exc, ZeroDivisionError) or any(marker in message for marker in _NO_META):
             # a meta kernel's own bug (dividing by an output size of 0, as adaptive pools do): no check
-            return None, {}
+            return None, None
         return refusal_error(name, exc, {a.name: bound[a.name] for a in schema.arguments if a.name in bound}, out_names), {}
     resizes = {}
     for n in out_names:

@@ -141,3 +141,16 @@ def test_a_lazily_conjugated_tensor_reaches_the_kernel_resolved(reg):
     reg.aten.clone.out(torch.ones(2, 3, dtype=torch.complex64) * (1 + 2j), out=out)
     assert torch.equal(out.resolve_conj(), torch.full((2, 3), 1 + 2j, dtype=torch.complex64))
     assert torch.equal(etops.guard.call(reg.aten.clone.out, x), x.resolve_conj())
+
+
+def test_a_lazily_negated_complex_tensor_reaches_the_kernel_resolved(reg):
+    """torch's negative bit (a conj view's imaginary parts, `_neg_view`) is no more in
+    DLPack than the conjugate bit: such a complex tensor goes as a resolved copy.
+    Found by the conformance sweep (view_copy, expand_copy, transpose_copy on
+    complex samples with the bit kept)."""
+    x = torch._neg_view(torch.randn(2, 3, dtype=torch.complex64))
+    assert x.is_neg() and not x.is_conj()
+    want = x.resolve_neg()
+    assert torch.equal(reg.aten.view_copy.out(x, [3, 2]), want.view(3, 2))
+    assert torch.equal(reg.aten.transpose_copy.int_out(x, 0, 1), want.t())
+    assert torch.equal(reg.aten.clone.out(x), want)

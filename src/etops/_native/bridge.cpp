@@ -26,6 +26,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <mutex>
 #include <new>
 #include <optional>
@@ -172,12 +173,12 @@ class Slots {
   size_t built_ = 0;
 };
 
-TensorImpl make_impl(etb_tensor* t) {
-  return TensorImpl(static_cast<eta::ScalarType>(t->dtype), t->ndim, t->sizes, t->data,
-                    t->dim_order, t->strides,
-                    t->dynamism == ETB_DYNAMIC_BOUND
-                        ? ::executorch::runtime::TensorShapeDynamism::DYNAMIC_BOUND
-                        : ::executorch::runtime::TensorShapeDynamism::STATIC);
+// A TensorImpl over `t`'s memory and layout, built in place in `impls`.
+TensorImpl* place_impl(Slots<TensorImpl, 8>& impls, etb_tensor* t) {
+  return impls.emplace(static_cast<eta::ScalarType>(t->dtype), t->ndim, t->sizes, t->data, t->dim_order,
+                       t->strides,
+                       t->dynamism == ETB_DYNAMIC_BOUND ? ::executorch::runtime::TensorShapeDynamism::DYNAMIC_BOUND
+                                                        : ::executorch::runtime::TensorShapeDynamism::STATIC);
 }
 
 const char* error_name(et::Error e) {
@@ -288,15 +289,47 @@ LogCapture::~LogCapture() {
 
 namespace {
 
+// What list and string slots need besides their EValues: the boxed list items,
+// pointers to them (never null: ExecuTorch's list constructors refuse null, even
+// for empty lists), the unwrapped element buffers, and the ArrayRef /
+// BoxedEvalueList objects the EValues point to. Built only for stacks that have
+// such slots, so a call of tensors and scalars pays nothing for it.
+struct ListStorage {
+  ListStorage(size_t n_arrays, size_t n_items)
+      : items(n_items), strings(n_arrays), doubles(n_arrays), bools(n_arrays), int_lists(n_arrays),
+        tensor_lists(n_arrays), opt_lists(n_arrays), int_unwrapped(n_items), tensor_unwrapped(n_items),
+        opt_unwrapped(n_items) {
+    if (n_items > 16) {
+      item_ptrs_heap.resize(n_items);
+      item_ptrs = item_ptrs_heap.data();
+    }
+  }
+  Slots<EValue, 16> items;
+  EValue* item_ptrs_inline[16];
+  std::vector<EValue*> item_ptrs_heap;
+  EValue** item_ptrs = item_ptrs_inline;
+  size_t next_item = 0;  // index into items / item_ptrs
+  Slots<eta::ArrayRef<char>, 4> strings;
+  Slots<eta::ArrayRef<double>, 4> doubles;
+  Slots<eta::ArrayRef<bool>, 4> bools;
+  Slots<et::BoxedEvalueList<int64_t>, 4> int_lists;
+  Slots<et::BoxedEvalueList<eta::Tensor>, 4> tensor_lists;
+  Slots<et::BoxedEvalueList<std::optional<eta::Tensor>>, 4> opt_lists;
+  Slots<int64_t, 16> int_unwrapped;
+  Slots<eta::Tensor, 8> tensor_unwrapped;
+  Slots<std::optional<eta::Tensor>, 8> opt_unwrapped;
+};
+
 // The body of every call: `run(stack, temp)` is the kernel or the delegate. A
 // template, so that etb_call's kernel call is direct and inlined like the rest.
 template <typename Run>
 int build_stack_and_run(const char* op_name, etb_value* values, int nvalues, Run&& run) {
   // Count what the slots need, so storage is sized once.
-  size_t n_tensors = 0, n_list_items = 0, n_arrays = 0;
+  size_t n_tensors = 0, n_list_items = 0, n_arrays = 0, n_none = 0;
   for (int i = 0; i < nvalues; i++) {
     const etb_value& v = values[i];
     switch (v.tag) {
+      case ETB_NONE: n_none++; break;
       case ETB_TENSOR: n_tensors++; break;
       case ETB_LIST_TENSOR:
       case ETB_LIST_OPT_TENSOR:
@@ -316,28 +349,18 @@ int build_stack_and_run(const char* op_name, etb_value* values, int nvalues, Run
   call.log_len = 0;
   call.log[0] = '\0';
 
+  // Declared in the order they point at each other: destroyed in reverse, an EValue
+  // of a list (whose destructor reads its BoxedEvalueList) goes before the list.
   Slots<TensorImpl, 8> impls(n_tensors);
-  Slots<EValue, 16> evalues(static_cast<size_t>(nvalues));
-  Slots<EValue, 16> items(n_list_items);  // list elements, boxed
-  // Pointers to the boxed list items; never null (ExecuTorch's list constructors
-  // refuse null, even for empty lists) and on the stack for short lists.
-  EValue* item_ptrs_inline[16];
-  std::vector<EValue*> item_ptrs_heap;
-  EValue** item_ptrs = item_ptrs_inline;
-  if (n_list_items > 16) {
-    item_ptrs_heap.resize(n_list_items);
-    item_ptrs = item_ptrs_heap.data();
+  std::unique_ptr<ListStorage> lists;  // on the heap: a std::optional here costs every call
+  if (n_arrays > 0) {
+    lists.reset(new (std::nothrow) ListStorage(n_arrays, n_list_items));
+    if (lists == nullptr) {
+      call.current_op = nullptr;
+      return static_cast<int>(et::Error::MemoryAllocationFailed);
+    }
   }
-  // Backing storage for ArrayRefs and BoxedEvalueLists the slots point to.
-  Slots<eta::ArrayRef<char>, 4> strings(n_arrays);
-  Slots<eta::ArrayRef<double>, 4> doubles(n_arrays);
-  Slots<eta::ArrayRef<bool>, 4> bools(n_arrays);
-  Slots<et::BoxedEvalueList<int64_t>, 4> int_lists(n_arrays);
-  Slots<et::BoxedEvalueList<eta::Tensor>, 4> tensor_lists(n_arrays);
-  Slots<et::BoxedEvalueList<std::optional<eta::Tensor>>, 4> opt_lists(n_arrays);
-  Slots<int64_t, 16> int_unwrapped(n_list_items);
-  Slots<eta::Tensor, 8> tensor_unwrapped(n_list_items);
-  Slots<std::optional<eta::Tensor>, 8> opt_unwrapped(n_list_items);
+  Slots<EValue, 16> evalues(static_cast<size_t>(nvalues));
   EValue* stack_ptrs_inline[16];
   std::vector<EValue*> stack_ptrs_heap;
   EValue** stack = stack_ptrs_inline;
@@ -346,27 +369,25 @@ int build_stack_and_run(const char* op_name, etb_value* values, int nvalues, Run
     stack = stack_ptrs_heap.data();
   }
 
-  // Original shapes, to tell the caller which tensors the kernel resized.
-  struct Saved { etb_tensor* t; uint8_t ndim; int32_t sizes[ETB_MAX_DIM]; };
-  Slots<Saved, 8> saved(n_tensors);
-  // Only outs (passed DYNAMIC_BOUND) can change shape; a STATIC tensor refuses.
-  Slots<TensorImpl*, 8> saved_impls(n_tensors);
-  auto tensor_evalue = [&](etb_tensor* t) {
-    TensorImpl* impl = impls.emplace(make_impl(t));
-    t->resized = 0;
-    if (t->dynamism == ETB_DYNAMIC_BOUND) {
-      Saved* s = saved.emplace();
-      s->t = t;
-      s->ndim = t->ndim;
-      std::memcpy(s->sizes, t->sizes, sizeof(int32_t) * t->ndim);
-      saved_impls.emplace(impl);
+  // Only outs (passed DYNAMIC_BOUND) can change shape (a STATIC tensor refuses):
+  // their original shapes, to tell the caller which ones the kernel resized.
+  struct Saved {
+    Saved(etb_tensor* tensor, TensorImpl* its_impl) : t(tensor), impl(its_impl), ndim(tensor->ndim) {
+      std::memcpy(sizes, tensor->sizes, sizeof sizes);  // a fixed size: inlined, no libc call
     }
+    etb_tensor* t;
+    TensorImpl* impl;
+    uint8_t ndim;
+    int32_t sizes[ETB_MAX_DIM];
+  };
+  Slots<Saved, 8> saved(n_tensors);
+  auto tensor_evalue = [&](etb_tensor* t) {
+    TensorImpl* impl = place_impl(impls, t);
+    t->resized = 0;
+    if (t->dynamism == ETB_DYNAMIC_BOUND) saved.emplace(t, impl);  // no zero-filling first
     return eta::Tensor(impl);
   };
 
-
-  size_t item = 0;                                  // index into items / item_ptrs
-  size_t int_off = 0, tensor_off = 0, opt_off = 0;  // index into each unwrapped buffer
   for (int i = 0; i < nvalues; i++) {
     etb_value& v = values[i];
     EValue* ev = nullptr;
@@ -377,51 +398,50 @@ int build_stack_and_run(const char* op_name, etb_value* values, int nvalues, Run
       case ETB_DOUBLE: ev = evalues.emplace(v.u.d); break;
       case ETB_BOOL: ev = evalues.emplace(static_cast<bool>(v.u.b)); break;
       case ETB_STRING:
-        ev = evalues.emplace(strings.emplace(v.u.s, static_cast<size_t>(v.len)));
+        ev = evalues.emplace(lists->strings.emplace(v.u.s, static_cast<size_t>(v.len)));
         break;
       case ETB_LIST_DOUBLE:
-        ev = evalues.emplace(doubles.emplace(v.u.doubles, static_cast<size_t>(v.len)));
+        ev = evalues.emplace(lists->doubles.emplace(v.u.doubles, static_cast<size_t>(v.len)));
         break;
       case ETB_LIST_BOOL:
         ev = evalues.emplace(
-            bools.emplace(reinterpret_cast<const bool*>(v.u.bools), static_cast<size_t>(v.len)));
+            lists->bools.emplace(reinterpret_cast<const bool*>(v.u.bools), static_cast<size_t>(v.len)));
         break;
       case ETB_LIST_INT: {
-        int64_t* unwrapped = int_unwrapped.raw() + int_off;
+        ListStorage& l = *lists;
+        int64_t* unwrapped = l.int_unwrapped.raw() + l.int_unwrapped.size();
+        EValue** ptrs = l.item_ptrs + l.next_item;
         for (int j = 0; j < v.len; j++) {
-          int_unwrapped.emplace(v.u.ints[j]);
-          item_ptrs[item + j] = items.emplace(static_cast<int64_t>(v.u.ints[j]));
+          l.int_unwrapped.emplace(v.u.ints[j]);
+          ptrs[j] = l.items.emplace(static_cast<int64_t>(v.u.ints[j]));
         }
-        ev = evalues.emplace(int_lists.emplace(item_ptrs + item, unwrapped, v.len));
-        item += v.len;
-        int_off += v.len;
+        ev = evalues.emplace(l.int_lists.emplace(ptrs, unwrapped, v.len));
+        l.next_item += v.len;
         break;
       }
       case ETB_LIST_TENSOR: {
-        eta::Tensor* unwrapped = tensor_unwrapped.raw() + tensor_off;
+        ListStorage& l = *lists;
+        eta::Tensor* unwrapped = l.tensor_unwrapped.raw() + l.tensor_unwrapped.size();
+        EValue** ptrs = l.item_ptrs + l.next_item;
         for (int j = 0; j < v.len; j++) {
           eta::Tensor t = tensor_evalue(v.u.tensors[j]);
-          tensor_unwrapped.emplace(t);
-          item_ptrs[item + j] = items.emplace(t);
+          l.tensor_unwrapped.emplace(t);
+          ptrs[j] = l.items.emplace(t);
         }
-        ev = evalues.emplace(tensor_lists.emplace(item_ptrs + item, unwrapped, v.len));
-        item += v.len;
-        tensor_off += v.len;
+        ev = evalues.emplace(l.tensor_lists.emplace(ptrs, unwrapped, v.len));
+        l.next_item += v.len;
         break;
       }
       case ETB_LIST_OPT_TENSOR: {
-        std::optional<eta::Tensor>* unwrapped = opt_unwrapped.raw() + opt_off;
+        ListStorage& l = *lists;
+        std::optional<eta::Tensor>* unwrapped = l.opt_unwrapped.raw() + l.opt_unwrapped.size();
+        EValue** ptrs = l.item_ptrs + l.next_item;
         for (int j = 0; j < v.len; j++) {
-          opt_unwrapped.emplace();
-          if (v.u.tensors[j] != nullptr) {
-            item_ptrs[item + j] = items.emplace(tensor_evalue(v.u.tensors[j]));
-          } else {
-            item_ptrs[item + j] = items.emplace();
-          }
+          l.opt_unwrapped.emplace();
+          ptrs[j] = v.u.tensors[j] != nullptr ? l.items.emplace(tensor_evalue(v.u.tensors[j])) : l.items.emplace();
         }
-        ev = evalues.emplace(opt_lists.emplace(item_ptrs + item, unwrapped, v.len));
-        item += v.len;
-        opt_off += v.len;
+        ev = evalues.emplace(l.opt_lists.emplace(ptrs, unwrapped, v.len));
+        l.next_item += v.len;
         break;
       }
       case ETB_ALIAS:
@@ -448,8 +468,10 @@ int build_stack_and_run(const char* op_name, etb_value* values, int nvalues, Run
   // Report resized tensors and fresh return values.
   for (size_t i = 0; i < saved.size(); i++) {
     Saved& s = saved.raw()[i];
-    TensorImpl& impl = *saved_impls.raw()[i];
-    if (impl.dim() != s.ndim || std::memcmp(s.sizes, s.t->sizes, sizeof(int32_t) * s.ndim) != 0) {
+    TensorImpl& impl = *s.impl;
+    bool changed = impl.dim() != s.ndim;
+    for (int d = 0; d < s.ndim && !changed; d++) changed = s.sizes[d] != s.t->sizes[d];
+    if (changed) {
       s.t->resized = 1;
       s.t->ndim = static_cast<uint8_t>(impl.dim());
     }
@@ -458,7 +480,7 @@ int build_stack_and_run(const char* op_name, etb_value* values, int nvalues, Run
       s.t->resized = 1;
     }
   }
-  for (int i = 0; i < nvalues; i++) {
+  for (int i = 0; n_none > 0 && i < nvalues; i++) {
     etb_value& v = values[i];
     if (v.tag != ETB_NONE) continue;  // only fresh return slots start as None
     const EValue& ev = *stack[i];

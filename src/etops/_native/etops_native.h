@@ -73,8 +73,8 @@ enum {
   LAYOUT_NOT_DENSE = 1, /* a strided view with no ExecuTorch dim order */
   LAYOUT_PERMUTED = 2,  /* dense in a dim order no exported program hands a kernel */
   LAYOUT_OVERLAPPING = 3, /* not dense, and elements share memory (a stride 0 over a size > 1) */
-  LAYOUT_CONJUGATE = 4,   /* a complex torch tensor with its lazy conjugate bit set: DLPack carries no such
-                             bit, so the kernel gets a resolved copy (densify resolves it) */
+  LAYOUT_CONJUGATE = 4,   /* a complex torch tensor with its lazy conjugate or negative bit set: DLPack
+                             carries neither, so the kernel gets a resolved copy (densify resolves it) */
 };
 
 /* Layout mode of the calling thread (etops.layout): 0 "programs" (the default:

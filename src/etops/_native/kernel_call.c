@@ -1,8 +1,9 @@
 /*
  * kernel_call.c - the call of a Kernel (its vectorcall): bind positional and keyword
  * arguments to the plan, convert each one (kernel_convert.c), check a delegate's
- * specs (kernel_specs.c), pick the function (kernel_select.c), run it through the
- * bridge and return what torch's out variant returns. Nothing on this path
+ * specs (kernel_specs.c), check a new argument signature with torch (its outs go
+ * STATIC once torch fixed their shapes), pick the function (kernel_select.c), run
+ * it through the bridge and return what torch's out variant returns. Nothing on this path
  * allocates Python objects for a call with correctly sized outs.
  *
  * Everything unusual is handed to the Python slow-path object given at
@@ -10,6 +11,8 @@
  * or raise), a kernel key with no kernel (raise), outs the kernel resized.
  */
 #include "kernel_internal.h"
+
+#include <string.h>
 
 /* ---- hand-offs to the slow path ---------------------------------------------------
  * The Python object given as slow_path (etops/slow_path.py's SlowPath) has one
@@ -67,9 +70,12 @@ static inline uint64_t mix(uint64_t h, uint64_t v) {
   return h ^ (h >> 29);
 }
 
-static uint64_t tensor_signature(uint64_t h, const etb_tensor* t) {
-  if (t == NULL) return mix(h, ~(uint64_t)0);
-  h = mix(h, ((uint64_t)(uint8_t)t->dtype << 8) | t->ndim);
+/* `head` (the value's tag and len, bits 16-63, or 0 for a list item) and the
+ * tensor's dtype and rank (bits 0-15) in one word, then its sizes two per word.
+ * A missing list item (NULL) hashes as dtype and rank 0xFF, which no tensor has. */
+static inline uint64_t tensor_signature(uint64_t h, uint64_t head, const etb_tensor* t) {
+  if (t == NULL) return mix(h, head | 0xFFFF);
+  h = mix(h, head | ((uint64_t)(uint8_t)t->dtype << 8) | t->ndim);
   int d = 0;
   for (; d + 1 < t->ndim; d += 2) h = mix(h, ((uint64_t)(uint32_t)t->sizes[d] << 32) | (uint32_t)t->sizes[d + 1]);
   if (d < t->ndim) h = mix(h, (uint32_t)t->sizes[d]);
@@ -80,9 +86,13 @@ uint64_t call_signature(const etb_value* vals, int n) {
   uint64_t h = 0x243F6A8885A308D3ULL;
   for (int i = 0; i < n; i++) {
     const etb_value* v = &vals[i];
-    h = mix(h, ((uint64_t)(uint32_t)v->tag << 32) | (uint32_t)v->len);
+    uint64_t head = ((uint64_t)(uint16_t)v->tag << 48) | ((uint64_t)(uint32_t)v->len << 16);
+    if (v->tag == ETB_TENSOR) { /* the common case: one word for the header, dtype and rank */
+      h = tensor_signature(h, head, v->u.t);
+      continue;
+    }
+    h = mix(h, head);
     switch (v->tag) {
-      case ETB_TENSOR: h = tensor_signature(h, v->u.t); break;
       case ETB_INT: h = mix(h, (uint64_t)v->u.i); break;
       case ETB_BOOL: h = mix(h, (uint64_t)v->u.b); break;
       case ETB_LIST_BOOL:
@@ -93,7 +103,7 @@ uint64_t call_signature(const etb_value* vals, int n) {
         break;
       case ETB_LIST_TENSOR:
       case ETB_LIST_OPT_TENSOR:
-        for (int j = 0; j < v->len; j++) h = tensor_signature(h, v->u.tensors[j]);
+        for (int j = 0; j < v->len; j++) h = tensor_signature(h, 0, v->u.tensors[j]);
         break;
       default: break; /* doubles, strings, None: the tag says enough */
     }
@@ -102,15 +112,20 @@ uint64_t call_signature(const etb_value* vals, int n) {
 }
 
 /* Runs torch's checks (the slow path's validate) unless a call of the same
- * signature passed them before. 0: go on; -1: torch refuses (exception set);
- * 1: the slow path resized outs as torch's out= does and made the call itself
- * (*handled is its result, a new reference). */
-static int validate_once(KernelObject* k, const etb_value* vals, PyObject* const* bound, PyObject** handled) {
+ * signature passed them before. 0: go on, *slot the signature's entry in the
+ * ring (validated_static_outs[*slot]: whether torch fixed the out shapes);
+ * -1: torch refuses (exception set); 1: the slow path resized outs as torch's
+ * out= does and made the call itself (*handled is its result, a new reference). */
+static int validate_once(KernelObject* k, const etb_value* vals, PyObject* const* bound, PyObject** handled,
+                         int* slot) {
   uint64_t h = call_signature(vals, k->nargs);
   /* newest first: a loop of calls repeats the signature it last added */
   for (int n = 0, i = k->validated_next; n < k->validated_count; n++) {
     i = i == 0 ? VALIDATED_SIGNATURES - 1 : i - 1;
-    if (k->validated[i] == h) return 0;
+    if (k->validated[i] == h) {
+      *slot = i;
+      return 0;
+    }
   }
   PyObject* res = slow_path(k, SLOW_VALIDATE, bound, NULL);
   if (res == NULL) return -1;
@@ -119,7 +134,9 @@ static int validate_once(KernelObject* k, const etb_value* vals, PyObject* const
     Py_DECREF(res);
     return 1;
   }
+  k->validated_static_outs[k->validated_next] = res == Py_True;
   Py_DECREF(res);
+  *slot = k->validated_next;
   k->validated[k->validated_next] = h;
   k->validated_next = (k->validated_next + 1) % VALIDATED_SIGNATURES;
   if (k->validated_count < VALIDATED_SIGNATURES) k->validated_count++;
@@ -169,8 +186,8 @@ static int bind_arguments(KernelObject* k, PyObject* const* args, Py_ssize_t nar
     }
     return -1;
   }
-  for (int i = 0; i < k->nargs; i++) bound[i] = NULL;
-  for (Py_ssize_t i = 0; i < nargs; i++) bound[i] = args[i];
+  /* one loop (two would become memset and memcpy calls, dearer for a few args) */
+  for (int i = 0; i < k->nargs; i++) bound[i] = i < nargs ? args[i] : NULL;
   Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
   for (Py_ssize_t j = 0; j < nkw; j++) {
     PyObject* key = PyTuple_GET_ITEM(kwnames, j);
@@ -221,6 +238,30 @@ static int bind_arguments(KernelObject* k, PyObject* const* args, Py_ssize_t nar
 /* Releasing the GIL costs about as much as a tiny kernel: only for big ones. */
 #define GIL_RELEASE_NUMEL 32768
 
+/* What ExecuTorch logs when a kernel resizes a STATIC tensor to another shape
+ * (TensorImpl::internal_resize_contiguous), before it computes anything. */
+#define STATIC_RESIZE_REFUSED "Attempted to resize a static tensor"
+
+/* Sets the shape dynamism of every borrowed out tensor. */
+static void set_out_dynamism(KernelObject* k, CallScratch* cs, uint8_t dynamism) {
+  for (int i = 0; i < cs->nrecs; i++) {
+    if (k->args[cs->recs[i]->arg].flags & F_OUT) cs->recs[i]->t.dynamism = dynamism;
+  }
+}
+
+/* Runs `fn` on the slots, without the GIL when the tensors are big. */
+static int run_kernel(KernelObject* k, etb_kernel_fn fn, etb_value* vals, int64_t numel) {
+  int err;
+  if (numel >= GIL_RELEASE_NUMEL) {
+    Py_BEGIN_ALLOW_THREADS
+    err = etb_call(fn, k->op_name, vals, k->nslots);
+    Py_END_ALLOW_THREADS
+  } else {
+    err = etb_call(fn, k->op_name, vals, k->nslots);
+  }
+  return err;
+}
+
 PyObject* kernel_vectorcall(PyObject* self, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
   KernelObject* k = (KernelObject*)self;
   Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
@@ -267,9 +308,18 @@ PyObject* kernel_vectorcall(PyObject* self, PyObject* const* args, size_t nargsf
     }
   }
 
+  /* Outs whose shapes torch fixed reach the kernel STATIC, as a program exported
+   * with static shapes passes them (and ExecuTorch skips recomputing their strides);
+   * the others DYNAMIC_BOUND, which the kernel may shrink. */
+  int static_slot = -1; /* the ring entry of this signature when its outs went STATIC */
   if (k->validates && !missing_out) {
-    int checked = validate_once(k, vals, bound, &result);
+    int slot = -1;
+    int checked = validate_once(k, vals, bound, &result, &slot);
     if (checked != 0) goto done; /* refused (result NULL), or made by the slow path */
+    if (k->static_outs_allowed && k->validated_static_outs[slot]) {
+      set_out_dynamism(k, &cs, ETB_STATIC);
+      static_slot = slot;
+    }
   }
 
   if (missing_out) {
@@ -295,12 +345,15 @@ PyObject* kernel_vectorcall(PyObject* self, PyObject* const* args, size_t nargsf
       result = slow_path(k, SLOW_NO_KERNEL, bound, NULL);
       goto done;
     }
-    if (cs.numel_total >= GIL_RELEASE_NUMEL) {
-      Py_BEGIN_ALLOW_THREADS
-      err = etb_call(fn, k->op_name, vals, k->nslots);
-      Py_END_ALLOW_THREADS
-    } else {
-      err = etb_call(fn, k->op_name, vals, k->nslots);
+    err = run_kernel(k, fn, vals, cs.numel_total);
+    if (err != ETB_OK && static_slot >= 0 && strstr(etb_last_call_log(), STATIC_RESIZE_REFUSED) != NULL) {
+      /* ExecuTorch's kernel sizes an out otherwise than torch's meta kernel (batch
+       * norm's save_mean of an eval call: [0], where the meta says [C]); it refused
+       * before computing. This signature's outs go DYNAMIC_BOUND from now on, and the call
+       * runs again as before, the kernel shrinking the out and etops mirroring it. */
+      k->validated_static_outs[static_slot] = 0;
+      set_out_dynamism(k, &cs, ETB_DYNAMIC_BOUND);
+      err = run_kernel(k, fn, vals, cs.numel_total);
     }
   }
   if (etops_logs_pending || (err == ETB_OK && etb_last_call_log()[0] != '\0')) {

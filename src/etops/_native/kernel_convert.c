@@ -24,15 +24,34 @@ static int is_contiguous_order(const etb_tensor* t) {
   return 1;
 }
 
+/* The rest of borrow() for a tensor that is not passed as it is: `rc` says why
+ * (not dense, permuted, conjugate, or not contiguous for a contiguous_only
+ * kernel). A contiguous copy (state's densify) replaces it; a written one is
+ * copied back after the call, unless it is expanded (elements sharing memory,
+ * which torch refuses to write too). */
+static int borrow_dense_copy(KernelObject* k, CallScratch* cs, TensorRec* r, int rc, const char* what,
+                             int writable) {
+  if (rc == LAYOUT_OVERLAPPING && writable) return etops_refuse_overlapping_write(k->op_name, what);
+  PyObject* obj = r->obj;
+  PyObject* dense = PyObject_CallOneArg(k->st->densify, obj);
+  if (dense == NULL || etops_keep_add(&cs->keep, dense) < 0) return -1;
+  r->obj = dense;
+  if (writable) r->copy_back_to = obj;
+  rc = etops_borrow_tensor(k->st, dense, &r->t, &cs->keep, k->op_name, what, writable);
+  if (rc != LAYOUT_DENSE || (k->contiguous_only && !is_contiguous_order(&r->t))) {
+    if (rc > 0) PyErr_Format(PyExc_ValueError, "%s: argument '%s' could not be made dense", k->op_name, what);
+    return -1;
+  }
+  return 0;
+}
+
 /* Borrows `obj` as tensor `what` of argument `arg`. Tensors reach the kernel as an
  * exported program lays them out: a non-dense input, or one in a permuted dim order
- * (unless the thread's layout mode is "preserve"), is replaced by a contiguous copy
- * (state's densify), and so is any non-contiguous one for a kernel marked
- * contiguous_only; a written one is computed into a contiguous copy that is
- * copied back after the call, unless it is expanded (elements sharing memory, which
- * torch refuses to write too). */
-static TensorRec* borrow(KernelObject* k, CallScratch* cs, PyObject* obj, int arg, const char* what,
-                         int writable) {
+ * (unless the thread's layout mode is "preserve"), is replaced by a contiguous copy,
+ * and so is any non-contiguous one for a kernel marked contiguous_only
+ * (borrow_dense_copy). Small, so that its callers inline it: the copy is the rare path. */
+static inline TensorRec* borrow(KernelObject* k, CallScratch* cs, PyObject* obj, int arg, const char* what,
+                                int writable) {
   TensorRec* r = scratch_new_rec(cs);
   if (r == NULL) return NULL;
   r->obj = obj;
@@ -41,21 +60,7 @@ static TensorRec* borrow(KernelObject* k, CallScratch* cs, PyObject* obj, int ar
   int rc = etops_borrow_tensor(k->st, obj, &r->t, &cs->keep, k->op_name, what, writable);
   if (rc < 0) return NULL;
   if (rc == LAYOUT_DENSE && k->contiguous_only && !is_contiguous_order(&r->t)) rc = LAYOUT_PERMUTED;
-  if (rc == LAYOUT_OVERLAPPING && writable) {
-    etops_refuse_overlapping_write(k->op_name, what);
-    return NULL;
-  }
-  if (rc != LAYOUT_DENSE) {
-    PyObject* dense = PyObject_CallOneArg(k->st->densify, obj);
-    if (dense == NULL || etops_keep_add(&cs->keep, dense) < 0) return NULL;
-    r->obj = dense;
-    if (writable) r->copy_back_to = obj;
-    rc = etops_borrow_tensor(k->st, dense, &r->t, &cs->keep, k->op_name, what, writable);
-    if (rc != LAYOUT_DENSE || (k->contiguous_only && !is_contiguous_order(&r->t))) {
-      if (rc > 0) PyErr_Format(PyExc_ValueError, "%s: argument '%s' could not be made dense", k->op_name, what);
-      return NULL;
-    }
-  }
+  if (rc != LAYOUT_DENSE && borrow_dense_copy(k, cs, r, rc, what, writable) < 0) return NULL;
   int64_t numel = 1;
   for (int i = 0; i < r->t.ndim; i++) numel *= r->t.sizes[i];
   cs->numel_total += numel;
@@ -423,6 +428,7 @@ int convert_arg(KernelObject* k, CallScratch* cs, int i, PyObject* o, etb_value*
     v->tag = ETB_NONE;
     return 0;
   }
+  if (a->kind == K_TENSOR) return convert_tensor(k, cs, i, a, o, v); /* the common kind, called directly */
   ArgConverter convert = a->kind > 0 && a->kind < K_COUNT ? CONVERTERS[a->kind] : NULL;
   if (convert == NULL) {
     PyErr_Format(PyExc_SystemError, "%s: argument '%s' has unknown plan kind %d", k->op_name, a->cname, a->kind);

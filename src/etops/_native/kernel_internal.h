@@ -75,10 +75,16 @@ typedef struct {
   int has_precheck; /* call the slow path's abort guard before every call */
   int contiguous_only; /* every tensor reaches the kernel contiguous (the rules table's contiguous_only) */
   /* torch's checks of the call (slow path `validate`), once per argument
-   * signature: the signatures (call_signature) of calls torch accepted */
+   * signature: the signatures (call_signature) of calls torch accepted, and for
+   * each whether torch fixed the out shapes (the outs then go STATIC) */
   int validates;
   int validated_count, validated_next;
   uint64_t validated[VALIDATED_SIGNATURES];
+  uint8_t validated_static_outs[VALIDATED_SIGNATURES];
+  /* outs may go STATIC: the kernel validates and writes no argument but its outs
+   * (a kernel that wants another out shape is called again, which must not
+   * mutate an input twice) */
+  int static_outs_allowed;
   PyObject* delegate;  /* a Delegate (delegate.c) run instead of a registered kernel, or NULL */
   etb_delegate* delegate_handle;
   TensorSpec* specs;   /* per argument, what its tensor must be (delegates), or NULL */

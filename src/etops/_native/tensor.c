@@ -124,15 +124,27 @@ static int find_dim_order(int ndim, const int64_t* sizes, const int64_t* strides
   return dense_in_order(ndim, sizes, strides, order) ? ORDER_OTHER : ORDER_NONE;
 }
 
-/* The producer's DLPack C exchange API for this object's type, or NULL. */
-static const DLPackExchangeAPI* exchange_api_of(etops_state* st, PyObject* obj) {
-  PyTypeObject* tp = Py_TYPE(obj);
-  if (st->torch_api != NULL && st->torch_tensor_type != NULL &&
-      (tp == (PyTypeObject*)st->torch_tensor_type ||
-       PyType_IsSubtype(tp, (PyTypeObject*)st->torch_tensor_type))) {
-    return st->torch_api;
+/* The common case in one pass: when `dl` is contiguous (size-1 dims may have any
+ * stride) with non-zero sizes and strides that fit int32, fills out's sizes,
+ * strides and dim order and returns 1; otherwise returns 0 (those fields then
+ * unspecified) for the general path to decide. */
+static int fill_contiguous(const DLTensor* dl, etb_tensor* out) {
+  int64_t expected = 1; /* the contiguous stride of dim d */
+  for (int d = dl->ndim - 1; d >= 0; d--) {
+    int64_t size = dl->shape[d];
+    if (size <= 0 || size > INT32_MAX || expected > INT32_MAX) return 0;
+    if (dl->strides != NULL && size != 1 && dl->strides[d] != expected) return 0;
+    out->sizes[d] = (int32_t)size;
+    out->strides[d] = (int32_t)expected;
+    out->dim_order[d] = (uint8_t)d;
+    expected *= size;
   }
-  if (tp == st->other_type) return st->other_api;
+  return 1;
+}
+
+/* The DLPack C exchange API of a type other than torch.Tensor's, or NULL; the last
+ * one asked is remembered. */
+static Py_NO_INLINE const DLPackExchangeAPI* other_exchange_api(etops_state* st, PyTypeObject* tp) {
   const DLPackExchangeAPI* api = NULL;
   PyObject* cap = PyObject_GetAttrString((PyObject*)tp, "__dlpack_c_exchange_api__");
   if (cap == NULL) {
@@ -148,6 +160,18 @@ static const DLPackExchangeAPI* exchange_api_of(etops_state* st, PyObject* obj) 
   st->other_type = tp; /* borrowed: only compared, never dereferenced */
   st->other_api = api;
   return api;
+}
+
+/* The producer's DLPack C exchange API for this object's type, or NULL. */
+static inline const DLPackExchangeAPI* exchange_api_of(etops_state* st, PyObject* obj) {
+  PyTypeObject* tp = Py_TYPE(obj);
+  if (st->torch_api != NULL && st->torch_tensor_type != NULL &&
+      (tp == (PyTypeObject*)st->torch_tensor_type ||
+       PyType_IsSubtype(tp, (PyTypeObject*)st->torch_tensor_type))) {
+    return st->torch_api;
+  }
+  if (tp == st->other_type) return st->other_api;
+  return other_exchange_api(st, tp);
 }
 
 /* Replaces the pending exception by a ValueError naming the operator and argument,
@@ -210,6 +234,57 @@ int etops_refuse_overlapping_write(const char* op, const char* what) {
   return -1;
 }
 
+/* The layout of a tensor fill_contiguous did not place (not contiguous, empty, a
+ * size or stride beyond int32, or a complex tensor of an exchange API, whose lazy
+ * conjugate bit is asked for): etops_borrow_tensor's result for it, `out`'s
+ * layout filled unless LAYOUT_NOT_DENSE / LAYOUT_OVERLAPPING or an error. Out
+ * of line: the common call never runs it. */
+static Py_NO_INLINE int borrow_general_layout(PyObject* obj, int from_torch_api, const DLTensor* dl,
+                                              etb_tensor* out, const char* op, const char* what) {
+  int ndim = dl->ndim;
+  for (int i = 0; i < ndim; i++) {
+    if (dl->shape[i] < 0 || dl->shape[i] > INT32_MAX) {
+      PyErr_Format(PyExc_ValueError, "%s: argument '%s' has size %lld at dim %d, beyond ExecuTorch's int32 sizes",
+                   op, what, (long long)dl->shape[i], i);
+      return -1;
+    }
+  }
+  int conjugate = 0;
+  if (from_torch_api && dl->dtype.code == kDLComplex) {
+    /* torch's lazy conjugation and negation are bits on the tensor, not in its memory
+     * (nor in DLPack): such a tensor is resolved into a copy first (complex tensors
+     * only, where torch sets them: no cost otherwise) */
+    static const char* const lazy_bits[] = {"is_conj", "is_neg"};
+    for (int b = 0; b < 2 && !conjugate; b++) {
+      PyObject* bit = PyObject_CallMethod(obj, lazy_bits[b], NULL);
+      if (bit == NULL) return -1;
+      conjugate = PyObject_IsTrue(bit);
+      Py_DECREF(bit);
+      if (conjugate < 0) return -1;
+    }
+  }
+  int found = find_dim_order(ndim, dl->shape, dl->strides, out->dim_order);
+  if (found == ORDER_NONE) {
+    for (int i = 0; i < ndim; i++) {
+      if (dl->shape[i] > 1 && dl->strides != NULL && dl->strides[i] == 0) return LAYOUT_OVERLAPPING;
+    }
+    return LAYOUT_NOT_DENSE;
+  }
+  int64_t expected = 1;
+  for (int k = ndim - 1; k >= 0; k--) {
+    int d = out->dim_order[k];
+    if (expected > INT32_MAX) {
+      PyErr_Format(PyExc_ValueError, "%s: argument '%s' has strides beyond ExecuTorch's int32 strides", op, what);
+      return -1;
+    }
+    out->strides[d] = (int32_t)expected;
+    out->sizes[d] = (int32_t)dl->shape[d];
+    expected *= dl->shape[d] == 0 ? 1 : dl->shape[d];
+  }
+  if (conjugate) return LAYOUT_CONJUGATE; /* out is filled: its layout as if resolved */
+  return found == ORDER_OTHER && !etops_layout_preserve ? LAYOUT_PERMUTED : LAYOUT_DENSE;
+}
+
 int etops_borrow_tensor(etops_state* st, PyObject* obj, etb_tensor* out, etops_keep* keep,
                         const char* op, const char* what, int writable) {
   DLTensor dl;
@@ -244,49 +319,14 @@ int etops_borrow_tensor(etops_state* st, PyObject* obj, etb_tensor* out, etops_k
     return -1;
   }
   int ndim = dl.ndim;
-  for (int i = 0; i < ndim; i++) {
-    if (dl.shape[i] < 0 || dl.shape[i] > INT32_MAX) {
-      PyErr_Format(PyExc_ValueError, "%s: argument '%s' has size %lld at dim %d, beyond ExecuTorch's int32 sizes",
-                   op, what, (long long)dl.shape[i], i);
-      return -1;
-    }
-  }
-  int conjugate = 0;
-  if (api != NULL && dl.dtype.code == kDLComplex) {
-    /* torch's lazy conjugation is a bit on the tensor, not in its memory (nor in DLPack):
-     * such a tensor is resolved into a copy first (complex tensors only: no cost otherwise) */
-    PyObject* conj = PyObject_CallMethod(obj, "is_conj", NULL);
-    if (conj == NULL) return -1;
-    int is_conj = PyObject_IsTrue(conj);
-    Py_DECREF(conj);
-    if (is_conj < 0) return -1;
-    conjugate = is_conj;
-  }
   out->data = (char*)dl.data + dl.byte_offset;
   out->dtype = (int8_t)dtype;
   out->ndim = (uint8_t)ndim;
   out->dynamism = ETB_STATIC;
   out->resized = 0;
-  int found = find_dim_order(ndim, dl.shape, dl.strides, out->dim_order);
-  if (found == ORDER_NONE) {
-    for (int i = 0; i < ndim; i++) {
-      if (dl.shape[i] > 1 && dl.strides != NULL && dl.strides[i] == 0) return LAYOUT_OVERLAPPING;
-    }
-    return LAYOUT_NOT_DENSE;
-  }
-  int64_t expected = 1;
-  for (int k = ndim - 1; k >= 0; k--) {
-    int d = out->dim_order[k];
-    if (expected > INT32_MAX) {
-      PyErr_Format(PyExc_ValueError, "%s: argument '%s' has strides beyond ExecuTorch's int32 strides", op, what);
-      return -1;
-    }
-    out->strides[d] = (int32_t)expected;
-    out->sizes[d] = (int32_t)dl.shape[d];
-    expected *= dl.shape[d] == 0 ? 1 : dl.shape[d];
-  }
-  if (conjugate) return LAYOUT_CONJUGATE; /* out is filled: its layout as if resolved */
-  return found == ORDER_OTHER && !etops_layout_preserve ? LAYOUT_PERMUTED : LAYOUT_DENSE;
+  /* torch's complex tensors may carry a lazy conjugate bit: the general path asks */
+  if ((api == NULL || dl.dtype.code != kDLComplex) && fill_contiguous(&dl, out)) return LAYOUT_DENSE;
+  return borrow_general_layout(obj, api != NULL, &dl, out, op, what);
 }
 
 PyObject* etops_sizes_tuple(const etb_tensor* t) {

@@ -234,10 +234,10 @@ class DelegateInfo(KernelInfo):
             specs.append((dtypes.ET_SCALAR_TYPE[spec.dtype], sizes, spec.dim_order))
         return tuple(specs)
 
-    def validate(self, bound: dict, meta_checked: bool = False) -> dict:
+    def validate(self, bound: dict, meta_checked: bool = False) -> dict | None:
         """A delegate's checks are its tensor specs (explain_mismatch): its Kernel
-        never asks torch, so there is nothing to do here."""
-        return {}
+        never asks torch, so there is nothing to do here (nothing known of shapes)."""
+        return None
 
     def explain_mismatch(self, bound: dict) -> None:
         """An argument failed the C spec check (c_specs): raises the error naming

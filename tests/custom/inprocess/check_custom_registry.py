@@ -120,6 +120,73 @@ def test_override_builtin_and_restore(instrumented):
     assert not add.origins[0].overridden
 
 
+#: aten::add.out (1-D float) whose out says how it arrived: 1 where the out is
+#: STATIC, 2 where it is DYNAMIC_BOUND
+DYNAMISM_PROBE = r"""
+Tensor& dynamism_probe(KernelRuntimeContext& ctx, const Tensor& self, const Tensor& other,
+                       const Scalar& alpha, Tensor& out) {
+  float v = out.shape_dynamism() == ::executorch::runtime::TensorShapeDynamism::STATIC ? 1.0f : 2.0f;
+  float* o = out.mutable_data_ptr<float>();
+  for (ssize_t i = 0; i < out.numel(); i++) o[i] = v;
+  return out;
+}
+"""
+
+#: aten::add.out (1-D float) that shrinks its out by one element, then adds
+SHRINKING_ADD = r"""
+Tensor& shrinking_add(KernelRuntimeContext& ctx, const Tensor& self, const Tensor& other,
+                      const Scalar& alpha, Tensor& out) {
+  executorch::aten::SizesType n = static_cast<executorch::aten::SizesType>(out.size(0) - 1);
+  ET_KERNEL_CHECK(ctx, ::executorch::runtime::resize_tensor(out, ArrayRef<executorch::aten::SizesType>(&n, 1)) == Error::Ok,
+                  InvalidArgument, out);
+  const float* a = self.const_data_ptr<float>();
+  const float* b = other.const_data_ptr<float>();
+  float* o = out.mutable_data_ptr<float>();
+  for (ssize_t i = 0; i < out.numel(); i++) o[i] = a[i] + b[i];
+  return out;
+}
+"""
+
+
+def _add_like(name, source):
+    """A compiled kernel with aten::add.out's schema under ctest::<name>.out."""
+    if name not in _MEMO:
+        schema = str(etops.registry().aten.add.out._schema).replace("aten::add.out", f"ctest::{name}.out")
+        _MEMO[name] = etops.register_kernel(f"ctest::{name}.out", source, schema=schema)
+    return _MEMO[name]
+
+
+def test_outs_whose_shape_torch_fixed_reach_the_kernel_static(cache):
+    """As in a program exported with static shapes: an out of the shape torch's checks
+    gave it is a STATIC tensor; under an operator torch does not know (no checks) the
+    out is DYNAMIC_BOUND, which the kernel may shrink."""
+    probe = _add_like("dynamism_probe", DYNAMISM_PROBE)
+    a = torch.ones(3)
+    with etops.override("aten::add.out", probe.address):
+        assert torch.equal(etops.registry().aten.add.out(a, a, out=torch.empty(3)), torch.full((3,), 1.0))
+        assert torch.equal(etops.registry().aten.add.out(a, a, out=torch.empty(3)), torch.full((3,), 1.0))  # remembered
+    assert torch.equal(etops.registry().ctest.dynamism_probe.out(a, a, out=torch.empty(3)), torch.full((3,), 2.0))
+
+
+def test_a_kernel_that_resizes_a_static_out_runs_again_dynamic(cache):
+    """A kernel that sizes an out otherwise than torch (ExecuTorch's eval batch norm
+    shrinks save_mean to [0]) refuses the STATIC out before computing; etops calls it
+    again with the out DYNAMIC_BOUND, as before outs went STATIC, and remembers that
+    for the signature."""
+    shrinking = _add_like("shrinking_add", SHRINKING_ADD)
+    probe = _add_like("dynamism_probe", DYNAMISM_PROBE)
+    a = torch.ones(5)  # a signature of its own: the test before remembers (3,)
+    add = etops.registry().aten.add.out
+    with etops.override("aten::add.out", shrinking.address):
+        for _ in range(2):
+            out = torch.empty(5)
+            with pytest.warns(UserWarning, match="was resized"):  # etops mirrors the shrink, as torch warns
+                add(a, a, out=out)
+            assert out.shape == (4,) and torch.equal(out, torch.full((4,), 2.0))
+    with etops.override("aten::add.out", probe.address):  # the signature stays DYNAMIC_BOUND
+        assert torch.equal(add(a, a, out=torch.empty(5)), torch.full((5,), 2.0))
+
+
 def test_override_restored_on_exception(instrumented):
     original = registry_snapshot()
     with pytest.raises(ZeroDivisionError):
