@@ -146,8 +146,8 @@ def test_a_lazily_conjugated_tensor_reaches_the_kernel_resolved(reg):
 def test_a_lazily_negated_complex_tensor_reaches_the_kernel_resolved(reg):
     """torch's negative bit (a conj view's imaginary parts, `_neg_view`) is no more in
     DLPack than the conjugate bit: such a complex tensor goes as a resolved copy.
-    Found by the conformance sweep (view_copy, expand_copy, transpose_copy on
-    complex samples with the bit kept)."""
+    Found while looking into the sweep's complex view_copy / expand_copy /
+    transpose_copy clusters: the kernel got the values without the negation."""
     x = torch._neg_view(torch.randn(2, 3, dtype=torch.complex64))
     assert x.is_neg() and not x.is_conj()
     want = x.resolve_neg()
