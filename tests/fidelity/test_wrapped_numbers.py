@@ -113,3 +113,26 @@ def test_repeated_calls_with_numbers(reg):
     for k in range(50):
         reg.aten.add.out(t, float(k), out=out)
         assert torch.equal(out, t + k)
+
+
+@pytest.mark.parametrize("op, args, argument", [
+    ("mul.Scalar_out", (torch.ones(2, dtype=torch.complex64), 1j), "other"),
+    ("full_like.out", (torch.ones(2, dtype=torch.complex64), 1 + 2j), "fill_value"),
+])
+def test_complex_scalar_is_refused_naming_the_argument(reg, op, args, argument):
+    """ExecuTorch's Scalar holds bool, int and float only: a complex Scalar cannot
+    reach the kernel, and the TypeError names the parameter."""
+    base, overload = op.split(".")
+    with pytest.raises(TypeError, match=f"argument '{argument}': ExecuTorch Scalars cannot be complex"):
+        getattr(getattr(reg.aten, base), overload)(*args)
+
+
+def test_outs_of_kernels_whose_functional_torch_sizes_are_allocated(reg):
+    """_to_copy.out, full_like.out and _to_dim_order_copy.out take their dtype and
+    layout from the out: called without one, etops sizes it by the functional."""
+    x = torch.randn(2, 3)
+    assert torch.equal(reg.aten._to_copy.out(x), x)
+    assert torch.equal(reg.aten.full_like.out(x, 2.0), torch.full((2, 3), 2.0))
+    y = torch.randn(1, 2, 3, 4)
+    got = reg.dim_order_ops._to_dim_order_copy.out(y, dim_order=[0, 2, 3, 1])
+    assert torch.equal(got, y) and got.is_contiguous(memory_format=torch.channels_last)

@@ -113,7 +113,7 @@ uint64_t call_signature(const etb_value* vals, int n) {
 
 /* Runs torch's checks (the slow path's validate) unless a call of the same
  * signature passed them before. 0: go on, *slot the signature's entry in the
- * ring (validated_static_outs[*slot]: whether torch fixed the out shapes);
+ * ring (validated_static_outs[*slot]: whether its outs go STATIC);
  * -1: torch refuses (exception set); 1: the slow path resized outs as torch's
  * out= does and made the call itself (*handled is its result, a new reference). */
 static int validate_once(KernelObject* k, const etb_value* vals, PyObject* const* bound, PyObject** handled,
@@ -134,7 +134,7 @@ static int validate_once(KernelObject* k, const etb_value* vals, PyObject* const
     Py_DECREF(res);
     return 1;
   }
-  k->validated_static_outs[k->validated_next] = res == Py_True;
+  k->validated_static_outs[k->validated_next] = k->static_outs_allowed && res == Py_True;
   Py_DECREF(res);
   *slot = k->validated_next;
   k->validated[k->validated_next] = h;
@@ -316,7 +316,7 @@ PyObject* kernel_vectorcall(PyObject* self, PyObject* const* args, size_t nargsf
     int slot = -1;
     int checked = validate_once(k, vals, bound, &result, &slot);
     if (checked != 0) goto done; /* refused (result NULL), or made by the slow path */
-    if (k->static_outs_allowed && k->validated_static_outs[slot]) {
+    if (k->validated_static_outs[slot]) {
       set_out_dynamism(k, &cs, ETB_STATIC);
       static_slot = slot;
     }

@@ -76,7 +76,8 @@ typedef struct {
   int contiguous_only; /* every tensor reaches the kernel contiguous (the rules table's contiguous_only) */
   /* torch's checks of the call (slow path `validate`), once per argument
    * signature: the signatures (call_signature) of calls torch accepted, and for
-   * each whether torch fixed the out shapes (the outs then go STATIC) */
+   * each whether its outs go STATIC (torch fixed their shapes, and
+   * static_outs_allowed) */
   int validates;
   int validated_count, validated_next;
   uint64_t validated[VALIDATED_SIGNATURES];

@@ -129,7 +129,7 @@ static PyObject* kernel_new(PyTypeObject* type, PyObject* args, PyObject* kwargs
     Py_DECREF(k);
     return NULL;
   }
-  k->static_outs_allowed = k->validates && k->delegate_handle == NULL;
+  k->static_outs_allowed = k->validates; /* delegates never validate */
   for (int i = 0; i < k->nargs; i++) {
     if (k->args[i].flags & F_MUTABLE) k->static_outs_allowed = 0;
   }

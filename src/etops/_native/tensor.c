@@ -236,7 +236,7 @@ int etops_refuse_overlapping_write(const char* op, const char* what) {
 
 /* The layout of a tensor fill_contiguous did not place (not contiguous, empty, a
  * size or stride beyond int32, or a complex tensor of an exchange API, whose lazy
- * conjugate bit is asked for): etops_borrow_tensor's result for it, `out`'s
+ * conjugate and negative bits are asked for): etops_borrow_tensor's result for it, `out`'s
  * layout filled unless LAYOUT_NOT_DENSE / LAYOUT_OVERLAPPING or an error. Out
  * of line: the common call never runs it. */
 static Py_NO_INLINE int borrow_general_layout(PyObject* obj, int from_torch_api, const DLTensor* dl,
