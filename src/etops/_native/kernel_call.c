@@ -284,6 +284,14 @@ static PyObject* allocated_outs_result(KernelObject* k, PyObject** bound) {
   return tup;
 }
 
+/* Whether no out was given (allocate_outs allocates every out). */
+static int no_out_given(const KernelObject* k, PyObject* const* bound) {
+  for (int i = 0; i < k->nargs; i++) {
+    if ((k->args[i].flags & F_OUT) && bound[i] != NULL && bound[i] != Py_None) return 0;
+  }
+  return 1;
+}
+
 static int any_resized(const CallScratch* cs) {
   for (int i = 0; i < cs->nrecs; i++) {
     if (cs->recs[i]->t.resized) return 1;
@@ -349,6 +357,7 @@ PyObject* kernel_vectorcall(PyObject* self, PyObject* const* args, size_t nargsf
     const ArgSpec* a = &k->args[i];
     if (missing_out && (a->flags & F_OUT)) {
       vals[i].tag = ETB_NONE;
+      vals[i].len = 0; /* hashed by alloc_signature */
       continue;
     }
     if (a->has_default_value && bound[i] == a->default_value) {
@@ -359,7 +368,7 @@ PyObject* kernel_vectorcall(PyObject* self, PyObject* const* args, size_t nargsf
   }
   /* raises, naming the argument (or accepts an out the slow path will resize) */
   if (k->specs != NULL && !matches_specs(k, vals) && slow_check(k, SLOW_EXPLAIN_MISMATCH, bound) < 0) goto done;
-  if (missing_out && k->allocates) {
+  if (missing_out && k->allocates && no_out_given(k, bound)) {
     /* outs the kernel allocated before for this signature: allocated here, then a call with outs */
     int slot = find_allocation(k, &cs, vals, &alloc_sig);
     alloc_remember = slot == -1;
