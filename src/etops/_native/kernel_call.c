@@ -249,13 +249,13 @@ static PyObject* allocate_in_python(KernelObject* k, CallScratch* cs, PyObject**
 }
 
 /* A call whose outs kernel_alloc.c allocated (entry `slot`) that did not go as
- * remembered (torch's checks or the kernel wanted other outs, the kernel failed):
- * made again by the slow path as before, exactly, with no out given (the kernel
- * writes nothing but its outs: static_outs_allowed). `forget`: the signature
- * keeps the slow path from now on. */
-static PyObject* allocate_again_in_python(KernelObject* k, CallScratch* cs, PyObject** bound, int slot,
-                                          int forget) {
-  if (forget) forget_allocation(k, slot);
+ * remembered (torch's checks or the kernel wanted other outs): made again by the
+ * slow path as before, exactly, with no out given (the kernel writes nothing but
+ * its outs: static_outs_allowed), and the signature keeps the slow path from now
+ * on. (A kernel that fails on them fails as on the slow path's outs: the error
+ * branch raises it, nothing runs twice.) */
+static PyObject* allocate_again_in_python(KernelObject* k, CallScratch* cs, PyObject** bound, int slot) {
+  forget_allocation(k, slot);
   for (int i = 0; i < k->nargs; i++) {
     if (k->args[i].flags & F_OUT) bound[i] = NULL;
   }
@@ -398,7 +398,7 @@ PyObject* kernel_vectorcall(PyObject* self, PyObject* const* args, size_t nargsf
     if (checked != 0 && alloc_slot >= 0) { /* allocated outs torch did not take as they are */
       Py_CLEAR(result);
       PyErr_Clear();
-      result = allocate_again_in_python(k, &cs, bound, alloc_slot, 1);
+      result = allocate_again_in_python(k, &cs, bound, alloc_slot);
       goto done;
     }
     if (checked != 0) goto done; /* refused (result NULL), or made by the slow path */
@@ -406,7 +406,7 @@ PyObject* kernel_vectorcall(PyObject* self, PyObject* const* args, size_t nargsf
       set_out_dynamism(k, &cs, ETB_STATIC);
       static_slot = slot;
     } else if (alloc_slot >= 0) { /* outs the kernel may resize: the slow path's call */
-      result = allocate_again_in_python(k, &cs, bound, alloc_slot, 1);
+      result = allocate_again_in_python(k, &cs, bound, alloc_slot);
       goto done;
     }
   }
@@ -443,9 +443,10 @@ PyObject* kernel_vectorcall(PyObject* self, PyObject* const* args, size_t nargsf
       set_out_dynamism(k, &cs, ETB_DYNAMIC_BOUND);
       err = run_kernel(k, fn, vals, cs.numel_total);
     }
-    if (alloc_slot >= 0 && (err != ETB_OK || any_resized(&cs))) {
-      /* the error, logs and resize warnings of the slow path's call, as before */
-      result = allocate_again_in_python(k, &cs, bound, alloc_slot, err == ETB_OK);
+    if (alloc_slot >= 0 && err == ETB_OK && any_resized(&cs)) {
+      /* the kernel sized its outs otherwise than torch: the slow path's call (it
+       * mirrors the sizes without warning: etops allocated those outs) from now on */
+      result = allocate_again_in_python(k, &cs, bound, alloc_slot);
       goto done;
     }
   }

@@ -87,7 +87,7 @@ class BenchResult:
     first ``key_columns`` name the row; an error row puts its message in the next
     one), ``_cells(row)``, and ``_extra(row)`` for markdown's last column."""
 
-    columns = COLUMNS
+    columns: tuple[str, ...] = COLUMNS
     key_columns = 3
     left_columns: tuple[str, ...] = ("kernel", "dtype", "agree")
     extra_column = "input"
