@@ -135,7 +135,7 @@ def test_a_row_whose_ratios_disagree_says_which_answers():
     disagree = {"ratio": s(0.5, 0.45, 0.55), "kernel_ratio": s(1.5, 1.4, 1.6)}
     text = row_verdict(disagree)
     assert text.startswith("ET kernel slower") and "the kernel ratio answers" in text and "says faster" in text
-    assert row_verdict({"ratio": s(0.5, 0.45, 0.55), "kernel_ratio": None}) == "ET faster"
+    assert row_verdict({"ratio": s(0.5, 0.45, 0.55), "kernel_ratio": None}) == "ET faster per call"
     assert row_verdict({"ratio": s(1.0, 0.9, 1.1), "kernel_ratio": None}) == "no verdict"
     row = {"kernel": "k", "dtype": "float32", "size": 1, "size_label": "1", "error": None, "etops": s(1, 1, 1),
            "aten": s(1, 1, 1), "agree": True, **disagree}

@@ -57,12 +57,12 @@ def fmt_ratio(summary) -> str:
 
 
 def row_verdict(row) -> str:
-    """Which kernel is faster by a row's ratios: the kernel ratio's verdict when it
-    was measured (the kernels alone), else the call ratio's; a row whose two ratios
-    disagree says which one answers."""
+    """Which side is faster by a row's ratios: the kernel ratio's verdict when it
+    was measured (the kernels alone), else the call ratio's (said to be per call);
+    a row whose two ratios disagree says which one answers."""
     call, kernel = verdict(row.get("ratio")), verdict(row.get("kernel_ratio"))
-    if kernel is None:
-        return {"faster": "ET faster", "slower": "ET slower"}.get(call or "", call or "-")
+    if kernel is None:  # kernel times too close to the call overheads: the calls only
+        return {"faster": "ET faster per call", "slower": "ET slower per call"}.get(call or "", call or "-")
     said = {"faster": "ET kernel faster", "slower": "ET kernel slower"}.get(kernel, "no verdict on the kernels")
     if call in (kernel, "no verdict", None):
         return said
