@@ -123,6 +123,7 @@ def test_a_ratio_within_its_noise_has_no_verdict():
     assert verdict(_summary(0.5, 0.3, 0.75)) == "faster"  # ±0.225 against a difference of 0.5
     assert verdict(_summary(2.0, 1.9, 2.1)) == "slower" and fmt_ratio(_summary(2.0, 1.9, 2.1)) == "2.00 ±0.10"
     assert verdict(_summary(0.5, 0.45, 0.6)) == "faster"
+    assert verdict(_summary(1.9, 0.8, 2.4)) == "no verdict"  # ±0.8 < 0.9, but a quarter of the rounds below 1
     assert verdict(None) is None and fmt_ratio(None) == "-"
 
 

@@ -491,7 +491,8 @@ class DelegateBenchResult(BenchResult):
     key_columns = 3
     left_columns: tuple[str, ...] = ("model", "delegate", "ops", "agree")
     legend = ("ratios: median of the per-round ratios ± half their interquartile range; 'no verdict' when "
-              "that spread is at least the distance from 1 (the rounds do not say which side is faster).")
+              "that spread is at least the distance from 1 or the middle half of the rounds lies on both "
+              "sides of 1 (the rounds do not say which side is faster).")
     extra_column = "inputs"
 
     def ranked(self) -> list[dict]:

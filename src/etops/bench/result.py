@@ -15,7 +15,8 @@ RATIO_LEGEND = (
     "kernel ratio: the same with each side's zero-size call subtracted, the kernels alone - "
     "it answers 'which kernel is faster' where the two disagree. Both: median of the per-round "
     "ratios ± half their interquartile range; 'no verdict' when that spread is at least the "
-    "distance from 1 (the rounds do not say which side is faster)."
+    "distance from 1 or the middle half of the rounds lies on both sides of 1 (the rounds do not "
+    "say which side is faster)."
 )
 
 
@@ -34,13 +35,14 @@ def fmt_time(seconds) -> str:
 
 def verdict(summary) -> str | None:
     """What a ratio summary (median and quartiles of per-round ratios top / bottom)
-    says: "faster" (top is), "slower", or "no verdict" when its rounds spread (half
-    the interquartile range) at least as far as the difference it reports (the
-    median's distance from 1); None without a summary."""
+    says: "faster" (top is), "slower", or "no verdict" when its rounds spread as far
+    as the difference it reports: half the interquartile range at least the
+    median's distance from 1, or the middle half of the rounds on both sides of 1.
+    None without a summary."""
     if not summary:
         return None
     noise = (summary["q3"] - summary["q1"]) / 2
-    if noise >= abs(summary["median"] - 1.0):
+    if noise >= abs(summary["median"] - 1.0) or summary["q1"] <= 1.0 <= summary["q3"]:
         return "no verdict"
     return "faster" if summary["median"] < 1.0 else "slower"
 
