@@ -72,7 +72,8 @@ def _copy_back(user_tensor: Any, computed: torch.Tensor) -> None:
     user_tensor.copy_(computed)
 
 
-_native.configure(tensor_type=torch.Tensor, densify=_densify, copy_back=_copy_back, flush_logs=_logs.flush)
+_native.configure(tensor_type=torch.Tensor, densify=_densify, copy_back=_copy_back, flush_logs=_logs.flush,
+                  empty_strided=torch.empty_strided)
 _native.install_pal()
 _runtime_patch.install()
 

@@ -21,7 +21,7 @@ from typing import Any, Protocol
 import torch
 
 from .errors import NoMatchingKernelError, SchemaError, kernel_failure
-from .out_shapes import allocate, as_torch, is_data_dependent, outs_as_result
+from .out_shapes import allocate, allocated_strides, as_torch, is_data_dependent, outs_as_result
 from .resize import check_resizes, kept_memory_format, quiet_ids, resize_like_torch, warn_resized
 
 
@@ -166,6 +166,26 @@ class SlowPath:
         if isinstance(result, tuple):
             return tuple(None if any(r is u for u in unused) else r for r in result)
         return None if any(result is u for u in unused) else result
+
+    def outs_to_remember(self, kernel, values, _extra):
+        """After allocate_and_call made a call without outs: what it allocated, for
+        the C kernel to allocate itself on the next calls of the same input
+        signature: one (shape, strides, dtype) per out in schema order; None when
+        this signature's outs are not one tensor each (an out torch's functional
+        does not compute, a tensor list); False when no call of this kernel has
+        out shapes its signature fixes (they depend on the data)."""
+        info: SlowPathInfo = kernel._info
+        if is_data_dependent(info.name):
+            return False
+        specs = info.out_specs(bound_arguments(info, values))
+        remembered = []
+        for name in info.out_names():
+            spec = specs.get(name)
+            if not isinstance(spec, tuple):
+                return None
+            shape, dtype, stride = spec
+            remembered.append((tuple(shape), allocated_strides(shape, stride), dtype))
+        return tuple(remembered)
 
     def precheck(self, kernel, values, _extra):
         """Before every call of a kernel with guards or normalizers: None when the

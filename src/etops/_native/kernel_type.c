@@ -133,6 +133,7 @@ static PyObject* kernel_new(PyTypeObject* type, PyObject* args, PyObject* kwargs
   for (int i = 0; i < k->nargs; i++) {
     if (k->args[i].flags & F_MUTABLE) k->static_outs_allowed = 0;
   }
+  k->allocates = allocation_allowed(k);
   if (specs != Py_None && parse_specs(k, specs) < 0) {
     Py_DECREF(k);
     return NULL;
@@ -165,6 +166,7 @@ static int kernel_traverse(KernelObject* k, visitproc visit, void* arg) {
   Py_VISIT(k->info);
   Py_VISIT(k->slow);
   Py_VISIT(k->delegate);
+  for (int i = 0; i < ALLOCATION_SIGNATURES; i++) Py_VISIT(k->allocated_outs[i]);
   for (int i = 0; i < k->nslots; i++) {
     Py_VISIT(k->args[i].default_value);
     Py_VISIT(k->args[i].extra);
@@ -177,6 +179,7 @@ static int kernel_clear(KernelObject* k) {
   Py_CLEAR(k->slow);
   Py_CLEAR(k->delegate);
   k->delegate_handle = NULL;
+  clear_allocations(k);
   for (int i = 0; i < k->nslots; i++) {
     Py_CLEAR(k->args[i].default_value);
     Py_CLEAR(k->args[i].extra);
