@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The wheel travels: etops built and installed into a fresh virtual environment, and
-# there the README's python blocks, `etops list`, `etops threads`, a custom kernel
-# built from a source string and `etops check` on a few kernels run.
+# there the README's python blocks, `etops list`, `etops threads`, `etops check` on a
+# few kernels and custom kernels built from source strings run.
 #
 # Usage: tests/packaging/wheel_travel.sh WORK_DIR [PIN...]     (pip's cache is reused)
 #   no PIN (make test-wheel): `pip wheel .` with pip's default build isolation (the
@@ -72,4 +72,6 @@ fi
 # A kernel compiled from a source string (a fresh cache: headers and libraries come
 # from the installed executorch), registered, run eagerly and in a .pte.
 ETOPS_CACHE_DIR="$work/cache" "$venv_python" "$src/examples/custom_kernel_pte.py"
+# The API the verified versions differ in (get_thread_count, 1.5.1's header only).
+ETOPS_CACHE_DIR="$work/cache" "$venv_python" "$src/tests/packaging/thread_count_kernel.py"
 echo "wheel travel: ok"
