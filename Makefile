@@ -3,6 +3,7 @@
 #   make test   - the lint step and the test suite (what CI runs)
 #   make docs   - the documentation site (mkdocs --strict) into build/site
 #   make bench  - the benchmarks (benchmarks/README.md)
+#   make test-compat - etops built and run against the other verified executorch versions
 
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
@@ -17,11 +18,15 @@ $(PY):
 	python3 -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
 
-# The pinned runtime pair, read from pyproject.toml's build requirements (the one
-# source of truth; torch 2.13.0 is the CPU build on these machines), and the build tools.
+# The exact pin of a tool in pyproject.toml (its docs and lint extras).
 PIN     = $(shell grep -o '"$(1)==[^"]*"' pyproject.toml | head -1 | tr -d '"')
-TORCH_PIN      := $(call PIN,torch)
-EXECUTORCH_PIN := $(call PIN,executorch)
+# The versions of torch or executorch etops is verified with, newest first, from
+# pyproject.toml's [tool.etops] (the one list of them; torch 2.13.0 is the CPU build
+# on these machines). The venv gets the first pair, with the build tools.
+VERIFIED = $(shell grep '^verified-$(1) *=' pyproject.toml | grep -o '"[^"]*"' | tr -d '"')
+TORCH_PIN      := torch==$(firstword $(call VERIFIED,torch))
+EXECUTORCH_PIN := executorch==$(firstword $(call VERIFIED,executorch))
+COMPAT_EXECUTORCH := $(wordlist 2,99,$(call VERIFIED,executorch))
 $(DEPS): $(PY) pyproject.toml
 	$(PIP) install -q $(TORCH_PIN) $(EXECUTORCH_PIN) "scikit-build-core>=0.10" ninja cmake pytest numpy rich==15.0.0 matplotlib==3.11.2 hypothesis==6.170.17
 	touch $@
@@ -60,6 +65,17 @@ docs: $(TOOLS)
 # isolation, installed into a fresh venv, snippet, etops list, a custom kernel, etops check.
 test-wheel:
 	tests/packaging/wheel_travel.sh $(abspath build/wheel-travel)
+
+# The other verified executorch versions (pyproject.toml's [tool.etops], e.g. 1.5.0):
+# the same travel, built in a fresh venv holding that executorch (--no-build-isolation,
+# as a user with their own ExecuTorch builds it), its registry compared kernel by
+# kernel with this venv's (built, first verified version).
+.PHONY: test-compat
+test-compat: $(BUILT)
+	mkdir -p build && $(PY) -m etops list --json > $(abspath build/registry-reference.json)
+	for version in $(COMPAT_EXECUTORCH); do \
+	  ETOPS_REFERENCE_REGISTRY=$(abspath build/registry-reference.json) \
+	  tests/packaging/wheel_travel.sh $(abspath build/compat-$$version) $(TORCH_PIN) executorch==$$version || exit 1; done
 
 bench: $(BUILT)
 	$(PY) benchmarks/run_all.py

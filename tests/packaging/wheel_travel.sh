@@ -1,35 +1,77 @@
 #!/usr/bin/env bash
-# The wheel travels: build etops' wheel with pip's default build isolation, install
-# it (with the pinned torch and executorch from the package index) into a fresh
-# virtual environment, and there run the README snippet, `etops list`, a custom
-# kernel built from a source string and `etops check` on one kernel.
-# Usage: tests/packaging/wheel_travel.sh WORK_DIR   (pip's cache is reused)
+# The wheel travels: etops built and installed into a fresh virtual environment, and
+# there the README's python blocks, `etops list`, `etops threads`, `etops check` on a
+# few kernels and custom kernels built from source strings run.
+#
+# Usage: tests/packaging/wheel_travel.sh WORK_DIR [PIN...]     (pip's cache is reused)
+#   no PIN (make test-wheel): `pip wheel .` with pip's default build isolation (the
+#     newest torch and executorch in etops' ranges), the wheel installed with its
+#     dependencies from the package index.
+#   PINs, e.g. torch==2.13.0 executorch==1.5.0 (make test-compat): the venv gets those
+#     first, etops is built there with --no-build-isolation (as a user with their own
+#     ExecuTorch builds it) and installed with its dependencies, which must keep the
+#     pinned executorch. With ETOPS_REFERENCE_REGISTRY (`etops list --json` of another
+#     verified version) the registries are compared kernel by kernel.
 set -euo pipefail
-work="${1:?usage: wheel_travel.sh WORK_DIR}"
+work="${1:?usage: wheel_travel.sh WORK_DIR [PIN...]}"
+shift
 src="$(cd "$(dirname "$0")/../.." && pwd)"
 rm -rf "$work" && mkdir -p "$work/wheels"
-python3 -m venv "$work/build-venv"
-"$work/build-venv/bin/python" -m pip install -q --upgrade pip
-"$work/build-venv/bin/python" -m pip wheel -q --no-deps -w "$work/wheels" "$src"
+venv_python="$work/venv/bin/python"
 python3 -m venv "$work/venv"
-"$work/venv/bin/python" -m pip install -q --upgrade pip
-"$work/venv/bin/python" -m pip install -q "$work"/wheels/etops-*.whl
-cd "$work"   # away from the source tree: only the installed wheel is importable
-"$work/venv/bin/python" - <<'PY'
-import torch
-import etops
-from executorch.runtime import Runtime
-
-reg = Runtime.get().operator_registry
-a, b = torch.ones(2, 2), torch.ones(2, 2)
-c = torch.empty_like(a)
-reg.aten.add.out(a, b, out=c)
-assert torch.equal(c, torch.full((2, 2), 2.0)), c
-print("snippet ok")
+"$venv_python" -m pip install -q --upgrade pip
+if [ $# -eq 0 ]; then
+  python3 -m venv "$work/build-venv"
+  "$work/build-venv/bin/python" -m pip install -q --upgrade pip
+  "$work/build-venv/bin/python" -m pip wheel -q --no-deps -w "$work/wheels" "$src"
+  "$venv_python" -m pip install -q "$work"/wheels/etops-*.whl
+else
+  "$venv_python" -m pip install -q "$@" "scikit-build-core>=0.10" ninja cmake
+  before="$("$venv_python" -m pip freeze | grep -i '^executorch==')"
+  "$venv_python" -m pip install -q --no-build-isolation -C build-dir="$work/cmake-build" "$src"
+  after="$("$venv_python" -m pip freeze | grep -i '^executorch==')"
+  [ "$before" = "$after" ] || { echo "installing etops replaced $before with $after"; exit 1; }
+  echo "built and installed against $after"
+fi
+cd "$work"   # away from the source tree: only the installed etops is importable
+"$venv_python" - "$src" <<'PY'
+import pathlib, sys
+sys.path.insert(0, f"{sys.argv[1]}/tests/docs")
+from docs_pages import run_page
+run_page(pathlib.Path(sys.argv[1]) / "README.md")
+print("README python blocks ok")
 PY
+"$work/venv/bin/etops" --version
 "$work/venv/bin/etops" list > "$work/list.txt" && head -5 "$work/list.txt"
-"$work/venv/bin/etops" check aten::add.out
+"$work/venv/bin/etops" list --json > "$work/list.json"
+if [ -n "${ETOPS_REFERENCE_REGISTRY:-}" ]; then
+  "$venv_python" - "$work/list.json" "$ETOPS_REFERENCE_REGISTRY" <<'PY'
+import json, os, sys
+
+def registry(path):
+    """Each kernel's schema, callability, kernel keys and providing libraries (by file name)."""
+    return {e["name"]: (e["schema"], e["schema_known"], e["callable"], e["status"],
+                        sorted((str(k["key"]), k["origin"], os.path.basename(k["library"] or "")) for k in e["kernels"]))
+            for e in json.load(open(path))}
+
+here, reference = registry(sys.argv[1]), registry(sys.argv[2])
+differ = sorted(n for n in here.keys() & reference.keys() if here[n] != reference[n])
+for name in differ:
+    print(f"{name}:\n  here:      {here[name]}\n  reference: {reference[name]}")
+for label, names in (("only here", here.keys() - reference.keys()), ("only in the reference", reference.keys() - here.keys())):
+    if names:
+        print(f"{label}: {sorted(names)}")
+if differ or here.keys() != reference.keys():
+    sys.exit("the registries differ (above): etops must handle each difference, and docs/installation.md list it")
+print(f"registry: the same {len(here)} kernels, schemas, keys and libraries as the reference")
+PY
+fi
+"$work/venv/bin/etops" threads --json
+# A few kernels against ATen: elementwise (optimized), a reduction, a quantized one.
+"$work/venv/bin/etops" check --no-progress aten::add.out aten::sum.IntList_out quantized_decomposed::quantize_per_tensor.out
 # A kernel compiled from a source string (a fresh cache: headers and libraries come
 # from the installed executorch), registered, run eagerly and in a .pte.
-ETOPS_CACHE_DIR="$work/cache" "$work/venv/bin/python" "$src/examples/custom_kernel_pte.py"
+ETOPS_CACHE_DIR="$work/cache" "$venv_python" "$src/examples/custom_kernel_pte.py"
+# The API the verified versions differ in (get_thread_count, 1.5.1's header only).
+ETOPS_CACHE_DIR="$work/cache" "$venv_python" "$src/tests/packaging/thread_count_kernel.py"
 echo "wheel travel: ok"

@@ -21,22 +21,35 @@ import ctypes
 import importlib.metadata
 import importlib.util
 import os
+import sys
 
 from . import build_info
 
+#: The file name suffix of the executorch package's shared libraries on this platform.
+SHARED_LIBRARY_SUFFIX = ".dylib" if sys.platform == "darwin" else ".so"
+
+
+def shared_library_name(stem: str) -> str:
+    """The file name of executorch's library ``stem`` on this platform
+    (``executorch_threadpool`` -> ``libexecutorch_threadpool.so``, ``.dylib`` on macOS)."""
+    return f"lib{stem}{SHARED_LIBRARY_SUFFIX}"
+
+
+#: The runtime library (the kernel registry) every other library links.
+RUNTIME_LIBRARY = shared_library_name("executorch")
 #: Kernel libraries of the executorch wheel, loaded in this order when present.
-KERNEL_LIBRARIES = (
-    "libexecutorch_threadpool.so",
-    "libexecutorch_kernels_optimized.so",
-    "libexecutorch_kernels_quantized.so",
+KERNEL_LIBRARIES = tuple(
+    shared_library_name(stem)
+    for stem in ("executorch_threadpool", "executorch_kernels_optimized", "executorch_kernels_quantized")
 )
 
 
 def executorch_lib_dir() -> str:
-    """The ``lib/`` folder of the installed executorch wheel (found without importing it)."""
+    """The ``lib/`` folder of the installed executorch package (found without importing it)."""
     spec = importlib.util.find_spec("executorch")
     if spec is None or not spec.submodule_search_locations:
-        raise ImportError("etops needs the executorch package (pip install executorch==1.5.1)")
+        raise ImportError("etops needs the executorch package it was built against: pip install executorch=="
+                          + build_info.EXECUTORCH_VERSION)
     return os.path.join(list(spec.submodule_search_locations)[0], "lib")
 
 
@@ -72,8 +85,11 @@ def _load_runtime() -> dict[str, ctypes.CDLL]:
     lib_dir = executorch_lib_dir()
     loaded = {}
     # RTLD_GLOBAL so that _core's NEEDED libexecutorch.so resolves to this very copy.
-    runtime = os.path.join(lib_dir, "libexecutorch.so")
-    loaded["libexecutorch.so"] = ctypes.CDLL(runtime, mode=ctypes.RTLD_GLOBAL)
+    runtime = os.path.join(lib_dir, RUNTIME_LIBRARY)
+    if not os.path.exists(runtime):
+        raise ImportError(f"the executorch package has no {runtime}: etops needs its shared runtime "
+                          "(the split layout of the 1.5 wheels; docs/installation.md)")
+    loaded[RUNTIME_LIBRARY] = ctypes.CDLL(runtime, mode=ctypes.RTLD_GLOBAL)
     for name in KERNEL_LIBRARIES:
         path = os.path.join(lib_dir, name)
         if os.path.exists(path):
@@ -119,6 +135,9 @@ __all__ = [
     "make_key",
     "registered_kernels",
     "registry_generation",
+    "RUNTIME_LIBRARY",
+    "SHARED_LIBRARY_SUFFIX",
     "set_layout_preserve",
+    "shared_library_name",
     "tensor_meta",
 ]

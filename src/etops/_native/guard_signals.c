@@ -14,7 +14,9 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <ucontext.h>
+#if defined(__linux__)
+#include <ucontext.h> /* REG_ERR, the write bit below; macOS's needs _XOPEN_SOURCE and has neither */
+#endif
 #include <unistd.h>
 
 /* What the handler writes: "ETGF" then these fields, little-endian as the host. */

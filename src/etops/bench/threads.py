@@ -20,7 +20,7 @@ import threading
 from .. import _native
 from ..errors import EtopsError
 
-_LIB = "libexecutorch_threadpool.so"
+_LIB = _native.shared_library_name("executorch_threadpool")
 _GET_THREADPOOL = "_ZN10executorch9extension10threadpool14get_threadpoolEv"
 _GET_COUNT = "_ZNK10executorch9extension10threadpool10ThreadPool16get_thread_countEv"
 _RESET = "_ZN10executorch9extension10threadpool10ThreadPool24_unsafe_reset_threadpoolEj"

@@ -61,6 +61,8 @@ _toolchain_lock = threading.Lock()
 def _cmake_defines(config: Path, lib_dir: Path) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """The compile definitions the wheel's CMake config gives its consumers, and the
     libraries that go with them (the thread pool library with ET_USE_THREADPOOL)."""
+    from .. import _native
+
     text = config.read_text()
     defines: list[str] = []
     m = re.search(r"set\(\s*EXECUTORCH_COMPILE_DEFINITIONS\s+([^)]*)\)", text)
@@ -70,7 +72,7 @@ def _cmake_defines(config: Path, lib_dir: Path) -> tuple[tuple[str, ...], tuple[
         defines += [d for d in m.group(1).split(";") if d and "$" not in d]
     libs = ["executorch"]
     # The config turns ET_USE_THREADPOOL on exactly when the thread pool library shipped.
-    if "ET_USE_THREADPOOL" in text and (lib_dir / "libexecutorch_threadpool.so").exists():
+    if "ET_USE_THREADPOOL" in text and (lib_dir / _native.shared_library_name("executorch_threadpool")).exists():
         defines.append("ET_USE_THREADPOOL")
         libs.append("executorch_threadpool")
     else:

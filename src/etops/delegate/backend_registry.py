@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from .. import _native
 
 #: Backend library loaded before the others (the CPU backend every wheel has).
-PREFERRED_BACKEND_LIBRARY = "libexecutorch_backend_xnnpack.so"
+PREFERRED_BACKEND_LIBRARY = _native.shared_library_name("executorch_backend_xnnpack")
 
 _load_lock = threading.Lock()
 _loaded: dict[str, ctypes.CDLL] = {}
@@ -26,7 +26,7 @@ _loaded: dict[str, ctypes.CDLL] = {}
 
 def backend_libraries() -> list[str]:
     """Paths of the backend libraries in the executorch wheel, XNNPACK first."""
-    paths = glob.glob(os.path.join(_native.executorch_lib_dir(), "libexecutorch_backend_*.so"))
+    paths = glob.glob(os.path.join(_native.executorch_lib_dir(), "libexecutorch_backend_*" + _native.SHARED_LIBRARY_SUFFIX))
     return sorted(paths, key=lambda p: (os.path.basename(p) != PREFERRED_BACKEND_LIBRARY, p))
 
 
