@@ -252,33 +252,12 @@ def build(report, *, report_dir=None, hooks=None, layout: str | None = None, pre
 def _checker(case, hooks):
     """A TaskRunner able to check one case again (its tolerance, the sweep's hooks;
     crash clusters call the kernel guarded, so a crash is an answer, not an end)."""
+    from .hooks import with_guard
     from .runner import TaskRunner, default_kmap
 
-    runner = TaskRunner(default_kmap(), None, hooks=_with_guard(hooks) if case.status == "crash" else hooks)
+    runner = TaskRunner(default_kmap(), None, hooks=with_guard(hooks) if case.status == "crash" else hooks)
     runner.atol, runner.rtol = case.atol, case.rtol
     return runner
-
-
-class _GuardedHooks:
-    """The sweep's hooks with the kernel call made by etops.guard.call."""
-
-    def __init__(self, base):
-        self._base = base
-
-    def __getattr__(self, name):
-        if name == "invoke":
-            from ..guard.hooks import guarded
-
-            return guarded.invoke
-        if self._base is None:
-            raise AttributeError(name)
-        return getattr(self._base, name)
-
-
-def _with_guard(hooks):
-    from .hooks import load_hooks
-
-    return _GuardedHooks(load_hooks(hooks))
 
 
 def _recheck(runner, case, func, args, kwargs):
