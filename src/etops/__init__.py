@@ -41,6 +41,7 @@ from .errors import (
     RegistrationError,
     RegistryFullError,
     SchemaError,
+    UnrepresentableError,
     UnsupportedNodeError,
 )
 from .kernel import KernelInfo, KernelOrigin, RegisteredKernel, UncallableKernel
@@ -160,6 +161,7 @@ __all__ = [
     "RegistryFullError",
     "SchemaError",
     "UncallableKernel",
+    "UnrepresentableError",
     "UnsupportedNodeError",
     "get_kernel",
     "registry",

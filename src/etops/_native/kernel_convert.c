@@ -254,8 +254,7 @@ static int convert_scalar(KernelObject* k, CallScratch* cs, int i, const ArgSpec
     return 0;
   }
   if (PyComplex_Check(o)) {
-    PyErr_Format(PyExc_TypeError, "%s: argument '%s': ExecuTorch Scalars cannot be complex", k->op_name, a->cname);
-    return -1;
+    return etops_unrepresentable("%s: argument '%s': ExecuTorch Scalars cannot be complex", k->op_name, a->cname);
   }
   /* numpy scalars and other numbers: integers by __index__, the rest by __float__ */
   if (PyIndex_Check(o)) {
@@ -395,8 +394,12 @@ static int convert_enum(KernelObject* k, CallScratch* cs, int i, const ArgSpec* 
     int same_type = 0;
     while (PyDict_Next(a->extra, &pos, &key, &value)) same_type |= Py_TYPE(key) == Py_TYPE(o);
     PyObject* accepted = PyDict_Keys(a->extra);
-    PyErr_Format(same_type ? PyExc_ValueError : PyExc_TypeError, "%s: argument '%s' got %R; ExecuTorch accepts one of %R",
-                 k->op_name, a->cname, o, accepted ? accepted : Py_None);
+    if (same_type) /* a value torch has and ExecuTorch's enum lacks */
+      etops_unrepresentable("%s: argument '%s' got %R; ExecuTorch accepts one of %R", k->op_name, a->cname, o,
+                            accepted ? accepted : Py_None);
+    else
+      PyErr_Format(PyExc_TypeError, "%s: argument '%s' got %R; ExecuTorch accepts one of %R", k->op_name, a->cname, o,
+                   accepted ? accepted : Py_None);
     Py_XDECREF(accepted);
     return -1;
   }

@@ -425,7 +425,7 @@ class TaskRunner:
         return expected
 
     def check(self, case: CaseInfo, func, target, args, kwargs, expected) -> CaseResult:
-        from ..errors import KernelCrashed, KernelError, NoMatchingKernelError
+        from ..errors import KernelCrashed, KernelError, NoMatchingKernelError, UnrepresentableError
 
         result = CaseResult(case.kernel, case.aten_op, case.opinfo, case.dtype, case.sample, case.call, "pass",
                             inputs=describe_call(args, kwargs), atol=self.atol, rtol=self.rtol)
@@ -452,7 +452,7 @@ class TaskRunner:
             result.status = "crash"
             result.message = str(exc)[:500]
             return result
-        except (KernelError, NoMatchingKernelError) as exc:
+        except (KernelError, NoMatchingKernelError, UnrepresentableError) as exc:  # ExecuTorch's refusals
             result.status = "unsupported"
             result.message = f"{type(exc).__name__}: {exc}"[:500]
             return result
