@@ -297,17 +297,36 @@ class KernelInfo:
 
     def explain(self, *args, **kwargs) -> str:
         """Which registered kernel a call with these arguments would run, and why
-        (or why none matches)."""
+        (or why none matches): the kernel key the call builds, outs it allocates
+        (``out=`` omitted) included."""
         return self.describe_call(self.bind(args, kwargs))
+
+    def with_allocated_outs(self, bound: dict) -> tuple[dict, list[str]]:
+        """`bound` with every missing out allocated as the call allocates it (torch's
+        shape, dtype and dense strides), and the lines saying so (or why etops
+        cannot size them: the key then lacks them, as the call would fail)."""
+        missing = [n for n in self.out_names() if bound.get(n) is None]
+        if not missing:
+            return bound, []
+        try:
+            specs = self.out_specs(bound)
+        except Exception as exc:  # noqa: BLE001 - the call itself would raise this
+            return bound, [f"outs: the call cannot size {', '.join(missing)} ({type(exc).__name__}: {exc})"]
+        from .out_shapes import allocate
+
+        outs = {n: allocate(specs.get(n)) for n in missing}
+        return {**bound, **outs}, [f"outs allocated by the call (no out= given): {', '.join(missing)}"]
 
     def describe_call(self, bound: dict) -> str:
         """explain() of a call already bound (argument name -> value)."""
+        bound, notes = self.with_allocated_outs(bound)
         metas = self.bound_tensor_metas(bound)
         pairs = [(dtype, order) for _, dtype, order in metas]
         key = _native.make_key(pairs) if pairs else "(no tensors)"
         lines = [f"{self.name} called with:"]
         for name, dtype, order in metas:
             lines.append(f"  {name}: {dtypes.dtype_name(dtype)}, dim order {list(order)}")
+        lines.extend(notes)
         copied = self.copied_tensors(bound)
         if copied:
             lines.append("layouts (as an exported program would give them):")
@@ -316,10 +335,10 @@ class KernelInfo:
         registered = self.kernels
         how, chosen = select_kernel(registered, key)
         if how == "exact":
-            lines.append(f"runs: the kernel registered for exactly this key, from {chosen.library}")  # type: ignore[union-attr]
+            lines.append(f"runs: the {self._kind_of(chosen)} kernel registered for exactly this key, from {chosen.library}")  # type: ignore[union-attr]
         elif how == "fallback":
             why = "no kernel is registered for this key" if len(registered) > 1 else "it is the only kernel"
-            lines.append(f"runs: the fallback kernel ({why}), from {chosen.library}")  # type: ignore[union-attr]
+            lines.append(f"runs: the {self._kind_of(chosen)} fallback kernel ({why}), from {chosen.library}")  # type: ignore[union-attr]
         else:
             lines.append("runs: nothing - no kernel matches this key and there is no fallback kernel")
         has_fallback = any(k.key is None for k in registered)
@@ -327,6 +346,13 @@ class KernelInfo:
             lines.append("registered kernels:")
             lines.extend(f"  {k.key or 'fallback'}: {k.describe()}" for k in registered)
         return "\n".join(lines)
+
+    def _kind_of(self, kernel: RegisteredKernel) -> str:
+        """'built-in', 'custom', 'python' ... (and 'overridden') of one registered kernel."""
+        for origin in self.origins:
+            if origin.key == kernel.key:
+                return origin.kind + (" (overridden)" if origin.overridden else "")
+        return "registered"
 
     # ---- outs ----------------------------------------------------------------------
 
