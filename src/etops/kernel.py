@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import warnings
 from dataclasses import dataclass
 from typing import Any, NamedTuple, Union
 
@@ -289,6 +290,19 @@ class KernelInfo:
             lines.append(f"  {entry.name}: a contiguous copy reaches the kernel ({why}; a written one is copied back after the call)")
         return lines
 
+    def wrong_layout_lines(self, metas) -> list[str]:
+        """Lines warning of each tensor (of `metas`, as bound_tensor_metas gives them)
+        reaching the kernel in a layout the rules table records it as silently
+        wrong on (whether or not the user opted in)."""
+        rules = rules_for(self.name)
+        lines = []
+        for label, _dtype, order in metas:
+            finding = rules.wrong_on(layouts.layout_name(order))
+            if finding is not None:
+                opted = " (you opted in: etops.layout('preserve'))" if layouts.layout_is_preserved() else ""
+                lines.append("warning: " + wrong_layout_message(self.name, finding, label) + opted)
+        return lines
+
     def select(self, pairs) -> Selection:
         """The kernel ExecuTorch would run for tensors of these (ExecuTorch dtype,
         dim order) pairs, in kernel-key order (``tensor_metas``)."""
@@ -331,6 +345,7 @@ class KernelInfo:
         if copied:
             lines.append("layouts (as an exported program would give them):")
             lines.extend(copied)
+        lines.extend(self.wrong_layout_lines(metas))
         lines.append(f"kernel key: {key}")
         registered = self.kernels
         how, chosen = select_kernel(registered, key)
@@ -482,8 +497,36 @@ def make_kernel(name: str, schema: Any, schema_source: str) -> KernelObject:
     # torch checks calls of its own operators (aten::) before the kernel sees them
     validate = name.startswith("aten::") and torch_overload(name) is not None
     rules = rules_for(name)
+    warn = _layout_warning(name, rules.wrong_layouts) if rules.wrong_layouts and not rules.contiguous_only else None
     return _native.Kernel(name, plan.args, plan.returns, info, SLOW_PATH, precheck=rules.has_precheck,
-                          validate=validate, contiguous_only=rules.contiguous_only)
+                          validate=validate, contiguous_only=rules.contiguous_only, warn_layout=warn)
+
+
+#: (kernel, layout) pairs warned about in this process
+_WARNED_LAYOUTS: set = set()
+
+
+def wrong_layout_message(name: str, finding, argument: str) -> str:
+    """What a call (and explain) says when argument `argument` reaches kernel
+    `name` in a layout the rules table records it as silently wrong on."""
+    return (f"{name} computes wrong values on {finding.layout} inputs, with no error ({finding.found}; docs/layouts.md), "
+            f"and argument '{argument}' reaches it {finding.layout}. Pass .contiguous() tensors, or run the call under "
+            f"etops.layout('preserve') to pass it as it is on purpose (no warning then)")
+
+
+def _layout_warning(name: str, wrong_layouts: tuple):
+    """The C kernel's warn_layout(argument, dim order): warns once per kernel and
+    layout (a WrongLayoutWarning) when the layout is one of `wrong_layouts`."""
+
+    def warn(argument: str, dim_order: tuple) -> None:
+        layout = layouts.layout_name(dim_order)
+        finding = next((f for f in wrong_layouts if f.layout == layout), None)
+        if finding is None or (name, layout) in _WARNED_LAYOUTS:
+            return
+        _WARNED_LAYOUTS.add((name, layout))
+        warnings.warn(wrong_layout_message(name, finding, argument), layouts.WrongLayoutWarning, stacklevel=3)
+
+    return warn
 
 
 __all__ = ["KernelInfo", "RegisteredKernel", "Selection", "UncallableKernel", "decode_key", "library_of", "make_kernel"]

@@ -45,6 +45,21 @@ static int borrow_dense_copy(KernelObject* k, CallScratch* cs, TensorRec* r, int
   return 0;
 }
 
+/* Calls the kernel's warn_layout(what, dim order): the rules table knows this kernel
+ * computes wrong values on some layout, and a tensor in a non-contiguous order
+ * reaches it as it is without the user opting in (etops.layout("preserve")). Out of
+ * line: only kernels with such a record get here, and only for such a tensor. */
+static Py_NO_INLINE int warn_layout(KernelObject* k, const etb_tensor* t, const char* what) {
+  PyObject* order = PyTuple_New(t->ndim);
+  if (order == NULL) return -1;
+  for (int d = 0; d < t->ndim; d++) PyTuple_SET_ITEM(order, d, PyLong_FromLong(t->dim_order[d]));
+  PyObject* res = PyObject_CallFunction(k->warn_layout, "sO", what, order);
+  Py_DECREF(order);
+  if (res == NULL) return -1;
+  Py_DECREF(res);
+  return 0;
+}
+
 /* Borrows `obj` as tensor `what` of argument `arg`. Tensors reach the kernel as an
  * exported program lays them out: a non-dense input, or one in a permuted dim order
  * (unless the thread's layout mode is "preserve"), is replaced by a contiguous copy,
@@ -61,6 +76,9 @@ static inline TensorRec* borrow(KernelObject* k, CallScratch* cs, PyObject* obj,
   if (rc < 0) return NULL;
   if (rc == LAYOUT_DENSE && k->contiguous_only && !is_contiguous_order(&r->t)) rc = LAYOUT_PERMUTED;
   if (rc != LAYOUT_DENSE && borrow_dense_copy(k, cs, r, rc, what, writable) < 0) return NULL;
+  if (k->warn_layout != NULL && rc == LAYOUT_DENSE && !etops_layout_preserve && !is_contiguous_order(&r->t) &&
+      warn_layout(k, &r->t, what) < 0)
+    return NULL;
   int64_t numel = 1;
   for (int i = 0; i < r->t.ndim; i++) numel *= r->t.sizes[i];
   cs->numel_total += numel;
