@@ -349,11 +349,11 @@ class KernelInfo:
         lines.append(f"kernel key: {key}")
         registered = self.kernels
         how, chosen = select_kernel(registered, key)
-        if how == "exact":
-            lines.append(f"runs: the {self._kind_of(chosen)} kernel registered for exactly this key, from {chosen.library}")  # type: ignore[union-attr]
-        elif how == "fallback":
+        if chosen is not None and how == "exact":
+            lines.append(f"runs: the {self._kind_of(chosen)} kernel registered for exactly this key, from {chosen.library}")
+        elif chosen is not None and how == "fallback":
             why = "no kernel is registered for this key" if len(registered) > 1 else "it is the only kernel"
-            lines.append(f"runs: the {self._kind_of(chosen)} fallback kernel ({why}), from {chosen.library}")  # type: ignore[union-attr]
+            lines.append(f"runs: the {self._kind_of(chosen)} fallback kernel ({why}), from {chosen.library}")
         else:
             lines.append("runs: nothing - no kernel matches this key and there is no fallback kernel")
         has_fallback = any(k.key is None for k in registered)

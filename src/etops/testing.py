@@ -176,7 +176,7 @@ def _as_sample(item) -> Sample:
 
 
 def reference_cases(kernel, reference, samples, *, dtypes=("float32",), schema=None, library=None, compare=None, tolerance=None,
-                    hooks=None) -> list[ReferenceCase]:
+                    hooks=None, guard: bool = False) -> list[ReferenceCase]:
     """Cases checking `kernel` (a registered kernel's name or object, any
     namespace: a custom kernel, a loaded library's) against `reference`, a
     callable taking the kernel's arguments without its outs and returning what

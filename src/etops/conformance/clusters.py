@@ -20,6 +20,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from .values import VERDICTS, WRONG, clip
 
@@ -140,7 +141,7 @@ class Cluster:
     reproducer: str | None = None
     summary: str = ""
     #: the representative's result on `inputs` (its case until built: rechecked then)
-    example: object = None
+    example: Any = None
 
     @property
     def key(self) -> tuple:
