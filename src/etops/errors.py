@@ -46,6 +46,12 @@ class UnrepresentableError(EtopsError, TypeError, ValueError):
     it ``unsupported``. The message names the argument."""
 
 
+class UnsupportedCheck(EtopsError):
+    """etops.testing: the kernel refused every case of a check (``unsupported``:
+    it does not take the dtype), raised outside pytest (under pytest the check is
+    skipped with the same reason, starting "unsupported")."""
+
+
 class KernelError(EtopsError, RuntimeError):
     """The kernel ran and reported a failure (``ctx.fail``).
 

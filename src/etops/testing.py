@@ -21,8 +21,8 @@ runs its samples and returns what it found (a ``TaskResult``); ``case.check()``
 raises AssertionError when any case crashed, aborted, mismatched or etops could
 not make the call, listing them with their inputs. When the kernel refused every
 case (``unsupported``: it does not take the dtype) ``check()`` says so: a pytest
-skip whose reason starts with "unsupported" under pytest, ``Unsupported`` raised
-elsewhere.
+skip whose reason starts with "unsupported" under pytest, ``Unsupported``
+(``etops.errors.UnsupportedCheck``) raised elsewhere.
 
 ``guard=True`` (on ``check``, ``opinfo_cases``, ``parametrize`` and
 ``reference_cases``) runs every kernel call as ``etops.guard.call``: a kernel that
@@ -39,14 +39,14 @@ from typing import Any
 import torch
 
 from .conformance.references.spec import Sample, invalid
+from .errors import UnsupportedCheck
 
 #: the case statuses that fail a check (the kernel's fault, or etops' own)
 FAILING = ("crash", "abort", "mismatch", "error")
 
 
-class Unsupported(Exception):
-    """The kernel refused every case of a check (outside pytest; under pytest the
-    check is skipped with the same reason)."""
+#: raised by check() outside pytest when the kernel refused every case
+Unsupported = UnsupportedCheck
 
 
 def _hooks(hooks, guard: bool):
