@@ -183,6 +183,10 @@ def test_dim_order_axis_verdicts_and_shrunk_reproducer(checked):
     assert axis["kernels"][0]["kernel"] == "aten::constant_pad_nd.out"  # the worst first
     pad = rows["aten::constant_pad_nd.out"]["channels-last"]
     assert pad["verdict"] == "silently wrong" and pad["findings"] > 0
+    # the rules table records it (direct calls warn): the axis lists only what the table lacks
+    assert ["aten::constant_pad_nd.out", "channels-last"] not in axis["not_in_rules_table"]
+    assert all(rows[k][{"permuted": "transposed"}.get(layout, layout)]["verdict"] == "silently wrong"
+               for k, layout in axis["not_in_rules_table"])
     assert rows["aten::clone.out"]["channels-last"]["verdict"] == "honours"
     assert rows["aten::clone.out"]["transposed"]["verdict"] == "refuses"
     finding = next(f for f in axis["findings"]["channels-last"] if f["kernel"] == "aten::constant_pad_nd.out" and f["kind"] == "mismatch")
@@ -200,3 +204,25 @@ def test_axis_counts_only_cases_with_an_input_laid_out_anew(checked):
         for v in row["layouts"].values():
             assert 0 <= v["cases"] <= base[row["kernel"]]
     assert data["dim_order_axis"]["kernels"][-1]["layouts"]["channels-last"]["cases"] < base[data["dim_order_axis"]["kernels"][-1]["kernel"]]
+
+
+def test_the_axis_lists_silently_wrong_kernels_the_rules_table_lacks():
+    """The rules table's wrong_layouts are kept current from the dim-order axis: a
+    kernel it finds silently wrong on a layout the table does not record is listed."""
+    from etops.conformance.dim_orders import Axis
+    from etops.conformance.runner import Tally
+    from etops.conformance.sweep import Report
+
+    def report(*cases):
+        r = Report(["aten::add.out", "aten::constant_pad_nd.out"], ["float32"], False, 1)
+        for kernel in r.selected:
+            r.tallies[(kernel, "float32")] = Tally()
+            r.tallies[(kernel, "float32")].add("pass", "x")
+        r.details.extend(cases)
+        return r
+
+    wrong = [_case("mismatch", "m", kernel=k) for k in ("aten::add.out", "aten::constant_pad_nd.out")]
+    axis = Axis(report(), {"channels-last": report(*wrong), "transposed": report(*wrong)})
+    assert axis.unrecorded() == [("aten::add.out", "channels-last"), ("aten::add.out", "permuted"),
+                                 ("aten::constant_pad_nd.out", "permuted")]
+    assert "not yet in the rules table" in "\n".join(axis.terminal_lines())
