@@ -118,6 +118,15 @@ def test_explain_builds_the_key_the_call_builds_and_names_the_kernel_that_runs()
         assert "runs: the built-in fallback kernel" in op.explain(torch.ones(3), torch.ones(3))
         op(torch.ones(3), torch.ones(3))
         assert ran == [1]
+        # a Python number for a Tensor parameter goes as a 0-dim float64 tensor: in the key too
+        def numbered(self, other, alpha=1, out=None):
+            ran.append(2)
+            return self + other
+        etops.register_python_kernel("aten::add.out", numbered, kernel_key=[(torch.float32, 1), (torch.float64, 0), (torch.float32, 1)])
+        text = op.explain(torch.ones(3), 2.0)
+        assert "other: float64, dim order []" in text and "runs: the python kernel registered for exactly this key" in text, text
+        op(torch.ones(3), 2.0)
+        assert ran == [1, 2]
         print("OK")
     """)
     assert proc.returncode == 0 and "OK" in proc.stdout, proc.stdout + proc.stderr

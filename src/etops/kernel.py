@@ -29,6 +29,11 @@ from .slow_path import SLOW_PATH
 from .torch_checks import check_with_torch
 
 
+#: the 0-dim tensor a call passes for a Python number given for a Tensor parameter
+#: the kernel only reads (torch's wrapped-number dtypes; _native/kernel_convert.c)
+_WRAPPED_NUMBER_DTYPE = {bool: torch.bool, int: torch.int64, float: torch.float64, complex: torch.complex128}
+
+
 @dataclass(frozen=True)
 class RegisteredKernel:
     """One entry of ExecuTorch's registry for an operator."""
@@ -227,7 +232,7 @@ class KernelInfo:
         """tensor_metas of a call already bound (argument name -> value)."""
         plan = self._require_plan()
         names = [entry.name for entry in plan.args]
-        metas = []
+        metas: list[tuple[str, int, tuple[int, ...]]] = []
         for entry in plan.args:
             name, kind = entry.name, entry.kind
             if kind == K_RETURN_SLOT and isinstance(entry.extra, int):
@@ -236,7 +241,10 @@ class KernelInfo:
             else:
                 label = name
             value = bound.get(name)
-            if kind == K_TENSOR and value is not None:
+            if kind == K_TENSOR and isinstance(value, (bool, int, float, complex)) and not entry.flags & (F_OUT | F_MUTABLE):
+                wrapped = next(d for t, d in _WRAPPED_NUMBER_DTYPE.items() if isinstance(value, t))  # bool before int
+                metas.append((label, dtypes.ET_SCALAR_TYPE[wrapped], ()))  # a 0-dim tensor, as torch wraps it
+            elif kind == K_TENSOR and value is not None:
                 dtype, order, kept = self._tensor_meta(value, label)
                 # a tensor not kept as it is reaches the kernel as a contiguous copy
                 metas.append((label, dtype, tuple(order) if kept else tuple(range(len(order)))))
@@ -272,8 +280,8 @@ class KernelInfo:
         lines = []
         for entry in self._require_plan().args:
             value = bound.get(entry.name)
-            if entry.kind != K_TENSOR or value is None:
-                continue
+            if entry.kind != K_TENSOR or value is None or isinstance(value, (bool, int, float, complex)):
+                continue  # a Python number goes as a 0-dim tensor of its own
             _dtype, order, kept = self._tensor_meta(value, entry.name)
             if kept:
                 continue
