@@ -34,6 +34,7 @@ from .errors import (
     DelegateError,
     DuplicateKernelError,
     EtopsError,
+    KernelAborted,
     KernelCrashed,
     KernelError,
     KernelNotFoundError,
@@ -44,7 +45,7 @@ from .errors import (
     UnrepresentableError,
     UnsupportedNodeError,
 )
-from .kernel import KernelInfo, KernelOrigin, RegisteredKernel, UncallableKernel
+from .kernel import KernelInfo, KernelOrigin, RegisteredKernel, UncallableKernel, as_program
 from .layouts import layout
 from .registry import Namespace, OpPacket, Registry, get_kernel, registry
 from .schemas import set_schema
@@ -72,7 +73,8 @@ def _copy_back(user_tensor: Any, computed: torch.Tensor) -> None:
     user_tensor.copy_(computed)
 
 
-_native.configure(tensor_type=torch.Tensor, densify=_densify, copy_back=_copy_back, flush_logs=_logs.flush)
+_native.configure(tensor_type=torch.Tensor, densify=_densify, copy_back=_copy_back, flush_logs=_logs.flush,
+                  empty_strided=torch.empty_strided)
 _native.install_pal()
 _runtime_patch.install()
 
@@ -147,6 +149,7 @@ __all__ = [
     "DuplicateKernelError",
     "EtopsError",
     "Kernel",
+    "KernelAborted",
     "KernelCrashed",
     "KernelError",
     "KernelInfo",
@@ -163,6 +166,7 @@ __all__ = [
     "UncallableKernel",
     "UnrepresentableError",
     "UnsupportedNodeError",
+    "as_program",
     "get_kernel",
     "registry",
     "set_schema",

@@ -13,7 +13,7 @@ import torch
 from typing import Any
 
 from .errors import SchemaError
-from .layouts import is_dense
+from .layouts import is_dense, strides_for
 
 
 def python_scalar(value):
@@ -196,16 +196,22 @@ def outs_as_result(info, outs: dict):
     return values[0] if len(values) == 1 else tuple(values)
 
 
+def allocated_strides(shape, stride) -> tuple:
+    """The strides etops allocates an out of torch's `shape` and `stride` with:
+    torch's when they are dense (channels-last stays channels-last), else
+    contiguous ones: torch's meta may propagate an expanded input's strides, and an
+    out must not overlap."""
+    if stride is not None and is_dense(shape, stride):
+        return tuple(stride)
+    return strides_for(shape)
+
+
 def allocate(spec):
     """A fresh out for one spec of infer_outs (an empty tensor for None: an out the
-    kernel will not write still needs a tensor). It has torch's strides when those
-    are dense (channels-last stays channels-last), else it is contiguous: torch's
-    meta may propagate an expanded input's strides, and an out must not overlap."""
+    kernel will not write still needs a tensor), laid out by allocated_strides."""
     if spec is None:
         return torch.empty(0)
     if isinstance(spec, list):
         return [allocate(s) for s in spec]
     shape, dtype, stride = spec
-    if stride is not None and is_dense(shape, stride):
-        return torch.empty_strided(shape, stride, dtype=dtype)
-    return torch.empty(shape, dtype=dtype)
+    return torch.empty_strided(shape, allocated_strides(shape, stride), dtype=dtype)

@@ -20,8 +20,8 @@ from typing import Any, Protocol
 
 import torch
 
-from .errors import NoMatchingKernelError, SchemaError
-from .out_shapes import allocate, as_torch, is_data_dependent, outs_as_result
+from .errors import NoMatchingKernelError, SchemaError, kernel_failure
+from .out_shapes import allocate, allocated_strides, as_torch, is_data_dependent, outs_as_result
 from .resize import check_resizes, kept_memory_format, quiet_ids, resize_like_torch, warn_resized
 
 
@@ -30,7 +30,7 @@ class SlowPathInfo(Protocol):
     ``KernelInfo`` (etops.kernel) and ``DelegateInfo`` (etops.delegate.load)."""
 
     name: str  #: the operator name, in every error
-    error_type: type  #: what a failed call raises: KernelError(name, code, error name, log)
+    error_type: type  #: what a failed call raises (errors.kernel_failure): KernelError(name, code, error name, log)
 
     def arg_names(self) -> tuple[str, ...]:
         """The plan's argument names, in plan order (what C's bound values follow)."""
@@ -167,6 +167,26 @@ class SlowPath:
             return tuple(None if any(r is u for u in unused) else r for r in result)
         return None if any(result is u for u in unused) else result
 
+    def outs_to_remember(self, kernel, values, _extra):
+        """After allocate_and_call made a call without outs: what it allocated, for
+        the C kernel to allocate itself on the next calls of the same input
+        signature: one (shape, strides, dtype) per out in schema order; None when
+        this signature's outs are not one tensor each (an out torch's functional
+        does not compute, a tensor list); False when no call of this kernel has
+        out shapes its signature fixes (they depend on the data)."""
+        info: SlowPathInfo = kernel._info
+        if is_data_dependent(info.name):
+            return False
+        specs = info.out_specs(bound_arguments(info, values))
+        remembered = []
+        for name in info.out_names():
+            spec = specs.get(name)
+            if not isinstance(spec, tuple):
+                return None
+            shape, dtype, stride = spec
+            remembered.append((tuple(shape), allocated_strides(shape, stride), dtype))
+        return tuple(remembered)
+
     def precheck(self, kernel, values, _extra):
         """Before every call of a kernel with guards or normalizers: None when the
         call may go on, or `(result,)` of the call made here with the normalized
@@ -242,15 +262,15 @@ class SlowPath:
         bound to a local: a traceback -> frame -> error cycle would keep the
         arguments alive until the garbage collector runs.)"""
         info: SlowPathInfo = kernel._info
-        if not info.out_names():
-            raise info.error_type(info.name, *extra[:2], extra[2])
+        if not info.out_names() or extra[1] == "Aborted":  # an abort is never called again
+            raise kernel_failure(info.error_type, info.name, *extra)
         bound = bound_arguments(info, values)
         try:
             specs = info.out_specs(bound)
         except (SchemaError, ValueError):
-            raise info.error_type(info.name, *extra[:2], extra[2]) from None
+            raise kernel_failure(info.error_type, info.name, *extra) from None
         if id(kernel) in _RESIZING:
-            raise info.error_type(info.name, *extra[:2], extra[2])
+            raise kernel_failure(info.error_type, info.name, *extra)
         resizes = []  # (label, out, shape) of every out of the wrong size
         for name in info.out_names():
             out, spec = bound[name], specs.get(name)
@@ -266,7 +286,7 @@ class SlowPath:
                 resizes.append((name, out, spec[0]))
         resizes = [(label, out, tuple(shape)) for label, out, shape in resizes if tuple(out.shape) != tuple(shape)]
         if not resizes:
-            raise info.error_type(info.name, *extra[:2], extra[2])
+            raise kernel_failure(info.error_type, info.name, *extra)
         return _resize_then_call(info, kernel, bound, resizes)
 
     def resized(self, kernel, obj, sizes, _has_data, name="out"):

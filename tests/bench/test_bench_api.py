@@ -104,3 +104,44 @@ def test_ranked_puts_the_slowest_ratio_first():
     result = BenchResult(rows, {"torch": 1, "executorch": 1}, {}, {"budget": 1})
     assert [r["kernel"] for r in result.ranked()] == ["c", "e", "a", "d", "b"]
     assert "5 rows: 4 measured, 1 failed" in result.summary()
+
+
+def test_one_thread_each_by_default(result):
+    assert result.threads == {"torch": 1, "executorch": 1}
+    assert "threads: torch 1, ExecuTorch 1 (one each by default" in result.header()
+
+
+def _summary(median, q1, q3):
+    return {"min": q1, "median": median, "q1": q1, "q3": q3, "samples": [median]}
+
+
+def test_a_ratio_within_its_noise_has_no_verdict():
+    from etops.bench.result import fmt_ratio, verdict
+
+    assert verdict(_summary(1.05, 0.95, 1.2)) == "no verdict" and fmt_ratio(_summary(1.05, 0.95, 1.2)) == "no verdict"
+    assert verdict(_summary(0.8, 0.6, 1.0)) == "no verdict"  # the spread (±0.2) reaches 1
+    assert verdict(_summary(0.5, 0.3, 0.75)) == "faster"  # ±0.225 against a difference of 0.5
+    assert verdict(_summary(2.0, 1.9, 2.1)) == "slower" and fmt_ratio(_summary(2.0, 1.9, 2.1)) == "2.00 ±0.10"
+    assert verdict(_summary(0.5, 0.45, 0.6)) == "faster"
+    assert verdict(_summary(1.9, 0.8, 2.4)) == "no verdict"  # ±0.8 < 0.9, but a quarter of the rounds below 1
+    assert verdict(None) is None and fmt_ratio(None) == "-"
+
+
+def test_a_row_whose_ratios_disagree_says_which_answers():
+    from etops.bench.result import BenchResult, row_verdict
+
+    s = _summary
+    agree = {"ratio": s(2.0, 1.9, 2.1), "kernel_ratio": s(1.5, 1.4, 1.6)}
+    assert row_verdict(agree) == "ET kernel slower"
+    disagree = {"ratio": s(0.5, 0.45, 0.55), "kernel_ratio": s(1.5, 1.4, 1.6)}
+    text = row_verdict(disagree)
+    assert text.startswith("ET kernel slower") and "the kernel ratio answers" in text and "says faster" in text
+    assert row_verdict({"ratio": s(0.5, 0.45, 0.55), "kernel_ratio": None}) == "ET faster per call"
+    assert row_verdict({"ratio": s(1.0, 0.9, 1.1), "kernel_ratio": None}) == "no verdict"
+    row = {"kernel": "k", "dtype": "float32", "size": 1, "size_label": "1", "error": None, "etops": s(1, 1, 1),
+           "aten": s(1, 1, 1), "agree": True, **disagree}
+    result = BenchResult([row], {"torch": 1, "executorch": 1}, {})
+    for rendering in (result.text(), result.markdown()):
+        assert "kernel ratio: the same with each side's zero-size call subtracted" in rendering
+        assert "it answers 'which kernel is faster'" in rendering and "no verdict" in rendering
+        assert "the kernel ratio answers" in rendering

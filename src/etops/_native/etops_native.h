@@ -50,6 +50,8 @@ typedef struct etops_state {
   PyObject* densify;              /* callable(obj) -> contiguous copy */
   PyObject* copy_back;            /* callable(user_tensor, computed) -> None */
   PyObject* flush_logs;           /* callable() -> None, drains queued ET logs */
+  PyObject* empty_strided;        /* torch.empty_strided: outs etops allocates in C */
+  PyObject* kwnames_dtype;        /* ("dtype",): its keyword */
   PyObject* str_dlpack;           /* "__dlpack__" */
   PyObject* str_dlpack_device;    /* "__dlpack_device__" */
   /* Last non-torch type seen and its exchange API (NULL: none, use __dlpack__). */

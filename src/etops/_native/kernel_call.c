@@ -6,8 +6,10 @@
  * it through the bridge and return what torch's out variant returns. Nothing on this path
  * allocates Python objects for a call with correctly sized outs.
  *
- * Everything unusual is handed to the Python slow-path object given at
- * construction: missing outs (allocate), a failed kernel (resize outs and retry,
+ * A call without out= whose input signature the kernel met before allocates its
+ * outs here (kernel_alloc.c) and runs as a call with outs. Everything unusual is
+ * handed to the Python slow-path object given at construction: missing outs
+ * (allocate, the first time), a failed kernel (resize outs and retry,
  * or raise), a kernel key with no kernel (raise), outs the kernel resized.
  */
 #include "kernel_internal.h"
@@ -19,7 +21,7 @@
  * method per entry point below. Each takes (kernel, bound, extra): `bound` is the
  * arguments exactly as this call bound them, one item per plan argument in plan
  * order (defaults filled, missing outs as None), so Python never binds again;
- * `extra` is the failure (code, name, log) for SLOW_FAILED, else None. SLOW_RESIZED
+ * `extra` is the failure (code, name, log, abort site) for SLOW_FAILED, else None. SLOW_RESIZED
  * takes (kernel, out object, new sizes, has data, argument name) instead. */
 typedef enum {
   SLOW_ALLOCATE_AND_CALL, /* outs are missing: size them, allocate, call again */
@@ -29,6 +31,7 @@ typedef enum {
   SLOW_NO_KERNEL,         /* no registered kernel matches the tensors' key: raise */
   SLOW_RESIZED,           /* the kernel resized an out: mirror it on the Python object */
   SLOW_VALIDATE,          /* a new argument signature: torch's checks, raise if torch refuses */
+  SLOW_OUTS_TO_REMEMBER,  /* after an allocation: the outs' (shape, strides, dtype), for kernel_alloc.c */
   SLOW_ENTRY_COUNT
 } SlowEntry;
 
@@ -40,6 +43,7 @@ static const char* const SLOW_PATH_METHODS[SLOW_ENTRY_COUNT] = {
     [SLOW_NO_KERNEL] = "no_kernel",
     [SLOW_RESIZED] = "resized",
     [SLOW_VALIDATE] = "validate",
+    [SLOW_OUTS_TO_REMEMBER] = "outs_to_remember",
 };
 
 /* Calls the slow path's `entry` with the bound arguments (NULL: a missing out). */
@@ -63,22 +67,16 @@ static int slow_check(KernelObject* k, SlowEntry entry, PyObject* const* bound) 
 
 /* ---- torch's checks, once per argument signature ------------------------------- */
 
-/* One 64-bit word into the hash: a multiply and a shift, not a loop over bytes
- * (this runs on every call of a validating kernel). */
-static inline uint64_t mix(uint64_t h, uint64_t v) {
-  h = (h ^ v) * 0x9E3779B97F4A7C15ULL;
-  return h ^ (h >> 29);
-}
-
 /* `head` (the value's tag and len, bits 16-63, or 0 for a list item) and the
  * tensor's dtype and rank (bits 0-15) in one word, then its sizes two per word.
  * A missing list item (NULL) hashes as dtype and rank 0xFF, which no tensor has. */
 static inline uint64_t tensor_signature(uint64_t h, uint64_t head, const etb_tensor* t) {
-  if (t == NULL) return mix(h, head | 0xFFFF);
-  h = mix(h, head | ((uint64_t)(uint8_t)t->dtype << 8) | t->ndim);
+  if (t == NULL) return signature_mix(h, head | 0xFFFF);
+  h = signature_mix(h, head | ((uint64_t)(uint8_t)t->dtype << 8) | t->ndim);
   int d = 0;
-  for (; d + 1 < t->ndim; d += 2) h = mix(h, ((uint64_t)(uint32_t)t->sizes[d] << 32) | (uint32_t)t->sizes[d + 1]);
-  if (d < t->ndim) h = mix(h, (uint32_t)t->sizes[d]);
+  for (; d + 1 < t->ndim; d += 2)
+    h = signature_mix(h, ((uint64_t)(uint32_t)t->sizes[d] << 32) | (uint32_t)t->sizes[d + 1]);
+  if (d < t->ndim) h = signature_mix(h, (uint32_t)t->sizes[d]);
   return h;
 }
 
@@ -91,15 +89,15 @@ uint64_t call_signature(const etb_value* vals, int n) {
       h = tensor_signature(h, head, v->u.t);
       continue;
     }
-    h = mix(h, head);
+    h = signature_mix(h, head);
     switch (v->tag) {
-      case ETB_INT: h = mix(h, (uint64_t)v->u.i); break;
-      case ETB_BOOL: h = mix(h, (uint64_t)v->u.b); break;
+      case ETB_INT: h = signature_mix(h, (uint64_t)v->u.i); break;
+      case ETB_BOOL: h = signature_mix(h, (uint64_t)v->u.b); break;
       case ETB_LIST_BOOL:
-        for (int j = 0; j < v->len; j++) h = mix(h, v->u.bools[j]);
+        for (int j = 0; j < v->len; j++) h = signature_mix(h, v->u.bools[j]);
         break;
       case ETB_LIST_INT:
-        for (int j = 0; j < v->len; j++) h = mix(h, (uint64_t)v->u.ints[j]);
+        for (int j = 0; j < v->len; j++) h = signature_mix(h, (uint64_t)v->u.ints[j]);
         break;
       case ETB_LIST_TENSOR:
       case ETB_LIST_OPT_TENSOR:
@@ -235,6 +233,72 @@ static int bind_arguments(KernelObject* k, PyObject* const* args, Py_ssize_t nar
   return 0;
 }
 
+/* ---- calls without out= ---------------------------------------------------------- */
+
+/* The slow path allocates the outs and makes the call (bound outs missing), then,
+ * when `remember`, the kernel remembers what it allocated for signature `sig`. */
+static PyObject* allocate_in_python(KernelObject* k, CallScratch* cs, PyObject** bound, int remember,
+                                    uint64_t sig) {
+  etops_keep_release(&cs->keep);
+  PyObject* result = slow_path(k, SLOW_ALLOCATE_AND_CALL, bound, NULL);
+  if (result == NULL || !remember || !k->allocates) return result;
+  PyObject* outs = slow_path(k, SLOW_OUTS_TO_REMEMBER, bound, NULL);
+  if (outs == NULL || remember_outs(k, sig, outs) < 0) Py_CLEAR(result);
+  Py_XDECREF(outs);
+  return result;
+}
+
+/* A call whose outs kernel_alloc.c allocated (entry `slot`) that did not go as
+ * remembered (torch's checks or the kernel wanted other outs): made again by the
+ * slow path as before, exactly, with no out given (the kernel writes nothing but
+ * its outs: static_outs_allowed), and the signature keeps the slow path from now
+ * on. (A kernel that fails on them fails as on the slow path's outs: the error
+ * branch raises it, nothing runs twice.) */
+static PyObject* allocate_again_in_python(KernelObject* k, CallScratch* cs, PyObject** bound, int slot) {
+  forget_allocation(k, slot);
+  for (int i = 0; i < k->nargs; i++) {
+    if (k->args[i].flags & F_OUT) bound[i] = NULL;
+  }
+  return allocate_in_python(k, cs, bound, 0, 0);
+}
+
+/* Converts the outs allocate_outs put in bound[]. */
+static int convert_outs(KernelObject* k, CallScratch* cs, PyObject** bound, etb_value* vals) {
+  for (int i = 0; i < k->nargs; i++) {
+    if ((k->args[i].flags & F_OUT) && convert_arg(k, cs, i, bound[i], &vals[i]) < 0) return -1;
+  }
+  return 0;
+}
+
+/* What a call with allocated outs returns for a schema that returns nothing: the
+ * out, or a tuple of them (as the slow path's outs_as_result). */
+static PyObject* allocated_outs_result(KernelObject* k, PyObject** bound) {
+  PyObject* outs[ETOPS_MAX_ARGS];
+  int n = 0;
+  for (int i = 0; i < k->nargs; i++) {
+    if (k->args[i].flags & F_OUT) outs[n++] = bound[i];
+  }
+  if (n == 1) return Py_NewRef(outs[0]);
+  PyObject* tup = PyTuple_New(n);
+  for (int j = 0; tup != NULL && j < n; j++) PyTuple_SET_ITEM(tup, j, Py_NewRef(outs[j]));
+  return tup;
+}
+
+/* Whether no out was given (allocate_outs allocates every out). */
+static int no_out_given(const KernelObject* k, PyObject* const* bound) {
+  for (int i = 0; i < k->nargs; i++) {
+    if ((k->args[i].flags & F_OUT) && bound[i] != NULL && bound[i] != Py_None) return 0;
+  }
+  return 1;
+}
+
+static int any_resized(const CallScratch* cs) {
+  for (int i = 0; i < cs->nrecs; i++) {
+    if (cs->recs[i]->t.resized) return 1;
+  }
+  return 0;
+}
+
 /* Releasing the GIL costs about as much as a tiny kernel: only for big ones. */
 #define GIL_RELEASE_NUMEL 32768
 
@@ -283,11 +347,17 @@ PyObject* kernel_vectorcall(PyObject* self, PyObject* const* args, size_t nargsf
   scratch_init(&cs);
   etb_value vals[ETOPS_MAX_ARGS];
   PyObject* result = NULL;
+  PyObject* fresh[ETOPS_MAX_ARGS]; /* outs allocated here for a call without out= */
+  int nfresh = 0;
+  int alloc_slot = -1;             /* their entry in the kernel's allocation ring */
+  int alloc_remember = 0;          /* a new signature: remember what the slow path allocates */
+  uint64_t alloc_sig = 0;
 
   for (int i = 0; i < k->nargs; i++) {
     const ArgSpec* a = &k->args[i];
     if (missing_out && (a->flags & F_OUT)) {
       vals[i].tag = ETB_NONE;
+      vals[i].len = 0; /* hashed by alloc_signature */
       continue;
     }
     if (a->has_default_value && bound[i] == a->default_value) {
@@ -298,6 +368,16 @@ PyObject* kernel_vectorcall(PyObject* self, PyObject* const* args, size_t nargsf
   }
   /* raises, naming the argument (or accepts an out the slow path will resize) */
   if (k->specs != NULL && !matches_specs(k, vals) && slow_check(k, SLOW_EXPLAIN_MISMATCH, bound) < 0) goto done;
+  if (missing_out && k->allocates && no_out_given(k, bound)) {
+    /* outs the kernel allocated before for this signature: allocated here, then a call with outs */
+    int slot = find_allocation(k, &cs, vals, &alloc_sig);
+    alloc_remember = slot == -1;
+    if (slot >= 0 && allocation_known(k, slot)) {
+      if (allocate_outs(k, slot, bound, fresh, &nfresh) < 0 || convert_outs(k, &cs, bound, vals) < 0) goto done;
+      missing_out = 0;
+      alloc_slot = slot;
+    }
+  }
   for (int i = k->nargs; i < k->nslots; i++) {
     vals[i].len = 0;
     if (k->args[i].alias_of >= 0) {
@@ -315,17 +395,25 @@ PyObject* kernel_vectorcall(PyObject* self, PyObject* const* args, size_t nargsf
   if (k->validates && !missing_out) {
     int slot = -1;
     int checked = validate_once(k, vals, bound, &result, &slot);
+    if (checked != 0 && alloc_slot >= 0) { /* allocated outs torch did not take as they are */
+      Py_CLEAR(result);
+      PyErr_Clear();
+      result = allocate_again_in_python(k, &cs, bound, alloc_slot);
+      goto done;
+    }
     if (checked != 0) goto done; /* refused (result NULL), or made by the slow path */
     if (k->validated_static_outs[slot]) {
       set_out_dynamism(k, &cs, ETB_STATIC);
       static_slot = slot;
+    } else if (alloc_slot >= 0) { /* outs the kernel may resize: the slow path's call */
+      result = allocate_again_in_python(k, &cs, bound, alloc_slot);
+      goto done;
     }
   }
 
   if (missing_out) {
     /* Every given argument is valid: let Python size and allocate the outs. */
-    etops_keep_release(&cs.keep);
-    result = slow_path(k, SLOW_ALLOCATE_AND_CALL, bound, NULL);
+    result = allocate_in_python(k, &cs, bound, alloc_remember, alloc_sig);
     goto done;
   }
 
@@ -346,7 +434,7 @@ PyObject* kernel_vectorcall(PyObject* self, PyObject* const* args, size_t nargsf
       goto done;
     }
     err = run_kernel(k, fn, vals, cs.numel_total);
-    if (err != ETB_OK && static_slot >= 0 && strstr(etb_last_call_log(), STATIC_RESIZE_REFUSED) != NULL) {
+    if (err != ETB_OK && err != ETB_ERR_ABORTED && static_slot >= 0 && strstr(etb_last_call_log(), STATIC_RESIZE_REFUSED) != NULL) {
       /* ExecuTorch's kernel sizes an out otherwise than torch's meta kernel (batch
        * norm's save_mean of an eval call: [0], where the meta says [C]); it refused
        * before computing. This signature's outs go DYNAMIC_BOUND from now on, and the call
@@ -354,6 +442,12 @@ PyObject* kernel_vectorcall(PyObject* self, PyObject* const* args, size_t nargsf
       k->validated_static_outs[static_slot] = 0;
       set_out_dynamism(k, &cs, ETB_DYNAMIC_BOUND);
       err = run_kernel(k, fn, vals, cs.numel_total);
+    }
+    if (alloc_slot >= 0 && err == ETB_OK && any_resized(&cs)) {
+      /* the kernel sized its outs otherwise than torch: the slow path's call (it
+       * mirrors the sizes without warning: etops allocated those outs) from now on */
+      result = allocate_again_in_python(k, &cs, bound, alloc_slot);
+      goto done;
     }
   }
   if (etops_logs_pending || (err == ETB_OK && etb_last_call_log()[0] != '\0')) {
@@ -364,7 +458,7 @@ PyObject* kernel_vectorcall(PyObject* self, PyObject* const* args, size_t nargsf
     Py_DECREF(r);
   }
   if (err != ETB_OK) {
-    PyObject* info = Py_BuildValue("(iss)", err, etb_error_name(err), etb_last_call_log());
+    PyObject* info = Py_BuildValue("(isss)", err, etb_error_name(err), etb_last_call_log(), etb_last_abort_site());
     if (info == NULL) goto done;
     etops_keep_release(&cs.keep); /* the slow path may resize what we borrowed */
     result = slow_path(k, SLOW_FAILED, bound, info);
@@ -388,10 +482,11 @@ PyObject* kernel_vectorcall(PyObject* self, PyObject* const* args, size_t nargsf
       Py_DECREF(res);
     }
   }
-  result = build_result(k, bound, vals);
+  result = alloc_slot >= 0 && k->nreturns == 0 ? allocated_outs_result(k, bound) : build_result(k, bound, vals);
 
 done:
   scratch_release(&cs);
+  for (int i = 0; i < nfresh; i++) Py_DECREF(fresh[i]);
   return result;
 }
 

@@ -36,6 +36,7 @@ static int borrow_dense_copy(KernelObject* k, CallScratch* cs, TensorRec* r, int
   PyObject* dense = PyObject_CallOneArg(k->st->densify, obj);
   if (dense == NULL || etops_keep_add(&cs->keep, dense) < 0) return -1;
   r->obj = dense;
+  cs->ncopies++;
   if (writable) r->copy_back_to = obj;
   rc = etops_borrow_tensor(k->st, dense, &r->t, &cs->keep, k->op_name, what, writable);
   if (rc != LAYOUT_DENSE || (k->contiguous_only && !is_contiguous_order(&r->t))) {

@@ -10,6 +10,7 @@
  *   kernel_select.c   the kernel-key cache: which registered function runs
  *   kernel_specs.c    a delegate's tensor specs, checked on every call
  *   kernel_call.c     the call: bind, convert, run, results, slow-path hand-offs
+ *   kernel_alloc.c    the outs of calls without out=: remembered sizes, allocation
  *   kernel_type.c     construction and the Python-visible type
  *
  * Return convention of the functions below: an `int` result is 0 on success and
@@ -39,6 +40,8 @@ typedef struct {
 #define CACHE_ENTRIES 4
 /* Argument signatures a kernel remembers torch accepted (a ring). */
 #define VALIDATED_SIGNATURES 32
+/* Input signatures of calls without out= whose outs a kernel remembers (a ring). */
+#define ALLOCATION_SIGNATURES 16
 
 /* One remembered kernel-key -> function resolution (kernel_select.c). */
 typedef struct {
@@ -90,6 +93,15 @@ typedef struct {
    * (a kernel that wants another out shape is called again, which must not
    * mutate an input twice) */
   int static_outs_allowed;
+  /* calls without out= (kernel_alloc.c): whether this kernel's outs may be
+   * allocated in C (every out one tensor, outs STATIC, no precheck; cleared for
+   * data-dependent outs), and per input signature (alloc_signature) what the
+   * slow path allocated: a tuple of (shape, strides, dtype) per out, or None
+   * (this signature always takes the slow path) */
+  int allocates;
+  int allocated_count, allocated_next;
+  uint64_t allocated[ALLOCATION_SIGNATURES];
+  PyObject* allocated_outs[ALLOCATION_SIGNATURES];
   PyObject* delegate;  /* a Delegate (delegate.c) run instead of a registered kernel, or NULL */
   etb_delegate* delegate_handle;
   TensorSpec* specs;   /* per argument, what its tensor must be (delegates), or NULL */
@@ -116,6 +128,13 @@ typedef struct {
  * bridge never reads len for tensors, call_signature hashes it. */
 #define WRAPPED_NUMBER_LEN 1
 
+/* One 64-bit word into a signature hash: a multiply and a shift, not a loop over
+ * bytes (this runs on every call of a validating kernel). */
+static inline uint64_t signature_mix(uint64_t h, uint64_t v) {
+  h = (h ^ v) * 0x9E3779B97F4A7C15ULL;
+  return h ^ (h >> 29);
+}
+
 /* A hash of what torch's checks of a call depend on: every tensor's dtype,
  * rank and sizes, ints, bools and int lists by value, the tags of the rest
  * (doubles by kind: their values do not change dtypes or shapes). */
@@ -138,6 +157,7 @@ typedef struct {
   int nrecs, caprecs;
   TensorRec* inline_recs[ETOPS_MAX_TENSORS];
   int64_t numel_total;        /* elements of all borrowed tensors */
+  int ncopies;                /* tensors borrowed as dense copies (borrow_dense_copy) */
 } CallScratch;
 
 /* Grows the arena by a block that holds at least n bytes, and takes n from it. */
@@ -169,6 +189,7 @@ static inline void scratch_init(CallScratch* cs) {
   cs->nrecs = 0;
   cs->caprecs = ETOPS_MAX_TENSORS;
   cs->numel_total = 0;
+  cs->ncopies = 0;
 }
 
 /* Drops the kept objects and frees the arena's blocks. */
@@ -195,6 +216,28 @@ etb_kernel_fn select_kernel(KernelObject* k, const etb_value* vals);
 int parse_specs(KernelObject* k, PyObject* specs);
 /* 1 when every tensor matches its spec and no out may overlap an input, else 0. */
 int matches_specs(const KernelObject* k, const etb_value* vals);
+
+/* ---- kernel_alloc.c --------------------------------------------------------------- */
+
+/* Whether a kernel with this plan may allocate outs in C (set once, at construction). */
+int allocation_allowed(const KernelObject* k);
+/* The ring entry remembered for this call without out= (vals: outs ETB_NONE; *sig
+ * its signature), -1 (none yet: the slow path allocates, then remember_outs) or
+ * -2 (never: inputs borrowed as copies lost the layouts torch sizes outs by). */
+int find_allocation(KernelObject* k, const CallScratch* cs, const etb_value* vals, uint64_t* sig);
+/* Whether the entry says C allocates (else the signature keeps the slow path). */
+int allocation_known(const KernelObject* k, int slot);
+/* Allocates the outs of entry `slot` into bound[] (new references, also in
+ * fresh[], *nfresh of them) for the caller to convert. */
+int allocate_outs(KernelObject* k, int slot, PyObject** bound, PyObject** fresh, int* nfresh);
+/* After the slow path allocated outs for signature `sig`: remembers its answer to
+ * `outs_to_remember` (a tuple of (shape, strides, dtype) per out, None: this
+ * signature keeps the slow path, False: every signature does). */
+int remember_outs(KernelObject* k, uint64_t sig, PyObject* outs);
+/* The entry of `slot` keeps the slow path from now on. */
+void forget_allocation(KernelObject* k, int slot);
+/* Drops every remembered entry (the kernel's clear). */
+void clear_allocations(KernelObject* k);
 
 /* ---- kernel_call.c ---------------------------------------------------------------- */
 

@@ -135,6 +135,7 @@ static PyObject* kernel_new(PyTypeObject* type, PyObject* args, PyObject* kwargs
   for (int i = 0; i < k->nargs; i++) {
     if (k->args[i].flags & F_MUTABLE) k->static_outs_allowed = 0;
   }
+  k->allocates = allocation_allowed(k);
   if (specs != Py_None && parse_specs(k, specs) < 0) {
     Py_DECREF(k);
     return NULL;
@@ -168,6 +169,7 @@ static int kernel_traverse(KernelObject* k, visitproc visit, void* arg) {
   Py_VISIT(k->slow);
   Py_VISIT(k->delegate);
   Py_VISIT(k->warn_layout);
+  for (int i = 0; i < ALLOCATION_SIGNATURES; i++) Py_VISIT(k->allocated_outs[i]);
   for (int i = 0; i < k->nslots; i++) {
     Py_VISIT(k->args[i].default_value);
     Py_VISIT(k->args[i].extra);
@@ -181,6 +183,7 @@ static int kernel_clear(KernelObject* k) {
   Py_CLEAR(k->delegate);
   Py_CLEAR(k->warn_layout);
   k->delegate_handle = NULL;
+  clear_allocations(k);
   for (int i = 0; i < k->nslots; i++) {
     Py_CLEAR(k->args[i].default_value);
     Py_CLEAR(k->args[i].extra);

@@ -94,9 +94,10 @@ static PyObject* drain_logs(PyObject* module, PyObject* noargs) {
 static etops_state* state_of(PyObject* module) { return (etops_state*)PyModule_GetState(module); }
 
 static PyObject* configure(PyObject* module, PyObject* args, PyObject* kwargs) {
-  static char* kwlist[] = {"tensor_type", "densify", "copy_back", "flush_logs", NULL};
-  PyObject *tensor_type, *densify, *copy_back, *flush;
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOO", kwlist, &tensor_type, &densify, &copy_back, &flush))
+  static char* kwlist[] = {"tensor_type", "densify", "copy_back", "flush_logs", "empty_strided", NULL};
+  PyObject *tensor_type, *densify, *copy_back, *flush, *empty_strided = NULL;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOO|O", kwlist, &tensor_type, &densify, &copy_back, &flush,
+                                   &empty_strided))
     return NULL;
   etops_state* st = state_of(module);
   PyObject* cap = PyObject_GetAttrString(tensor_type, "__dlpack_c_exchange_api__");
@@ -113,6 +114,10 @@ static PyObject* configure(PyObject* module, PyObject* args, PyObject* kwargs) {
   Py_XSETREF(st->densify, Py_NewRef(densify));
   Py_XSETREF(st->copy_back, Py_NewRef(copy_back));
   Py_XSETREF(st->flush_logs, Py_NewRef(flush));
+  if (empty_strided != NULL) {
+    if (st->kwnames_dtype == NULL && (st->kwnames_dtype = Py_BuildValue("(s)", "dtype")) == NULL) return NULL;
+    Py_XSETREF(st->empty_strided, Py_NewRef(empty_strided));
+  }
   Py_RETURN_NONE;
 }
 
@@ -251,9 +256,10 @@ static PyObject* install_pal(PyObject* module, PyObject* noargs) {
 
 static PyMethodDef module_methods[] = {
     {"configure", (PyCFunction)(void (*)(void))configure, METH_VARARGS | METH_KEYWORDS,
-     "configure(tensor_type, densify, copy_back, flush_logs): torch.Tensor (for its DLPack C exchange "
-     "API), the function that copies a tensor to contiguous, the one that copies a computed contiguous "
-     "out back into the user's tensor, and the function that drains ExecuTorch logs."},
+     "configure(tensor_type, densify, copy_back, flush_logs, empty_strided=None): torch.Tensor (for its "
+     "DLPack C exchange API), the function that copies a tensor to contiguous, the one that copies a "
+     "computed contiguous out back into the user's tensor, the function that drains ExecuTorch logs, and "
+     "torch.empty_strided (kernels allocate the outs of calls without out= in C; without it they ask Python)."},
     {"set_layout_preserve", set_layout_preserve, METH_O,
      "set_layout_preserve(flag) -> previous: whether the calling thread's calls pass every dense tensor "
      "in its true dim order (True) or copy permuted ones to contiguous (False, the default)."},
@@ -302,6 +308,7 @@ static int module_traverse(PyObject* module, visitproc visit, void* arg) {
   Py_VISIT(st->densify);
   Py_VISIT(st->copy_back);
   Py_VISIT(st->flush_logs);
+  Py_VISIT(st->empty_strided);
   return 0;
 }
 
@@ -313,6 +320,8 @@ static int module_clear(PyObject* module) {
   Py_CLEAR(st->densify);
   Py_CLEAR(st->copy_back);
   Py_CLEAR(st->flush_logs);
+  Py_CLEAR(st->empty_strided);
+  Py_CLEAR(st->kwnames_dtype);
   Py_CLEAR(st->str_dlpack);
   Py_CLEAR(st->str_dlpack_device);
   return 0;

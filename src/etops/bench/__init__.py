@@ -159,7 +159,8 @@ def bench(kernels, sizes=None, dtypes=None, *, inputs=None, repeats: int = 11, w
     ``inputs``: your own ``(args, kwargs)``, or ``f(size, dtype) -> (args, kwargs)``.
     ``repeats`` rounds are kept after ``warmup`` ones; each timed loop lasts about
     ``target`` seconds. ``threads``: torch's intra-op threads and ExecuTorch's pool
-    are both set to it for the run (default: torch's current count).
+    are both set to it for the run (default: one thread each, so that a verdict
+    does not flip with the machine's load).
     ``progress(done, total, label)`` is called along the way.
 
     Returns a BenchResult."""

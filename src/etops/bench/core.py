@@ -126,13 +126,20 @@ def zero_pair(kernel, sample: _inputs.Sample) -> Pair | None:
     return None
 
 
+#: The thread count of both sides unless a benchmark is told otherwise: one.
+#: ExecuTorch's kernels mostly ignore its threadpool while ATen's spread over its
+#: intra-op threads, which on a shared machine thrash or win by turns: with more
+#: than one thread a verdict can flip from run to run.
+DEFAULT_THREADS = 1
+
+
 @contextlib.contextmanager
 def thread_counts(n: int | None):
-    """torch's intra-op threads and ExecuTorch's pool set to `n` (default: torch's
-    current count) for the duration; yields {"torch": .., "executorch": ..}."""
+    """torch's intra-op threads and ExecuTorch's pool both set to `n` (default:
+    DEFAULT_THREADS, one) for the duration; yields {"torch": .., "executorch": ..}."""
     torch_before = torch.get_num_threads()
     et_before = _threads.get_num_threads()
-    n = torch_before if n is None else int(n)
+    n = DEFAULT_THREADS if n is None else int(n)
     if n != torch_before:
         torch.set_num_threads(n)
     if n != et_before:

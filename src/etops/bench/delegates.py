@@ -467,7 +467,7 @@ def bench_models(models, *, repeats: int = 11, warmup: int = 2, target: float = 
     if progress:
         progress(len(models), len(models), "done")
     if used is None:
-        n = threads or torch.get_num_threads()
+        n = threads or core.DEFAULT_THREADS
         used = {"torch": n, "executorch": n}
     from . import machine
 
@@ -490,6 +490,9 @@ class DelegateBenchResult(BenchResult):
     columns = COLUMNS
     key_columns = 3
     left_columns: tuple[str, ...] = ("model", "delegate", "ops", "agree")
+    legend = ("ratios: median of the per-round ratios ± half their interquartile range; 'no verdict' when "
+              "that spread is at least the distance from 1 or the middle half of the rounds lies on both "
+              "sides of 1 (the rounds do not say which side is faster).")
     extra_column = "inputs"
 
     def ranked(self) -> list[dict]:

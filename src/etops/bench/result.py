@@ -6,7 +6,18 @@ import json
 import math
 
 COLUMNS = ("kernel", "dtype", "size", "etops min / median", "ATen min / median", "ratio (ET/ATen)",
-           "kernel time ET / ATen", "kernel ratio", "zero-size call ET / ATen", "agree")
+           "kernel time ET / ATen", "kernel ratio", "zero-size call ET / ATen", "agree", "verdict")
+
+#: What the two ratio columns mean, printed under every table that has them.
+RATIO_LEGEND = (
+    "ratio (ET/ATen): time per call, ExecuTorch's kernel through etops / ATen's out= variant, outs "
+    "preallocated on both sides (each side's call overhead included); "
+    "kernel ratio: the same with each side's zero-size call subtracted, the kernels alone - "
+    "it answers 'which kernel is faster' where the two disagree. Both: median of the per-round "
+    "ratios ± half their interquartile range; 'no verdict' when that spread is at least the "
+    "distance from 1 or the middle half of the rounds lies on both sides of 1 (the rounds do not "
+    "say which side is faster)."
+)
 
 
 def fmt_time(seconds) -> str:
@@ -22,12 +33,42 @@ def fmt_time(seconds) -> str:
     return f"{seconds * 1e9:.0f} ns"
 
 
+def verdict(summary) -> str | None:
+    """What a ratio summary (median and quartiles of per-round ratios top / bottom)
+    says: "faster" (top is), "slower", or "no verdict" when its rounds spread as far
+    as the difference it reports: half the interquartile range at least the
+    median's distance from 1, or the middle half of the rounds on both sides of 1.
+    None without a summary."""
+    if not summary:
+        return None
+    noise = (summary["q3"] - summary["q1"]) / 2
+    if noise >= abs(summary["median"] - 1.0) or summary["q1"] <= 1.0 <= summary["q3"]:
+        return "no verdict"
+    return "faster" if summary["median"] < 1.0 else "slower"
+
+
 def fmt_ratio(summary) -> str:
-    """'1.23 ±0.04': the median of the per-round ratios, ± half their interquartile range."""
+    """'1.23 ±0.04': the median of the per-round ratios, ± half their interquartile
+    range; 'no verdict' when that spread covers the difference from 1."""
     if not summary:
         return "-"
+    if verdict(summary) == "no verdict":
+        return "no verdict"
     noise = (summary["q3"] - summary["q1"]) / 2
     return f"{summary['median']:.2f} ±{noise:.2f}"
+
+
+def row_verdict(row) -> str:
+    """Which side is faster by a row's ratios: the kernel ratio's verdict when it
+    was measured (the kernels alone), else the call ratio's (said to be per call);
+    a row whose two ratios disagree says which one answers."""
+    call, kernel = verdict(row.get("ratio")), verdict(row.get("kernel_ratio"))
+    if kernel is None:  # kernel times too close to the call overheads: the calls only
+        return {"faster": "ET faster per call", "slower": "ET slower per call"}.get(call or "", call or "-")
+    said = {"faster": "ET kernel faster", "slower": "ET kernel slower"}.get(kernel, "no verdict on the kernels")
+    if call in (kernel, "no verdict", None):
+        return said
+    return f"{said} (the kernel ratio answers; the call ratio, overheads included, says {call})"
 
 
 def _sort_key(row):
@@ -48,7 +89,7 @@ class BenchResult:
     first ``key_columns`` name the row; an error row puts its message in the next
     one), ``_cells(row)``, and ``_extra(row)`` for markdown's last column."""
 
-    columns = COLUMNS
+    columns: tuple[str, ...] = COLUMNS
     key_columns = 3
     left_columns: tuple[str, ...] = ("kernel", "dtype", "agree")
     extra_column = "input"
@@ -101,13 +142,19 @@ class BenchResult:
             fmt_ratio(row.get("kernel_ratio")),
             f"{fmt_time(ez['median'])} / {fmt_time(az['median'])}" if ez else "-",
             {True: "yes", False: "NO"}.get(row.get("agree"), "-"),
+            row_verdict(row),
         ]
+
+    #: What the ratio columns mean (RATIO_LEGEND), under the table; a subclass with
+    #: other columns gives its own or None.
+    legend: str | None = RATIO_LEGEND
 
     def header(self) -> str:
         t = self.threads
         m = self.machine
         s = self.settings
-        return (f"threads: torch {t.get('torch')}, ExecuTorch {t.get('executorch')}; "
+        return (f"threads: torch {t.get('torch')}, ExecuTorch {t.get('executorch')}"
+                f"{' (one each by default; threads=N / --threads N sets both)' if t.get('torch') == t.get('executorch') == 1 else ''}; "
                 f"{s.get('warmup', '?')} warm-up + {s.get('repeats', '?')} repeats, interleaved; "
                 f"{m.get('cpu', '?')} ({m.get('cores', '?')} cores), torch {m.get('torch', '?')}, executorch {m.get('executorch', '?')}")
 
@@ -117,7 +164,7 @@ class BenchResult:
         """A rich Table (print it with rich, or str(result) for plain text)."""
         from rich.table import Table
 
-        table = Table(title=title, caption=self.header(), show_lines=False)
+        table = Table(title=title, caption=self.header() + (f"\n{self.legend}" if self.legend else ""), show_lines=False)
         k = self.key_columns
         for col in self.columns:
             table.add_column(col, justify="left" if col in self.left_columns else "right", overflow="fold")
@@ -141,6 +188,8 @@ class BenchResult:
             else:
                 lines.append("  ".join(x.ljust(w) if i < k else x.rjust(w) for i, (x, w) in enumerate(zip(c, widths))).rstrip())
         lines.append(self.header())
+        if self.legend:
+            lines.append(self.legend)
         return "\n".join(lines)
 
     def markdown(self, title: str | None = None, rows: list[dict] | None = None) -> str:
@@ -149,6 +198,8 @@ class BenchResult:
         if title:
             out += [f"## {title}", ""]
         out += [self.header(), ""]
+        if self.legend:
+            out += [self.legend, ""]
         if "budget" in self.settings:
             out += [self.summary() + ".", ""]
         out.append("| " + " | ".join(self.columns) + f" | {self.extra_column} |")

@@ -185,7 +185,9 @@ def run_all(budget: float = 120.0, size="16k", dtype="float32", kernels=None, th
     if not used:
         import torch
 
-        n = threads or torch.get_num_threads()
+        from .core import DEFAULT_THREADS
+
+        n = threads or DEFAULT_THREADS
         used = {"torch": n, "executorch": n}
     from . import machine
 

@@ -60,7 +60,7 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--repeats", type=int, default=None, help="timed rounds (default 11; --all: 5)")
     b.add_argument("--warmup", type=int, default=2, help="rounds thrown away first (default 2)")
     b.add_argument("--target", type=float, default=0.005, help="seconds each timed loop lasts (default 0.005)")
-    b.add_argument("--threads", type=int, metavar="N", help="torch's and ExecuTorch's thread counts (default: torch's current count, for both)")
+    b.add_argument("--threads", type=int, metavar="N", help="torch's intra-op threads and ExecuTorch's threadpool, both (default: 1 each, so that verdicts do not flip with the machine's load)")
     b.add_argument("--plot", metavar="PNG", help="write a plot: time against size, and the ratio")
     b.add_argument("--budget", type=float, default=120.0, help="--all: seconds for the whole run (default 120)")
     b.add_argument("--size", default="16k", help="--all: scale each sample to about this many elements ('sample': keep it; default 16k)")

@@ -95,12 +95,23 @@ def _crash_signature(case) -> str:
     return normalized_message(case.message)[:80]
 
 
+_ABORT_PREFIX = re.compile(r"^ExecuTorch kernel \S+ aborted: ")
+
+
+def _abort_signature(case) -> str:
+    """ExecuTorch's check and its site (``size() ... [tensor_impl.h:136]``), the
+    values that vary taken out: one ET_CHECK is one cause, whatever the dtype."""
+    return normalized_message(_ABORT_PREFIX.sub("", case.message or ""))
+
+
 def signature(case) -> str:
     """What one cause's cases share beyond kernel, kind and dtype class."""
     if case.status == "mismatch":
         return _mismatch_signature(case)
     if case.status == "crash":
         return _crash_signature(case)
+    if case.status == "abort":
+        return _abort_signature(case)
     if case.status == "guarded" and case.rule:
         return case.rule
     return normalized_message(case.message)
@@ -232,7 +243,11 @@ def summary(cluster: Cluster) -> str:
     elif cluster.kind == "crash":
         text = f"{op} crashes ({cluster.signature}) on {dts} inputs{where}"
     elif cluster.kind == "abort":
-        text = f"{op} aborts on {dts} inputs{where}: {_message(example)}"
+        check = _ABORT_PREFIX.sub("", _message(example))
+        text = f"{op} aborts (ET_CHECK) on {dts} inputs{where}: {check}"
+        workaround = example.rule if example is not None else None
+        if workaround:
+            text += f" ({workaround.split(' (', 1)[0]})"
     elif cluster.kind == "guarded":
         guard, _, finding = cluster.signature.partition("; finding: ")
         text = f"{finding or op + ' is known to abort'} on {dts} inputs{where} (etops refuses it: guard {guard})"
