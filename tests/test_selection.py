@@ -89,3 +89,44 @@ def test_registry_state(reg):
     generation, has_specialized, has_fallback = reg.aten.add.out._registry_state()
     assert has_fallback and not has_specialized
     assert generation == _native.registry_generation()
+
+
+def test_explain_builds_the_key_the_call_builds_and_names_the_kernel_that_runs():
+    """Without out=, the call allocates its out and ExecuTorch's key has it (twice:
+    argument and return): explain builds that key, so a kernel registered for
+    float32 2-D tensors is the one it names, as the call runs it. A fresh
+    interpreter: the registration stays for the process."""
+    from fresh_python import run_python
+
+    proc = run_python("""
+        import torch, etops
+        ran = []
+        def mine(self, other, alpha=1, out=None):
+            ran.append(1)
+            return self + other
+        etops.register_python_kernel("aten::add.out", mine, kernel_key=[(torch.float32, 2)] * 3)
+        op = etops.registry().get_kernel("aten::add.out")
+        x, y = torch.ones(2, 3), torch.ones(2, 3)
+        text = op.explain(x, y)
+        print(text)
+        assert "kernel key: v1/6;0,1|6;0,1|6;0,1|6;0,1" in text, text
+        assert "runs: the python kernel registered for exactly this key" in text, text
+        assert "outs allocated by the call (no out= given): out" in text, text
+        op(x, y)
+        assert ran == [1]
+        # a 1-D call: the fallback, both in explain and in the call
+        assert "runs: the built-in fallback kernel" in op.explain(torch.ones(3), torch.ones(3))
+        op(torch.ones(3), torch.ones(3))
+        assert ran == [1]
+        # a Python number for a Tensor parameter goes as a 0-dim float64 tensor: in the key too
+        def numbered(self, other, alpha=1, out=None):
+            ran.append(2)
+            return self + other
+        etops.register_python_kernel("aten::add.out", numbered, kernel_key=[(torch.float32, 1), (torch.float64, 0), (torch.float32, 1)])
+        text = op.explain(torch.ones(3), 2.0)
+        assert "other: float64, dim order []" in text and "runs: the python kernel registered for exactly this key" in text, text
+        op(torch.ones(3), 2.0)
+        assert ran == [1, 2]
+        print("OK")
+    """)
+    assert proc.returncode == 0 and "OK" in proc.stdout, proc.stdout + proc.stderr

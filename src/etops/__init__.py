@@ -42,6 +42,7 @@ from .errors import (
     RegistrationError,
     RegistryFullError,
     SchemaError,
+    UnrepresentableError,
     UnsupportedNodeError,
 )
 from .kernel import KernelInfo, KernelOrigin, RegisteredKernel, UncallableKernel, as_program
@@ -163,6 +164,7 @@ __all__ = [
     "RegistryFullError",
     "SchemaError",
     "UncallableKernel",
+    "UnrepresentableError",
     "UnsupportedNodeError",
     "as_program",
     "get_kernel",

@@ -37,6 +37,21 @@ class SchemaError(EtopsError, LookupError):
     so etops cannot check a call against it."""
 
 
+class UnrepresentableError(EtopsError, TypeError, ValueError):
+    """A value torch accepts that ExecuTorch's types cannot express, so no kernel
+    call can carry it: a memory format ExecuTorch's ``MemoryFormat`` lacks
+    (``torch.channels_last`` for ``_to_copy.out``), a complex Scalar (ExecuTorch's
+    ``Scalar`` holds bool, int and float), a dtype, a rank or a size beyond its
+    limits. ExecuTorch's refusal, not an etops failure: the conformance sweep counts
+    it ``unsupported``. The message names the argument."""
+
+
+class UnsupportedCheck(EtopsError):
+    """etops.testing: the kernel refused every case of a check (``unsupported``:
+    it does not take the dtype), raised outside pytest (under pytest the check is
+    skipped with the same reason, starting "unsupported")."""
+
+
 class KernelError(EtopsError, RuntimeError):
     """The kernel ran and reported a failure (``ctx.fail``).
 

@@ -14,6 +14,7 @@ import copy
 
 import ctypes
 import os
+import warnings
 from dataclasses import dataclass
 from typing import Any, NamedTuple, Union
 
@@ -28,6 +29,11 @@ from .out_shapes import as_torch, infer_outs
 from .schemas import split_name, torch_overload
 from .slow_path import SLOW_PATH
 from .torch_checks import check_with_torch
+
+
+#: the 0-dim tensor a call passes for a Python number given for a Tensor parameter
+#: the kernel only reads (torch's wrapped-number dtypes; _native/kernel_convert.c)
+_WRAPPED_NUMBER_DTYPE = {bool: torch.bool, int: torch.int64, float: torch.float64, complex: torch.complex128}
 
 
 @dataclass(frozen=True)
@@ -233,7 +239,7 @@ class KernelInfo:
         """tensor_metas of a call already bound (argument name -> value)."""
         plan = self._require_plan()
         names = [entry.name for entry in plan.args]
-        metas = []
+        metas: list[tuple[str, int, tuple[int, ...]]] = []
         for entry in plan.args:
             name, kind = entry.name, entry.kind
             if kind == K_RETURN_SLOT and isinstance(entry.extra, int):
@@ -242,7 +248,10 @@ class KernelInfo:
             else:
                 label = name
             value = bound.get(name)
-            if kind == K_TENSOR and value is not None:
+            if kind == K_TENSOR and isinstance(value, (bool, int, float, complex)) and not entry.flags & (F_OUT | F_MUTABLE):
+                wrapped = next(d for t, d in _WRAPPED_NUMBER_DTYPE.items() if isinstance(value, t))  # bool before int
+                metas.append((label, dtypes.ET_SCALAR_TYPE[wrapped], ()))  # a 0-dim tensor, as torch wraps it
+            elif kind == K_TENSOR and value is not None:
                 dtype, order, kept = self._tensor_meta(value, label)
                 # a tensor not kept as it is reaches the kernel as a contiguous copy
                 metas.append((label, dtype, tuple(order) if kept else tuple(range(len(order)))))
@@ -278,8 +287,8 @@ class KernelInfo:
         lines = []
         for entry in self._require_plan().args:
             value = bound.get(entry.name)
-            if entry.kind != K_TENSOR or value is None:
-                continue
+            if entry.kind != K_TENSOR or value is None or isinstance(value, (bool, int, float, complex)):
+                continue  # a Python number goes as a 0-dim tensor of its own
             _dtype, order, kept = self._tensor_meta(value, entry.name)
             if kept:
                 continue
@@ -296,6 +305,19 @@ class KernelInfo:
             lines.append(f"  {entry.name}: a contiguous copy reaches the kernel ({why}; a written one is copied back after the call)")
         return lines
 
+    def wrong_layout_lines(self, metas) -> list[str]:
+        """Lines warning of each tensor (of `metas`, as bound_tensor_metas gives them)
+        reaching the kernel in a layout the rules table records it as silently
+        wrong on (whether or not the user opted in)."""
+        rules = self.rules
+        lines = []
+        for label, _dtype, order in metas:
+            finding = rules.wrong_on(layouts.layout_name(order))
+            if finding is not None:
+                opted = " (you opted in: etops.layout('preserve'))" if layouts.layout_is_preserved() else ""
+                lines.append("warning: " + wrong_layout_message(self.name, finding, label) + opted)
+        return lines
+
     def select(self, pairs) -> Selection:
         """The kernel ExecuTorch would run for tensors of these (ExecuTorch dtype,
         dim order) pairs, in kernel-key order (``tensor_metas``)."""
@@ -304,29 +326,49 @@ class KernelInfo:
 
     def explain(self, *args, **kwargs) -> str:
         """Which registered kernel a call with these arguments would run, and why
-        (or why none matches)."""
+        (or why none matches): the kernel key the call builds, outs it allocates
+        (``out=`` omitted) included."""
         return self.describe_call(self.bind(args, kwargs))
+
+    def with_allocated_outs(self, bound: dict) -> tuple[dict, list[str]]:
+        """`bound` with every missing out allocated as the call allocates it (torch's
+        shape, dtype and dense strides), and the lines saying so (or why etops
+        cannot size them: the key then lacks them, as the call would fail)."""
+        missing = [n for n in self.out_names() if bound.get(n) is None]
+        if not missing:
+            return bound, []
+        try:
+            specs = self.out_specs(bound)
+        except Exception as exc:  # noqa: BLE001 - the call itself would raise this
+            return bound, [f"outs: the call cannot size {', '.join(missing)} ({type(exc).__name__}: {exc})"]
+        from .out_shapes import allocate
+
+        outs = {n: allocate(specs.get(n)) for n in missing}
+        return {**bound, **outs}, [f"outs allocated by the call (no out= given): {', '.join(missing)}"]
 
     def describe_call(self, bound: dict) -> str:
         """explain() of a call already bound (argument name -> value)."""
+        bound, notes = self.with_allocated_outs(bound)
         metas = self.bound_tensor_metas(bound)
         pairs = [(dtype, order) for _, dtype, order in metas]
         key = _native.make_key(pairs) if pairs else "(no tensors)"
         lines = [f"{self.name} called with:"]
         for name, dtype, order in metas:
             lines.append(f"  {name}: {dtypes.dtype_name(dtype)}, dim order {list(order)}")
+        lines.extend(notes)
         copied = self.copied_tensors(bound)
         if copied:
             lines.append("layouts (as an exported program would give them):")
             lines.extend(copied)
+        lines.extend(self.wrong_layout_lines(metas))
         lines.append(f"kernel key: {key}")
         registered = self.kernels
         how, chosen = select_kernel(registered, key)
-        if how == "exact":
-            lines.append(f"runs: the kernel registered for exactly this key, from {chosen.library}")  # type: ignore[union-attr]
-        elif how == "fallback":
+        if chosen is not None and how == "exact":
+            lines.append(f"runs: the {self._kind_of(chosen)} kernel registered for exactly this key, from {chosen.library}")
+        elif chosen is not None and how == "fallback":
             why = "no kernel is registered for this key" if len(registered) > 1 else "it is the only kernel"
-            lines.append(f"runs: the fallback kernel ({why}), from {chosen.library}")  # type: ignore[union-attr]
+            lines.append(f"runs: the {self._kind_of(chosen)} fallback kernel ({why}), from {chosen.library}")
         else:
             lines.append("runs: nothing - no kernel matches this key and there is no fallback kernel")
         has_fallback = any(k.key is None for k in registered)
@@ -334,6 +376,13 @@ class KernelInfo:
             lines.append("registered kernels:")
             lines.extend(f"  {k.key or 'fallback'}: {k.describe()}" for k in registered)
         return "\n".join(lines)
+
+    def _kind_of(self, kernel: RegisteredKernel) -> str:
+        """'built-in', 'custom', 'python' ... (and 'overridden') of one registered kernel."""
+        for origin in self.origins:
+            if origin.key == kernel.key:
+                return origin.kind + (" (overridden)" if origin.overridden else "")
+        return "registered"
 
     # ---- outs ----------------------------------------------------------------------
 
@@ -519,8 +568,36 @@ def _make_c_kernel(info: KernelInfo):
     # torch checks calls of its own operators (aten::) before the kernel sees them
     validate = name.startswith("aten::") and torch_overload(name) is not None
     rules = info.rules
+    warn = _layout_warning(name, rules.wrong_layouts) if rules.wrong_layouts and not rules.contiguous_only else None
     return _native.Kernel(name, plan.args, plan.returns, info, SLOW_PATH, precheck=rules.has_precheck,
-                          validate=validate, contiguous_only=rules.contiguous_only)
+                          validate=validate, contiguous_only=rules.contiguous_only, warn_layout=warn)
+
+
+#: (kernel, layout) pairs warned about in this process
+_WARNED_LAYOUTS: set = set()
+
+
+def wrong_layout_message(name: str, finding, argument: str) -> str:
+    """What a call (and explain) says when argument `argument` reaches kernel
+    `name` in a layout the rules table records it as silently wrong on."""
+    return (f"{name} computes wrong values on {finding.layout} inputs, with no error ({finding.found}; docs/layouts.md), "
+            f"and argument '{argument}' reaches it {finding.layout}. Pass .contiguous() tensors, or run the call under "
+            f"etops.layout('preserve') to pass it as it is on purpose (no warning then)")
+
+
+def _layout_warning(name: str, wrong_layouts: tuple):
+    """The C kernel's warn_layout(argument, dim order): warns once per kernel and
+    layout (a WrongLayoutWarning) when the layout is one of `wrong_layouts`."""
+
+    def warn(argument: str, dim_order: tuple) -> None:
+        layout = layouts.layout_name(dim_order)
+        finding = next((f for f in wrong_layouts if f.layout == layout), None)
+        if finding is None or (name, layout) in _WARNED_LAYOUTS:
+            return
+        _WARNED_LAYOUTS.add((name, layout))
+        warnings.warn(wrong_layout_message(name, finding, argument), layouts.WrongLayoutWarning, stacklevel=3)
+
+    return warn
 
 
 def as_program(kernel: Any) -> Any:

@@ -13,7 +13,7 @@ from typing import Any
 
 from . import _native
 
-__all__ = ["dim_order_of", "is_dense", "layout", "layout_is_preserved", "strides_for"]
+__all__ = ["WrongLayoutWarning", "dim_order_of", "is_dense", "layout", "layout_is_preserved", "layout_name", "strides_for"]
 
 LAYOUT_MODES = ("programs", "preserve")
 
@@ -57,6 +57,21 @@ class layout:  # noqa: N801 - used like a function: etops.layout("preserve")
 
     def __repr__(self) -> str:
         return f"etops.layout({self.mode!r})"
+
+
+class WrongLayoutWarning(UserWarning):
+    """A kernel known to compute wrong values on a layout got a tensor in it."""
+
+
+def layout_name(dim_order: Sequence[int]) -> str:
+    """'contiguous', 'channels-last' (rank 4 and 5, as programs lay tensors out) or
+    'permuted' (any other dim order)."""
+    order, n = tuple(dim_order), len(tuple(dim_order))
+    if order == tuple(range(n)):
+        return "contiguous"
+    if n in (4, 5) and order == (0, *range(2, n), 1):
+        return "channels-last"
+    return "permuted"
 
 
 def layout_is_preserved() -> bool:

@@ -6,8 +6,9 @@
     def test_add(case):
         case.check()
 
-    # a kernel of your own standing in for an ATen op, on that op's OpInfo samples
-    for case in etops.testing.opinfo_cases("mylib::my_add.out", op="add", aten="aten::add.Tensor"):
+    # a kernel of your own standing in for an ATen op, on that op's OpInfo samples;
+    # guard=True: a kernel writing past its out fails as a crash, not killing pytest
+    for case in etops.testing.opinfo_cases("mylib::my_add.out", op="add", aten="aten::add.Tensor", guard=True):
         case.check()
 
     # any registered kernel (a custom kernel, a library's) against a reference callable
@@ -17,8 +18,16 @@
 
 Each case is one OpInfo (or one reference's samples) at one dtype: ``case.run()``
 runs its samples and returns what it found (a ``TaskResult``); ``case.check()``
-raises AssertionError for a mismatch or an error and (under pytest) skips when the
-kernel only refused the dtype.
+raises AssertionError when any case crashed, aborted, mismatched or etops could
+not make the call, listing them with their inputs. When the kernel refused every
+case (``unsupported``: it does not take the dtype) ``check()`` says so: a pytest
+skip whose reason starts with "unsupported" under pytest, ``Unsupported``
+(``etops.errors.UnsupportedCheck``) raised elsewhere.
+
+``guard=True`` (on ``check``, ``opinfo_cases``, ``parametrize`` and
+``reference_cases``) runs every kernel call as ``etops.guard.call``: a kernel that
+writes past an out or faults fails its case as a ``crash`` naming the argument,
+instead of killing the test process (a crash is a failure either way).
 """
 
 from __future__ import annotations
@@ -30,8 +39,25 @@ from typing import Any
 import torch
 
 from .conformance.references.spec import Sample, invalid
+from .errors import UnsupportedCheck
 
-__all__ = ["OpInfoCase", "ReferenceCase", "Sample", "invalid", "opinfo_cases", "parametrize", "reference_cases"]
+#: the case statuses that fail a check (the kernel's fault, or etops' own)
+FAILING = ("crash", "abort", "mismatch", "error")
+
+
+#: raised by check() outside pytest when the kernel refused every case
+Unsupported = UnsupportedCheck
+
+
+def _hooks(hooks, guard: bool):
+    """The hooks a case runs with: `hooks`, every call guarded when `guard`."""
+    if not guard:
+        return hooks
+    from .conformance.hooks import with_guard
+
+    return with_guard(hooks)
+
+__all__ = ["FAILING", "OpInfoCase", "ReferenceCase", "Sample", "Unsupported", "invalid", "opinfo_cases", "parametrize", "reference_cases"]
 
 
 @dataclass
@@ -44,6 +70,7 @@ class OpInfoCase:
     aten: tuple = ()  #: ATen overloads the kernel stands in for (empty: found from schemas)
     hooks: object = None
     report_dir: str | None = None
+    guard: bool = False  #: every kernel call made by etops.guard.call
     _kmap: Any = field(default=None, repr=False, compare=False)
 
     @property
@@ -53,31 +80,39 @@ class OpInfoCase:
     def __str__(self) -> str:
         return self.id
 
-    def run(self) -> Any:
+    def run(self, guard: bool | None = None) -> Any:
+        """The TaskResult of the samples (`guard`: None takes the case's own)."""
         from .conformance.mapping import KernelMap
         from .conformance.runner import TaskRunner, default_kmap
 
         if self._kmap is None:
             self._kmap = KernelMap([self.kernel], overrides={a: self.kernel for a in self.aten}) if self.aten else default_kmap()
-        runner = TaskRunner(self._kmap, [self.kernel], hooks=self.hooks, report_dir=self.report_dir)
+        hooks = _hooks(self.hooks, self.guard if guard is None else guard)
+        runner = TaskRunner(self._kmap, [self.kernel], hooks=hooks, report_dir=self.report_dir)
         return runner.run(self.opinfo, self.dtype)
 
-    def check(self) -> Any:
-        """Runs the case; AssertionError listing mismatches and errors. Returns the
-        TaskResult."""
-        return assert_result(self.id, self.run())
+    def check(self, guard: bool | None = None) -> Any:
+        """Runs the case (`guard=True`: every call guarded); AssertionError listing
+        the crashes, aborts, mismatches and errors with their inputs; the refusal
+        of every case reported (see the module doc). Returns the TaskResult."""
+        return assert_result(self.id, self.run(guard))
 
 
 def assert_result(case_id: str, result):
-    """`result` (a TaskResult) when no case is a mismatch or an error; else
-    AssertionError listing them; a pytest skip when no case passed."""
+    """`result` (a TaskResult) when no case crashed, aborted, mismatched or was an
+    etops error; else AssertionError counting them and listing the recorded ones
+    with their inputs. When no case passed: the kernel's refusal of every case
+    reported as such (a pytest skip starting "unsupported" under pytest,
+    Unsupported elsewhere), or a skip when no sample reached the kernel."""
     counts: dict[str, int] = {}
     for tally in result.tallies.values():
         for status, n in tally.counts.items():
             counts[status] = counts.get(status, 0) + n
-    bad = [d for d in result.details if d.status in ("mismatch", "error")]
-    if bad:
-        lines = [f"{case_id}: {counts.get('mismatch', 0)} mismatch, {counts.get('error', 0)} error of {sum(counts.values())} cases"]
+    failed = {s: counts.get(s, 0) for s in FAILING if counts.get(s, 0)}
+    if failed:
+        bad = [d for d in result.details if d.status in FAILING]
+        what = ", ".join(f"{n} {s}" for s, n in failed.items())
+        lines = [f"{case_id}: {what} of {sum(counts.values())} cases"]
         for d in bad:
             errs = f" (max abs {d.max_abs_error:.3g}, rel {d.max_rel_error:.3g})" if d.max_abs_error is not None and d.max_rel_error is not None else ""
             lines.append(f"  {d.status} {d.aten_op} sample {d.sample} call {d.call}{errs}: {d.message}")
@@ -87,9 +122,14 @@ def assert_result(case_id: str, result):
         raise AssertionError("\n".join(lines))
     if result.sample_error:
         raise AssertionError(f"{case_id}: the samples could not run: {result.sample_error}")
-    if not counts.get("pass"):
-        why = "no sample reached the kernel" if not counts else f"the kernel refused every case ({counts.get('unsupported', 0)} unsupported): " + \
-            next((d.message for d in result.details if d.status == "unsupported"), "")
+    if not counts:
+        _skip(f"{case_id}: no sample reached the kernel")
+    elif not counts.get("pass"):
+        refused = ", ".join(f"{n} {s}" for s, n in counts.items() if n)
+        first = next((d for d in result.details if d.status in ("unsupported", "guarded")), None)
+        why = f"unsupported: the kernel refused every case ({refused})" + (f": {first.message}" if first is not None else "")
+        if not _under_pytest():
+            raise Unsupported(f"{case_id}: {why}")
         _skip(f"{case_id}: {why}")
     return result
 
@@ -101,6 +141,7 @@ class ReferenceCase:
     reference: Any  #: an etops.conformance.references.Reference
     dtype: torch.dtype
     hooks: object = None
+    guard: bool = False  #: every kernel call made by etops.guard.call
 
     @property
     def id(self) -> str:
@@ -109,17 +150,19 @@ class ReferenceCase:
     def __str__(self) -> str:
         return self.id
 
-    def run(self):
+    def run(self, guard: bool | None = None):
+        """The TaskResult of the samples (`guard`: None takes the case's own)."""
         from .conformance import references
         from .conformance.runner import TaskRunner, default_kmap
 
         references.add(self.reference)
-        return TaskRunner(default_kmap(), [self.reference.kernel], hooks=self.hooks).run(self.reference.task_id, self.dtype)
+        hooks = _hooks(self.hooks, self.guard if guard is None else guard)
+        return TaskRunner(default_kmap(), [self.reference.kernel], hooks=hooks).run(self.reference.task_id, self.dtype)
 
-    def check(self):
-        """Runs the case; AssertionError listing mismatches and errors (an invalid
-        sample the kernel accepts is a mismatch). Returns the TaskResult."""
-        return assert_result(self.id, self.run())
+    def check(self, guard: bool | None = None):
+        """As OpInfoCase.check (an invalid sample the kernel accepts is a mismatch).
+        Returns the TaskResult."""
+        return assert_result(self.id, self.run(guard))
 
 
 def _as_sample(item) -> Sample:
@@ -133,7 +176,7 @@ def _as_sample(item) -> Sample:
 
 
 def reference_cases(kernel, reference, samples, *, dtypes=("float32",), schema=None, library=None, compare=None, tolerance=None,
-                    hooks=None) -> list[ReferenceCase]:
+                    hooks=None, guard: bool = False) -> list[ReferenceCase]:
     """Cases checking `kernel` (a registered kernel's name or object, any
     namespace: a custom kernel, a loaded library's) against `reference`, a
     callable taking the kernel's arguments without its outs and returning what
@@ -143,7 +186,8 @@ def reference_cases(kernel, reference, samples, *, dtypes=("float32",), schema=N
     for inputs both must refuse), argument tuples or keyword dicts; dtypes: torch
     dtypes or names, one case each; schema: the kernel's schema when no package
     defines one; library: a module to import first; compare: "metadata" for
-    uninitialized results; tolerance: (rtol, atol)."""
+    uninitialized results; tolerance: (rtol, atol); guard: every call made by
+    etops.guard.call (a fault fails the case as a crash, naming the argument)."""
     from .conformance.references import Reference
     from .conformance.runner import dtype_from_name
 
@@ -157,7 +201,13 @@ def reference_cases(kernel, reference, samples, *, dtypes=("float32",), schema=N
     ref = Reference(name, reference, lambda dtype: (_as_sample(s) for s in samples(dtype)),
                     tuple(str(d).replace("torch.", "") for d in wanted), schema=schema, library=library, compare=compare,
                     tolerance=tolerance)
-    return [ReferenceCase(ref, d, hooks) for d in wanted]
+    return [ReferenceCase(ref, d, hooks, guard) for d in wanted]
+
+
+def _under_pytest() -> bool:
+    import os
+
+    return "PYTEST_CURRENT_TEST" in os.environ
 
 
 def _skip(reason: str) -> None:
@@ -177,14 +227,16 @@ def _names(value: Any) -> list[str] | None:
 
 
 def opinfo_cases(kernel: Any = None, op: str | Iterable[str] | None = None, *, aten: str | Iterable[str] | None = None,
-                 dtypes: Any = None, hooks: Any = None, report_dir: str | None = None) -> list[OpInfoCase]:
+                 dtypes: Any = None, hooks: Any = None, report_dir: str | None = None, guard: bool = False) -> list[OpInfoCase]:
     """The OpInfo cases for `kernel` (a registered kernel name or kernel object;
     None: every registered aten kernel).
 
     op: OpInfo ids whose samples to run (default: the OpInfos whose samples reach
     the kernel, found by running them all once, cached); aten: the ATen overload(s)
     a kernel of another namespace stands in for (its calls go to the kernel);
-    dtypes: torch dtypes or names (default: every dtype the OpInfo lists for CPU)."""
+    dtypes: torch dtypes or names (default: every dtype the OpInfo lists for CPU);
+    guard: every kernel call made by etops.guard.call (a kernel that faults fails
+    its case as a crash naming the argument instead of killing the process)."""
     from .conformance.runner import dtype_from_name, opinfo_dtypes, opinfos
     from .conformance.sweep import discover, resolve_kernels
 
@@ -218,15 +270,15 @@ def opinfo_cases(kernel: Any = None, op: str | Iterable[str] | None = None, *, a
             for dtype in opinfo_dtypes(ops[oid]):
                 if wanted_dtypes is not None and dtype not in wanted_dtypes:
                     continue
-                cases.append(OpInfoCase(k, oid, dtype, aten, hooks, report_dir))
+                cases.append(OpInfoCase(k, oid, dtype, aten, hooks, report_dir, guard))
     return cases
 
 
 def parametrize(kernel: Any = None, op: str | Iterable[str] | None = None, *, aten: str | Iterable[str] | None = None,
-                dtypes: Any = None, argname: str = "case") -> Any:
+                dtypes: Any = None, argname: str = "case", guard: bool = False) -> Any:
     """``pytest.mark.parametrize`` over ``opinfo_cases(...)``, ids like
-    ``aten::add.out-add-float32``."""
+    ``aten::add.out-add-float32`` (`guard=True`: every call guarded)."""
     import pytest
 
-    cases = opinfo_cases(kernel, op, aten=aten, dtypes=dtypes)
+    cases = opinfo_cases(kernel, op, aten=aten, dtypes=dtypes, guard=guard)
     return pytest.mark.parametrize(argname, cases, ids=[c.id for c in cases])

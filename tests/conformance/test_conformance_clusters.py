@@ -16,7 +16,7 @@ import torch
 
 import etops
 from etops.conformance import cli
-from etops.conformance.clusters import KINDS, cluster_key, dtype_class, group, normalized_message, signature
+from etops.conformance.clusters import KINDS, cluster_key, dtype_class, group, headline, normalized_message, signature
 from etops.conformance.runner import CaseResult
 from etops.conformance.shrink import shrink, shrink_isolated, total_elements
 
@@ -59,18 +59,64 @@ def test_dtype_classes():
         ["float", "float", "half", "half", "int", "int", "bool", "complex"]
 
 
-def test_mismatch_signature_is_the_shape_of_the_difference():
-    some = _case("mismatch", "Tensor-likes are not close!\nMismatched elements: 3 / 25 (12.0%)", max_abs_error=2.0, max_rel_error=0.5)
-    every = _case("mismatch", "Tensor-likes are not close!\nMismatched elements: 25 / 25 (100.0%)", max_abs_error=2.0, max_rel_error=0.5)
-    tiny = _case("mismatch", "Mismatched elements: 3 / 25 (12.0%)", max_abs_error=1e-4, max_rel_error=1e-5)
+def test_mismatch_signature_is_what_differs_and_its_verdict():
+    wrong = _case("mismatch", "Tensor-likes are not close!\nMismatched elements: 3 / 25 (12.0%)", max_abs_error=2.0, max_rel_error=0.5,
+                  verdict="wrong")
+    every = _case("mismatch", "Tensor-likes are not close!\nMismatched elements: 25 / 25 (100.0%)", max_abs_error=2.0, max_rel_error=0.5,
+                  verdict="wrong")
+    loss = _case("mismatch", "Mismatched elements: 3 / 25 (12.0%)", max_abs_error=1e-4, max_rel_error=1e-5, verdict="precision loss")
+    as_aten = _case("mismatch", "Mismatched elements: 3 / 25 (12.0%)", max_abs_error=1e-4, max_rel_error=1e-5, verdict="within ATen's error")
     shape = _case("mismatch", "shape [2, 3] (ExecuTorch) vs [3, 2] (ATen)")
-    sigs = {signature(c) for c in (some, every, tiny, shape)}
-    assert len(sigs) == 4
+    inf = _case("mismatch", "Mismatched elements: 3 / 25 (12.0%)", max_abs_error=float("inf"), max_rel_error=float("inf"), verdict="wrong")
+    assert signature(wrong) == signature(every) == "values differ: wrong"  # how many elements is no cause
+    assert len({signature(c) for c in (wrong, loss, as_aten, shape, inf)}) == 5
     assert signature(shape) == "another shape"
-    # the same difference at other sizes and dtypes of one class is one cluster
-    other = _case("mismatch", "Mismatched elements: 7 / 99 (7.0%)", dtype="float64", max_abs_error=3.0, max_rel_error=0.9)
-    assert cluster_key(other) == cluster_key(some)
-    assert cluster_key(_case("mismatch", some.message, dtype="float16", max_abs_error=2.0, max_rel_error=0.5)) != cluster_key(some)
+    # one root cause whatever the dtypes: float64, float16, int64 cases of one key are one finding
+    for dtype in ("float64", "float16", "int64", "bool"):
+        assert cluster_key(_case("mismatch", wrong.message, dtype=dtype, max_abs_error=3.0, max_rel_error=0.9, verdict="wrong")) == cluster_key(wrong)
+
+
+def test_one_finding_per_root_cause_with_its_dtypes_as_an_attribute():
+    """unfold_copy's 0-dim guard at five dtype classes, _log_softmax's missing
+    float64 at five task dtypes: one finding each (was five each)."""
+    rule = "min_dim(low=1, name='self'); finding: unfold_copy.out reads the size of a 0-dim input before checking its rank"
+    dtypes = ["bool", "complex64", "float32", "bfloat16", "int16"]
+    guarded = [_case("guarded", "ValueError: x", dtype=d, kernel="aten::unfold_copy.out", rule=rule, inputs=f"tensor(1, {d})") for d in dtypes]
+    refused = [_case("unsupported", "KernelError: ExecuTorch kernel aten::_log_softmax.out failed with Error::InvalidArgument (0x12): "
+                     "Unhandled dtype Double for _log_softmax.out", dtype=d, kernel="aten::_log_softmax.out", inputs="Tensor[1]:float64")
+               for d in dtypes]
+    clusters = group(guarded + refused)
+    assert [(c.kernel, len(c.cases)) for c in clusters] == [("aten::unfold_copy.out", 5), ("aten::_log_softmax.out", 5)]
+    assert clusters[0].dtypes == sorted(dtypes) and clusters[0].dtype_classes == ["bool", "complex", "float", "half", "int"]
+    assert clusters[0].to_json()["dtypes"] == sorted(dtypes)
+
+
+def test_messages_are_cut_at_a_word_boundary():
+    from etops.conformance.values import clip
+
+    message = ("KernelError: ExecuTorch kernel aten::cumsum.out failed with Error::InvalidArgument (0x12): Check failed (dim >= "
+               "-upper_bound && dim < upper_bound): Dimension 0 is out of range. Dimension should be between -1 and 0. " * 3)
+    cut = clip(message, 200)
+    assert len(cut) <= 200 and cut.endswith("…") and message.startswith(cut[:-1]) and message[len(cut) - 1] == " "
+    assert clip("short", 200) == "short"
+    cluster = group([_case("unsupported", message, kernel="aten::cumsum.out", inputs="tensor(1.0, float32), 0")])[0]
+    assert "Dimension should be between -1 and 0" in cluster.summary and "bet;" not in cluster.summary
+
+
+def test_headline_counts_wrong_results_apart_from_precision_losses():
+    class _Report:
+        def coverage(self):
+            return {"reached": 2}
+
+    cases = [_case("mismatch", "m", kernel="aten::a.out", verdict="wrong", max_abs_error=1.0, max_rel_error=1.0),
+             _case("mismatch", "m", kernel="aten::b.out", verdict="wrong", max_abs_error=1.0, max_rel_error=1.0),
+             _case("mismatch", "m", kernel="aten::a.out", verdict="precision loss", max_abs_error=1e-6, max_rel_error=1e-6),
+             _case("mismatch", "m", kernel="aten::a.out", verdict="within ATen's error", max_abs_error=1e-6, max_rel_error=1e-6),
+             _case("abort", "KernelAborted: x", kernel="aten::c.out")]
+    clusters = group(cases)
+    assert [c.category for c in clusters] == ["abort", "wrong", "wrong", "precision loss", "within ATen's error"]
+    assert headline(_Report(), clusters) == ("2 kernels checked, 5 distinct findings (1 abort, 2 wrong results, 1 precision loss, "
+                                             "1 within ATen's error)")
 
 
 def test_group_orders_worst_kind_first_and_picks_the_smallest_case():
@@ -123,7 +169,8 @@ def test_json_leads_with_the_findings(checked):
     assert kinds == sorted(kinds, key=KINDS.index)
     aborts = [f for f in data["findings"] if f["kind"] == "abort"]
     assert aborts and aborts[0]["kernel"] == "aten::unfold_copy.out" and "Dimension out of range" in aborts[0]["signature"]
-    assert aborts[0]["dtype_class"] == "any"  # one ExecuTorch check is one finding, whatever the dtype
+    # one ExecuTorch check is one finding, whatever the dtype (its dtypes an attribute)
+    assert len([f for f in aborts if f["kernel"] == "aten::unfold_copy.out"]) == 1 and aborts[0]["dtypes"]
     for f in data["findings"]:
         assert f["summary"] and f["reproducer"] and Path(f["reproducer"]).is_file()
 
@@ -154,6 +201,10 @@ def test_dim_order_axis_verdicts_and_shrunk_reproducer(checked):
     assert axis["kernels"][0]["kernel"] == "aten::constant_pad_nd.out"  # the worst first
     pad = rows["aten::constant_pad_nd.out"]["channels-last"]
     assert pad["verdict"] == "silently wrong" and pad["findings"] > 0
+    # the rules table records it (direct calls warn): the axis lists only what the table lacks
+    assert ["aten::constant_pad_nd.out", "channels-last"] not in axis["not_in_rules_table"]
+    assert all(rows[k][{"permuted": "transposed"}.get(layout, layout)]["verdict"] == "silently wrong"
+               for k, layout in axis["not_in_rules_table"])
     assert rows["aten::clone.out"]["channels-last"]["verdict"] == "honours"
     assert rows["aten::clone.out"]["transposed"]["verdict"] == "refuses"
     finding = next(f for f in axis["findings"]["channels-last"] if f["kernel"] == "aten::constant_pad_nd.out" and f["kind"] == "mismatch")
@@ -171,3 +222,25 @@ def test_axis_counts_only_cases_with_an_input_laid_out_anew(checked):
         for v in row["layouts"].values():
             assert 0 <= v["cases"] <= base[row["kernel"]]
     assert data["dim_order_axis"]["kernels"][-1]["layouts"]["channels-last"]["cases"] < base[data["dim_order_axis"]["kernels"][-1]["kernel"]]
+
+
+def test_the_axis_lists_silently_wrong_kernels_the_rules_table_lacks():
+    """The rules table's wrong_layouts are kept current from the dim-order axis: a
+    kernel it finds silently wrong on a layout the table does not record is listed."""
+    from etops.conformance.dim_orders import Axis
+    from etops.conformance.runner import Tally
+    from etops.conformance.sweep import Report
+
+    def report(*cases):
+        r = Report(["aten::add.out", "aten::constant_pad_nd.out"], ["float32"], False, 1)
+        for kernel in r.selected:
+            r.tallies[(kernel, "float32")] = Tally()
+            r.tallies[(kernel, "float32")].add("pass", "x")
+        r.details.extend(cases)
+        return r
+
+    wrong = [_case("mismatch", "m", kernel=k) for k in ("aten::add.out", "aten::constant_pad_nd.out")]
+    axis = Axis(report(), {"channels-last": report(*wrong), "transposed": report(*wrong)})
+    assert axis.unrecorded() == [("aten::add.out", "channels-last"), ("aten::add.out", "permuted"),
+                                 ("aten::constant_pad_nd.out", "permuted")]
+    assert "not yet in the rules table" in "\n".join(axis.terminal_lines())

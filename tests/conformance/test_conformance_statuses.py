@@ -42,14 +42,30 @@ def test_unsupported_is_a_kernel_refusing_what_aten_accepts():
     assert all(c.message.startswith(("KernelError", "NoMatchingKernelError")) for c in cases)
 
 
+@pytest.mark.parametrize("kernel, opinfo, dtype, words", [
+    # ExecuTorch's Scalar holds bool, int or float only: complex fill values cannot be passed
+    ("aten::full.out", "full", "complex64", "argument 'fill_value': ExecuTorch Scalars cannot be complex"),
+    # ExecuTorch's MemoryFormat has contiguous and preserve only
+    ("aten::_to_copy.out", "to", "float32", "argument 'memory_format' got torch.channels_last; ExecuTorch accepts one of"),
+])
+def test_what_executorch_cannot_express_is_unsupported_with_the_reason(kernel, opinfo, dtype, words):
+    report = conformance.run([kernel], dtypes=[dtype], opinfo_filter={opinfo}, progress=False)
+    assert report.totals()["error"] == 0, _only(report, "error")[:1]
+    cases = [c for c in _only(report, "unsupported") if words in c.message]
+    assert cases and cases[0].message.startswith("UnrepresentableError"), report.totals()
+
+
 def test_error_is_etops_unable_to_make_the_call():
-    # full's complex samples pass a complex fill_value; ExecuTorch's Scalar holds
-    # bool, int or float only, so etops cannot make the call: an etops error,
-    # reported as such. If etops learns to take them, pick another real case here.
-    report = conformance.run(["aten::full.out"], dtypes=["complex64"], opinfo_filter={"full"}, progress=False)
+    import types
+
+    def invoke(kernel, args, kwargs):
+        raise RuntimeError("etops itself failed here")
+
+    report = conformance.run(["aten::add.out"], dtypes=["float32"], opinfo_filter={"add"}, progress=False,
+                             hooks=types.SimpleNamespace(invoke=invoke))
     cases = _only(report, "error")
-    assert cases, report.totals()
-    assert "TypeError" in cases[0].message and "fill_value" in cases[0].message
+    assert cases and report.totals()["unsupported"] == 0
+    assert cases[0].message.startswith("RuntimeError: etops itself failed here")
 
 
 def test_mismatch_and_its_reproducer(tmp_path):

@@ -154,3 +154,71 @@ def test_a_lazily_negated_complex_tensor_reaches_the_kernel_resolved(reg):
     assert torch.equal(reg.aten.view_copy.out(x, [3, 2]), want.view(3, 2))
     assert torch.equal(reg.aten.transpose_copy.int_out(x, 0, 1), want.t())
     assert torch.equal(reg.aten.clone.out(x), want)
+
+
+# ---- kernels the rules table records as silently wrong on a layout ----------------
+
+
+@pytest.fixture
+def fresh_warnings(monkeypatch):
+    """Layout warnings as in a fresh process (they are given once per kernel and layout)."""
+    import etops.kernel
+
+    monkeypatch.setattr(etops.kernel, "_WARNED_LAYOUTS", set())
+
+
+def test_the_rules_table_is_the_one_list_of_silently_wrong_layouts():
+    from etops.ops import rules_for, wrong_layouts
+
+    table = wrong_layouts()
+    assert {f.layout for f in table["aten::_log_softmax.out"]} == {"channels-last"}
+    assert rules_for("aten::constant_pad_nd.out").wrong_on("channels-last") is not None
+    assert rules_for("aten::mm.out").wrong_on("permuted") is not None and rules_for("aten::add.out").wrong_layouts == ()
+
+
+@pytest.mark.parametrize("kernel, args", [
+    ("aten::_log_softmax.out", (1, False)),
+    ("aten::constant_pad_nd.out", ([1, 1],)),
+])
+def test_a_direct_call_on_a_known_wrong_layout_warns_once(reg, fresh_warnings, kernel, args):
+    """ExecuTorch's _log_softmax and constant_pad_nd compute wrong values on a
+    channels-last input (max diff 3.06 and 3.35 in the dim-order sweep), with no
+    error: a direct call says so, once per kernel and layout."""
+    import warnings
+
+    op = reg.get_kernel(kernel)
+    x = torch.randn(2, 3, 4, 5).contiguous(memory_format=torch.channels_last)
+    with pytest.warns(etops.layouts.WrongLayoutWarning) as record:
+        wrong = op(x, *args)
+    text = str(record[0].message)
+    assert f"{kernel} computes wrong values on channels-last inputs" in text and "argument 'self'" in text
+    assert "mismatching cases in make conformance-dim-orders" in text and "etops.layout('preserve')" in text
+    expected = op(x.contiguous(), *args)
+    assert not torch.allclose(wrong, expected)  # the warning is warranted
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        op(x, *args)  # once per kernel and layout
+        op(x.contiguous(), *args)  # a contiguous input: nothing to say
+
+
+def test_no_warning_when_the_user_opted_in_and_explain_says_it_always(reg, fresh_warnings):
+    import warnings
+
+    op = reg.aten._log_softmax.out
+    x = torch.randn(2, 3, 4, 5).contiguous(memory_format=torch.channels_last)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with etops.layout("preserve"):
+            op(x, 1, False)
+    explained = op.explain(x, 1, False)
+    assert "warning: aten::_log_softmax.out computes wrong values on channels-last inputs" in explained
+    assert "argument 'self' reaches it channels-last" in explained
+    with etops.layout("preserve"):
+        assert "you opted in" in op.explain(x, 1, False)
+    assert "warning:" not in op.explain(x.contiguous(), 1, False)
+    # a permuted tensor goes as a contiguous copy by default: nothing wrong to say
+    m = reg.aten.mm.out
+    w = torch.randn(4, 3)
+    assert "warning:" not in m.explain(torch.randn(2, 3), w.t())
+    with etops.layout("preserve"):
+        assert "computes wrong values on permuted inputs" in m.explain(torch.randn(2, 3), w.t())

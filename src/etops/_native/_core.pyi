@@ -27,6 +27,7 @@ class Kernel:
         specs: Any = ...,
         validate: bool = ...,
         contiguous_only: bool = ...,
+        warn_layout: Any = ...,
     ) -> Kernel: ...
     def __call__(self, *args: Any, **kwargs: Any) -> Any: ...
     def __getattr__(self, name: str) -> Any: ...  # everything else is its info's (KernelInfo, DelegateInfo)

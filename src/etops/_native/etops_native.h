@@ -102,6 +102,10 @@ int etops_borrow_tensor(etops_state* st, PyObject* obj, etb_tensor* out, etops_k
 /* Raises the ValueError for a written tensor that is expanded (LAYOUT_OVERLAPPING):
  * writing it would write some elements twice. Returns -1. */
 int etops_refuse_overlapping_write(const char* op, const char* what);
+/* Raises etops.UnrepresentableError (a TypeError and a ValueError): a value torch
+ * accepts that ExecuTorch's types cannot express (a memory format, a complex
+ * Scalar, a dtype, a rank or size beyond its limits). Returns -1. */
+int etops_unrepresentable(const char* fmt, ...);
 
 /* Python list of ints from the sizes of a tensor. */
 PyObject* etops_sizes_tuple(const etb_tensor* t);

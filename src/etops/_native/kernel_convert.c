@@ -46,6 +46,21 @@ static int borrow_dense_copy(KernelObject* k, CallScratch* cs, TensorRec* r, int
   return 0;
 }
 
+/* Calls the kernel's warn_layout(what, dim order): the rules table knows this kernel
+ * computes wrong values on some layout, and a tensor in a non-contiguous order
+ * reaches it as it is without the user opting in (etops.layout("preserve")). Out of
+ * line: only kernels with such a record get here, and only for such a tensor. */
+static Py_NO_INLINE int warn_layout(KernelObject* k, const etb_tensor* t, const char* what) {
+  PyObject* order = PyTuple_New(t->ndim);
+  if (order == NULL) return -1;
+  for (int d = 0; d < t->ndim; d++) PyTuple_SET_ITEM(order, d, PyLong_FromLong(t->dim_order[d]));
+  PyObject* res = PyObject_CallFunction(k->warn_layout, "sO", what, order);
+  Py_DECREF(order);
+  if (res == NULL) return -1;
+  Py_DECREF(res);
+  return 0;
+}
+
 /* Borrows `obj` as tensor `what` of argument `arg`. Tensors reach the kernel as an
  * exported program lays them out: a non-dense input, or one in a permuted dim order
  * (unless the thread's layout mode is "preserve"), is replaced by a contiguous copy,
@@ -62,6 +77,9 @@ static inline TensorRec* borrow(KernelObject* k, CallScratch* cs, PyObject* obj,
   if (rc < 0) return NULL;
   if (rc == LAYOUT_DENSE && k->contiguous_only && !is_contiguous_order(&r->t)) rc = LAYOUT_PERMUTED;
   if (rc != LAYOUT_DENSE && borrow_dense_copy(k, cs, r, rc, what, writable) < 0) return NULL;
+  if (k->warn_layout != NULL && rc == LAYOUT_DENSE && !etops_layout_preserve && !is_contiguous_order(&r->t) &&
+      warn_layout(k, &r->t, what) < 0)
+    return NULL;
   int64_t numel = 1;
   for (int i = 0; i < r->t.ndim; i++) numel *= r->t.sizes[i];
   cs->numel_total += numel;
@@ -255,8 +273,7 @@ static int convert_scalar(KernelObject* k, CallScratch* cs, int i, const ArgSpec
     return 0;
   }
   if (PyComplex_Check(o)) {
-    PyErr_Format(PyExc_TypeError, "%s: argument '%s': ExecuTorch Scalars cannot be complex", k->op_name, a->cname);
-    return -1;
+    return etops_unrepresentable("%s: argument '%s': ExecuTorch Scalars cannot be complex", k->op_name, a->cname);
   }
   /* numpy scalars and other numbers: integers by __index__, the rest by __float__ */
   if (PyIndex_Check(o)) {
@@ -396,8 +413,12 @@ static int convert_enum(KernelObject* k, CallScratch* cs, int i, const ArgSpec* 
     int same_type = 0;
     while (PyDict_Next(a->extra, &pos, &key, &value)) same_type |= Py_TYPE(key) == Py_TYPE(o);
     PyObject* accepted = PyDict_Keys(a->extra);
-    PyErr_Format(same_type ? PyExc_ValueError : PyExc_TypeError, "%s: argument '%s' got %R; ExecuTorch accepts one of %R",
-                 k->op_name, a->cname, o, accepted ? accepted : Py_None);
+    if (same_type) /* a value torch has and ExecuTorch's enum lacks */
+      etops_unrepresentable("%s: argument '%s' got %R; ExecuTorch accepts one of %R", k->op_name, a->cname, o,
+                            accepted ? accepted : Py_None);
+    else
+      PyErr_Format(PyExc_TypeError, "%s: argument '%s' got %R; ExecuTorch accepts one of %R", k->op_name, a->cname, o,
+                   accepted ? accepted : Py_None);
     Py_XDECREF(accepted);
     return -1;
   }

@@ -77,6 +77,10 @@ typedef struct {
   PyObject* slow;
   int has_precheck; /* call the slow path's abort guard before every call */
   int contiguous_only; /* every tensor reaches the kernel contiguous (the rules table's contiguous_only) */
+  /* callable(argument, dim order) warning that the kernel is known silently wrong on
+   * a layout (the rules table's wrong_layouts), or NULL: called when a dense tensor
+   * not in contiguous order reaches the kernel as it is outside "preserve" mode */
+  PyObject* warn_layout;
   /* torch's checks of the call (slow path `validate`), once per argument
    * signature: the signatures (call_signature) of calls torch accepted, and for
    * each whether its outs go STATIC (torch fixed their shapes, and

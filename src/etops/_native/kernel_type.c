@@ -85,13 +85,14 @@ static int parse_plan(KernelObject* k, PyObject* plan) {
 
 static PyObject* kernel_new(PyTypeObject* type, PyObject* args, PyObject* kwargs) {
   static char* kwlist[] = {"name", "plan", "returns", "info", "slow_path", "precheck", "delegate", "specs",
-                           "validate", "contiguous_only", NULL};
+                           "validate", "contiguous_only", "warn_layout", NULL};
   PyObject *name, *plan, *returns, *info, *slow;
   PyObject* delegate = Py_None;
   PyObject* specs = Py_None;
+  PyObject* warn_layout = Py_None;
   int precheck = 0, validate = 0, contiguous_only = 0;
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "UOOOO|pOOpp", kwlist, &name, &plan, &returns, &info, &slow,
-                                   &precheck, &delegate, &specs, &validate, &contiguous_only))
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "UOOOO|pOOppO", kwlist, &name, &plan, &returns, &info, &slow,
+                                   &precheck, &delegate, &specs, &validate, &contiguous_only, &warn_layout))
     return NULL;
   KernelObject* k = (KernelObject*)type->tp_alloc(type, 0);
   if (k == NULL) return NULL;
@@ -115,6 +116,7 @@ static PyObject* kernel_new(PyTypeObject* type, PyObject* args, PyObject* kwargs
   k->has_precheck = precheck;
   k->validates = validate;
   k->contiguous_only = contiguous_only;
+  k->warn_layout = warn_layout == Py_None ? NULL : Py_NewRef(warn_layout);
   k->validated_count = k->validated_next = 0;
   k->gen = 0;
   if (delegate != Py_None) {
@@ -166,6 +168,7 @@ static int kernel_traverse(KernelObject* k, visitproc visit, void* arg) {
   Py_VISIT(k->info);
   Py_VISIT(k->slow);
   Py_VISIT(k->delegate);
+  Py_VISIT(k->warn_layout);
   for (int i = 0; i < ALLOCATION_SIGNATURES; i++) Py_VISIT(k->allocated_outs[i]);
   for (int i = 0; i < k->nslots; i++) {
     Py_VISIT(k->args[i].default_value);
@@ -178,6 +181,7 @@ static int kernel_clear(KernelObject* k) {
   Py_CLEAR(k->info);
   Py_CLEAR(k->slow);
   Py_CLEAR(k->delegate);
+  Py_CLEAR(k->warn_layout);
   k->delegate_handle = NULL;
   clear_allocations(k);
   for (int i = 0; i < k->nslots; i++) {

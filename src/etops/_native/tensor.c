@@ -10,6 +10,8 @@
  */
 #include "etops_native.h"
 
+#include <stdarg.h>
+
 int etops_keep_add(etops_keep* keep, PyObject* obj) {
   if (keep->n < (int)(sizeof(keep->objs) / sizeof(keep->objs[0]))) {
     keep->objs[keep->n++] = obj;
@@ -244,9 +246,8 @@ static Py_NO_INLINE int borrow_general_layout(PyObject* obj, int from_torch_api,
   int ndim = dl->ndim;
   for (int i = 0; i < ndim; i++) {
     if (dl->shape[i] < 0 || dl->shape[i] > INT32_MAX) {
-      PyErr_Format(PyExc_ValueError, "%s: argument '%s' has size %lld at dim %d, beyond ExecuTorch's int32 sizes",
-                   op, what, (long long)dl->shape[i], i);
-      return -1;
+      return etops_unrepresentable("%s: argument '%s' has size %lld at dim %d, beyond ExecuTorch's int32 sizes",
+                                   op, what, (long long)dl->shape[i], i);
     }
   }
   int conjugate = 0;
@@ -274,8 +275,7 @@ static Py_NO_INLINE int borrow_general_layout(PyObject* obj, int from_torch_api,
   for (int k = ndim - 1; k >= 0; k--) {
     int d = out->dim_order[k];
     if (expected > INT32_MAX) {
-      PyErr_Format(PyExc_ValueError, "%s: argument '%s' has strides beyond ExecuTorch's int32 strides", op, what);
-      return -1;
+      return etops_unrepresentable("%s: argument '%s' has strides beyond ExecuTorch's int32 strides", op, what);
     }
     out->strides[d] = (int32_t)expected;
     out->sizes[d] = (int32_t)dl->shape[d];
@@ -283,6 +283,25 @@ static Py_NO_INLINE int borrow_general_layout(PyObject* obj, int from_torch_api,
   }
   if (conjugate) return LAYOUT_CONJUGATE; /* out is filled: its layout as if resolved */
   return found == ORDER_OTHER && !etops_layout_preserve ? LAYOUT_PERMUTED : LAYOUT_DENSE;
+}
+
+int etops_unrepresentable(const char* fmt, ...) {
+  va_list vargs;
+  va_start(vargs, fmt);
+  PyObject* message = PyUnicode_FromFormatV(fmt, vargs);
+  va_end(vargs);
+  if (message == NULL) return -1;
+  PyObject* errors = PyImport_ImportModule("etops.errors"); /* the error path only */
+  PyObject* type = errors != NULL ? PyObject_GetAttrString(errors, "UnrepresentableError") : NULL;
+  Py_XDECREF(errors);
+  if (type == NULL) {
+    PyErr_Clear();
+    type = Py_NewRef(PyExc_ValueError);
+  }
+  PyErr_SetObject(type, message);
+  Py_DECREF(type);
+  Py_DECREF(message);
+  return -1;
 }
 
 int etops_borrow_tensor(etops_state* st, PyObject* obj, etb_tensor* out, etops_keep* keep,
@@ -307,16 +326,13 @@ int etops_borrow_tensor(etops_state* st, PyObject* obj, etb_tensor* out, etops_k
     return -1;
   }
   if (dl.ndim < 0 || dl.ndim > ETB_MAX_DIM) {
-    PyErr_Format(PyExc_ValueError, "%s: argument '%s' has %d dims; ExecuTorch supports at most %d",
-                 op, what, (int)dl.ndim, ETB_MAX_DIM);
-    return -1;
+    return etops_unrepresentable("%s: argument '%s' has %d dims; ExecuTorch supports at most %d", op, what,
+                                 (int)dl.ndim, ETB_MAX_DIM);
   }
   int dtype = et_dtype_of(dl.dtype);
   if (dtype < 0) {
-    PyErr_Format(PyExc_TypeError,
-                 "%s: argument '%s' has a dtype ExecuTorch cannot represent (DLPack code %d, %d bits, %d lanes)",
-                 op, what, (int)dl.dtype.code, (int)dl.dtype.bits, (int)dl.dtype.lanes);
-    return -1;
+    return etops_unrepresentable("%s: argument '%s' has a dtype ExecuTorch cannot represent (DLPack code %d, %d bits, %d lanes)",
+                                 op, what, (int)dl.dtype.code, (int)dl.dtype.bits, (int)dl.dtype.lanes);
   }
   int ndim = dl.ndim;
   out->data = (char*)dl.data + dl.byte_offset;

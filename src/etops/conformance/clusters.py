@@ -1,14 +1,18 @@
 """Findings grouped by root cause: the non-pass cases of a sweep clustered by
-kernel, kind, dtype class and signature (the shape of the difference, the guard
-that refused, or the normalized message), each cluster shrunk to its smallest
-failing input, given one standalone reproducer and a one-line summary fit for an
-upstream bug report.
+kernel, kind and signature (for a mismatch what differs and its verdict against a
+higher-precision reference: wrong, precision loss, within ATen's error; the guard
+that refused; or the message with numbers and dtype names taken out), and
+layout. The dtypes a root cause shows up in are an attribute of its finding,
+not part of its key. Each cluster is shrunk to its smallest failing input, given
+one standalone reproducer and a one-line summary fit for an upstream bug report
+(its figures those of the input it shows).
 
 ``group(cases)`` only groups (cheap, no kernel runs); ``build(report, ...)``
 groups, finds each cluster's inputs again (the case with the fewest elements,
 rerun without kernels), shrinks them (in a forked child: see shrink.py) and
 writes the reproducers. ``headline(report, clusters)``: "N kernels checked, M
-distinct findings (...)". Imports the conformance runner, shrink and reproducer.
+distinct findings (a wrong results, b precision losses, ...)". Imports the
+conformance runner, shrink and reproducer.
 """
 
 from __future__ import annotations
@@ -16,9 +20,17 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-#: the kinds of finding, worst first (the order reports list them in)
+from .values import VERDICTS, WRONG, clip
+
+#: the kinds of finding (case statuses), worst first
 KINDS = ("crash", "abort", "guarded", "mismatch", "unsupported", "error")
+#: what reports count and list findings by, worst first: the kinds with mismatches
+#: split by verdict (wrong results apart from precision losses)
+CATEGORIES = ("crash", "abort", "guarded", "wrong", "precision loss", "within ATen's error", "unsupported", "error")
+#: how the headline words a count of one category: (one, several)
+_WORDS = {"wrong": ("wrong result", "wrong results"), "precision loss": ("precision loss", "precision losses")}
 
 _DTYPE_CLASSES = {
     "bool": "bool",
@@ -48,6 +60,8 @@ def normalized_message(text: str) -> str:
 
 
 def _mismatch_signature(case) -> str:
+    """What differs (count, shape, dtype, type, non-finite values) or, for values,
+    the verdict against the higher-precision reference."""
     message = case.message or ""
     where = ""
     m = re.match(r"(output \d+): ", message)
@@ -61,16 +75,15 @@ def _mismatch_signature(case) -> str:
         return where + "another dtype"
     if "returned " in message and ", ATen a Tensor" in message:
         return where + "not a tensor"
-    count = re.search(r"Mismatched elements: (\d+) / (\d+)", message)
-    spread = "every element" if count and count.group(1) == count.group(2) else "some elements"
-    abs_err, rel_err = case.max_abs_error, case.max_rel_error
-    if abs_err == float("inf"):
-        size = "non-finite where the other is finite"
-    elif rel_err is not None and rel_err <= 1e-2:
-        size = "within 1% (precision)"
-    else:
-        size = "wrong values"
-    return f"{where}values differ: {spread}, {size}"
+    if case.max_abs_error == float("inf"):
+        return f"{where}values differ: non-finite where ATen's are finite"
+    return f"{where}values differ: {verdict_of(case)}"
+
+
+def verdict_of(case) -> str:
+    """A mismatch's verdict (values.VERDICTS; a record without one is wrong)."""
+    verdict = getattr(case, "verdict", None)
+    return verdict if verdict in VERDICTS else WRONG
 
 
 def _crash_signature(case) -> str:
@@ -105,11 +118,9 @@ def signature(case) -> str:
 
 
 def cluster_key(case, layout: str | None = None) -> tuple:
-    """(kernel, kind, dtype class, signature, layout): cases sharing it are one finding.
-    An abort's dtype class is "any": one ExecuTorch check is one cause, whatever
-    the dtype (the cluster's dtypes list them)."""
-    dclass = "any" if case.status == "abort" else dtype_class(case.dtype)
-    return (case.kernel, case.status, dclass, signature(case), layout)
+    """(kernel, kind, signature, layout): cases sharing it are one finding, one
+    root cause, whatever their dtypes."""
+    return (case.kernel, case.status, signature(case), layout)
 
 
 def _elements(inputs: str) -> int:
@@ -126,13 +137,13 @@ def _elements(inputs: str) -> int:
 
 @dataclass
 class Cluster:
-    """One distinct finding: its key's parts, the recorded cases that share it
-    (the representative first: the one with the fewest elements), and once built
-    the smallest input found, the reproducer and the summary."""
+    """One distinct finding (one root cause): its key's parts, the recorded cases
+    that share it (the representative first: the one with the fewest elements),
+    and once built the smallest input found, the figures of that input (message,
+    errors, verdict), the reproducer and the summary."""
 
     kernel: str
     kind: str
-    dtype_class: str
     signature: str
     layout: str | None = None
     cases: list = field(default_factory=list)
@@ -140,29 +151,45 @@ class Cluster:
     shrink: str = "not tried"  #: shrunk / unchanged / search died / inputs not found / not tried
     reproducer: str | None = None
     summary: str = ""
+    #: the representative's result on `inputs` (its case until built: rechecked then)
+    example: Any = None
 
     @property
     def key(self) -> tuple:
-        return (self.kernel, self.kind, self.dtype_class, self.signature, self.layout)
+        return (self.kernel, self.kind, self.signature, self.layout)
+
+    @property
+    def category(self) -> str:
+        """The kind, a mismatch's verdict in its place (CATEGORIES)."""
+        return verdict_of(self.example or self.cases[0]) if self.kind == "mismatch" and (self.example or self.cases) else self.kind
 
     @property
     def dtypes(self) -> list:
         return sorted({c.dtype for c in self.cases})
 
     @property
+    def dtype_classes(self) -> list:
+        return sorted({dtype_class(c.dtype) for c in self.cases})
+
+    @property
     def opinfos(self) -> list:
         return sorted({c.opinfo for c in self.cases})
 
     def to_json(self) -> dict:
-        return {"kernel": self.kernel, "kind": self.kind, "dtype_class": self.dtype_class, "signature": self.signature,
+        ex = self.example
+        return {"kernel": self.kernel, "kind": self.kind, "category": self.category, "signature": self.signature,
                 "layout": self.layout, "summary": self.summary, "cases": len(self.cases), "dtypes": self.dtypes,
-                "opinfos": self.opinfos, "inputs": self.inputs, "shrink": self.shrink, "reproducer": self.reproducer,
+                "dtype_classes": self.dtype_classes, "opinfos": self.opinfos, "inputs": self.inputs, "shrink": self.shrink,
+                "reproducer": self.reproducer, "message": getattr(ex, "message", None),
+                "max_abs_error": getattr(ex, "max_abs_error", None), "max_rel_error": getattr(ex, "max_rel_error", None),
+                "verdict": getattr(ex, "verdict", None), "reference_error": getattr(ex, "reference_error", None),
+                "aten_reference_error": getattr(ex, "aten_reference_error", None),
                 "example": self.cases[0].id if self.cases else None}
 
 
 def group(cases, layout: str | None = None) -> list[Cluster]:
-    """The non-pass cases grouped by ``cluster_key``; clusters worst kind first,
-    then by kernel; every cluster gets its summary from its representative."""
+    """The non-pass cases grouped by ``cluster_key``; clusters worst category
+    first, then by kernel; every cluster gets its summary from its representative."""
     clusters: dict = {}
     for case in cases:
         if case.status not in KINDS:
@@ -172,12 +199,12 @@ def group(cases, layout: str | None = None) -> list[Cluster]:
         if cluster is None:
             cluster = clusters[key] = Cluster(*key)
         cluster.cases.append(case)
-    out = sorted(clusters.values(), key=lambda c: (KINDS.index(c.kind), c.kernel, c.dtype_class, c.signature))
-    for cluster in out:
+    for cluster in clusters.values():
         cluster.cases.sort(key=lambda c: (_elements(c.inputs), c.opinfo, c.dtype, c.sample, c.call))
+        cluster.example = cluster.cases[0]
         cluster.inputs = cluster.cases[0].inputs
         cluster.summary = summary(cluster)
-    return out
+    return sorted(clusters.values(), key=lambda c: (CATEGORIES.index(c.category), c.kernel, c.signature))
 
 
 def _short(kernel: str) -> str:
@@ -185,43 +212,63 @@ def _short(kernel: str) -> str:
 
 
 def _message(case) -> str:
-    return " ".join(_WHERE.sub("", (case.message if case is not None else "").strip()).split())[:200]
+    return clip(" ".join(_WHERE.sub("", (case.message if case is not None else "").strip()).split()), 400)
+
+
+def _dtypes_phrase(cluster: Cluster) -> str:
+    return "/".join(cluster.dtypes) if len(cluster.dtypes) <= 4 else "/".join(cluster.dtype_classes)
 
 
 def summary(cluster: Cluster) -> str:
     """One line fit for an upstream report: what the kernel does wrong, on which
-    inputs, and the smallest input found."""
-    op, dc = _short(cluster.kernel), cluster.dtype_class
+    inputs (the dtypes the cause shows up in), and the smallest input found, with
+    the figures of that input."""
+    op, dts = _short(cluster.kernel), _dtypes_phrase(cluster)
     where = f" with {cluster.layout} inputs" if cluster.layout else ""
-    example = cluster.cases[0] if cluster.cases else None
+    example = cluster.example if cluster.example is not None else (cluster.cases[0] if cluster.cases else None)
     if cluster.kind == "mismatch":
         errs = ""
         if example is not None and example.max_abs_error is not None:
-            errs = f" (max abs err {example.max_abs_error:.3g}, rel {example.max_rel_error:.3g})"
-        text = f"{op} disagrees with ATen on {dc} inputs{where}: {cluster.signature}{errs}"
+            errs = f" (max abs err {example.max_abs_error:.3g}, rel {example.max_rel_error:.3g}"
+            if getattr(example, "reference_error", None) is not None:
+                errs += (f"; against a float64 reference ExecuTorch's error {example.reference_error:.3g}, "
+                         f"ATen's {example.aten_reference_error:.3g}")
+            errs += ")"
+        what = {WRONG: "computes wrong values", "precision loss": "loses precision (within the dtype's tolerance)",
+                "within ATen's error": "differs from ATen within ATen's own error"}
+        doing = what.get(cluster.category, "disagrees with ATen")
+        if cluster.category == WRONG and not cluster.signature.endswith(WRONG):
+            doing = "disagrees with ATen"
+        text = f"{op} {doing} on {dts} inputs{where}: {cluster.signature}{errs}"
     elif cluster.kind == "crash":
-        text = f"{op} crashes ({cluster.signature}) on {dc} inputs{where}"
+        text = f"{op} crashes ({cluster.signature}) on {dts} inputs{where}"
     elif cluster.kind == "abort":
         check = _ABORT_PREFIX.sub("", _message(example))
-        text = f"{op} aborts (ET_CHECK) on {', '.join(cluster.dtypes)} inputs{where}: {check}"
+        text = f"{op} aborts (ET_CHECK) on {dts} inputs{where}: {check}"
         workaround = example.rule if example is not None else None
         if workaround:
             text += f" ({workaround.split(' (', 1)[0]})"
     elif cluster.kind == "guarded":
         guard, _, finding = cluster.signature.partition("; finding: ")
-        text = f"{finding or op + ' is known to abort'} on {dc} inputs{where} (etops refuses it: guard {guard})"
+        text = f"{finding or op + ' is known to abort'} on {dts} inputs{where} (etops refuses it: guard {guard})"
     elif cluster.kind == "unsupported":
-        text = f"{op} refuses {dc} inputs{where} that ATen accepts: {_message(example)}"
+        text = f"{op} refuses {dts} inputs{where} that ATen accepts: {_message(example)}"
     else:
-        text = f"etops cannot call {op} on {dc} inputs{where}: {_message(example)}"
+        text = f"etops cannot call {op} on {dts} inputs{where}: {_message(example)}"
     return f"{text}; smallest input: {cluster.inputs}" if cluster.inputs else text
 
 
+def counts_by_category(clusters) -> dict:
+    """category -> number of findings, every category of CATEGORIES."""
+    return {k: sum(1 for c in clusters if c.category == k) for k in CATEGORIES}
+
+
 def headline(report, clusters) -> str:
-    """'N kernels checked, M distinct findings (a crash, b guarded, ...)'."""
+    """'N kernels checked, M distinct findings (a crash, b wrong results, c
+    precision losses, ...)': one finding per root cause."""
     reached = report.coverage()["reached"]
-    counts = {k: sum(1 for c in clusters if c.kind == k) for k in KINDS}
-    by_kind = ", ".join(f"{n} {k}" for k, n in counts.items() if n)
+    counts = counts_by_category(clusters)
+    by_kind = ", ".join(f"{n} {_WORDS.get(k, (k, k))[n > 1]}" for k, n in counts.items() if n)
     return f"{reached} kernels checked, {len(clusters)} distinct findings" + (f" ({by_kind})" if by_kind else "")
 
 
@@ -261,44 +308,25 @@ def build(report, *, report_dir=None, hooks=None, layout: str | None = None, pre
             try:
                 args, kwargs, cluster.shrink = _shrunk(cluster, case, func, args, kwargs, hooks)
             except Exception as exc:  # noqa: BLE001 - the cluster keeps its recorded inputs
-                cluster.shrink = f"not shrunk ({type(exc).__name__}: {str(exc)[:80]})"
+                cluster.shrink = f"not shrunk ({type(exc).__name__}: {clip(str(exc), 80)})"
+        if cluster.kind == "mismatch":  # the figures reported are those of the input shown
+            _refigure(cluster, case, func, args, kwargs, hooks)
         try:
             _reproduce(cluster, case, func, args, kwargs, hooks, preserve, directory, index)
         except Exception as exc:  # noqa: BLE001 - one cluster's failure does not end the report
-            cluster.summary += f" (no reproducer: {type(exc).__name__}: {str(exc)[:120]})"
+            cluster.summary += f" (no reproducer: {type(exc).__name__}: {clip(str(exc), 120)})"
     return clusters
 
 
 def _checker(case, hooks):
     """A TaskRunner able to check one case again (its tolerance, the sweep's hooks;
     crash clusters call the kernel guarded, so a crash is an answer, not an end)."""
+    from .hooks import with_guard
     from .runner import TaskRunner, default_kmap
 
-    runner = TaskRunner(default_kmap(), None, hooks=_with_guard(hooks) if case.status == "crash" else hooks)
+    runner = TaskRunner(default_kmap(), None, hooks=with_guard(hooks) if case.status == "crash" else hooks)
     runner.atol, runner.rtol = case.atol, case.rtol
     return runner
-
-
-class _GuardedHooks:
-    """The sweep's hooks with the kernel call made by etops.guard.call."""
-
-    def __init__(self, base):
-        self._base = base
-
-    def __getattr__(self, name):
-        if name == "invoke":
-            from ..guard.hooks import guarded
-
-            return guarded.invoke
-        if self._base is None:
-            raise AttributeError(name)
-        return getattr(self._base, name)
-
-
-def _with_guard(hooks):
-    from .hooks import load_hooks
-
-    return _GuardedHooks(load_hooks(hooks))
 
 
 def _recheck(runner, case, func, args, kwargs):
@@ -307,6 +335,17 @@ def _recheck(runner, case, func, args, kwargs):
     expected = func(*exact_clone(args), **exact_clone(kwargs))
     info = CaseInfo(case.kernel, case.aten_op, case.opinfo, case.dtype, case.sample, case.call)
     return runner.check(info, func, case.kernel, exact_clone(args), exact_clone(kwargs), expected)
+
+
+def _refigure(cluster, case, func, args, kwargs, hooks) -> None:
+    """The cluster's example becomes its representative checked again on these
+    inputs (its message, errors and verdict), when that still fails the same way."""
+    try:
+        result = _recheck(_checker(case, hooks), case, func, args, kwargs)
+    except Exception:  # noqa: BLE001 - the recorded case's figures stay
+        return
+    if cluster_key(result, cluster.layout) == cluster.key:
+        cluster.example = result
 
 
 def _shrunk(cluster, case, func, args, kwargs, hooks):
@@ -346,9 +385,10 @@ def _reproduce(cluster, case, func, args, kwargs, hooks, preserve, directory, in
         expected = func(*exact_clone(args), **exact_clone(kwargs))
         replaced = loaded.reference(info, expected)
         reference = replaced if replaced is not expected else None
-    name = f"{index:03d}_{cluster.kind}__{cluster.kernel.split('::', 1)[-1]}__{cluster.dtype_class}" + (f"__{cluster.layout}" if cluster.layout else "")
+    slug = re.sub(r"[^a-z]+", "_", cluster.category.lower())
+    name = f"{index:03d}_{slug}__{cluster.kernel.split('::', 1)[-1]}" + (f"__{cluster.layout}" if cluster.layout else "")
     try:
         cluster.reproducer = write_literal_reproducer(directory, name, case, func, shown_args, shown_kwargs, summary=cluster.summary,
                                                       values=values_compared(func), preserve=preserve, reference=reference)
     except Exception as exc:  # noqa: BLE001
-        cluster.summary += f" (no reproducer: {type(exc).__name__}: {str(exc)[:120]})"
+        cluster.summary += f" (no reproducer: {type(exc).__name__}: {clip(str(exc), 120)})"

@@ -99,6 +99,9 @@ axis_channels_last = _Mode(_channels_last, preserve=True, only_relaid=True)
 axis_transposed = _Mode(_transposed, preserve=True, only_relaid=True)
 AXIS_LAYOUTS = {"channels-last": f"{__name__}:axis_channels_last", "transposed": f"{__name__}:axis_transposed"}
 
+#: the axis' layout -> the rules table's name for it (etops.ops.WRONG_LAYOUTS)
+TABLE_LAYOUT = {"channels-last": "channels-last", "transposed": "permuted"}
+
 #: per-kernel verdicts of the axis, worst first
 VERDICTS = ("silently wrong", "crashes", "refuses", "other failure", "honours", "no input to lay out")
 _VERDICT_OF = {"mismatch": "silently wrong", "crash": "crashes", "abort": "aborts", "unsupported": "refuses", "guarded": "other failure", "error": "other failure"}
@@ -151,7 +154,8 @@ class Axis:
 
     def to_json(self) -> dict:
         return {"layouts": list(self.runs), "kernels": self.kernel_rows(),
-                "findings": {name: [c.to_json() for c in cl] for name, cl in self.clusters.items()}}
+                "findings": {name: [c.to_json() for c in cl] for name, cl in self.clusters.items()},
+                "not_in_rules_table": [list(p) for p in self.unrecorded()]}
 
     def counts(self) -> dict:
         """layout -> verdict -> kernels."""
@@ -163,10 +167,26 @@ class Axis:
             out[name] = tally
         return out
 
+    def unrecorded(self) -> list[tuple[str, str]]:
+        """(kernel, layout) pairs this axis finds silently wrong that the rules
+        table's wrong_layouts do not record (the table is kept current from these)."""
+        from ..ops import rules_for
+
+        out = []
+        for kernel in self.base.reached():
+            for name in self.runs:
+                if self.verdict(name, kernel) == "silently wrong" and rules_for(kernel).wrong_on(TABLE_LAYOUT[name]) is None:
+                    out.append((kernel, TABLE_LAYOUT[name]))
+        return out
+
     def terminal_lines(self) -> list[str]:
         lines = ["dim-order axis (under etops.layout('preserve')):"]
         for name, tally in self.counts().items():
             lines.append(f"  {name}: " + ", ".join(f"{n} {v}" for v, n in tally.items() if n))
+        missing = self.unrecorded()
+        if missing:
+            lines.append("  silently wrong, not yet in the rules table's wrong_layouts (etops/ops/aten.py): "
+                         + ", ".join(f"{k} [{layout}]" for k, layout in missing))
         for row in self.kernel_rows():
             bad = {n: v for n, v in row["layouts"].items() if v["verdict"] in ("silently wrong", "crashes", "refuses")}
             for name, v in bad.items():

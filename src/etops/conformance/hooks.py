@@ -1,6 +1,7 @@
 """Hooks of a conformance sweep: a module (by name or .py path) or a `module:object`
-whose attributes change how each case is checked (see load_hooks). Imports the
-standard library only."""
+whose attributes change how each case is checked (see load_hooks), and those
+hooks with every call guarded (with_guard). Imports the standard library (and
+etops.guard when a guarded call is made)."""
 
 from __future__ import annotations
 
@@ -40,3 +41,26 @@ def load_hooks(spec):
 
 
 _HOOKS: dict = {}
+
+
+class _GuardedHooks:
+    """Hooks with the kernel call made by etops.guard.call (the other hooks kept)."""
+
+    def __init__(self, base):
+        self._base = base
+
+    def __getattr__(self, name):
+        if name == "invoke":
+            from ..guard.hooks import guarded
+
+            return guarded.invoke
+        if self._base is None:
+            raise AttributeError(name)
+        return getattr(self._base, name)
+
+
+def with_guard(hooks):
+    """`hooks` (a spec or an object, None: none) with every kernel call made by
+    etops.guard.call: a kernel that faults raises KernelCrashed (a crash case)
+    instead of killing the process."""
+    return _GuardedHooks(load_hooks(hooks))

@@ -15,6 +15,8 @@ from __future__ import annotations
 import html
 from pathlib import Path
 
+from .values import clip
+
 #: cell colour of a status (worst status of the cell's cases; STATUS_ORDER)
 STATUS_COLOURS = {
     "crash": "#6a1b9a",
@@ -97,7 +99,7 @@ def _finding_blocks(clusters) -> list[str]:
     """Each cluster's summary and its reproducer's source."""
     parts = []
     for c in clusters:
-        parts.append(f"<p class=\"finding\"><b>[{_e(c.kind)}]</b> {_e(c.summary)}</p>")
+        parts.append(f"<p class=\"finding\"><b>[{_e(c.category)}]</b> {_e(c.summary)}</p>")
         if c.reproducer:
             parts.append(_reproducer_block(c.reproducer, "finding reproducer"))
     return parts
@@ -114,7 +116,7 @@ def _cell_detail(detail_id, kernel, dtype, tally, cases, clusters) -> str:
         for case in cases:
             what = case.message + (f" [rule: {case.rule}]" if case.rule else "")
             parts.append(f"<tr><td>{_e(case.status)}</td><td>{_e(case.opinfo)}</td><td>s{case.sample}c{case.call}</td>"
-                         f"<td>{_e(case.inputs)}</td><td>{_e(what[:400])}</td></tr>")
+                         f"<td>{_e(case.inputs)}</td><td>{_e(clip(what, 400))}</td></tr>")
         parts.append("</table>")
         for case in cases:
             if case.reproducer:
@@ -192,12 +194,12 @@ def render(report, clusters=None, axis=None) -> str:
         table, axis_details = _axis_table(axis)
         details += axis_details
         side.append(f'<div><h2>Dim-order axis (etops.layout("preserve"))</h2>{_legend(VERDICT_COLOURS)}{table}</div>')
-    findings = "".join(f"<li data-kind=\"{_e(c.kind)}\"><b>[{_e(c.kind)}]</b> {_e(c.summary)}</li>" for c in clusters)
+    findings = "".join(f"<li data-kind=\"{_e(c.category)}\"><b>[{_e(c.category)}]</b> {_e(c.summary)}</li>" for c in clusters)
     return (f"<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>etops conformance report</title>"
             f"<style>{_STYLE}</style></head><body>\n<h1>etops conformance report</h1>\n"
             f"<p id=\"headline\"><b>{_e(headline(report, clusters))}</b></p><p>{_e(summary_line(report))}</p>\n"
-            f"<div class=\"side\">{''.join(side)}</div>\n"
             f"<h2>Findings</h2><ol id=\"findings\">{findings}</ol>\n"
+            f"<div class=\"side\">{''.join(side)}</div>\n"
             f"<div id=\"details\">{''.join(details)}</div>\n<script>{_SCRIPT}</script></body></html>\n")
 
 

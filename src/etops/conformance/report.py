@@ -8,6 +8,7 @@ import json
 import torch
 
 from .runner import STATUSES
+from .values import clip
 from .sweep import Report
 
 SCHEMA = "etops.conformance.report/1"
@@ -34,7 +35,7 @@ JSON_SCHEMA = {
 }
 KERNEL_KEYS = ("kernel", "cases", *STATUSES, "dtypes", "dtypes_passing", "opinfos", "max_abs_error", "max_rel_error", "by_dtype")
 CASE_KEYS = ("kernel", "aten_op", "opinfo", "dtype", "sample", "call", "status", "message", "inputs", "max_abs_error",
-             "max_rel_error", "atol", "rtol", "reproducer", "rule")
+             "max_rel_error", "atol", "rtol", "reproducer", "rule", "verdict", "reference_error", "aten_reference_error")
 
 
 def _versions() -> dict:
@@ -142,7 +143,7 @@ def finding_lines(clusters, limit: int | None = None) -> list[str]:
     """One line per cluster (its summary), with its reproducer beneath."""
     lines = []
     for c in clusters[:limit]:
-        lines.append(f"  [{c.kind}] {c.summary}" + (f" ({len(c.cases)} cases)" if len(c.cases) > 1 else ""))
+        lines.append(f"  [{c.category}] {c.summary}" + (f" ({len(c.cases)} cases)" if len(c.cases) > 1 else ""))
         if c.reproducer:
             lines.append(f"      reproducer: {c.reproducer}")
     if limit is not None and len(clusters) > limit:
@@ -181,12 +182,12 @@ def terminal(report: Report, width: int | None = None, clusters=None, axis=None)
         lines.append("")
         lines.append(f"crashes ({len(crashes)}):")
         for c in crashes:
-            lines.append(f"  {c.kernel} via {c.aten_op} [{c.opinfo}, {c.dtype}, s{c.sample}c{c.call}]: {c.message[:120]}" + (f"\n    reproducer: {c.reproducer}" if c.reproducer else ""))
+            lines.append(f"  {c.kernel} via {c.aten_op} [{c.opinfo}, {c.dtype}, s{c.sample}c{c.call}]: {clip(c.message, 120)}" + (f"\n    reproducer: {c.reproducer}" if c.reproducer else ""))
     if mism:
         lines.append("")
         lines.append(f"mismatches (first {min(len(mism), 20)} of {len(mism)} recorded; all in the markdown/JSON report):")
         for c in mism[:20]:
-            lines.append(f"  {c.kernel} [{c.opinfo}, {c.dtype}, s{c.sample}c{c.call}] abs {_fmt(c.max_abs_error)} rel {_fmt(c.max_rel_error)}: {c.message[:100]}")
+            lines.append(f"  {c.kernel} [{c.opinfo}, {c.dtype}, s{c.sample}c{c.call}] abs {_fmt(c.max_abs_error)} rel {_fmt(c.max_rel_error)}: {clip(c.message, 100)}")
     lines.append("")
     lines.append(summary_line(report))
     return "\n".join(lines)
@@ -212,15 +213,17 @@ def markdown(report: Report, clusters=None, axis=None) -> str:
     out.append("")
     out.append("## Findings")
     out.append("")
-    out.append(f"**{headline(report, clusters)}.** Cases grouped by kernel, kind, dtype class and the shape of the "
-               "difference (or the guard, or the normalized message); each shrunk to its smallest failing input.")
+    out.append(f"**{headline(report, clusters)}.** One finding per root cause: cases grouped by kernel, kind and "
+               "signature (for a mismatch what differs and its verdict against a float64/complex128 reference: *wrong*, "
+               "*precision loss* within the dtype's tolerance, or *within ATen's error*; the guard; or the message with "
+               "numbers and dtype names taken out), whatever their dtypes; each shrunk to its smallest failing input.")
     if clusters:
         out.append("")
         out.append("| kind | kernel | dtypes | cases | summary | reproducer |")
         out.append("|---|---|---|---|---|---|")
         for c in clusters:
             repro = f"`findings/{c.reproducer.rsplit('/', 1)[-1]}`" if c.reproducer else ""
-            out.append(f"| {c.kind} | `{c.kernel}` | {' '.join(c.dtypes)} | {len(c.cases)} | {_md_escape(c.summary[:400])} | {repro} |")
+            out.append(f"| {c.category} | `{c.kernel}` | {' '.join(c.dtypes)} | {len(c.cases)} | {_md_escape(c.summary)} | {repro} |")
     if axis is not None:
         out.append("")
         out.extend(axis.markdown_lines())
@@ -272,7 +275,7 @@ def markdown(report: Report, clusters=None, axis=None) -> str:
         for c in cases:
             repro = f"`{c.reproducer.rsplit('/', 2)[-2]}/{c.reproducer.rsplit('/', 1)[-1]}`" if c.reproducer else ""
             out.append(f"| `{c.kernel}` | `{c.aten_op}` | {c.opinfo} | {c.dtype} | s{c.sample}c{c.call} | {_fmt(c.max_abs_error)} | "
-                       f"{_fmt(c.max_rel_error)} | {_md_escape(c.inputs[:120])} | {_md_escape((c.message + (f' [rule: {c.rule}]' if c.rule else ''))[:300])} | {repro} |")
+                       f"{_fmt(c.max_rel_error)} | {_md_escape(clip(c.inputs, 120))} | {_md_escape(clip(c.message + (f' [rule: {c.rule}]' if c.rule else ''), 300))} | {repro} |")
     unsupported = report.cases("unsupported")
     if unsupported:
         out.append("")
@@ -288,13 +291,13 @@ def markdown(report: Report, clusters=None, axis=None) -> str:
                 continue
             seen.add((c.kernel, c.dtype))
             n = report.tallies[(c.kernel, c.dtype)].counts.get("unsupported", 0)
-            out.append(f"| `{c.kernel}` | {c.dtype} | {n} | {_md_escape(c.message[:200])} |")
+            out.append(f"| `{c.kernel}` | {c.dtype} | {n} | {_md_escape(clip(c.message, 200))} |")
     if report.task_errors:
         out.append("")
         out.append("## Tasks that could not run fully")
         out.append("")
         for e in report.task_errors:
-            out.append(f"- {e['opinfo']} [{e['dtype']}]: {_md_escape(e['error'][:200])}")
+            out.append(f"- {e['opinfo']} [{e['dtype']}]: {_md_escape(clip(e['error'], 200))}")
     out.append("")
     return "\n".join(out)
 

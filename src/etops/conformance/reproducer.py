@@ -12,6 +12,7 @@ from pathlib import Path
 import torch
 
 from .mapping import overload_name
+from .values import clip
 
 _TEMPLATE = '''\
 """etops conformance reproducer: {status}.
@@ -104,7 +105,7 @@ def write_reproducer(report_dir, result, func, args, kwargs, reference=None, val
         compare = compare.replace("atol=None, rtol=None, ", "")
     text = _TEMPLATE.format(
         status=result.status, kernel=result.kernel, aten_op=result.aten_op, opinfo=result.opinfo, dtype=result.dtype,
-        sample=result.sample, call=result.call, message=(result.message or "")[:300].replace('"""', "'''"),
+        sample=result.sample, call=result.call, message=clip(result.message or "", 300).replace('"""', "'''"),
         inputs=result.inputs.replace('"""', "'''"), script_name=name, aten_attr=aten_attr, outs=outs,
         kernel_args=call, compare=compare,
     )

@@ -28,7 +28,7 @@ from ..ops import rules_for
 from .hooks import load_hooks
 from .mapping import KernelMap, overload_name
 from .references.spec import TASK_PREFIX as REFERENCE_TASK_PREFIX
-from .values import compare, describe, dtype_name, errors, exact_clone, values_compared  # noqa: F401 - runner's API too
+from .values import WRONG, clip, compare, describe, dtype_name, errors, exact_clone, precision_verdict, reported_errors, values_compared  # noqa: F401 - runner's API too
 
 #: guarded: etops' own pre-call guard refused the call (the kernel is known to
 #: corrupt memory on such inputs: only the rules table's ``memory`` rules guard the
@@ -127,6 +127,11 @@ class CaseResult(CaseInfo):
     rtol: float | None = None
     reproducer: str | None = None
     rule: str | None = None  #: guarded: the guard that refused (etops.conformance.guarded); abort: what etops' direct calls do about it
+    #: mismatch: "within ATen's error", "precision loss" or "wrong" (values.precision_verdict)
+    verdict: str | None = None
+    #: mismatch: ExecuTorch's and ATen's max abs error against the higher-precision reference
+    reference_error: float | None = None
+    aten_reference_error: float | None = None
 
     def to_json(self) -> dict:
         return dataclasses.asdict(self)
@@ -432,7 +437,7 @@ class TaskRunner:
         return expected
 
     def check(self, case: CaseInfo, func, target, args, kwargs, expected) -> CaseResult:
-        from ..errors import KernelAborted, KernelCrashed, KernelError, NoMatchingKernelError
+        from ..errors import KernelAborted, KernelCrashed, KernelError, NoMatchingKernelError, UnrepresentableError
 
         result = CaseResult(case.kernel, case.aten_op, case.opinfo, case.dtype, case.sample, case.call, "pass",
                             inputs=describe_call(args, kwargs), atol=self.atol, rtol=self.rtol)
@@ -457,16 +462,16 @@ class TaskRunner:
                 actual = call_kernel(kernel, plan, expected, invoke)
         except KernelCrashed as exc:  # a guarded call's child died (--guard)
             result.status = "crash"
-            result.message = str(exc)[:500]
+            result.message = clip(str(exc), 500)
             return result
         except KernelAborted as exc:  # an ET_CHECK: a program would abort here
             result.status = "abort"
-            result.message = str(exc)[:500]
+            result.message = clip(str(exc), 500)
             result.rule = _workaround(kernel, plan)
             return result
-        except (KernelError, NoMatchingKernelError) as exc:
+        except (KernelError, NoMatchingKernelError, UnrepresentableError) as exc:  # ExecuTorch's refusals
             result.status = "unsupported"
-            result.message = f"{type(exc).__name__}: {exc}"[:500]
+            result.message = clip(f"{type(exc).__name__}: {exc}", 500)
             return result
         except Exception as exc:  # noqa: BLE001 - a pre-call guard refused, or etops could not make the call
             from .guarded import refusing_rule
@@ -475,7 +480,7 @@ class TaskRunner:
             result.status = "error" if result.rule is None else "guarded"
             tb = traceback.extract_tb(exc.__traceback__)
             where = f" [{tb[-1].filename.rsplit('/', 1)[-1]}:{tb[-1].lineno}]" if tb else ""
-            result.message = f"{type(exc).__name__}: {exc}"[:500] + where
+            result.message = clip(f"{type(exc).__name__}: {exc}", 500) + where
             return result
         atol, rtol = self.atol, self.rtol
         override = rules_for(target).tolerance  # the rules table's (rtol, atol) for this kernel, if any
@@ -484,8 +489,12 @@ class TaskRunner:
         why = compare(actual, reference, atol, rtol, values_compared(func))
         if why is not None:
             result.status = "mismatch"
-            result.message = why[:500]
-            result.max_abs_error, result.max_rel_error = errors(actual, reference)
+            result.message = clip(why, 500)
+            result.max_abs_error, result.max_rel_error = reported_errors(why, actual, reference)
+            result.verdict = WRONG
+            if reference is expected:  # ATen's result: judged against ATen in higher precision
+                result.verdict, result.reference_error, result.aten_reference_error = precision_verdict(
+                    func, self._saved_args, self._saved_kwargs, actual, expected)
         return result
 
 
@@ -501,8 +510,7 @@ def _workaround(kernel, plan: KernelCall) -> str | None:
 
 def describe_call(args, kwargs) -> str:
     parts = [describe(a) for a in args] + [f"{k}={describe(v)}" for k, v in kwargs.items()]
-    text = ", ".join(parts)
-    return text if len(text) < 400 else text[:397] + "..."
+    return clip(", ".join(parts), 400)
 
 
 def capture(kmap: KernelMap, selected, opinfo: str, dtype: torch.dtype, sample: int, call: int):

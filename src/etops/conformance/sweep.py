@@ -28,6 +28,7 @@ from .runner import (
     values_compared,
 )
 from .mapping import KernelMap
+from .values import clip
 
 DISCOVERY_VERSION = 1
 
@@ -350,7 +351,7 @@ def run(kernels=None, *, dtypes=None, isolated: bool = False, jobs: int = 1, rep
             summary = ", ".join(f"{n} {s}" for s, n in counts.items() if n)
             bar_write(bar, f"{result.opinfo} [{result.dtype}]: {summary or 'no cases'} ({result.seconds:.2f}s)", log)
             for c in list(result.details) + list(crashes):
-                bar_write(bar, f"    {c.status}: {c.kernel} via {c.aten_op} s{c.sample}c{c.call}: {c.message[:160]}", log)
+                bar_write(bar, f"    {c.status}: {c.kernel} via {c.aten_op} s{c.sample}c{c.call}: {clip(c.message, 160)}", log)
         bar.set_postfix_str(f"{result.opinfo} {result.dtype}"[:40])
         bar.update(1)
 

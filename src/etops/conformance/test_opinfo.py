@@ -3,8 +3,9 @@
 One item per kernel, OpInfo and dtype (ids like ``aten::add.out-add-float32``), so
 ``-k add`` or ``-k "conv and float32"`` select. Collection runs discovery (cached:
 see ``etops.conformance.discover``). ``ETOPS_CONFORMANCE_DTYPES=float32,int64`` and
-``ETOPS_CONFORMANCE_KERNELS=aten::add.out,...`` narrow the items. A mismatch or an
-etops error fails the item; a kernel that refuses the dtype skips it.
+``ETOPS_CONFORMANCE_KERNELS=aten::add.out,...`` narrow the items. A crash, abort,
+mismatch or etops error fails the item; a kernel that refuses every case of the
+dtype skips it with a reason starting "unsupported".
 """
 
 import os

@@ -1,6 +1,8 @@
 """What the conformance runner compares: exact clones of a case's inputs, short
-descriptions of values, ATen-vs-ExecuTorch errors, and the verdict of one
-comparison (etops.compare's policies with OpInfo's tolerance).
+descriptions of values, ATen-vs-ExecuTorch errors, the verdict of one
+comparison (etops.compare's policies with OpInfo's tolerance), and for a
+floating-point mismatch whether it is a precision loss or a wrong result (judged
+against a higher-precision reference: ``precision_verdict``).
 
 May import: torch, etops.compare and etops.ops (the rules table's comparison kinds).
 """
@@ -8,10 +10,11 @@ May import: torch, etops.compare and etops.ops (the rules table's comparison kin
 from __future__ import annotations
 
 import math
+import re
 
 import torch
 
-from ..compare import METADATA, OPINFO, VALUES, diff, torch_testing_message
+from ..compare import BENCH, METADATA, OPINFO, VALUES, diff, torch_testing_message
 from ..ops import rules_for
 
 
@@ -110,6 +113,107 @@ def compare(actual, expected, atol, rtol, kind: "str | bool" = VALUES) -> str | 
                 return f"{where}dtype {dtype_name(a.dtype)} (ExecuTorch) vs {dtype_name(e.dtype)} (ATen)"
         return where + (torch_testing_message(a, e, tolerance) or d.describe())
     return None
+
+
+#: verdicts of a mismatch, best first (``precision_verdict``)
+AS_PRECISE = "within ATen's error"
+PRECISION_LOSS = "precision loss"
+WRONG = "wrong"
+VERDICTS = (AS_PRECISE, PRECISION_LOSS, WRONG)
+
+
+def _widened(value):
+    """`value` with floating tensors in float64, complex ones in complex128 and
+    floating/complex dtype arguments (``dtype=torch.float16``) widened the same way."""
+    if isinstance(value, torch.Tensor):
+        if value.is_complex():
+            return value.to(torch.complex128)
+        return value.to(torch.float64) if value.is_floating_point() else value
+    if isinstance(value, torch.dtype):
+        return torch.complex128 if value.is_complex else torch.float64 if value.is_floating_point else value
+    if isinstance(value, (list, tuple)):
+        return type(value)(_widened(v) for v in value)
+    return value
+
+
+def _floating(value) -> bool:
+    return isinstance(value, torch.Tensor) and (value.is_floating_point() or value.is_complex())
+
+
+def precision_verdict(func, args, kwargs, actual, expected) -> tuple[str, float | None, float | None]:
+    """(verdict, ExecuTorch's max abs error, ATen's max abs error) of a mismatch,
+    both against a higher-precision reference: `func` (ATen) on the same inputs
+    widened to float64 / complex128 (for float64 inputs that is ATen's own
+    result). The verdict: AS_PRECISE when ExecuTorch's error is at most twice
+    ATen's plus the dtype's eps times the result's scale (max |reference|: about
+    one unit in the last place of the largest element);
+    PRECISION_LOSS when every element is within the dtype's tolerance of the
+    reference: rtol * (scale + |reference|) with etops' loose per-dtype rtol (the
+    benchmarks' check: 1e-2 float16, 5e-2 bfloat16, 1e-3 otherwise), so a result
+    right to a few digits; else WRONG, as is every non-floating, structural or
+    non-finite difference, any error where the reference is all zeros, and a case
+    whose reference cannot be computed."""
+    a_leaves, e_leaves = _leaves(actual), _leaves(expected)
+    if len(a_leaves) != len(e_leaves) or not all(
+            _floating(a) and _floating(e) and a.shape == e.shape and a.dtype == e.dtype for a, e in zip(a_leaves, e_leaves)):
+        return WRONG, None, None
+    try:
+        reference = func(*_widened(list(args)), **{k: _widened(v) for k, v in kwargs.items()})
+    except Exception:  # noqa: BLE001 - ATen has no wide version of this call
+        return WRONG, None, None
+    r_leaves = _leaves(reference)
+    if len(r_leaves) != len(e_leaves) or not all(isinstance(r, torch.Tensor) and r.shape == e.shape for r, e in zip(r_leaves, e_leaves)):
+        return WRONG, None, None
+    verdict, et_max, aten_max = AS_PRECISE, 0.0, 0.0
+    for a, e, r in zip(a_leaves, e_leaves, r_leaves):
+        et_err, _ = errors(a, r)
+        aten_err, _ = errors(e, r)
+        if et_err is None or aten_err is None:
+            continue
+        et_max, aten_max = max(et_max, et_err), max(aten_max, aten_err)
+        if not math.isfinite(et_err):
+            return WRONG, et_max, aten_max
+        wide = torch.complex128 if r.is_complex() else torch.float64
+        r64 = r.detach().to(wide)
+        finite = torch.isfinite(r64)
+        scale = float(r64[finite].abs().max()) if bool(finite.any()) else 0.0
+        if et_err <= 2 * aten_err + torch.finfo(e.dtype).eps * scale:
+            continue
+        rtol, _atol = BENCH.pair(e.dtype)
+        within = ((a.detach().to(wide) - r64).abs() <= rtol * (scale + r64.abs())) | ~finite
+        if not bool(within.all()):
+            return WRONG, et_max, aten_max
+        verdict = PRECISION_LOSS
+    return verdict, et_max, aten_max
+
+
+_GREATEST = re.compile(r"Greatest (absolute|relative) difference: (\S+) at")
+
+
+def reported_errors(message: str, actual, expected) -> tuple[float | None, float | None]:
+    """A mismatch's (max abs, max rel) error as its message reports them
+    (torch.testing's greatest differences among the mismatched elements), else
+    over every element (``errors``); a non-finite difference stays infinite."""
+    found = dict(_GREATEST.findall(message or ""))
+    overall = errors(actual, expected)
+    try:
+        abs_err, rel_err = float(found["absolute"]), float(found["relative"])
+    except (KeyError, ValueError):
+        return overall
+    if overall[0] == math.inf or not (math.isfinite(abs_err) and not math.isnan(rel_err)):
+        return overall
+    return abs_err, rel_err
+
+
+def clip(text: str, limit: int) -> str:
+    """`text` cut to at most `limit` characters at a word boundary, with "…" when
+    cut (never mid-word)."""
+    text = text or ""
+    if len(text) <= limit:
+        return text
+    cut = text[:limit - 1]
+    space = cut.rfind(" ")
+    return (cut[:space] if space > limit // 2 else cut).rstrip(" ,;:") + "…"
 
 
 def values_compared(func) -> bool:

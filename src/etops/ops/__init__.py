@@ -11,7 +11,8 @@ Core package: imports torch, the standard library and core modules only (errors,
 compare, out_shapes), never an extension.
 
 ``rules_for(name)`` is the merged record of an operator; ``ALL_RULES`` the
-entries; ``findings()`` every finding. docs/rules.md says how to add a rule.
+entries; ``findings()`` every finding; ``wrong_layouts()`` the kernels known to be
+silently wrong on a layout. docs/rules.md says how to add a rule.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from __future__ import annotations
 import functools
 
 from . import aten, llm, prim, quantized
-from .rules import Finding, OpRules, Rule, merge
+from .rules import WRONG_LAYOUTS, Finding, LayoutFinding, OpRules, Rule, merge
 
 #: every entry of the table, in the order their guards compose
 ALL_RULES: tuple = tuple(aten.RULES + prim.RULES + quantized.RULES + llm.RULES)
@@ -35,6 +36,12 @@ def rules_for(name: str, program: bool = False) -> OpRules:
     return merge(name, ALL_RULES, program)
 
 
+def wrong_layouts() -> dict:
+    """operator name -> its LayoutFindings: every kernel the table records as
+    silently wrong on a layout (one place: the entries of aten.py)."""
+    return {n: rules_for(n).wrong_layouts for rule in ALL_RULES if rule.wrong_layouts for n in rule.names}
+
+
 def findings() -> list:
     """Every known ExecuTorch finding of the table, in table order."""
     return [f for rule in ALL_RULES for f in rule.findings]
@@ -46,4 +53,5 @@ def abort_findings() -> list:
     return [f for rule in ALL_RULES if not rule.memory for f in rule.findings]
 
 
-__all__ = ["ALL_RULES", "Finding", "OpRules", "Rule", "abort_findings", "findings", "rules_for"]
+__all__ = ["ALL_RULES", "WRONG_LAYOUTS", "Finding", "LayoutFinding", "OpRules", "Rule", "abort_findings", "findings", "rules_for",
+           "wrong_layouts"]

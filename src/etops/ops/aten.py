@@ -10,7 +10,7 @@ from ..compare import METADATA, TIES
 from . import guards as g
 from . import normalizers as n
 from .cases import case, tensor, value
-from .rules import Finding, Rule
+from .rules import Finding, LayoutFinding, Rule
 
 _SIZE_ABORT = "size(): Dimension out of range (0-dim input)"
 
@@ -51,6 +51,43 @@ def _pool_indices_in_range(bound, info):
         raise IndexError(f"{info.name}: argument 'indices' has values in [{low}, {high}], outside [0, {plane}) "
                          f"(one {src.shape[-2]}x{src.shape[-1]} plane of 'self'); the kernel would write outside 'grad_input'")
 
+
+
+def _wrong(channels_last: int = 0, permuted: int = 0) -> tuple:
+    """LayoutFindings from the mismatching cases the dim-order sweeps found."""
+    found = []
+    if channels_last:
+        found.append(LayoutFinding("channels-last", f"{channels_last} mismatching cases in make conformance-dim-orders"))
+    if permuted:
+        found.append(LayoutFinding("permuted", f"{permuted} mismatching cases in make conformance-dim-orders"))
+    return tuple(found)
+
+
+#: Kernels computing wrong values, with no error, on a layout (ExecuTorch 1.5.1;
+#: `make conformance-dim-orders`, `etops check --dim-order-axis`; docs/layouts.md):
+#: the number of mismatching cases per layout. A direct call passing a tensor of
+#: such a layout as it is warns once per kernel and layout; explain says it. The
+#: dim-order axis lists the kernels it finds silently wrong that are missing here.
+_WRONG_LAYOUTS = {
+    "aten::_log_softmax.out": _wrong(channels_last=165),
+    "aten::constant_pad_nd.out": _wrong(channels_last=334),
+    "aten::gather.out": _wrong(channels_last=72, permuted=284),
+    "aten::glu.out": _wrong(channels_last=49),
+    "aten::max_pool2d_with_indices_backward.grad_input": _wrong(channels_last=145),
+    "aten::replication_pad1d.out": _wrong(permuted=22),
+    "aten::replication_pad2d.out": _wrong(channels_last=77, permuted=99),
+    "aten::replication_pad3d.out": _wrong(channels_last=22, permuted=22),
+    "aten::scatter.value_out": _wrong(channels_last=2, permuted=2),
+    "aten::scatter.src_out": _wrong(permuted=60),
+    "aten::unsqueeze_copy.out": _wrong(channels_last=163, permuted=6990),
+    "aten::bmm.out": _wrong(channels_last=2, permuted=1883),
+    "aten::mm.out": _wrong(permuted=1592),
+    "aten::nonzero.out": _wrong(permuted=68),
+    "aten::narrow_copy.out": _wrong(permuted=39),
+    "aten::pixel_unshuffle.out": _wrong(permuted=24),
+    "aten::native_layer_norm.out": _wrong(permuted=18),
+    "aten::_upsample_bilinear2d_aa.out": _wrong(permuted=8),
+}
 
 RULES = [
     # found by the conformance sweep's shrinking (double free), then by etops.guard.call:
@@ -157,6 +194,8 @@ RULES = [
     # etops check --dim-orders: topk computes wrong values and corrupts the heap on a
     # channels-last or permuted input (free(): invalid pointer under glibc's malloc check)
     Rule(("aten::topk.values",), contiguous_only=True, memory=True),
+    # kernels silently wrong on a layout (below)
+    *(Rule((name,), wrong_layouts=found) for name, found in sorted(_WRONG_LAYOUTS.items())),
     # index outputs where any index of equal values is right
     Rule(("aten::topk.values", "aten::max.dim_max", "aten::min.dim_min", "aten::argmax.out", "aten::argmin.out",
           "aten::max_pool2d_with_indices.out"), compare=TIES),

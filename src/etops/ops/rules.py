@@ -34,6 +34,27 @@ class Finding:
     computes: bool = False
 
 
+#: the layouts the rules table records kernels as silently wrong on: channels-last
+#: (rank 4/5, as programs give them: direct calls pass them as they are) and
+#: permuted (any other non-contiguous dim order: etops copies those to contiguous
+#: unless etops.layout("preserve"))
+WRONG_LAYOUTS = ("channels-last", "permuted")
+
+
+@dataclasses.dataclass(frozen=True)
+class LayoutFinding:
+    """A kernel computing wrong values, with no error, on inputs in `layout` (one
+    of WRONG_LAYOUTS), as etops' dim-order axis (``etops check --dim-order-axis``,
+    ``make conformance-dim-orders``) found it: `found` says how (fit for a warning)."""
+
+    layout: str
+    found: str
+
+    def __post_init__(self):
+        if self.layout not in WRONG_LAYOUTS:
+            raise ValueError(f"LayoutFinding: argument 'layout' is {self.layout!r}; one of {WRONG_LAYOUTS}")
+
+
 @dataclasses.dataclass(frozen=True)
 class Rule:
     """One table entry. `names`: exact operator names or fnmatch patterns;
@@ -52,6 +73,10 @@ class Rule:
     called. `contiguous_only`: the kernel mishandles every dim order but the
     contiguous one (channels-last included, which programs do give it): every
     tensor reaches it as a contiguous copy, even under etops.layout("preserve").
+    `wrong_layouts`: LayoutFindings, the layouts on which the kernel is known to
+    compute wrong values silently; a direct call passing such a tensor as it is
+    warns once per kernel and layout (unless the user opted in with
+    etops.layout("preserve")), and explain says it.
     `memory`: what the rule keeps from the kernel corrupts memory or kills the
     process by a signal (not an ExecuTorch abort, which etops unwinds): its guards and
     workarounds stay in force for the kernel as a program calls it (``as_program``,
@@ -70,6 +95,7 @@ class Rule:
     tolerance: tuple | None = None
     findings: tuple = ()
     optional: str | None = None
+    wrong_layouts: tuple = ()
     memory: bool = False
 
     def __post_init__(self):
@@ -110,6 +136,11 @@ class OpRules:
     compare: str = VALUES
     tolerance: tuple | None = None  #: (rtol, atol) every comparison of its results uses, or None
     findings: tuple = ()
+    wrong_layouts: tuple = ()  #: LayoutFindings: layouts the kernel is silently wrong on
+
+    def wrong_on(self, layout: str):
+        """The LayoutFinding of `layout` (a WRONG_LAYOUTS name), or None."""
+        return next((f for f in self.wrong_layouts if f.layout == layout), None)
 
     @property
     def has_guards(self) -> bool:
@@ -158,6 +189,7 @@ def merge(name: str, rules, program: bool = False) -> OpRules:
     torch_checks: list[Any] = []
     normalize: list[Any] = []
     findings: list[Any] = []
+    wrong_layouts: list[Any] = []
     single = {"upper_bound": None, "compare": None, "tolerance": None, "no_work": None}
     sized_from_data = contiguous_only = False
     for rule in rules:
@@ -171,6 +203,7 @@ def merge(name: str, rules, program: bool = False) -> OpRules:
             contiguous_only = contiguous_only or rule.contiguous_only
         sized_from_data = sized_from_data or rule.sized_from_data
         findings.extend(f for f in rule.findings if f.op == name)
+        wrong_layouts.extend(f for f in rule.wrong_layouts if f not in wrong_layouts)
         for field in single:
             value = getattr(rule, field)
             if field == "no_work" and not works_around:
@@ -182,4 +215,4 @@ def merge(name: str, rules, program: bool = False) -> OpRules:
     if sized_from_data and single["upper_bound"] is not None:
         raise ValueError(f"{name}: a rule gives an upper bound and another says the outs are sized from the data")
     return OpRules(name, tuple(guards), tuple(torch_checks), tuple(normalize), single["no_work"], contiguous_only, single["upper_bound"], sized_from_data, single["compare"] or VALUES,
-                   single["tolerance"], tuple(findings))
+                   single["tolerance"], tuple(findings), tuple(wrong_layouts))

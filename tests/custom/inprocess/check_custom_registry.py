@@ -48,8 +48,8 @@ def test_key_specialised_kernel_is_picked(scale_kernels):
     torch.testing.assert_close(op(x2, out=torch.empty(2, 2)), 2 * x2)  # other rank: fallback
     explained = op.explain(x, out=torch.empty(4))
     assert "kernel key: v1/6;0|6;0|6;0" in explained
-    assert "runs: the kernel registered for exactly this key" in explained and special.build_dir in explained
-    assert "runs: the fallback kernel" in op.explain(xd, out=torch.empty(4, dtype=torch.double))
+    assert "runs: the custom kernel registered for exactly this key" in explained and special.build_dir in explained
+    assert "fallback kernel (no kernel is registered for this key)" in op.explain(xd, out=torch.empty(4, dtype=torch.double))
     kinds = {o.key: o.kind for o in op.origins}
     assert kinds == {None: "custom", "v1/6;0|6;0|6;0": "custom"}
 

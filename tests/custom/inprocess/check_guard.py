@@ -129,3 +129,28 @@ def test_a_forked_child_gets_a_guard_process_of_its_own(cache):
     assert os.WEXITSTATUS(status) == 0
     assert etops.guard.guard_pid() == parent_guard
     assert torch.equal(etops.guard.call(op, x, x), x + x)
+
+
+def test_a_kernel_writing_past_its_out_fails_its_opinfo_check_guarded(cache):
+    """etops.testing with guard=True: a kernel of one's own standing in for add that
+    writes one float past its out on broadcast inputs fails its check as a crash
+    naming the argument and the inputs (unguarded it corrupts the heap)."""
+    from etops import testing
+
+    source = """
+Tensor& badadd_out(KernelRuntimeContext& ctx, const Tensor& self, const Tensor& other, Tensor& out) {
+  float* o = out.mutable_data_ptr<float>();
+  if (self.numel() == out.numel() && other.numel() == out.numel()) {
+    for (ssize_t i = 0; i < out.numel(); i++) o[i] = self.const_data_ptr<float>()[i] + other.const_data_ptr<float>()[i];
+  } else {
+    for (ssize_t i = 0; i <= out.numel(); i++) o[i] = 0.0f;  // broadcast: one float past the end
+  }
+  return out;
+}
+"""
+    etops.register_kernel("gtest::badadd.out", source, schema="badadd.out(Tensor self, Tensor other, *, Tensor(a!) out) -> Tensor(a!)")
+    case = testing.opinfo_cases("gtest::badadd.out", op="add", aten="aten::add.Tensor", dtypes=["float32"], guard=True)[0]
+    with pytest.raises(AssertionError) as info:
+        case.check()
+    text = str(info.value)
+    assert " crash" in text and "write past the end of argument 'out'" in text and "inputs: Tensor[" in text, text
