@@ -42,12 +42,25 @@ def main(argv=None) -> int:
     p.add_argument("--report", default="build/fuzz/report.json")
     p.add_argument("--guard", action="store_true",
                    help="make every call with etops.guard.call: reads and writes outside a tensor are found at the call")
+    p.add_argument("--load", action="append", metavar="SPEC",
+                   help="load kernels first (FILE.cpp of a checkout, LIB.so, FILE.py:FUNCTION; repeatable) and fuzz "
+                        "those unless --kernels is given; the workers load them too")
     args = p.parse_args(argv)
 
     from .runner import IsolatedRunner, callable_kernels, fuzz_kernel
 
     rng = random.Random(args.seed)
     kernels = callable_kernels(args.kernels)
+    if args.load:
+        from ..dev.load import load_all
+        from ..errors import EtopsError
+
+        try:
+            loaded = load_all(args.load)
+        except EtopsError as exc:
+            print(f"{p.prog}: error: {exc}", file=sys.stderr)
+            return 2
+        kernels = [k for k in callable_kernels(args.kernels) if args.kernels or k.name in loaded]
     start = time.monotonic()
     deadline = start + args.budget
     totals: Counter[str] = Counter()
