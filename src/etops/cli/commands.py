@@ -319,10 +319,29 @@ def _load(args, debug: bool) -> list[str]:
         return load_all(args.load)
 
 
+def _ab_rows(args, kernel, builtin, sizes, dtypes) -> list[dict]:
+    from ..bench.ab import ab_sample, time_ab
+
+    rows = []
+    for dtype in dtypes:
+        for size in sizes:
+            with _quiet(args.debug):
+                sample = ab_sample(kernel, size, dtype)
+                if sample is None:
+                    rows.append({"kernel": kernel.name, "dtype": dtype, "size_label": size,
+                                 "error": f"no OpInfo sample of {size} elements works on both sides"})
+                    continue
+                row = time_ab(kernel, builtin, sample, repeats=args.repeats or 11, warmup=args.warmup, target=args.target,
+                              threads=1 if args.threads is None else args.threads)
+            row["size_label"] = size
+            rows.append(row)
+    return rows
+
+
 def _bench_against_builtin(args, names: list[str]) -> int:
     """``etops bench NAME... --against builtin``: each overridden kernel against the
     built-in it replaced and ATen, A/B."""
-    from ..bench.ab import ab_sample, describe_ratio, time_ab
+    from ..bench.ab import describe_ratio
     from ..custom.registration import builtin_function, callable_function
 
     etops = _etops(args.debug)
@@ -335,18 +354,12 @@ def _bench_against_builtin(args, names: list[str]) -> int:
         address = builtin_function(name)
         if address is None:
             raise UsageError(f"{name} is not overridden: nothing to compare with its built-in (load a kernel with --load FILE.cpp)")
-        builtin = callable_function(name, kernel._schema, address, "builtin").kernel
-        for dtype in dtypes:
-            for size in sizes:
-                with _quiet(args.debug):
-                    sample = ab_sample(kernel, size, dtype)
-                    if sample is None:
-                        rows.append({"kernel": name, "dtype": dtype, "size_label": size, "error": f"no OpInfo sample of {size} elements works on both sides"})
-                        continue
-                    row = time_ab(kernel, builtin, sample, repeats=args.repeats or 11, warmup=args.warmup, target=args.target,
-                                  threads=1 if args.threads is None else args.threads)
-                row["size_label"] = size
-                rows.append(row)
+        handle = callable_function(name, kernel._schema, address, "builtin")
+        builtin = handle.kernel
+        try:
+            rows += _ab_rows(args, kernel, builtin, sizes, dtypes)
+        finally:
+            handle.deregister()
     if args.json:
         return _emit_json(rows)
     for row in rows:
@@ -519,4 +532,7 @@ def cmd_dev(args) -> int:
         else:
             result = etops.dev(args.paths, **options)
             show(result)
-    return result.exit_code if result is not None else 0
+    if result is None:
+        return 0
+    result.restore()  # the command is over (and main() may be called in-process)
+    return result.exit_code

@@ -96,6 +96,25 @@ def load_all(specs) -> list[str]:
     return names
 
 
+def unload_all() -> None:
+    """Puts back what the specs loaded in this process replaced or added (kernel
+    files; overrides and registrations a Python function returned; a library stays
+    loaded: ExecuTorch cannot unregister) and forgets the specs."""
+    from ..custom import KernelHandle, Override
+
+    for kept in reversed(_kept):
+        for item in kept if isinstance(kept, (list, tuple)) else [kept]:
+            if isinstance(item, Override):
+                item.restore()
+            elif isinstance(item, KernelHandle) and item.active:
+                item.deregister()
+            elif hasattr(item, "restore") and hasattr(item, "replaced"):  # a kernel file's dev.install.Installed
+                item.restore()
+    _kept.clear()
+    _applied.clear()
+    os.environ.pop(ENV, None)
+
+
 def from_environment() -> list[str]:
     """In a worker process: loads the specs its parent loaded (none: nothing)."""
     text = os.environ.get(ENV)
