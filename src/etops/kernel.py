@@ -439,9 +439,12 @@ class UncallableKernel:
 KernelObject = Union[_native.Kernel, UncallableKernel]
 
 
-def make_kernel(name: str, schema: Any, schema_source: str) -> KernelObject:
+def make_kernel(name: str, schema: Any, schema_source: str, registered_as: str | None = None) -> KernelObject:
     """The kernel object for `name`: the C Kernel when the schema can be planned,
-    else an UncallableKernel that says why."""
+    else an UncallableKernel that says why. `registered_as`: the registry name the
+    call looks its function up under, when not `name` (a kernel an override
+    replaced, registered under a private name, called as `name` is: the same
+    checks, rules and out shapes)."""
     plan, error = None, None
     if schema is None:
         error = schema_source
@@ -456,7 +459,7 @@ def make_kernel(name: str, schema: Any, schema_source: str) -> KernelObject:
     # torch checks calls of its own operators (aten::) before the kernel sees them
     validate = name.startswith("aten::") and torch_overload(name) is not None
     rules = rules_for(name)
-    return _native.Kernel(name, plan.args, plan.returns, info, SLOW_PATH, precheck=rules.has_precheck,
+    return _native.Kernel(registered_as or name, plan.args, plan.returns, info, SLOW_PATH, precheck=rules.has_precheck,
                           validate=validate, contiguous_only=rules.contiguous_only)
 
 

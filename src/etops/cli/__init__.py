@@ -103,6 +103,8 @@ def build_parser() -> argparse.ArgumentParser:
     dv.add_argument("--timing-dtype", default="float32", help="dtype of the timing input (default float32)")
     dv.add_argument("--threads", type=int, default=1, metavar="N", help="threads for the timing (default 1)")
     dv.add_argument("--repeats", type=int, default=11, help="interleaved timing rounds (default 11)")
+    dv.add_argument("--budget", type=float, default=20.0, metavar="S",
+                    help="seconds the conformance of one file may take (float32 first; cases left out are counted; default 20, 0: no limit)")
     dv.add_argument("--no-check", action="store_true", help="build and swap in, no conformance")
     dv.add_argument("--no-timing", action="store_true", help="no A/B timing")
 

@@ -516,7 +516,8 @@ def cmd_dev(args) -> int:
     _inputs.parse_size(args.size)
     parse_dtype(args.timing_dtype)
     options = dict(root=args.root, yaml=args.yaml, dtypes=dtypes, size=args.size, timing_dtype=args.timing_dtype,
-                   threads=args.threads, repeats=args.repeats, check=not args.no_check, timing=not args.no_timing)
+                   threads=args.threads, repeats=args.repeats, check=not args.no_check, timing=not args.no_timing,
+                   budget=args.budget or None)
 
     def show(result) -> None:
         print(result.text(), flush=True)

@@ -32,7 +32,7 @@ import torch
 from .. import _native, dtypes
 from ..errors import DuplicateKernelError, KernelNotFoundError, RegistrationError, RegistryFullError
 from ..registry import registry
-from ..kernel import KernelOrigin, library_of
+from ..kernel import KernelOrigin, library_of, make_kernel
 from ..schemas import find_schema, set_schema, split_name
 
 _core = _native._core
@@ -444,7 +444,7 @@ class Override:
         """The kernel this override replaced, as a callable kernel object (registered
         under a private name, ``etops_previous::<op>_<n>.<overload>``, until the
         override is restored): "fast path, else the built-in" in Python, and the
-        built-in side of A/B checks and timings. Outs must be given (``out=``)."""
+        built-in side of A/B checks and timings."""
         if self._previous is None:
             if not self.previous_address:
                 raise RegistrationError(f"{self.name}: this override does not know the kernel it replaced")
@@ -529,18 +529,35 @@ def _tell_previous(origin: dict, address: int) -> None:
         set_previous(origin["library"], origin["kernel_index"], address)
 
 
-def callable_function(name: str, schema, address: int, tag: str) -> KernelHandle:
+class StandIn(KernelHandle):
+    """A kernel function of operator `name` registered under a private name, called
+    as `name` is (torch's checks, etops' rules and out shapes of `name`)."""
+
+    def __init__(self, handle: KernelHandle, name: str, schema) -> None:
+        super().__init__(handle.name, handle.key, handle.index, handle.address, handle.origin)
+        self.stands_for = name
+        self._schema_of = schema
+        self._kernel = None
+
+    @property
+    def kernel(self):
+        if self._kernel is None:
+            self._kernel = make_kernel(self.stands_for, self._schema_of, "the operator it stands in for", registered_as=self.name)
+        return self._kernel
+
+
+def callable_function(name: str, schema, address: int, tag: str) -> StandIn:
     """Function `address`, a kernel of operator `name` (schema `schema`), made
-    callable: registered as the fallback of a private operator
+    callable as `name` is: registered as the fallback of a private operator
     ``etops_previous::<ns>_<op>_<tag>.<overload>`` with the same schema (its
-    handle's ``deregister()`` removes it). Outs must be given."""
+    ``deregister()`` removes it)."""
     ns, op, overload = split_name(name)
     private = f"etops_previous::{ns}_{op}_{tag}.{overload}"
-    existing = registration_for(private, None)
-    if existing is not None:
-        return existing
-    text = str(schema).split("(", 1)[1]
-    return register_kernel(private, address, schema=f"{private}({text}")
+    handle = registration_for(private, None)
+    if handle is None:
+        text = str(schema).split("(", 1)[1]
+        handle = register_kernel(private, address, schema=f"{private}({text}")
+    return StandIn(handle, name, schema)
 
 
 def builtin_function(name: str, kernel_key=None) -> int | None:

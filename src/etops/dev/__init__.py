@@ -30,8 +30,12 @@ from .report import DevResult, FileResult
 from .watch import watch
 
 
+#: Seconds the conformance of one file may take by default (float32 runs first).
+CHECK_BUDGET = 20.0
+
+
 def run_file(path, *, root=None, yaml=None, dtypes=None, size="64k", timing_dtype="float32", threads=1, repeats=11,
-             check=True, timing=True, cflags=()) -> FileResult:
+             check=True, timing=True, cflags=(), budget=CHECK_BUDGET) -> FileResult:
     """One kernel file through the loop (see ``dev``); a file that cannot be located
     or built gives a FileResult with ``error`` set, nothing swapped."""
     from . import install as inst
@@ -63,7 +67,7 @@ def run_file(path, *, root=None, yaml=None, dtypes=None, size="64k", timing_dtyp
         from .check import check as run_check
 
         t = time.perf_counter()
-        result.conformance = run_check(result.ops, previous, dtypes)
+        result.conformance = run_check(result.ops, previous, dtypes, budget)
         result.seconds["check"] = time.perf_counter() - t
     if timing:
         from ..bench.ab import ab_sample, time_ab
@@ -82,7 +86,7 @@ def run_file(path, *, root=None, yaml=None, dtypes=None, size="64k", timing_dtyp
 
 
 def dev(paths, *, root=None, yaml=None, dtypes=None, size="64k", timing_dtype="float32", threads=1, repeats=11,
-        check=True, timing=True, cflags=()) -> DevResult:
+        check=True, timing=True, cflags=(), budget=CHECK_BUDGET) -> DevResult:
     """Builds the kernel files `paths` (files, or folders of them) of an ExecuTorch
     checkout or an out-of-tree kernel folder against the installed wheel, swaps
     their operators in for the session (override; register when an operator has no
@@ -93,13 +97,15 @@ def dev(paths, *, root=None, yaml=None, dtypes=None, size="64k", timing_dtype="f
     kernel YAML(s) (default: the nearest above the file); ``dtypes``: conformance
     dtypes (default: every dtype the OpInfos list); ``size``/``timing_dtype``: the
     timing input; ``threads``: for timing (default 1); ``check``/``timing``: False
-    leaves that step out; ``cflags``: more compiler flags."""
+    leaves that step out; ``cflags``: more compiler flags; ``budget``: seconds the
+    conformance of one file may take (float32 first; the cases left out are
+    counted; None: no limit)."""
     from .checkout import kernel_files
 
     start = time.perf_counter()
     files = kernel_files([paths] if isinstance(paths, (str, bytes)) or not hasattr(paths, "__iter__") else paths)
     results = [run_file(f, root=root, yaml=yaml, dtypes=dtypes, size=size, timing_dtype=timing_dtype, threads=threads,
-                        repeats=repeats, check=check, timing=timing, cflags=cflags) for f in files]
+                        repeats=repeats, check=check, timing=timing, cflags=cflags, budget=budget) for f in files]
     return DevResult(results, time.perf_counter() - start)
 
 

@@ -9,6 +9,7 @@ second comparison (the new kernel may accept more).
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 
 import torch
@@ -45,9 +46,17 @@ class ABRunner(TaskRunner):
     """A TaskRunner that also checks each case against the replaced kernel:
     ``previous`` maps an operator to the callable kernel it replaced."""
 
-    def __init__(self, kmap, selected, previous: dict, **kw) -> None:
+    def __init__(self, kmap, selected, previous: dict, deadline: float | None = None, **kw) -> None:
         super().__init__(kmap, selected, max_details=MAX_DETAILS, **kw)
         self.previous = previous
+        self.deadline = deadline  #: time.monotonic() after which cases are left out (counted)
+        self.left_out = 0
+
+    def handle(self, func, target, args, kwargs):
+        if self.deadline is not None and self.mode == "check" and time.monotonic() > self.deadline:
+            self.left_out += 1
+            return func(*args, **kwargs)  # the sample goes on with ATen's result, the kernel is not called
+        return super().handle(func, target, args, kwargs)
 
     def begin(self, task_id, dtype, atol, rtol, op=None) -> None:
         super().begin(task_id, dtype, atol, rtol, op=op)
@@ -75,13 +84,36 @@ class ABRunner(TaskRunner):
 
 
 def opinfo_ids(name: str) -> list[str]:
-    """OpInfos whose samples may reach aten operator `name` (by its base name; a
-    view op's ``_copy`` out variant by the view's)."""
+    """OpInfos whose samples may reach aten operator `name`: by its base name (a
+    view op's ``_copy`` out variant by the view's, ``nn.functional.<base>`` too);
+    when none has its name, those the last OpInfo discovery of ``etops check``
+    found reaching it (an OpInfo of another op whose decomposition calls it)."""
     ns, op, _ = split_name(name)
     if ns != "aten":
         return []
-    bases = {op, op.removesuffix("_copy"), op.lstrip("_")}
-    return sorted(oid for oid, info in opinfos().items() if info.name in bases or getattr(info, "aten_name", None) in bases)
+    bases = {op, op.removesuffix("_copy"), op.lstrip("_"), op.removesuffix("_with_indices")}
+    bases |= {f"nn.functional.{b}" for b in set(bases)}
+    found = {oid for oid, info in opinfos().items() if getattr(info, "name", None) in bases or getattr(info, "aten_name", None) in bases}
+    if not found:
+        found = {oid for oid in discovered(name) if oid in opinfos()}
+    return sorted(found)
+
+
+def discovered(name: str) -> list[str]:
+    """The OpInfos the newest cached discovery (``etops check``) found reaching
+    `name` (none when no sweep ran here)."""
+    import json
+
+    from ..conformance.sweep import cache_dir
+
+    files = sorted(cache_dir().glob("conformance-discovery-*.json"), key=lambda p: p.stat().st_mtime)
+    if not files:
+        return []
+    try:
+        data = json.loads(files[-1].read_text())
+    except (OSError, ValueError):
+        return []
+    return [oid for oid, info in data.items() if name in info.get("kernels", ())]
 
 
 @dataclass
@@ -95,6 +127,7 @@ class Conformance:
     details_aten: list = field(default_factory=list)
     details_builtin: list = field(default_factory=list)
     sources: list = field(default_factory=list)  #: OpInfo ids / reference tasks run
+    left_out: int = 0  #: cases not run: the budget was spent
     note: str = ""
 
     @staticmethod
@@ -108,8 +141,13 @@ class Conformance:
 
     def to_dict(self) -> dict:
         return {"name": self.name, "vs_aten": self.vs_aten, "vs_builtin": self.vs_builtin, "sources": self.sources,
-                "note": self.note, "details_aten": [d.to_json() for d in self.details_aten],
+                "left_out": self.left_out, "note": self.note, "details_aten": [d.to_json() for d in self.details_aten],
                 "details_builtin": [d.to_json() for d in self.details_builtin]}
+
+
+def _first(dtype: torch.dtype) -> tuple:
+    """Task order: float32, then the other floating dtypes, then the rest."""
+    return (dtype != torch.float32, not dtype.is_floating_point, str(dtype))
 
 
 def _tasks(name: str, dtypes) -> list[tuple[str, torch.dtype]]:
@@ -124,7 +162,7 @@ def _tasks(name: str, dtypes) -> list[tuple[str, torch.dtype]]:
                 tasks.append((oid, dtype))
     for t in reference_tasks([name], wanted):
         tasks.append((t["opinfo"], dtype_from_name(t["dtype"])))
-    return tasks
+    return sorted(tasks, key=lambda t: _first(t[1]))
 
 
 def _add(counts: dict, result: TaskResult, name: str) -> None:
@@ -134,15 +172,21 @@ def _add(counts: dict, result: TaskResult, name: str) -> None:
                 counts[status] = counts.get(status, 0) + n
 
 
-def check(names: list[str], previous: dict, dtypes=None) -> list[Conformance]:
+def check(names: list[str], previous: dict, dtypes=None, budget: float | None = None) -> list[Conformance]:
     """Conformance of each operator of `names` (its kernel swapped in) against ATen
-    and against ``previous[name]`` (the kernel it replaced; none for a new operator)."""
+    and against ``previous[name]`` (the kernel it replaced; none for a new
+    operator). ``budget``: seconds for all of them (float32 tasks first); cases
+    past it are left out and counted (``Conformance.left_out``)."""
     kmap = default_kmap()
+    deadline = None if budget is None else time.monotonic() + budget
     out = []
     for name in names:
         conf = Conformance(name)
-        runner = ABRunner(kmap, [name], {name: previous[name]} if name in previous else {})
+        runner = ABRunner(kmap, [name], {name: previous[name]} if name in previous else {}, deadline=deadline)
         for task, dtype in _tasks(name, dtypes):
+            if deadline is not None and time.monotonic() > deadline:
+                conf.left_out += 1  # a task not started: counted as one
+                continue
             result = runner.run(task, dtype)
             _add(conf.vs_aten, result, name)
             _add(conf.vs_builtin, runner.vs_previous, name)
@@ -150,8 +194,11 @@ def check(names: list[str], previous: dict, dtypes=None) -> list[Conformance]:
             conf.details_builtin += [d for d in runner.vs_previous.details if d.kernel == name][: MAX_DETAILS - len(conf.details_builtin)]
             if task not in conf.sources:
                 conf.sources.append(task)
+        conf.left_out += runner.left_out
         if not sum(conf.vs_aten.values()):
             conf.note = ("no OpInfo sample or reference reaches it" if not conf.sources else
                          f"the samples of {', '.join(conf.sources)} never reach it")
+        if conf.left_out:
+            conf.note = (conf.note + "; " if conf.note else "") + f"the check's budget ran out: {conf.left_out} cases / tasks left out"
         out.append(conf)
     return out

@@ -201,7 +201,7 @@ def defined_functions(text: str) -> dict[str, str]:
         rest = code[j + 1:j + 400].lstrip()
         if not rest.startswith("{") and not re.match(r"(const\s*)?(noexcept\s*)?(->[^{;]*)?\{", rest):
             continue
-        stack = []
+        stack: list[str | None] = []
         for t in _TOKEN.finditer(code, 0, m.start()):
             if t.group(0) == "}":
                 if stack:
