@@ -133,13 +133,10 @@ def main(argv=None) -> int:
             return 2
 
     if args.load:
-        from ..dev.load import load_all
-        from ..errors import EtopsError
+        from ..dev.load import load_for_command
 
-        try:
-            loaded = load_all(args.load)
-        except EtopsError as exc:
-            print(f"{parser.prog}: error: {exc}", file=sys.stderr)
+        loaded = load_for_command(args.load, parser.prog)
+        if loaded is None:
             return 2
         args.kernels = args.kernels or loaded
     try:

@@ -182,9 +182,30 @@ _TOKEN = re.compile(r"\bnamespace\s+([\w:]+)\s*\{|\bnamespace\s*\{|[{}]")
 _FUNCTION = re.compile(r"([A-Za-z_]\w*(?:::[A-Za-z_]\w*)*)\s*\(\s*(?:::)?(?:(?:executorch::runtime|torch::executor)::)?(?:KernelRuntimeContext|RuntimeContext)\s*&")
 
 
+#: a kernel defined by a macro at namespace scope: DEFINE_UNARY_UFUNC_...(acos_out, std::acos)
+_MACRO = re.compile(r"\b[A-Z][A-Z0-9_]*\s*\(\s*([a-z_]\w*_out)\s*[,)]")
+
+
+def _namespaces_at(code: str, position: int) -> list[str] | None:
+    """The namespaces open at `position`; None when inside a function or class body."""
+    stack: list[str | None] = []
+    for t in _TOKEN.finditer(code, 0, position):
+        if t.group(0) == "}":
+            if stack:
+                stack.pop()
+        elif t.group(0) == "{":
+            stack.append(None)
+        else:
+            stack.append(t.group(1) or "")
+    if any(s is None for s in stack):
+        return None
+    return [s for s in stack if s]
+
+
 def defined_functions(text: str) -> dict[str, str]:
-    """Unqualified name -> qualified name of every kernel function (first parameter
-    a KernelRuntimeContext&) the source defines with a body."""
+    """Unqualified name -> qualified name of every kernel function the source
+    defines: with a body and a KernelRuntimeContext& first parameter, or by a macro
+    invoked at namespace scope whose first argument is a name ending in ``_out``."""
     code = _strip_comments(text)
     found: dict[str, str] = {}
     for m in _FUNCTION.finditer(code):
@@ -201,20 +222,15 @@ def defined_functions(text: str) -> dict[str, str]:
         rest = code[j + 1:j + 400].lstrip()
         if not rest.startswith("{") and not re.match(r"(const\s*)?(noexcept\s*)?(->[^{;]*)?\{", rest):
             continue
-        stack: list[str | None] = []
-        for t in _TOKEN.finditer(code, 0, m.start()):
-            if t.group(0) == "}":
-                if stack:
-                    stack.pop()
-            elif t.group(0) == "{":
-                stack.append(None)
-            else:
-                stack.append(t.group(1) or "")
-        if any(s is None for s in stack):  # inside a function or class body: a call, not a definition
+        namespaces = _namespaces_at(code, m.start())
+        if namespaces is None:  # inside a function or class body: a call, not a definition
             continue
         name = m.group(1)
-        qualified = "::".join([s for s in stack if s] + [name])
-        found.setdefault(name.rsplit("::", 1)[-1], qualified)
+        found.setdefault(name.rsplit("::", 1)[-1], "::".join(namespaces + [name]))
+    for m in _MACRO.finditer(code):
+        namespaces = _namespaces_at(code, m.start())
+        if namespaces is not None and not code[:m.start()].rstrip().endswith("#define"):
+            found.setdefault(m.group(1), "::".join(namespaces + [m.group(1)]))
     return found
 
 

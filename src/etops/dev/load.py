@@ -62,6 +62,8 @@ def load(spec: str) -> list[str]:
     from .. import _native
 
     suffix = Path(spec).suffix
+    if (suffix in SOURCE_SUFFIXES or suffix == ".so") and not Path(spec).is_file():
+        raise LoadError(f"--load {spec}: no such file")
     if suffix in SOURCE_SUFFIXES:
         from . import run_file
 
@@ -94,6 +96,18 @@ def load_all(specs) -> list[str]:
     if _applied:
         os.environ[ENV] = json.dumps(_applied)
     return names
+
+
+def load_for_command(specs, prog: str) -> list[str] | None:
+    """``load_all(specs)`` for a command line: on an etops error (a build error, a
+    spec naming nothing loadable) prints ``prog: error: ...`` and returns None."""
+    import sys
+
+    try:
+        return load_all(specs)
+    except EtopsError as exc:
+        print(f"{prog}: error: {exc}", file=sys.stderr)
+        return None
 
 
 def unload_all() -> None:

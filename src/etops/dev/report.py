@@ -129,7 +129,7 @@ def _file_lines(f: FileResult) -> list[str]:
             continue
         us = {k: row[k]["median"] * 1e6 for k in ("new", "builtin", "aten") if k in row}
         sides = ", ".join(f"{k} {v:.2f} us" for k, v in us.items())
-        lines.append(f"  timing {row['kernel']} ({row['dtype']} {row['shapes']}, {row['threads']} thread"
+        lines.append(f"  timing {row['kernel']} ({row['dtype']} {row['shapes'].replace(' ', ', ')}, {row['threads']} thread"
                      f"{'s' if row['threads'] != 1 else ''}, {row['repeats']} interleaved rounds): {sides}")
         if "vs_builtin" in row:
             lines.append("    " + describe_ratio(row["vs_builtin"], row["verdict_builtin"], "built-in"))

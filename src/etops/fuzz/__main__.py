@@ -52,13 +52,10 @@ def main(argv=None) -> int:
     rng = random.Random(args.seed)
     kernels = callable_kernels(args.kernels)
     if args.load:
-        from ..dev.load import load_all
-        from ..errors import EtopsError
+        from ..dev.load import load_for_command
 
-        try:
-            loaded = load_all(args.load)
-        except EtopsError as exc:
-            print(f"{p.prog}: error: {exc}", file=sys.stderr)
+        loaded = load_for_command(args.load, p.prog)
+        if loaded is None:
             return 2
         kernels = [k for k in callable_kernels(args.kernels) if args.kernels or k.name in loaded]
     start = time.monotonic()
