@@ -163,7 +163,7 @@ def add_source(buggy: bool = False) -> str:
     return ADD.replace("FIRST_INDEX", BUGGY_INDEX if buggy else CORRECT_INDEX)
 
 
-def _write(path: Path, text: str) -> None:
+def write_file(path: Path, text: str) -> None:
     """Writes only when the content differs (unchanged files keep their mtime)."""
     if not path.exists() or path.read_text() != text:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -173,10 +173,10 @@ def _write(path: Path, text: str) -> None:
 def write(folder: Path, *, buggy: bool = False, name: str = "executorch") -> Path:
     """Writes the miniature checkout as `folder`/`name`; returns it."""
     checkout = folder / name
-    _write(checkout / "kernels/portable/functions.yaml", FUNCTIONS_YAML)
-    _write(checkout / "kernels/portable/cpu/util/mini_broadcast.h", HEADER)
-    _write(checkout / "kernels/portable/cpu/op_add.cpp", add_source(buggy))
-    _write(checkout / "kernels/portable/cpu/op_mul.cpp", MUL)
+    write_file(checkout / "kernels/portable/functions.yaml", FUNCTIONS_YAML)
+    write_file(checkout / "kernels/portable/cpu/util/mini_broadcast.h", HEADER)
+    write_file(checkout / "kernels/portable/cpu/op_add.cpp", add_source(buggy))
+    write_file(checkout / "kernels/portable/cpu/op_mul.cpp", MUL)
     return checkout
 
 
