@@ -552,7 +552,7 @@ def callable_function(name: str, schema, address: int, tag: str) -> StandIn:
     ``etops_previous::<ns>_<op>_<tag>.<overload>`` with the same schema (its
     ``deregister()`` removes it)."""
     ns, op, overload = split_name(name)
-    private = f"etops_previous::{ns}_{op}_{tag}.{overload}"
+    private = f"etops_previous::{ns}_{op}_{tag}" + (f".{overload}" if overload != "default" else "")
     handle = registration_for(private, None)
     if handle is None:
         text = str(schema).split("(", 1)[1]
