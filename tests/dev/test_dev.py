@@ -98,6 +98,10 @@ def test_cli_dev_json_and_exit_codes(checkout, tmp_path, capsys):
         assert _not_overridden("aten::mul.out")  # the command puts the built-in back when it ends
     code = cli_main(["dev", str(tmp_path / "missing.cpp")])
     assert code == 2 and "no such file" in capsys.readouterr().err
+    code = cli_main(["dev", str(checkout / "kernels/portable/cpu/op_mul.cpp"), "--watch", "--max-rounds", "1", "--no-timing",
+                     "--dtype", "float32"])
+    assert code == 0 and "watching 1 path and the checkout headers" in capsys.readouterr().out
+    assert _not_overridden("aten::mul.out")
 
 
 def test_watch_picks_up_an_edit_and_survives_a_compile_error(tmp_path):
