@@ -25,7 +25,7 @@ import time
 import types
 
 from ..errors import BuildError
-from .checkout import CheckoutError
+from .checkout import CheckoutError, NoOperators
 from .report import DevResult, FileResult
 from .watch import watch
 
@@ -46,6 +46,7 @@ def run_file(path, *, root=None, yaml=None, dtypes=None, size="64k", timing_dtyp
         target = inst.locate(path, root, yaml)
     except CheckoutError as exc:
         result.error = str(exc)
+        result.no_operators = isinstance(exc, NoOperators)
         return result
     result.ops, result.checkout, result.yamls = target.names, str(target.checkout), [str(y) for y in target.yamls]
     result.seconds["locate"] = time.perf_counter() - start
@@ -102,11 +103,20 @@ def dev(paths, *, root=None, yaml=None, dtypes=None, size="64k", timing_dtype="f
     counted; None: no limit)."""
     from .checkout import kernel_files
 
+    from pathlib import Path
+
     start = time.perf_counter()
-    files = kernel_files([paths] if isinstance(paths, (str, bytes)) or not hasattr(paths, "__iter__") else paths)
-    results = [run_file(f, root=root, yaml=yaml, dtypes=dtypes, size=size, timing_dtype=timing_dtype, threads=threads,
-                        repeats=repeats, check=check, timing=timing, cflags=cflags, budget=budget) for f in files]
-    return DevResult(results, time.perf_counter() - start)
+    given = [paths] if isinstance(paths, (str, bytes, Path)) or not hasattr(paths, "__iter__") else list(paths)
+    named = {Path(p).resolve() for p in given if Path(p).is_file()}
+    results, skipped = [], []
+    for f in kernel_files(given):
+        r = run_file(f, root=root, yaml=yaml, dtypes=dtypes, size=size, timing_dtype=timing_dtype, threads=threads,
+                     repeats=repeats, check=check, timing=timing, cflags=cflags, budget=budget)
+        if r.no_operators and f not in named:
+            skipped.append(str(f))  # a helper source of a folder, not a kernel file
+        else:
+            results.append(r)
+    return DevResult(results, time.perf_counter() - start, skipped)
 
 
 class _CallableModule(types.ModuleType):

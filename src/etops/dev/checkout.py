@@ -25,6 +25,10 @@ class CheckoutError(EtopsError, ValueError):
     """A kernel file whose root, YAML or operators etops cannot work out."""
 
 
+class NoOperators(CheckoutError):
+    """A source that implements none of the YAML's operators (a helper file)."""
+
+
 @dataclass(frozen=True)
 class YamlKernel:
     """One operator of a kernel YAML: its full name ('aten::add.out'), the kernel

@@ -50,7 +50,7 @@ def locate(path, root=None, yaml=None) -> Target:
     ops = co.implemented(path, entries)
     if not ops:
         defined = ", ".join(sorted(co.defined_functions(path.read_text()))) or "no kernel function"
-        raise co.CheckoutError(f"{path.name} implements none of the operators of {', '.join(y.name for y in yamls)} "
+        raise co.NoOperators(f"{path.name} implements none of the operators of {', '.join(y.name for y in yamls)} "
                                f"(it defines {defined})")
     root_dir = co.include_root(checkout, cache_dir())
     headers = co.checkout_headers(path, [root_dir, checkout])

@@ -24,6 +24,7 @@ class FileResult:
     yamls: list = field(default_factory=list)
     build: dict = field(default_factory=dict)  #: seconds, compiled (False: cache hit), build_dir
     error: str | None = None
+    no_operators: bool = False  #: the error is that the file implements none of the YAML's operators
     conformance: list = field(default_factory=list)  #: dev.check.Conformance per operator
     timing: list = field(default_factory=list)  #: bench.ab rows
     seconds: dict = field(default_factory=dict)  #: per phase: locate, build, swap, check, time
@@ -52,11 +53,13 @@ class FileResult:
 class DevResult:
     files: list
     seconds: float = 0.0  #: edit to verdict: locate, build, swap, check and time, every file
+    skipped: list = field(default_factory=list)  #: files of a folder that implement no operator (helpers)
 
     @property
     def exit_code(self) -> int:
-        """0: every operator agrees; 1: a finding stands; 2: a file did not build."""
-        if any(f.error for f in self.files):
+        """0: every operator agrees; 1: a finding stands; 2: a file did not build (or
+        no file implements an operator)."""
+        if not self.files or any(f.error for f in self.files):
             return EXIT_ERROR
         return EXIT_FINDING if any(f.findings for f in self.files) else EXIT_OK
 
@@ -68,7 +71,8 @@ class DevResult:
                 f.installed = None
 
     def to_dict(self) -> dict:
-        return {"files": [f.to_dict() for f in self.files], "seconds": self.seconds, "exit_code": self.exit_code}
+        return {"files": [f.to_dict() for f in self.files], "skipped": self.skipped, "seconds": self.seconds,
+                "exit_code": self.exit_code}
 
     def write_json(self, path: str) -> None:
         with open(path, "w") as fh:
@@ -78,12 +82,16 @@ class DevResult:
         lines = []
         for f in self.files:
             lines += _file_lines(f)
+        if self.skipped:
+            lines.append(f"skipped (no operator of the YAML): {', '.join(p.rsplit('/', 1)[-1] for p in self.skipped)}")
         lines.append(self.verdict())
         return "\n".join(lines)
 
     def verdict(self) -> str:
         code = self.exit_code
-        if code == EXIT_ERROR:
+        if not self.files:
+            what = "no file implements an operator of its YAML"
+        elif code == EXIT_ERROR:
             what = "a file did not build"
         elif code == EXIT_FINDING:
             n = sum(f.findings for f in self.files)
