@@ -130,7 +130,7 @@ def main(argv: list[str] | None = None) -> int:
 
         return check_main(rest[1:])
     if rest and rest[0] == "fuzz":
-        from ..fuzz.__main__ import main as fuzz_main
+        from ..fuzz.campaign import main as fuzz_main
 
         return fuzz_main(rest[1:])
     try:

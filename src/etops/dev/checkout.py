@@ -13,20 +13,12 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import EtopsError
+from ..errors import CheckoutError, NoOperators
 
 #: The YAML files ExecuTorch's kernel folders register their kernels in.
 YAML_NAMES = ("functions.yaml", "custom_ops.yaml", "optimized.yaml", "quantized.yaml")
 #: Kernel sources etops dev picks from a folder.
 SOURCE_SUFFIXES = (".cpp", ".cc", ".cxx")
-
-
-class CheckoutError(EtopsError, ValueError):
-    """A kernel file whose root, YAML or operators etops cannot work out."""
-
-
-class NoOperators(CheckoutError):
-    """A source that implements none of the YAML's operators (a helper file)."""
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,16 @@ KERNEL_LIBRARIES = ("executorch_kernels_optimized", "executorch_kernels_quantize
 CHECKOUT_CFLAGS = ("-Wno-deprecated-declarations",)
 
 
+def torch_include_dir() -> str:
+    """The installed torch's headers: the optimized kernels use ATen's header-only
+    vectorization (``ATen/cpu/vec``), which ExecuTorch's build takes from its PyTorch
+    submodule. Searched after the checkout and the wheel, so ExecuTorch's own c10
+    wins where both have a header."""
+    import torch
+
+    return str(Path(torch.__file__).resolve().parent / "include")
+
+
 @dataclass
 class Target:
     """What etops worked out about one kernel file."""
@@ -86,7 +96,8 @@ def build_target(target: Target, cflags=(), ldflags=()) -> KernelLibrary:
     Raises BuildError with the diagnostics on the user's lines."""
     tc = toolchain()
     specs = [KernelSpec(i.entry.op, schema_of(i.entry), i.function) for i in target.ops]
-    flags = [f"-I{target.include_root}", *CHECKOUT_CFLAGS, f"-DETOPS_CHECKOUT_HEADERS={headers_digest(target)}", *cflags]
+    flags = [f"-I{target.include_root}", *CHECKOUT_CFLAGS, f"-idirafter{torch_include_dir()}",
+             f"-DETOPS_CHECKOUT_HEADERS={headers_digest(target)}", *cflags]
     libs = ["-Wl,--as-needed"] + [f"-l{lib}" for lib in KERNEL_LIBRARIES if (Path(tc.lib_dir) / f"lib{lib}.so").exists()]
     source = Source(str(target.path), None, str(target.path))
     return build([source], specs, flags, [*libs, "-Wl,--no-as-needed", *ldflags])

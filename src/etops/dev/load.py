@@ -22,7 +22,7 @@ import os
 import zlib
 from pathlib import Path
 
-from ..errors import EtopsError
+from ..errors import EtopsError, LoadError
 from .checkout import SOURCE_SUFFIXES
 
 ENV = "ETOPS_LOAD"
@@ -30,10 +30,6 @@ ENV = "ETOPS_LOAD"
 #: what loaded specs returned (handles, overrides), kept alive for the process
 _kept: list = []
 _applied: list[str] = []
-
-
-class LoadError(EtopsError, ValueError):
-    """A --load spec that names nothing loadable, or whose kernels failed to build."""
 
 
 def _call(spec: str):
