@@ -34,6 +34,7 @@ from .errors import (
     DelegateError,
     DuplicateKernelError,
     EtopsError,
+    KernelAborted,
     KernelCrashed,
     KernelError,
     KernelNotFoundError,
@@ -43,7 +44,7 @@ from .errors import (
     SchemaError,
     UnsupportedNodeError,
 )
-from .kernel import KernelInfo, KernelOrigin, RegisteredKernel, UncallableKernel
+from .kernel import KernelInfo, KernelOrigin, RegisteredKernel, UncallableKernel, as_program
 from .layouts import layout
 from .registry import Namespace, OpPacket, Registry, get_kernel, registry
 from .schemas import set_schema
@@ -148,6 +149,7 @@ __all__ = [
     "DuplicateKernelError",
     "EtopsError",
     "Kernel",
+    "KernelAborted",
     "KernelCrashed",
     "KernelError",
     "KernelInfo",
@@ -163,6 +165,7 @@ __all__ = [
     "SchemaError",
     "UncallableKernel",
     "UnsupportedNodeError",
+    "as_program",
     "get_kernel",
     "registry",
     "set_schema",

@@ -59,6 +59,40 @@ class KernelError(EtopsError, RuntimeError):
         return (type(self), (self.op, self.error_code, self.error_name, self.log))
 
 
+class KernelAborted(KernelError):
+    """ExecuTorch aborted inside the kernel (an ``ET_CHECK``, ``ET_CHECK_MSG``,
+    ``ET_ASSERT_UNREACHABLE`` or a failed resize) and etops unwound the kernel: the
+    interpreter and the registry are as before the call, the next call works. The
+    kernel may have left its outs half-written (docs/reliability.md).
+
+    Attributes, besides KernelError's: ``log`` holds ExecuTorch's own message (the
+    check's text), ``site`` the ``file:line`` of the check ("" when it logged none).
+    ``error_name`` is ``"Aborted"``."""
+
+    def __init__(self, op: str, error_code: int = 0x1000, error_name: str = "Aborted", log: str = "", site: str = ""):
+        super().__init__(op, error_code, error_name, log)
+        self.site = site
+        lines = [line.rstrip(" :") for line in log.splitlines() if line.strip(" :")]
+        message = f"ExecuTorch kernel {op} aborted"
+        if lines:
+            message += ": " + "; ".join(lines)
+        if site:
+            message += f" [{site}]"
+        self.args = (message,)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.op, self.error_code, self.error_name, self.log, self.site))
+
+
+def kernel_failure(error_type: type, op: str, error_code: int, error_name: str, log: str = "", site: str = "") -> KernelError:
+    """The exception for a failed call of `op` as the bridge reports it (its Error
+    code and name, the call log, the abort site): KernelAborted when ExecuTorch
+    aborted, else `error_type` (KernelError, or a delegate's DelegateError)."""
+    if error_name == "Aborted":
+        return KernelAborted(op, error_code, error_name, log, site)
+    return error_type(op, error_code, error_name, log)
+
+
 class KernelCrashed(EtopsError, RuntimeError):
     """A guarded call (etops.guard.call) died in its guard process: the kernel read
     or wrote outside a tensor argument (a guard page), wrote an input the schema

@@ -10,6 +10,8 @@ registered kernels and their keys, ExecuTorch's kernel selection (``select``,
 
 from __future__ import annotations
 
+import copy
+
 import ctypes
 import os
 from dataclasses import dataclass
@@ -138,6 +140,13 @@ class KernelInfo:
 
     #: what a failed call raises (a delegate's info raises DelegateError)
     error_type = KernelError
+    #: the registry name calls look the function up under when not `name` (a kernel an
+    #: override replaced, registered privately; see make_kernel)
+    registered_as: str | None = None
+    #: whether calls get the whole rules table (guards, normalizers, no_work,
+    #: contiguous_only): a direct call does; the kernel as a program calls it
+    #: (``as_program``, the judge's) gets only its ``memory`` rules
+    workarounds = True
 
     def __init__(self, name: str, schema, schema_source: str, plan: Plan | None, plan_error: str | None):
         self.name = name
@@ -147,6 +156,7 @@ class KernelInfo:
         self._plan = plan
         self._plan_error = plan_error
         self._functional = None
+        self._as_program: Any = None  # the kernel as a program calls it (program_twin)
 
     # ---- introspection -------------------------------------------------------------
 
@@ -261,7 +271,7 @@ class KernelInfo:
         """_native.tensor_meta as this kernel borrows the tensor: (dtype, dim order,
         whether it reaches the kernel as it is)."""
         dtype, order, kept = _native.tensor_meta(value, self.name, label)
-        if kept and rules_for(self.name).contiguous_only and tuple(order) != tuple(range(len(order))):
+        if kept and self.contiguous_only and tuple(order) != tuple(range(len(order))):
             kept = False
         return dtype, order, kept
 
@@ -278,7 +288,7 @@ class KernelInfo:
                 continue
             strides = tuple(as_torch(value).stride())
             shape = tuple(as_torch(value).shape)
-            if rules_for(self.name).contiguous_only and layouts.is_dense(shape, strides):
+            if self.contiguous_only and layouts.is_dense(shape, strides):
                 why = (f"dim order {list(order)}: the rules table marks this kernel contiguous_only (it mishandles "
                        "other dim orders), so no layout mode passes it as it is")
             elif layouts.is_dense(shape, strides):
@@ -337,11 +347,24 @@ class KernelInfo:
         """What the outs of a call with these arguments must be (see infer_outs)."""
         return infer_outs(self, bound)
 
+    @property
+    def rules(self):
+        """The rules table's record of this operator as this info's calls use it: all
+        of it for direct calls, only the rules that keep memory errors away for the
+        kernel as a program calls it (``rules_for(name, program=True)``)."""
+        return rules_for(self.name, program=not self.workarounds)
+
+    @property
+    def contiguous_only(self) -> bool:
+        """Whether every tensor reaches the kernel as a contiguous copy (the rules
+        table's workaround for kernels that mishandle other dim orders)."""
+        return self.rules.contiguous_only
+
     def precheck(self, bound: dict) -> dict | None:
         """The arguments rewritten by the normalizers of its record in etops.ops
         (the caller calls again with them), or None after its guards accepted the
         arguments; a guard's refusal raises, naming the argument."""
-        rules = rules_for(self.name)
+        rules = self.rules
         normalized = rules.normalized(bound, self)
         if normalized is not None:
             return normalized
@@ -351,8 +374,45 @@ class KernelInfo:
     def nothing_to_compute(self, bound: dict) -> bool:
         """Whether the rules table says this call has nothing to compute (its outs
         are only sized, the kernel is not called)."""
-        no_work = rules_for(self.name).no_work
+        no_work = self.rules.no_work
         return no_work is not None and bool(no_work(bound))
+
+    def workaround(self, bound: dict) -> str | None:
+        """What etops' direct calls do about a call with these arguments that a
+        program's call does not (a guard's refusal naming the argument, a normalizer's
+        rewrite, a call with nothing to compute skipped), or None when a direct call
+        gets no workaround for it."""
+        direct = rules_for(self.name)
+        if direct is self.rules:
+            return None
+        try:
+            if direct.normalized(bound, self) is not None:
+                return "etops' direct calls work around this (a normalizer rewrites the arguments)"
+            if direct.no_work is not None and direct.no_work(bound):
+                return "etops' direct calls work around this (nothing to compute: the kernel is not called)"
+            direct.check(bound, self)
+        except Exception as exc:  # noqa: BLE001 - a guard's refusal is the workaround
+            return f"etops' direct calls refuse this naming the argument ({exc})"
+        if direct.contiguous_only:
+            return "etops' direct calls work around this (every tensor reaches the kernel contiguous)"
+        return None
+
+    def program_twin(self, kernel):
+        """`kernel` (this info's C kernel) as an exported program calls it: without
+        the rules table's guards and workarounds except those that keep memory
+        errors away (torch's checks still refuse what torch refuses). Made once;
+        `kernel` itself when it is that already."""
+        if not self.workarounds:
+            return kernel
+        if self._as_program is None:
+            info = copy.copy(self)
+            info.workarounds = False
+            info._as_program = self._as_program = _make_c_kernel(info)
+        return self._as_program
+
+    def program_twins(self) -> list:
+        """The kernel made by program_twin, if it was made."""
+        return [self._as_program] if self._as_program is not None and self.workarounds else []
 
     def validate(self, bound: dict, meta_checked: bool = False) -> dict | None:
         """torch's checks of a call: its meta kernel of this out variant with the
@@ -454,13 +514,39 @@ def make_kernel(name: str, schema: Any, schema_source: str, registered_as: str |
         except SchemaError as exc:
             error = str(exc).split(": ", 1)[-1]
     info = KernelInfo(name, schema, schema_source, plan, error)
+    info.registered_as = registered_as
     if plan is None:
         return UncallableKernel(info)
+    return _make_c_kernel(info)
+
+
+def _make_c_kernel(info: KernelInfo):
+    """The C kernel object of a plannable `info`, its prechecks as the info says."""
+    name, plan = info.name, info._require_plan()
     # torch checks calls of its own operators (aten::) before the kernel sees them
     validate = name.startswith("aten::") and torch_overload(name) is not None
-    rules = rules_for(name)
-    return _native.Kernel(registered_as or name, plan.args, plan.returns, info, SLOW_PATH, precheck=rules.has_precheck,
+    rules = info.rules
+    return _native.Kernel(info.registered_as or name, plan.args, plan.returns, info, SLOW_PATH, precheck=rules.has_precheck,
                           validate=validate, contiguous_only=rules.contiguous_only)
 
 
-__all__ = ["KernelInfo", "RegisteredKernel", "Selection", "UncallableKernel", "decode_key", "library_of", "make_kernel"]
+def as_program(kernel: Any) -> Any:
+    """The kernel as an exported program calls it (what etops' judges call: ``etops
+    check``, the fuzzer, ``etops.testing``): the rules table's guards and workarounds
+    for known kernel bugs (normalizers, no_work, contiguous_only) do not apply, so the
+    verdict is the kernel's own (an ExecuTorch abort raises KernelAborted). Only the
+    rules marked ``memory`` stay, whose inputs would corrupt memory or kill the
+    process; torch's checks still refuse what torch refuses. `kernel` is a kernel
+    object or a name; the result is made once and cached. A delegate or an
+    uncallable kernel comes back as it is (there is nothing to switch off)."""
+    if isinstance(kernel, str):
+        from .registry import registry
+
+        kernel = registry().get_kernel(kernel)
+    info = getattr(kernel, "_info", None)
+    if not isinstance(info, KernelInfo) or isinstance(kernel, UncallableKernel):
+        return kernel
+    return info.program_twin(kernel)
+
+
+__all__ = ["KernelInfo", "as_program", "RegisteredKernel", "Selection", "UncallableKernel", "decode_key", "library_of", "make_kernel"]

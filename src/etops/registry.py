@@ -73,9 +73,11 @@ class Registry:
         return [self.get_kernel(n) for n in sorted(self.operator_names)]
 
     def loaded_kernels(self) -> list:
-        """The kernel objects made so far (``get_kernel``'s cache), without making more."""
+        """The kernel objects made so far (``get_kernel``'s cache, and each one's
+        ``as_program`` kernels), without making more."""
         with self._lock:
-            return list(self._kernels.values())
+            made = list(self._kernels.values())
+        return made + [twin for k in made for twin in getattr(getattr(k, "_info", None), "program_twins", list)()]
 
     def _full_names(self) -> list[str]:
         return [name for ops in self._names.values() for overloads in ops.values() for name in overloads.values()]

@@ -20,7 +20,7 @@ from typing import Any, Protocol
 
 import torch
 
-from .errors import NoMatchingKernelError, SchemaError
+from .errors import NoMatchingKernelError, SchemaError, kernel_failure
 from .out_shapes import allocate, as_torch, is_data_dependent, outs_as_result
 from .resize import check_resizes, kept_memory_format, quiet_ids, resize_like_torch, warn_resized
 
@@ -30,7 +30,7 @@ class SlowPathInfo(Protocol):
     ``KernelInfo`` (etops.kernel) and ``DelegateInfo`` (etops.delegate.load)."""
 
     name: str  #: the operator name, in every error
-    error_type: type  #: what a failed call raises: KernelError(name, code, error name, log)
+    error_type: type  #: what a failed call raises (errors.kernel_failure): KernelError(name, code, error name, log)
 
     def arg_names(self) -> tuple[str, ...]:
         """The plan's argument names, in plan order (what C's bound values follow)."""
@@ -242,15 +242,15 @@ class SlowPath:
         bound to a local: a traceback -> frame -> error cycle would keep the
         arguments alive until the garbage collector runs.)"""
         info: SlowPathInfo = kernel._info
-        if not info.out_names():
-            raise info.error_type(info.name, *extra[:2], extra[2])
+        if not info.out_names() or extra[1] == "Aborted":  # an abort is never called again
+            raise kernel_failure(info.error_type, info.name, *extra)
         bound = bound_arguments(info, values)
         try:
             specs = info.out_specs(bound)
         except (SchemaError, ValueError):
-            raise info.error_type(info.name, *extra[:2], extra[2]) from None
+            raise kernel_failure(info.error_type, info.name, *extra) from None
         if id(kernel) in _RESIZING:
-            raise info.error_type(info.name, *extra[:2], extra[2])
+            raise kernel_failure(info.error_type, info.name, *extra)
         resizes = []  # (label, out, shape) of every out of the wrong size
         for name in info.out_names():
             out, spec = bound[name], specs.get(name)
@@ -266,7 +266,7 @@ class SlowPath:
                 resizes.append((name, out, spec[0]))
         resizes = [(label, out, tuple(shape)) for label, out, shape in resizes if tuple(out.shape) != tuple(shape)]
         if not resizes:
-            raise info.error_type(info.name, *extra[:2], extra[2])
+            raise kernel_failure(info.error_type, info.name, *extra)
         return _resize_then_call(info, kernel, bound, resizes)
 
     def resized(self, kernel, obj, sizes, _has_data, name="out"):

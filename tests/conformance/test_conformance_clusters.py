@@ -21,7 +21,7 @@ from etops.conformance.runner import CaseResult
 from etops.conformance.shrink import shrink, shrink_isolated, total_elements
 
 SRC = str(Path(etops.__file__).resolve().parent.parent)
-#: unfold_copy.out: guarded 0-d inputs; constant_pad_nd.out: silently wrong on
+#: unfold_copy.out: aborts on 0-d inputs (etops' direct calls refuse them); constant_pad_nd.out: silently wrong on
 #: channels-last inputs, refuses negative pads; clone.out: honours channels-last
 KERNELS = ["aten::unfold_copy.out", "aten::constant_pad_nd.out", "aten::clone.out"]
 
@@ -81,7 +81,7 @@ def test_group_orders_worst_kind_first_and_picks_the_smallest_case():
              _case("pass")]
     clusters = group(cases)
     assert [c.kind for c in clusters] == ["crash", "guarded", "unsupported"]
-    assert list(KINDS[:2]) == ["crash", "guarded"]
+    assert list(KINDS[:3]) == ["crash", "abort", "guarded"]
     guarded = clusters[1]
     assert len(guarded.cases) == 2 and guarded.inputs == "tensor(1.0, float32)"
     assert "min_dim" in guarded.summary and "smallest input: tensor(1.0, float32)" in guarded.summary
@@ -121,8 +121,9 @@ def test_json_leads_with_the_findings(checked):
     assert len(data["findings"]) == int(data["headline"].split(", ")[1].split()[0])
     kinds = [f["kind"] for f in data["findings"]]
     assert kinds == sorted(kinds, key=KINDS.index)
-    guarded = [f for f in data["findings"] if f["kind"] == "guarded"]
-    assert guarded and guarded[0]["kernel"] == "aten::unfold_copy.out" and "min_dim" in guarded[0]["signature"]
+    aborts = [f for f in data["findings"] if f["kind"] == "abort"]
+    assert aborts and aborts[0]["kernel"] == "aten::unfold_copy.out" and "Dimension out of range" in aborts[0]["signature"]
+    assert aborts[0]["dtype_class"] == "any"  # one ExecuTorch check is one finding, whatever the dtype
     for f in data["findings"]:
         assert f["summary"] and f["reproducer"] and Path(f["reproducer"]).is_file()
 
@@ -133,14 +134,16 @@ def test_markdown_and_terminal_lead_with_the_findings(checked):
     assert md.index("## Findings") < md.index("## Dim-order axis") < md.index("## Summary")
 
 
-def test_guarded_reproducer_is_standalone_and_reproduces(checked):
+def test_abort_reproducer_is_standalone_and_reproduces(checked):
     _, data = checked
-    f = next(f for f in data["findings"] if f["kind"] == "guarded")
+    f = next(f for f in data["findings"] if f["kind"] == "abort")
+    assert "etops' direct calls refuse this" in f["summary"]
     text = Path(f["reproducer"]).read_text()
     assert "torch.tensor(" in text and "torch.ops.aten.unfold" in text and "torch.load" not in text
+    assert 'etops.as_program("aten::unfold_copy.out")' in text
     assert len(text.splitlines()) < 40
     proc = _run_script(f["reproducer"])
-    assert proc.returncode == 1 and "argument 'self' has 0 dims" in proc.stderr, proc.stdout + proc.stderr
+    assert proc.returncode == 1 and "KernelAborted" in proc.stderr and "Dimension out of range" in proc.stderr, proc.stdout + proc.stderr
 
 
 def test_dim_order_axis_verdicts_and_shrunk_reproducer(checked):

@@ -1,6 +1,7 @@
-"""The `guarded` status: a case etops' own pre-call guard refuses (the kernel is
-known to abort on it) is a finding about the kernel, named by the guard, not an
-etops error."""
+"""The `guarded` and `abort` statuses. The judge calls kernels as programs call
+them: a kernel that aborts on a case (an ET_CHECK) is an `abort` finding, with a
+note when etops' direct calls refuse or work around it; only the rules table's
+`memory` rules still refuse (`guarded`), named by their guard, not an etops error."""
 
 from __future__ import annotations
 
@@ -10,17 +11,33 @@ import torch
 import etops
 from etops import conformance
 from etops.conformance.guarded import refusing_guard, refusing_rule
+from etops.conformance.runner import CaseInfo, TaskRunner, default_kmap
 
 
-def test_unfold_copy_on_a_0d_input_is_guarded_with_its_rule():
+def test_unfold_copy_on_a_0d_input_is_an_abort_with_the_direct_calls_workaround():
     report = conformance.run(["aten::unfold_copy.out"], dtypes=["float32"], opinfo_filter={"unfold_copy"}, progress=False)
-    guarded = report.cases("guarded")
-    assert guarded and report.totals()["guarded"] == len(guarded), report.totals()
-    assert report.totals()["error"] == 0
-    case = guarded[0]
-    assert case.rule.startswith("min_dim(low=1, name='self')")
-    assert "0-dim input" in case.rule  # the rules table's finding it stands for
-    assert "argument 'self'" in case.message
+    aborts = report.cases("abort")
+    assert aborts and report.totals()["abort"] == len(aborts), report.totals()
+    assert report.totals()["error"] == 0 and report.totals()["guarded"] == 0
+    case = aborts[0]
+    assert "Dimension out of range" in case.message and "tensor_impl.h" in case.message
+    assert case.rule.startswith("etops' direct calls refuse this naming the argument")
+    assert "argument 'self'" in case.rule
+
+
+def test_a_memory_rule_still_refuses_for_the_judge():
+    """max_pool2d_with_indices_backward writes outside grad_input for indices beyond
+    a plane of self: its rule is marked memory, so its guard refuses for the judge too."""
+    runner = TaskRunner(default_kmap(), ["aten::max_pool2d_with_indices_backward.grad_input"])
+    runner.begin("handmade", torch.float32, None, None)
+    grad, x = torch.ones(1, 1, 1, 1), torch.ones(1, 1, 2, 2)
+    indices = torch.full((1, 1, 1, 1), 99, dtype=torch.int64)
+    args = [grad, x, [2, 2], [2, 2], [0, 0], [1, 1], False, indices]
+    func = torch.ops.aten.max_pool2d_with_indices_backward.default
+    case = CaseInfo("aten::max_pool2d_with_indices_backward.grad_input", "aten::max_pool2d_with_indices_backward", "handmade", "float32", 0, 0)
+    result = runner.check(case, func, case.kernel, args, {}, torch.zeros(1, 1, 2, 2))
+    assert result.status == "guarded", result
+    assert result.rule.startswith("_pool_indices_in_range") and "writes outside grad_input" in result.rule
 
 
 def test_a_guard_refusal_is_told_from_an_ordinary_argument_error():

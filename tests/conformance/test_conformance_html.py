@@ -77,7 +77,7 @@ def test_screenshot_colours_every_status_cell(page):
     cells = _cells(dom)
     statuses = {c["data-status"] for c in cells if "data-status" in c}
     verdicts = {c["data-verdict"] for c in cells if "data-verdict" in c}
-    assert {"pass", "guarded", "unsupported"} <= statuses, statuses
+    assert {"pass", "abort", "unsupported"} <= statuses, statuses
     assert "silently wrong" in verdicts, verdicts
     shot = out / "shot.png"
     proc = _browser(chromium, out / "profile", f"--screenshot={shot}", path.as_uri())
@@ -98,14 +98,14 @@ def test_screenshot_colours_every_status_cell(page):
 def test_a_cell_opens_its_cases_and_reproducers(page):
     chromium, out, path = page
     dom = _browser(chromium, out / "profile", "--dump-dom", path.as_uri()).stdout
-    guarded = next(c for c in _cells(dom) if c.get("data-status") == "guarded")
-    link = re.search(r'data-kernel="%s" data-dtype="%s"[^>]*><a href="#([\w-]+)"' % (re.escape(guarded["data-kernel"]), guarded["data-dtype"]), dom)
+    aborted = next(c for c in _cells(dom) if c.get("data-status") == "abort")
+    link = re.search(r'data-kernel="%s" data-dtype="%s"[^>]*><a href="#([\w-]+)"' % (re.escape(aborted["data-kernel"]), aborted["data-dtype"]), dom)
     detail_id = link.group(1)
     assert f'<section class="detail" id="{detail_id}"' in dom  # closed until asked for
     opened = _browser(chromium, out / "profile", "--dump-dom", path.as_uri() + "#" + detail_id).stdout
     section = re.search(r'<section class="detail open" id="%s".*?</section>' % detail_id, opened, re.S)
     assert section, "the panel of the cell did not open"
     text = section.group(0)
-    assert "unfold_copy" in text and "min_dim" in text  # its cases, with the guard that caught them
-    assert 'class="reproducer"' in text and 'etops.get_kernel("aten::unfold_copy.out")' in text
+    assert "unfold_copy" in text and "Dimension out of range" in text  # its cases, with ExecuTorch's check
+    assert 'class="reproducer"' in text and 'etops.as_program("aten::unfold_copy.out")' in text
     assert re.search(r'<body[^>]*data-open="%s"' % detail_id, opened)

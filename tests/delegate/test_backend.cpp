@@ -5,12 +5,14 @@
 // handle in the runtime allocator. execute computes out = in * scale + offset +
 // bias[i % n] over float32 tensors (inputs, then outputs, as a Method passes them).
 // A blob starting with "REJECT" is refused at init, an input starting with NaN at
-// execute; set_available(0) makes the backend unavailable. Counters say how many handles were initialised and destroyed.
+// execute; a blob starting with "ABORT" aborts init (ET_CHECK), an input starting
+// with +inf aborts execute; set_available(0) makes the backend unavailable. Counters say how many handles were initialised and destroyed.
 #include <executorch/runtime/backend/interface.h>
 #include <executorch/runtime/core/exec_aten/exec_aten.h>
 
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -44,6 +46,7 @@ class TestBackend final : public et::BackendInterface {
       ET_LOG(Error, "EtopsTestBackend: the blob asks to be rejected");
       return et::Error::DelegateInvalidCompatibility;
     }
+    ET_CHECK_MSG(blob.rfind("ABORT", 0) != 0, "EtopsTestBackend: the blob asks for an abort at init");
     if (blob.rfind("SCALE ", 0) != 0) return et::Error::InvalidProgram;
     Handle* h = ctx.get_runtime_allocator()->allocateInstance<Handle>();
     if (h == nullptr) return et::Error::MemoryAllocationFailed;
@@ -88,6 +91,7 @@ class TestBackend final : public et::BackendInterface {
     const Handle* h = static_cast<const Handle*>(handle);
     const float* x = in.const_data_ptr<float>();
     float* y = out.mutable_data_ptr<float>();
+    ET_CHECK_MSG(in.numel() == 0 || x[0] != INFINITY, "EtopsTestBackend: input 0 starts with +inf");
     if (in.numel() > 0 && x[0] != x[0]) {
       ET_LOG(Error, "EtopsTestBackend: input 0 starts with NaN");
       return et::Error::InvalidArgument;

@@ -126,6 +126,23 @@ def test_rejected_blob_of_the_test_backend_carries_its_log(test_backend):
     assert test_backend.etops_test_backend_inits() == inits
 
 
+def test_an_abort_in_the_backend_raises_kernel_aborted(test_backend):
+    """An ET_CHECK in a backend's init or execute unwinds like a kernel's: the call
+    raises KernelAborted naming the delegate, and the next call works."""
+    lw = lower_to_test_backend()
+    inits = test_backend.etops_test_backend_inits()
+    with pytest.raises(etops.KernelAborted, match="the blob asks for an abort at init"):
+        etops.delegate.load(variant(lw, blob=b"ABORT"), name="aborting")
+    assert test_backend.etops_test_backend_inits() == inits
+    run = etops.delegate.load(lw, name="abort_execute")
+    x = torch.zeros(2, 3)
+    x[0, 0] = float("inf")
+    for _ in range(2):
+        with pytest.raises(etops.KernelAborted, match=f"{TEST_BACKEND}::abort_execute aborted.*input 0 starts with \\+inf"):
+            run(x)
+        assert run(torch.zeros(2, 3)).shape == (2, 3)
+
+
 def test_not_a_lowered_module():
     with pytest.raises(TypeError, match="lowered must be a LoweredBackendModule"):
         etops.delegate.load(torch.nn.Linear(2, 2))

@@ -37,7 +37,7 @@ def runner():
 def test_runner_reports_an_abort_and_recovers(runner):
     out = runner.run({"op": "<selftest:abort>"})
     assert out["status"] == "died" and "SIGABRT" in out["signal"]
-    ok = runner.run(ops.findings()[0].case)  # a fresh worker takes the next case
+    ok = runner.run({**ops.findings()[0].case, "direct": True})  # a fresh worker takes the next case
     assert ok["status"] == "raised"
 
 
@@ -49,13 +49,30 @@ def test_runner_reports_a_hang():
 
 @pytest.mark.parametrize("finding", ops.findings(), ids=[f"{f.op}-{f.argument}" for f in ops.findings()])
 def test_abort_found_by_fuzzing_is_now_a_clear_error(runner, finding):
-    out = runner.run(finding.case)
+    """A direct call gets the rules table's guard: an error naming the argument."""
+    out = runner.run({**finding.case, "direct": True})
     if finding.computes:  # normalized into a call the kernel handles: torch's result
         assert out["status"] == "ok" and not out["violations"], out
         return
     assert out["status"] == "raised", f"{finding.op} still kills the process: {out.get('signal')} {out.get('notice')}"
     assert f"'{finding.argument}'" in out["exc"], out["exc"]
     assert not out["exc"].startswith("KernelError")
+
+
+@pytest.mark.parametrize("finding", ops.abort_findings(), ids=[f"{f.op}-{f.argument}" for f in ops.abort_findings()])
+def test_abort_finding_without_its_guard_raises_kernel_aborted(runner, finding):
+    """Replayed as a program calls the kernel (no guard, no normalizer): ExecuTorch's
+    abort is unwound into KernelAborted (or the kernel fails cleanly); the worker
+    never dies. The guards give better messages; they do not keep the process alive."""
+    out = runner.run(finding.case)
+    assert out["status"] != "died", f"{finding.op} killed the worker: {out.get('signal')} {out.get('notice')}"
+    assert out["status"] == "raised", out
+    if out["exc"].startswith("KernelAborted"):
+        assert ("abort", out["exc"]) in [tuple(v) for v in out["violations"]]
+    elif finding.op.startswith("aten::"):  # torch's own checks refuse some before any kernel runs
+        assert "torch refuses" in out["exc"], out["exc"]
+    else:  # no torch checks: the kernel itself answers
+        assert out["exc"].startswith("KernelError"), out["exc"]
 
 
 @pytest.mark.parametrize("mode", ["valid", "invalid"])

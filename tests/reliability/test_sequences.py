@@ -17,9 +17,15 @@ pytestmark = [
 
 def test_clean_sequence_survives():
     cases = sequences.draw_cases(etops.registry().aten.add.out, 4)
-    assert len(cases) == 4 and {c["mode"] for c in cases} == {"valid", "invalid"}
+    extra = len(sequences.ONE_DTYPE)  # then the first valid call with every tensor in one dtype
+    assert len(cases) == 4 + extra and {c["mode"] for c in cases} == {"valid", "invalid"}
+    one_dtype = cases[4:]
+    assert [c["mutation"] for c in one_dtype] == ["one_dtype"] * extra
+    for case, dtype in zip(one_dtype, sequences.ONE_DTYPE):
+        specs = [v for _n, v in case["args"] + case["kwargs"] if v[0] == "T"]
+        assert specs and {spec[2] for spec in specs} == {dtype} and case["out_dtype"] == dtype
     survived, done, _log = sequences.run_sequence(cases)
-    assert survived and done == 4
+    assert survived and done == 4 + extra
 
 
 def test_a_later_crash_is_bisected_to_the_corrupting_call():

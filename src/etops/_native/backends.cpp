@@ -144,9 +144,12 @@ int etb_backend_name(size_t index, const char** name) {
 int etb_backend_available(const char* name, int* available) {
   et::BackendInterface* backend = et::get_backend_class(name);
   if (backend == nullptr) return status_of(et::Error::NotFound);
-  etops_bridge::LogCapture capture(name);
-  *available = backend->is_available() ? 1 : 0;
-  return ETB_OK;
+  struct Ask { et::BackendInterface* backend; int* available; } ask{backend, available};
+  return etops_bridge::run_captured(name, [](void* self) {
+    Ask& a = *static_cast<Ask*>(self);
+    *a.available = a.backend->is_available() ? 1 : 0;
+    return et::Error::Ok;
+  }, &ask);
 }
 
 int etb_delegate_init(const char* backend_name, const void* processed, size_t processed_size,
@@ -176,30 +179,25 @@ int etb_delegate_init(const char* backend_name, const void* processed, size_t pr
   for (int i = 0; i < ndata; i++) d->named.add(data[i].key, data[i].data, data[i].size);
   d->processed.emplace(processed, processed_size, nullptr);
 
-  et::Error err = et::Error::Ok;
-  {
-    etops_bridge::LogCapture capture(backend_name);
-    if (!backend->is_available()) {
-      err = et::Error::NotSupported;
-    } else {
-      d->threadpool = current_pthreadpool();
-      d->pool_generation = g_pool_generation.load(std::memory_order_acquire);
-      et::BackendInitContext ctx(&d->runtime_allocator, nullptr, d->method_name.c_str(), &d->named);
-      et::Result<et::DelegateHandle*> handle = backend->init(
-          ctx, &*d->processed, et::ArrayRef<et::CompileSpec>(d->specs.data(), d->specs.size()));
-      if (handle.ok()) {
-        d->handle = handle.get();
-      } else {
-        err = handle.error();
-      }
-    }
-  }
-  if (err != et::Error::Ok) {
+  int status = etops_bridge::run_captured(backend_name, [](void* self) {
+    etb_delegate* d = static_cast<etb_delegate*>(self);
+    if (!d->backend->is_available()) return et::Error::NotSupported;
+    d->threadpool = current_pthreadpool();
+    d->pool_generation = g_pool_generation.load(std::memory_order_acquire);
+    et::BackendInitContext ctx(&d->runtime_allocator, nullptr, d->method_name.c_str(), &d->named);
+    et::Result<et::DelegateHandle*> handle = d->backend->init(
+        ctx, &*d->processed, et::ArrayRef<et::CompileSpec>(d->specs.data(), d->specs.size()));
+    if (!handle.ok()) return handle.error();
+    d->handle = handle.get();
+    return et::Error::Ok;
+  }, d);
+  if (status != ETB_OK) {
+    if (status == ETB_ERR_ABORTED) d->handle = nullptr;  // whatever init placed is the allocator's
     delete d;
-    return status_of(err);
+    return status;
   }
   *out = d;
-  return status_of(et::Error::Ok);
+  return ETB_OK;
 }
 
 int etb_delegate_execute(etb_delegate* d, const char* name, etb_value* values, int nvalues) {
@@ -216,10 +214,13 @@ int etb_delegate_stale(const etb_delegate* d) {
 
 void etb_delegate_destroy(etb_delegate* d) {
   if (d == nullptr) return;
-  {
-    etops_bridge::LogCapture capture(d->backend_name.c_str());
+  // An abort in the backend's destroy is unwound and the handle let go (the
+  // allocator frees what it placed); nothing to report to a destructor.
+  etops_bridge::run_captured(d->backend_name.c_str(), [](void* self) {
+    etb_delegate* d = static_cast<etb_delegate*>(self);
     d->backend->destroy(d->handle);
-  }
+    return et::Error::Ok;
+  }, d);
   delete d;  // frees what the backend placed in the runtime allocator
 }
 

@@ -22,8 +22,10 @@
 #include <executorch/runtime/kernel/operator_registry.h>
 #include <executorch/runtime/platform/platform.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
+#include <exception>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -82,16 +84,39 @@ std::atomic<uint64_t> g_generation{1};
 
 etb_log_sink g_sink = nullptr;
 
-// Per thread: whether a kernel call is running here, its name, and what it logged.
-// Plain data, reached once per call through one reference.
+// Per thread: whether a kernel call is running here, its name, what it logged, and
+// whether ExecuTorch aborted inside it. Plain data, reached once per call through one
+// reference.
 constexpr size_t kCallLogSize = 4096;
+constexpr size_t kSiteSize = 256;
 struct CallState {
   const char* current_op;
   bool in_call;
+  bool aborted;  // ExecuTorch's abort ran during this call (and was unwound)
   size_t log_len;
   char log[kCallLogSize];
+  char abort_site[kSiteSize];  // "file:line" of the last fatal message logged in the call
 };
-thread_local CallState t_call = {nullptr, false, 0, {0}};
+thread_local CallState t_call = {nullptr, false, false, 0, {0}, {0}};
+
+// The last fatal message logged on this thread outside a call (a threadpool worker's
+// ET_CHECK logs here before it aborts), for the notice of an abort that ends the process.
+thread_local char t_last_fatal[512] = {0};
+
+// The kernel of the outermost etops call running on any thread (for the notice of an
+// abort on a thread that runs no etops call: a worker of ExecuTorch's threadpool).
+std::atomic<const char*> g_running_op{nullptr};
+
+// "file:line", the file shortened to what follows its last "executorch/" (ExecuTorch's
+// build paths are the build machine's).
+void format_site(char* buf, size_t size, const char* file, size_t line) {
+  if (file == nullptr) file = "?";
+  const char* tail = file;
+  for (const char* p = std::strstr(file, "executorch/"); p != nullptr; p = std::strstr(p + 1, "executorch/")) {
+    tail = p + std::strlen("executorch/");
+  }
+  std::snprintf(buf, size, "%s:%zu", tail, line);
+}
 
 void emit_log(et_timestamp_t, et_pal_log_level_t level, const char* file,
               const char* func, size_t line, const char* msg, size_t len) {
@@ -104,15 +129,21 @@ void emit_log(et_timestamp_t, et_pal_log_level_t level, const char* file,
     std::memcpy(c.log + c.log_len, msg, n);
     c.log_len += n;
     c.log[c.log_len] = '\0';
+    if (level == kFatal) format_site(c.abort_site, kSiteSize, file, line);
     return;
+  }
+  if (level == kFatal) {
+    char site[kSiteSize];
+    format_site(site, sizeof site, file, line);
+    std::snprintf(t_last_fatal, sizeof t_last_fatal, "%.*s (%s)", static_cast<int>(len), msg, site);
   }
   if (g_sink != nullptr) {
     g_sink(static_cast<char>(level), file, func, line, msg, len);
   }
 }
 
-// Any abort inside ExecuTorch lands here: say which kernel and why, then die.
-[[noreturn]] void abort_with_context() {
+// Prints why the process ends: which kernel ran and what ExecuTorch logged.
+void print_abort_notice() {
   if (t_call.current_op != nullptr) {
     std::fprintf(stderr,
                  "etops: ExecuTorch aborted the process while running kernel %s",
@@ -121,10 +152,41 @@ void emit_log(et_timestamp_t, et_pal_log_level_t level, const char* file,
       std::fprintf(stderr, ": %s", t_call.log);
     }
     std::fprintf(stderr, "\n");
+  } else if (const char* op = g_running_op.load(std::memory_order_acquire)) {
+    std::fprintf(stderr,
+                 "etops: ExecuTorch aborted the process on another thread than the caller's "
+                 "(a threadpool worker) while kernel %s was running%s%s\n",
+                 op, t_last_fatal[0] != '\0' ? ": " : "", t_last_fatal);
   } else {
-    std::fprintf(stderr, "etops: ExecuTorch aborted the process (no etops kernel call was running)\n");
+    std::fprintf(stderr, "etops: ExecuTorch aborted the process (no etops kernel call was running)%s%s\n",
+                 t_last_fatal[0] != '\0' ? ": " : "", t_last_fatal);
   }
   std::fflush(stderr);
+}
+
+// Any abort inside ExecuTorch lands here. While an etops call runs a kernel on this
+// thread, it unwinds out of the kernel (etops_bridge::KernelAbort, caught by the
+// call: the caller raises KernelAborted); anywhere else, it says which kernel and
+// why, then ends the process.
+[[noreturn]] void abort_with_context() {
+  CallState& c = t_call;
+  if (c.in_call) {
+    c.aborted = true;
+    throw etops_bridge::KernelAbort();
+  }
+  print_abort_notice();
+  std::abort();
+}
+
+// An exception that cannot unwind (a noexcept frame between the abort and the call,
+// or one thrown on a thread without a catch) ends the process with the same notice.
+std::terminate_handler g_previous_terminate = nullptr;
+[[noreturn]] void terminate_with_context() {
+  if (t_call.aborted || t_call.current_op != nullptr || g_running_op.load() != nullptr) {
+    std::fprintf(stderr, "etops: an abort or C++ exception could not be unwound to the caller\n");
+    print_abort_notice();
+  }
+  if (g_previous_terminate != nullptr) g_previous_terminate();
   std::abort();
 }
 
@@ -139,6 +201,8 @@ void claim_pal() {
   if (pal == nullptr) return;
   pal->emit_log_message = emit_log;
   pal->abort = abort_with_context;
+  static std::once_flag terminate_once;
+  std::call_once(terminate_once, [] { g_previous_terminate = std::set_terminate(terminate_with_context); });
 }
 
 inline void ensure_pal() {
@@ -219,6 +283,72 @@ void fill_metas(int n, const int8_t* dtypes, const uint8_t* ndims,
 
 constexpr int kMaxKeyTensors = 16;  // what ExecuTorch's key buffer is sized for
 
+// The state of one etops call on this thread, for its lifetime: the kernel's name
+// (for the abort notice, also while the stack is built), a fresh log, and on exit
+// the state of the call it is nested in (a Python kernel calling a kernel). The
+// outermost call also names the kernel for aborts on other threads (g_running_op).
+class NestedCall {
+ public:
+  NestedCall(CallState& c, const char* op_name)
+      : c_(c), op_(c.current_op), in_call_(c.in_call), aborted_(c.aborted), outermost_(c.current_op == nullptr) {
+    c.current_op = op_name;
+    c.in_call = false;
+    c.aborted = false;
+    c.log_len = 0;
+    c.log[0] = '\0';
+    c.abort_site[0] = '\0';
+    if (outermost_) g_running_op.store(op_name, std::memory_order_release);
+  }
+  ~NestedCall() {
+    c_.current_op = op_;
+    c_.in_call = in_call_;
+    c_.aborted = aborted_;
+    if (outermost_) g_running_op.store(nullptr, std::memory_order_release);
+  }
+  NestedCall(const NestedCall&) = delete;
+  NestedCall& operator=(const NestedCall&) = delete;
+
+ private:
+  CallState& c_;
+  const char* op_;
+  bool in_call_, aborted_, outermost_;
+};
+
+// Appends `text` to the call log on its own line.
+void log_line(CallState& c, const char* text) {
+  if (c.log_len > 0 && c.log_len + 1 < kCallLogSize) c.log[c.log_len++] = '\n';
+  int n = std::snprintf(c.log + c.log_len, kCallLogSize - c.log_len, "%s", text);
+  if (n > 0) c.log_len = std::min(kCallLogSize - 1, c.log_len + static_cast<size_t>(n));
+}
+
+// Runs `body` (a kernel or a backend: returns its et::Error) with ExecuTorch's abort
+// unwinding to here: ETB_ERR_ABORTED when it aborted (the throw reached here, or a
+// kernel wrapper caught it and failed the context), ETB_ERR_CXX_EXCEPTION when it
+// threw a C++ exception of its own; else the Error as the bridge's status.
+template <typename Body>
+int run_unwinding(CallState& c, Body&& body) {
+  et::Error err = et::Error::Internal;
+  bool threw = false;
+  c.in_call = true;
+  try {
+    err = body();
+  } catch (const etops_bridge::KernelAbort&) {
+    c.aborted = true;
+  } catch (const std::exception& e) {
+    threw = true;
+    char line[kSiteSize];
+    std::snprintf(line, sizeof line, "the kernel threw a C++ exception: %s", e.what());
+    log_line(c, line);
+  } catch (...) {
+    threw = true;
+    log_line(c, "the kernel threw a C++ exception of an unknown type");
+  }
+  c.in_call = false;
+  if (c.aborted) return ETB_ERR_ABORTED;
+  if (threw) return ETB_ERR_CXX_EXCEPTION;
+  return etops_bridge::status_of(err);
+}
+
 }  // namespace
 
 extern "C" {
@@ -263,7 +393,11 @@ int etb_make_key(int ntensors, const int8_t* dtypes, const uint8_t* ndims,
       et::Span<const et::TensorMeta>(metas, static_cast<size_t>(ntensors)), buf, buf_size));
 }
 
-const char* etb_error_name(int32_t error) { return error_name(static_cast<et::Error>(error)); }
+const char* etb_error_name(int32_t error) {
+  if (error == ETB_ERR_ABORTED) return "Aborted";
+  if (error == ETB_ERR_CXX_EXCEPTION) return "CxxException";
+  return error_name(static_cast<et::Error>(error));
+}
 
 }  // extern "C"
 
@@ -271,18 +405,11 @@ namespace etops_bridge {
 
 int status_of(et::Error error) { return static_cast<int>(error); }
 
-LogCapture::LogCapture(const char* name) {
+int run_captured(const char* name, BackendStep step, void* self) {
   ensure_pal();
   CallState& c = t_call;
-  c.current_op = name;
-  c.log_len = 0;
-  c.log[0] = '\0';
-  c.in_call = true;
-}
-
-LogCapture::~LogCapture() {
-  t_call.in_call = false;
-  t_call.current_op = nullptr;
+  NestedCall call(c, name);
+  return run_unwinding(c, [&] { return step(self); });
 }
 
 }  // namespace etops_bridge
@@ -345,9 +472,8 @@ int build_stack_and_run(const char* op_name, etb_value* values, int nvalues, Run
 
   ensure_pal();
   CallState& call = t_call;
-  call.current_op = op_name;  // also while building the stack, for the abort notice
-  call.log_len = 0;
-  call.log[0] = '\0';
+  // A Python kernel may call another kernel: the outer call's state comes back after.
+  NestedCall outer(call, op_name);
 
   // Declared in the order they point at each other: destroyed in reverse, an EValue
   // of a list (whose destructor reads its BoxedEvalueList) goes before the list.
@@ -356,7 +482,6 @@ int build_stack_and_run(const char* op_name, etb_value* values, int nvalues, Run
   if (n_arrays > 0) {
     lists.reset(new (std::nothrow) ListStorage(n_arrays, n_list_items));
     if (lists == nullptr) {
-      call.current_op = nullptr;
       return static_cast<int>(et::Error::MemoryAllocationFailed);
     }
   }
@@ -446,24 +571,19 @@ int build_stack_and_run(const char* op_name, etb_value* values, int nvalues, Run
       }
       case ETB_ALIAS:
         if (v.u.i < 0 || v.u.i >= i) {
-          call.current_op = nullptr;
-          return ETB_ERR_INVALID_ARGUMENT;
+              return ETB_ERR_INVALID_ARGUMENT;
         }
         ev = stack[v.u.i];
         break;
       default: {
-        call.current_op = nullptr;
-        return ETB_ERR_INVALID_TYPE;
+          return ETB_ERR_INVALID_TYPE;
       }
     }
     stack[i] = ev;
   }
 
   MallocAllocator temp;
-  call.in_call = true;  // what LogCapture does; the PAL and the log were set up above
-  et::Error err = run(et::Span<EValue*>(stack, static_cast<size_t>(nvalues)), temp);
-  call.in_call = false;
-  call.current_op = nullptr;
+  int status = run_unwinding(call, [&] { return run(et::Span<EValue*>(stack, static_cast<size_t>(nvalues)), temp); });
 
   // Report resized tensors and fresh return values.
   for (size_t i = 0; i < saved.size(); i++) {
@@ -480,7 +600,7 @@ int build_stack_and_run(const char* op_name, etb_value* values, int nvalues, Run
       s.t->resized = 1;
     }
   }
-  for (int i = 0; n_none > 0 && i < nvalues; i++) {
+  for (int i = 0; status == ETB_OK && n_none > 0 && i < nvalues; i++) {
     etb_value& v = values[i];
     if (v.tag != ETB_NONE) continue;  // only fresh return slots start as None
     const EValue& ev = *stack[i];
@@ -488,7 +608,7 @@ int build_stack_and_run(const char* op_name, etb_value* values, int nvalues, Run
     else if (ev.isDouble()) { v.tag = ETB_DOUBLE; v.u.d = ev.toDouble(); }
     else if (ev.isBool()) { v.tag = ETB_BOOL; v.u.b = ev.toBool(); }
   }
-  return etops_bridge::status_of(err);
+  return status;
 }
 
 }  // namespace
@@ -511,6 +631,8 @@ int etb_call(etb_kernel_fn fn, const char* op_name, etb_value* values, int nvalu
 }
 
 const char* etb_last_call_log(void) { return t_call.log; }
+
+const char* etb_last_abort_site(void) { return t_call.abort_site; }
 
 void etb_install_pal(etb_log_sink sink) {
   g_sink = sink;

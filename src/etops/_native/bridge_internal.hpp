@@ -55,15 +55,17 @@ using StackRunner = et::Error (*)(void* self, et::Span<et::EValue*> stack, et::M
 // convention). Never aborts on anything the caller validated.
 int call_on_stack(const char* name, etb_value* values, int nvalues, StackRunner run, void* self);
 
-// Captures ExecuTorch's log messages on this thread into the call log (read with
-// etb_last_call_log) while alive, with `name` in the abort notice.
-class LogCapture {
- public:
-  explicit LogCapture(const char* name);
-  ~LogCapture();
-  LogCapture(const LogCapture&) = delete;
-  LogCapture& operator=(const LogCapture&) = delete;
-};
+// Thrown by ExecuTorch's abort (the platform layer's, which etops owns) while an
+// etops call runs ExecuTorch code on this thread; caught where that call started.
+struct KernelAbort {};
+
+// One step of a backend (is_available, init, destroy): returns its Error.
+using BackendStep = et::Error (*)(void* self);
+
+// Runs `step` as an etops call named `name`: ExecuTorch's log captured into the call
+// log (etb_last_call_log), an abort unwound (ETB_ERR_ABORTED) and a C++ exception
+// caught (ETB_ERR_CXX_EXCEPTION). Returns the bridge's status.
+int run_captured(const char* name, BackendStep step, void* self);
 
 // An ExecuTorch Error as the bridge's int return code (etops_bridge.h).
 int status_of(et::Error error);

@@ -57,6 +57,12 @@ enum {
   ETB_ERR_MEMORY_ALLOCATION_FAILED = 0x21,
 };
 
+/* Statuses of a call that are not ExecuTorch Errors: ExecuTorch aborted inside the
+ * kernel (ET_CHECK, ET_ASSERT_UNREACHABLE, a failed resize) and etops unwound it; the
+ * kernel threw a C++ exception of its own. The call log says why. */
+#define ETB_ERR_ABORTED 0x1000
+#define ETB_ERR_CXX_EXCEPTION 0x1001
+
 /* ExecuTorch ScalarType numbers (etb_tensor.dtype), the ones etops borrows
  * tensors of; bridge.cpp checks they match ExecuTorch's. */
 typedef enum etb_dtype {
@@ -187,14 +193,19 @@ typedef void (*etb_log_sink)(char level, const char* file, const char* func, siz
                              const char* message, size_t length);
 
 /* Takes over ExecuTorch's platform layer: log messages during a call on this thread
- * are kept for the call's error; others go to `sink`. Abort prints the kernel that
- * was running. Cannot fail; takes the layer back before each call when another
- * library installed its own since. */
+ * are kept for the call's error; others go to `sink`. An abort during a call on this
+ * thread unwinds out of the kernel (the call returns ETB_ERR_ABORTED); any other abort
+ * prints the kernel that was running and ends the process. Cannot fail; takes the
+ * layer back before each call when another library installed its own since. */
 void etb_install_pal(etb_log_sink sink);
 
 /* Messages logged by the last failed call on this thread, joined by newlines;
  * valid until the next call on this thread. */
 const char* etb_last_call_log(void);
+
+/* "file:line" of the last fatal message (an ET_CHECK's) logged by the last call on
+ * this thread, or "". */
+const char* etb_last_abort_site(void);
 
 
 /* ==== registry edits: custom kernels (registry_edit.cpp) =========================

@@ -19,7 +19,7 @@
  * method per entry point below. Each takes (kernel, bound, extra): `bound` is the
  * arguments exactly as this call bound them, one item per plan argument in plan
  * order (defaults filled, missing outs as None), so Python never binds again;
- * `extra` is the failure (code, name, log) for SLOW_FAILED, else None. SLOW_RESIZED
+ * `extra` is the failure (code, name, log, abort site) for SLOW_FAILED, else None. SLOW_RESIZED
  * takes (kernel, out object, new sizes, has data, argument name) instead. */
 typedef enum {
   SLOW_ALLOCATE_AND_CALL, /* outs are missing: size them, allocate, call again */
@@ -346,7 +346,7 @@ PyObject* kernel_vectorcall(PyObject* self, PyObject* const* args, size_t nargsf
       goto done;
     }
     err = run_kernel(k, fn, vals, cs.numel_total);
-    if (err != ETB_OK && static_slot >= 0 && strstr(etb_last_call_log(), STATIC_RESIZE_REFUSED) != NULL) {
+    if (err != ETB_OK && err != ETB_ERR_ABORTED && static_slot >= 0 && strstr(etb_last_call_log(), STATIC_RESIZE_REFUSED) != NULL) {
       /* ExecuTorch's kernel sizes an out otherwise than torch's meta kernel (batch
        * norm's save_mean of an eval call: [0], where the meta says [C]); it refused
        * before computing. This signature's outs go DYNAMIC_BOUND from now on, and the call
@@ -364,7 +364,7 @@ PyObject* kernel_vectorcall(PyObject* self, PyObject* const* args, size_t nargsf
     Py_DECREF(r);
   }
   if (err != ETB_OK) {
-    PyObject* info = Py_BuildValue("(iss)", err, etb_error_name(err), etb_last_call_log());
+    PyObject* info = Py_BuildValue("(isss)", err, etb_error_name(err), etb_last_call_log(), etb_last_abort_site());
     if (info == NULL) goto done;
     etops_keep_release(&cs.keep); /* the slow path may resize what we borrowed */
     result = slow_path(k, SLOW_FAILED, bound, info);

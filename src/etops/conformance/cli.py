@@ -4,7 +4,7 @@ kernels against ATen on PyTorch's OpInfo samples, and every kernel with a refere
 
 ``main(argv)`` takes the arguments after ``check`` (a leading ``check`` is
 accepted too) and returns the exit status: 0 the sweep ran (whatever it found;
-with ``--strict`` 1 if it found a mismatch, guarded case, error or crash), 2 usage error."""
+with ``--strict`` 1 if it found a mismatch, guarded case, error, crash or abort), 2 usage error."""
 
 from __future__ import annotations
 
@@ -20,8 +20,10 @@ examples:
   python -m etops check aten::cat.out --dim-order-axis --html report.html
   python -m etops check --llm-custom-ops llama::custom_sdpa.out
 
-Without --isolated the kernels run in this process: a kernel that segfaults or
-aborts ends it. With --isolated (or --jobs > 1) cases run in worker processes; a
+Kernels are called as an exported program calls them (etops.as_program): etops'
+workarounds for known kernel bugs do not hide them. An ExecuTorch abort (ET_CHECK)
+is unwound into an abort case; without --isolated a kernel that segfaults ends this
+process. With --isolated (or --jobs > 1) cases run in worker processes; a
 worker that dies is recorded as a crash, with a reproducer, and the sweep goes on.
 Reproducers of mismatches and crashes go to REPORT_DIR/reproducers/; the findings
 (cases grouped by root cause, each shrunk to its smallest failing input) lead every
@@ -48,7 +50,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--verbose", "-v", action="store_true", help="one line per task and per failing case as they finish")
     p.add_argument("--quiet", "-q", action="store_true", help="no table, only the summary line")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
-    p.add_argument("--strict", action="store_true", help="exit 1 if any case is a mismatch, guarded, error or crash")
+    p.add_argument("--strict", action="store_true", help="exit 1 if any case is a mismatch, guarded, error, crash or abort")
     p.add_argument("--timeout", type=float, default=None, metavar="S", help="isolated mode: seconds without news before a worker counts as hung (120)")
     p.add_argument("--max-details", type=int, default=3, metavar="N", help="recorded cases (and reproducers) per kernel, OpInfo, dtype and status (3)")
     p.add_argument("--refresh-discovery", action="store_true", help="rediscover which OpInfos reach which kernels (cached otherwise)")
@@ -211,7 +213,7 @@ def main(argv=None) -> int:
         print(f"reproducers: {n_repro} in {Path(report_dir) / 'reproducers'}")
     if args.strict:
         t = report.totals()
-        if t["mismatch"] or t["guarded"] or t["error"] or t["crash"]:
+        if t["mismatch"] or t["guarded"] or t["error"] or t["crash"] or t.get("abort"):
             return 1
     return 0
 

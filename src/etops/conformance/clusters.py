@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 #: the kinds of finding, worst first (the order reports list them in)
-KINDS = ("crash", "guarded", "mismatch", "unsupported", "error")
+KINDS = ("crash", "abort", "guarded", "mismatch", "unsupported", "error")
 
 _DTYPE_CLASSES = {
     "bool": "bool",
@@ -82,20 +82,34 @@ def _crash_signature(case) -> str:
     return normalized_message(case.message)[:80]
 
 
+_ABORT_PREFIX = re.compile(r"^ExecuTorch kernel \S+ aborted: ")
+
+
+def _abort_signature(case) -> str:
+    """ExecuTorch's check and its site (``size() ... [tensor_impl.h:136]``), the
+    values that vary taken out: one ET_CHECK is one cause, whatever the dtype."""
+    return normalized_message(_ABORT_PREFIX.sub("", case.message or ""))
+
+
 def signature(case) -> str:
     """What one cause's cases share beyond kernel, kind and dtype class."""
     if case.status == "mismatch":
         return _mismatch_signature(case)
     if case.status == "crash":
         return _crash_signature(case)
+    if case.status == "abort":
+        return _abort_signature(case)
     if case.status == "guarded" and case.rule:
         return case.rule
     return normalized_message(case.message)
 
 
 def cluster_key(case, layout: str | None = None) -> tuple:
-    """(kernel, kind, dtype class, signature, layout): cases sharing it are one finding."""
-    return (case.kernel, case.status, dtype_class(case.dtype), signature(case), layout)
+    """(kernel, kind, dtype class, signature, layout): cases sharing it are one finding.
+    An abort's dtype class is "any": one ExecuTorch check is one cause, whatever
+    the dtype (the cluster's dtypes list them)."""
+    dclass = "any" if case.status == "abort" else dtype_class(case.dtype)
+    return (case.kernel, case.status, dclass, signature(case), layout)
 
 
 def _elements(inputs: str) -> int:
@@ -187,6 +201,12 @@ def summary(cluster: Cluster) -> str:
         text = f"{op} disagrees with ATen on {dc} inputs{where}: {cluster.signature}{errs}"
     elif cluster.kind == "crash":
         text = f"{op} crashes ({cluster.signature}) on {dc} inputs{where}"
+    elif cluster.kind == "abort":
+        check = _ABORT_PREFIX.sub("", _message(example))
+        text = f"{op} aborts (ET_CHECK) on {', '.join(cluster.dtypes)} inputs{where}: {check}"
+        workaround = example.rule if example is not None else None
+        if workaround:
+            text += f" ({workaround.split(' (', 1)[0]})"
     elif cluster.kind == "guarded":
         guard, _, finding = cluster.signature.partition("; finding: ")
         text = f"{finding or op + ' is known to abort'} on {dc} inputs{where} (etops refuses it: guard {guard})"

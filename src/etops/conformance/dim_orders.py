@@ -101,7 +101,7 @@ AXIS_LAYOUTS = {"channels-last": f"{__name__}:axis_channels_last", "transposed":
 
 #: per-kernel verdicts of the axis, worst first
 VERDICTS = ("silently wrong", "crashes", "refuses", "other failure", "honours", "no input to lay out")
-_VERDICT_OF = {"mismatch": "silently wrong", "crash": "crashes", "unsupported": "refuses", "guarded": "other failure", "error": "other failure"}
+_VERDICT_OF = {"mismatch": "silently wrong", "crash": "crashes", "abort": "aborts", "unsupported": "refuses", "guarded": "other failure", "error": "other failure"}
 #: cases recorded per kernel, OpInfo, dtype and status while the axis runs (the
 #: contiguous run's records tell a dim-order finding from a failure of the case itself)
 AXIS_MAX_DETAILS = 50

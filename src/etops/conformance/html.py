@@ -18,6 +18,7 @@ from pathlib import Path
 #: cell colour of a status (worst status of the cell's cases; STATUS_ORDER)
 STATUS_COLOURS = {
     "crash": "#6a1b9a",
+    "abort": "#ad1457",
     "mismatch": "#d32f2f",
     "guarded": "#ef6c00",
     "error": "#fbc02d",
@@ -25,7 +26,7 @@ STATUS_COLOURS = {
     "pass": "#388e3c",
 }
 #: worst first
-STATUS_ORDER = ("crash", "mismatch", "guarded", "error", "unsupported", "pass")
+STATUS_ORDER = ("crash", "abort", "mismatch", "guarded", "error", "unsupported", "pass")
 #: cell colour of a dim-order verdict
 VERDICT_COLOURS = {
     "silently wrong": "#d32f2f",

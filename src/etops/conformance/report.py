@@ -108,7 +108,7 @@ def summary_line(report: Report) -> str:
     t = report.totals()
     cov = report.coverage()
     return (f"{t['cases']} cases: {t['pass']} pass, {t['mismatch']} mismatch, {t['unsupported']} unsupported, "
-            f"{t['guarded']} guarded, {t['error']} error, {t['crash']} crash; kernels reached {cov['reached']}/{cov['registered']} "
+            f"{t['guarded']} guarded, {t['error']} error, {t['crash']} crash, {t['abort']} abort; kernels reached {cov['reached']}/{cov['registered']} "
             f"({100 * cov['fraction']:.0f}%); {report.tasks} tasks, {report.samples} samples in {report.seconds:.0f}s")
 
 
@@ -255,7 +255,8 @@ def markdown(report: Report, clusters=None, axis=None) -> str:
     if cov["unreached"]:
         out.append("")
         out.append("Not reached by any OpInfo sample: " + ", ".join(f"`{k}`" for k in cov["unreached"]) + ".")
-    for title, status in (("Crashes", "crash"), ("Guarded (etops' pre-call guard refused: the kernel aborts on these)", "guarded"),
+    for title, status in (("Crashes", "crash"), ("Aborts (ExecuTorch aborted inside the kernel, as it would abort a program)", "abort"),
+                          ("Guarded (etops' pre-call guard refused: the kernel corrupts memory on these)", "guarded"),
                           ("Mismatches", "mismatch"), ("Errors (etops could not call the kernel)", "error")):
         cases = report.cases(status)
         if not cases:

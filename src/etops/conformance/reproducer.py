@@ -40,7 +40,7 @@ expected = torch.ops.{aten_attr}(*case["args"], **case["kwargs"])  # ATen
 if case.get("reference") is not None:  # the sweep compared with a replaced reference (a test hook)
     expected = case["reference"]
 kcase = load()
-{outs}actual = etops.get_kernel("{kernel}")({kernel_args})  # ExecuTorch
+{outs}actual = etops.as_program("{kernel}")({kernel_args})  # ExecuTorch, as a program calls it
 print("ATen:      ", expected)
 print("ExecuTorch:", actual)
 {compare}'''
@@ -129,7 +129,7 @@ nan, inf = float("nan"), float("inf")
 {tensors}
 expected = torch.ops.{aten_attr}({aten_args})  # ATen
 try:
-{calling}    actual = etops.get_kernel("{kernel}")({kernel_args})  # ExecuTorch
+{calling}    actual = etops.as_program("{kernel}")({kernel_args})  # ExecuTorch, as a program calls it
 except Exception as exc:  # refused, or failed
     print("ATen:      ", expected)
     sys.exit(f"ExecuTorch: {{type(exc).__name__}}: {{exc}}")

@@ -30,9 +30,12 @@ from .mapping import KernelMap, overload_name
 from .references.spec import TASK_PREFIX as REFERENCE_TASK_PREFIX
 from .values import compare, describe, dtype_name, errors, exact_clone, values_compared  # noqa: F401 - runner's API too
 
-#: guarded: etops' own pre-call guard refused the call (the kernel is known to abort
-#: or corrupt memory on such inputs); CaseResult.rule names the guard
-STATUSES = ("pass", "mismatch", "unsupported", "guarded", "error", "crash")
+#: guarded: etops' own pre-call guard refused the call (the kernel is known to
+#: corrupt memory on such inputs: only the rules table's ``memory`` rules guard the
+#: kernel as a program calls it); CaseResult.rule names the guard. abort: ExecuTorch
+#: aborted inside the kernel (an ET_CHECK; etops unwound it), as it would abort a
+#: program; crash: the kernel killed its worker or guard process
+STATUSES = ("pass", "mismatch", "unsupported", "guarded", "error", "crash", "abort")
 
 #: Detailed records (and reproducers) kept per (kernel, OpInfo, dtype, status);
 #: the counts are always complete.
@@ -123,7 +126,7 @@ class CaseResult(CaseInfo):
     atol: float | None = None
     rtol: float | None = None
     reproducer: str | None = None
-    rule: str | None = None  #: guarded: the guard that refused (etops.conformance.guarded)
+    rule: str | None = None  #: guarded: the guard that refused (etops.conformance.guarded); abort: what etops' direct calls do about it
 
     def to_json(self) -> dict:
         return dataclasses.asdict(self)
@@ -329,11 +332,13 @@ class TaskRunner:
         self._kernels = kernels or {}
 
     def kernel(self, name: str):
+        """The kernel of `name` as an exported program calls it (etops.as_program):
+        the verdict is the kernel's, not etops' workarounds'."""
         k = self._kernels.get(name)
         if k is None:
             import etops
 
-            k = self._kernels[name] = etops.registry().get_kernel(name)
+            k = self._kernels[name] = etops.as_program(etops.registry().get_kernel(name))
         return k
 
     # -- one task --
@@ -379,7 +384,9 @@ class TaskRunner:
         self._kept: dict = {}
 
     def use_kernel(self, name: str, kernel) -> None:
-        self._kernels[name] = kernel  # a kernel object made with a given schema
+        from ..kernel import as_program
+
+        self._kernels[name] = as_program(kernel)  # a kernel object made with a given schema
 
     def keep(self, result: CaseResult) -> bool:
         """Whether `result` is recorded in detail (non-pass, under max_details)."""
@@ -425,7 +432,7 @@ class TaskRunner:
         return expected
 
     def check(self, case: CaseInfo, func, target, args, kwargs, expected) -> CaseResult:
-        from ..errors import KernelCrashed, KernelError, NoMatchingKernelError
+        from ..errors import KernelAborted, KernelCrashed, KernelError, NoMatchingKernelError
 
         result = CaseResult(case.kernel, case.aten_op, case.opinfo, case.dtype, case.sample, case.call, "pass",
                             inputs=describe_call(args, kwargs), atol=self.atol, rtol=self.rtol)
@@ -452,6 +459,11 @@ class TaskRunner:
             result.status = "crash"
             result.message = str(exc)[:500]
             return result
+        except KernelAborted as exc:  # an ET_CHECK: a program would abort here
+            result.status = "abort"
+            result.message = str(exc)[:500]
+            result.rule = _workaround(kernel, plan)
+            return result
         except (KernelError, NoMatchingKernelError) as exc:
             result.status = "unsupported"
             result.message = f"{type(exc).__name__}: {exc}"[:500]
@@ -475,6 +487,16 @@ class TaskRunner:
             result.message = why[:500]
             result.max_abs_error, result.max_rel_error = errors(actual, reference)
         return result
+
+
+def _workaround(kernel, plan: KernelCall) -> str | None:
+    """What etops' direct calls do about a case the kernel fails as a program calls
+    it (KernelInfo.workaround), or None."""
+    info = kernel._info
+    try:
+        return info.workaround(info.bind(tuple(plan.args), dict(plan.kwargs))) if hasattr(info, "workaround") else None
+    except Exception:  # noqa: BLE001 - the note is optional
+        return None
 
 
 def describe_call(args, kwargs) -> str:

@@ -26,10 +26,14 @@ from ..conformance.runner import (
     plan_call,
 )
 from ..errors import KernelError, NoMatchingKernelError
+from ..kernel import as_program
 from ..schemas import split_name
 
 #: Detailed cases kept per operator and comparison (the counts are complete).
 MAX_DETAILS = 5
+#: Case statuses that are findings: wrong results, errors, crashes, aborts (an
+#: ExecuTorch check failing where a program would die).
+FINDINGS = ("mismatch", "error", "crash", "abort")
 
 
 class _Reference:
@@ -48,7 +52,8 @@ class ABRunner(TaskRunner):
 
     def __init__(self, kmap, selected, previous: dict, deadline: float | None = None, **kw) -> None:
         super().__init__(kmap, selected, max_details=MAX_DETAILS, **kw)
-        self.previous = previous
+        # judged as programs call them: etops' workarounds never reach the verdict
+        self.previous = {name: as_program(kernel) for name, kernel in previous.items()}
         self.deadline = deadline  #: time.monotonic() after which cases are left out (counted)
         self.left_out = 0
 
@@ -71,8 +76,8 @@ class ABRunner(TaskRunner):
         try:
             p_args, p_kwargs = exact_clone(copies[0]), exact_clone(copies[1])
             reference = call_kernel(previous, plan_call(previous, func, p_args, p_kwargs), expected)
-        except (KernelError, NoMatchingKernelError):
-            return result  # the replaced kernel refuses this case: nothing to compare with
+        except (KernelError, NoMatchingKernelError):  # KernelAborted too
+            return result  # the replaced kernel refuses (or aborts on) this case: nothing to compare with
         hooks, self.hooks = self.hooks, _Reference(reference)
         try:
             against = super().check(case, func, target, copies[0], copies[1], expected)
@@ -132,7 +137,7 @@ class Conformance:
 
     @staticmethod
     def _findings(counts: dict) -> int:
-        return sum(counts.get(s, 0) for s in ("mismatch", "error", "crash"))
+        return sum(counts.get(s, 0) for s in FINDINGS)
 
     @property
     def findings(self) -> int:

@@ -95,7 +95,7 @@ class DevResult:
             what = "a file did not build"
         elif code == EXIT_FINDING:
             n = sum(f.findings for f in self.files)
-            what = f"{n} finding{'s' if n != 1 else ''} (mismatches or errors against ATen or the built-in)"
+            what = f"{n} finding{'s' if n != 1 else ''} (mismatches, errors or aborts against ATen or the built-in)"
         else:
             what = "every operator agrees with ATen and with the kernel it replaced"
         return f"verdict: {what} [{self.seconds:.1f} s]"

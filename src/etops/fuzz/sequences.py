@@ -73,7 +73,28 @@ def draw_cases(kernel, count: int, seed: int = 0) -> list:
     mixed: list[Any] = []
     for pair in zip(*cases):
         mixed.extend(pair)
+    if cases[0]:  # the commonest mistake: every tensor in one dtype (float tensors to a quantized kernel, ...)
+        mixed.extend(in_one_dtype(cases[0][0], dtype) for dtype in ONE_DTYPE)
     return mixed
+
+
+#: the dtypes of the cases with every tensor argument in one dtype
+ONE_DTYPE = ("float32", "int64", "uint8", "bool")
+
+
+def in_one_dtype(case: dict, dtype: str) -> dict:
+    """`case` (a valid call) with every tensor argument and out in `dtype`: an
+    adversarial call (invalid mode, mutation ``one_dtype``)."""
+
+    def retyped(value):
+        if isinstance(value, tuple) and value and value[0] == "T":
+            return ("T", value[1], dtype, *value[3:])
+        if isinstance(value, tuple) and value and value[0] == "L":
+            return ("L", [retyped(v) for v in value[1]], *value[2:])
+        return value
+
+    return {**case, "mode": "invalid", "mutation": "one_dtype", "target": None, "out_dtype": dtype,
+            "args": [(n, retyped(v)) for n, v in case["args"]], "kwargs": [(n, retyped(v)) for n, v in case["kwargs"]]}
 
 
 def run_sequence(cases: list, timeout: float = 300.0) -> tuple[bool, int, str]:
@@ -126,7 +147,8 @@ def check_kernel(kernel, count: int, seed: int = 0) -> dict:
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m etops.fuzz.sequences", description=__doc__.split("\n\n")[0])
     p.add_argument("--kernels", default=None, help="only kernels whose name contains this")
-    p.add_argument("--cases", type=int, default=12, help="cases per kernel's sequence (half valid, half adversarial)")
+    p.add_argument("--cases", type=int, default=12, help="cases per kernel's sequence (half valid, half adversarial; "
+                   f"then one call with every tensor in one dtype for each of {', '.join(ONE_DTYPE)})")
     p.add_argument("--jobs", type=int, default=2, help="kernel sequences run at once")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--report", default="build/fuzz/sequences.json")

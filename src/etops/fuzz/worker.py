@@ -14,7 +14,13 @@ Properties checked for every case (a broken one is a *violation*):
   SchemaError (ExecuTorch kernels implement a subset) - else ``refused``;
 - invalid calls: the error is a TypeError, ValueError, OverflowError, IndexError,
   ZeroDivisionError or etops error (``unexpected_exception`` otherwise) and, for a
-  mutation of one argument, its message names that argument (``unnamed_arg``).
+  mutation of one argument, its message names that argument (``unnamed_arg``);
+- ``abort``: ExecuTorch aborted inside the kernel (KernelAborted: an ET_CHECK where
+  the kernel should fail cleanly), as it would abort a program.
+
+Kernels are called as an exported program calls them (etops.as_program: etops'
+workarounds for known bugs do not hide them); a case with ``"direct": True`` calls
+the kernel as etops' direct calls do (the rules table's guards and workarounds).
 """
 
 from __future__ import annotations
@@ -400,6 +406,8 @@ def run_case(case):
 
         time.sleep(3600)
     kernel = registry().get_kernel(case["op"])
+    if not case.get("direct"):
+        kernel = etops.as_program(kernel)
     info = kernel._info
     plan = {e.name: e for e in info._plan.args if e.kind != K_RETURN_SLOT}
     args = [materialize(v) for _, v in case["args"]]
@@ -490,14 +498,16 @@ def run_case(case):
             for o, before in items:
                 if before is not None and _bytes(o) != before:
                     v.append(("out_touched", f"out '{name}' changed although the call raised {exc_info[0].__name__} before the kernel ran"))
-    if exc_info is not None:
+    if exc_info is not None and issubclass(exc_info[0], etops.KernelAborted):
+        v.append(("abort", outcome["exc"]))
+    elif exc_info is not None:
         etype, msg = exc_info
         if case["mode"] == "invalid":
             if not issubclass(etype, ALLOWED_INVALID):
                 v.append(("unexpected_exception", outcome["exc"]))
             elif case["target"] and not issubclass(etype, etops.KernelError) and case["target"] not in msg and not _names_an_argument(msg, plan):
                 v.append(("unnamed_arg", f"{etype.__name__} does not name argument '{case['target']}': {msg[:300]}"))
-        elif ref_status[0] == "ok" and not issubclass(etype, ALLOWED_VALID_REFUSAL) and not (rules_for(case["op"]).has_guards and issubclass(etype, ALLOWED_INVALID)):
+        elif ref_status[0] == "ok" and not issubclass(etype, ALLOWED_VALID_REFUSAL) and not (info.rules.has_guards and issubclass(etype, ALLOWED_INVALID)):
             v.append(("refused", f"ATen accepts this call; etops raised {outcome['exc']}"))
         elif not issubclass(etype, ALLOWED_INVALID):
             v.append(("unexpected_exception", outcome["exc"]))

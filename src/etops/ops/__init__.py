@@ -26,11 +26,13 @@ ALL_RULES: tuple = tuple(aten.RULES + prim.RULES + quantized.RULES + llm.RULES)
 
 
 @functools.lru_cache(maxsize=None)
-def rules_for(name: str) -> OpRules:
-    """The merged record of operator `name` (the default record when no entry names it)."""
+def rules_for(name: str, program: bool = False) -> OpRules:
+    """The merged record of operator `name` (the default record when no entry names
+    it); with `program`, as the kernel is judged (as an exported program calls it):
+    only the rules that keep memory errors away guard it or work around its bugs."""
     if not isinstance(name, str):
         raise TypeError(f"rules_for: argument 'name' must be an operator name string, got {type(name).__name__}")
-    return merge(name, ALL_RULES)
+    return merge(name, ALL_RULES, program)
 
 
 def findings() -> list:
@@ -38,4 +40,10 @@ def findings() -> list:
     return [f for rule in ALL_RULES for f in rule.findings]
 
 
-__all__ = ["ALL_RULES", "Finding", "OpRules", "Rule", "findings", "rules_for"]
+def abort_findings() -> list:
+    """The findings that are ExecuTorch aborts (ET_CHECKs, which etops unwinds into
+    KernelAborted), not memory errors: those of the rules not marked `memory`."""
+    return [f for rule in ALL_RULES if not rule.memory for f in rule.findings]
+
+
+__all__ = ["ALL_RULES", "Finding", "OpRules", "Rule", "abort_findings", "findings", "rules_for"]

@@ -55,7 +55,7 @@ def _pool_indices_in_range(bound, info):
 RULES = [
     # found by the conformance sweep's shrinking (double free), then by etops.guard.call:
     # "read past the end of argument 'grad_input'"
-    Rule(("aten::max_pool2d_with_indices_backward.grad_input",), guards=(_pool_indices_in_range,), findings=(
+    Rule(("aten::max_pool2d_with_indices_backward.grad_input",), guards=(_pool_indices_in_range,), memory=True, findings=(
         _finding("aten::max_pool2d_with_indices_backward.grad_input",
                  "max_pool2d_with_indices_backward.grad_input writes outside grad_input for indices beyond a plane of self",
                  "indices",
@@ -73,7 +73,7 @@ RULES = [
                  [("self", tensor((0,), "int64")), ("dim", value([0])), ("normalization", value(0)), ("last_dim_size", value(1))], _FFT_ABORT),
     )),
     # an empty input has nothing to compute; the optimized kernel divides by its empty dim
-    Rule(("aten::_log_softmax.out",), no_work=g.is_empty("self"), findings=(
+    Rule(("aten::_log_softmax.out",), no_work=g.is_empty("self"), memory=True, findings=(
         _finding("aten::_log_softmax.out", "the optimized _log_softmax.out divides by the size of an empty reduced dim", "self",
                  [("self", tensor((0,))), ("dim", value(-1)), ("half_to_float", value(False))], "SIGFPE: integer division by zero on an empty input",
                  outs=(), computes=True),
@@ -126,7 +126,7 @@ RULES = [
     )),
     # torch's meta of add/sub.Scalar_out fails on its alpha (torch_checks.py): castability checked here
     Rule(("aten::add.Scalar_out", "aten::sub.Scalar_out"), torch_checks=(g.castable_out("out", "self", "other"),)),
-    Rule(("aten::div.out",), torch_checks=(g.castable_out("out", "self", "other"),), findings=(
+    Rule(("aten::div.out",), torch_checks=(g.castable_out("out", "self", "other"),), memory=True, findings=(
         _finding("aten::div.out", "div.out writes a complex result into a real out without checking castability", "out",
                  [("self", tensor((4,), "complex64")), ("other", tensor((4,)))],
                  "returns success and writes complex values past the end of a float32 out (heap corruption)"),
@@ -156,7 +156,7 @@ RULES = [
     )),
     # etops check --dim-orders: topk computes wrong values and corrupts the heap on a
     # channels-last or permuted input (free(): invalid pointer under glibc's malloc check)
-    Rule(("aten::topk.values",), contiguous_only=True),
+    Rule(("aten::topk.values",), contiguous_only=True, memory=True),
     # index outputs where any index of equal values is right
     Rule(("aten::topk.values", "aten::max.dim_max", "aten::min.dim_min", "aten::argmax.out", "aten::argmin.out",
           "aten::max_pool2d_with_indices.out"), compare=TIES),

@@ -28,8 +28,9 @@ def _causal_keys_fit(bound, info):
 RULES = [
     # found by the reference sweep: query (1, 2, 4, 16), key/value (1, 32, 4, 16), start_pos 32 aborted in
     # cpu_flash_attention (num_keys_for_causal_attention must be <= kvSize); no Finding record: the table's
-    # findings are replayed without the library loaded
-    Rule(("llama::custom_sdpa.out", "llama::custom_quantized_sdpa.out"), guards=(_causal_keys_fit,), optional=_LIBRARY),
+    # findings are replayed without the library loaded. The check runs inside the kernel's parallel_for, where
+    # an abort on a worker thread cannot be unwound (docs/reliability.md): memory=True keeps the guard for the judge
+    Rule(("llama::custom_sdpa.out", "llama::custom_quantized_sdpa.out"), guards=(_causal_keys_fit,), optional=_LIBRARY, memory=True),
     # the kernel ET_CHECKs its shapes; x is (tokens, dim)
     Rule(("llama::quantized_moe_ffn.out",), guards=(g.exact_dim(2, "x"),), optional=_LIBRARY),
 ]

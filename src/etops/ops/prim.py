@@ -11,6 +11,6 @@ RULES = [
     # integer division by zero raises SIGFPE inside the kernel
     Rule(
         ("executorch_prim::floordiv.Scalar", "executorch_prim::floordiv.int", "executorch_prim::mod.Scalar", "executorch_prim::mod.int"),
-        guards=(g.divisor_nonzero("b", "a"),),
+        guards=(g.divisor_nonzero("b", "a"),), memory=True,
     ),
 ]

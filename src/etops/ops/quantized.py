@@ -100,7 +100,7 @@ RULES = [
                  "check_dequantize_per_tensor_args() / axis checks (ET_CHECK)"),
     )),
     # choose_qparams.Tensor_out reads the min and max of its input: an empty one faults (SIGSEGV; torch refuses it too)
-    Rule(_CHOOSE[:1], guards=(g.nonempty("input"),), findings=(
+    Rule(_CHOOSE[:1], guards=(g.nonempty("input"),), memory=True, findings=(
         _finding(f"{_NS}choose_qparams.Tensor_out", "choose_qparams.Tensor_out reads past an empty input (SIGSEGV, etops fuzz --guard)", "input",
                  [("input", tensor((0, 0, 1, 0, 0))), ("quant_min", value(-128)), ("quant_max", value(127)), ("eps", value(0.001)),
                   ("dtype", value("torch.float32"))],

@@ -51,7 +51,12 @@ class Rule:
     kernel mishandles): its outs are sized as torch sizes them, the kernel is not
     called. `contiguous_only`: the kernel mishandles every dim order but the
     contiguous one (channels-last included, which programs do give it): every
-    tensor reaches it as a contiguous copy, even under etops.layout("preserve")."""
+    tensor reaches it as a contiguous copy, even under etops.layout("preserve").
+    `memory`: what the rule keeps from the kernel corrupts memory or kills the
+    process by a signal (not an ExecuTorch abort, which etops unwinds): its guards and
+    workarounds stay in force for the kernel as a program calls it (``as_program``,
+    the judge's view); the other rules' guards, normalizers, no_work and
+    contiguous_only do not apply there."""
 
     names: tuple
     guards: tuple = ()
@@ -65,6 +70,7 @@ class Rule:
     tolerance: tuple | None = None
     findings: tuple = ()
     optional: str | None = None
+    memory: bool = False
 
     def __post_init__(self):
         if isinstance(self.names, str) or not self.names:
@@ -143,9 +149,11 @@ class OpRules:
             check(bound, info)
 
 
-def merge(name: str, rules) -> OpRules:
+def merge(name: str, rules, program: bool = False) -> OpRules:
     """The record of `name` from every rule that applies to it: guards composed in
-    order; an upper bound or comparison kind given twice differently is refused."""
+    order; an upper bound or comparison kind given twice differently is refused.
+    With `program` (the kernel as an exported program calls it), only the rules
+    marked `memory` contribute guards, normalizers, no_work and contiguous_only."""
     guards: list[Any] = []
     torch_checks: list[Any] = []
     normalize: list[Any] = []
@@ -155,14 +163,18 @@ def merge(name: str, rules) -> OpRules:
     for rule in rules:
         if not rule.applies_to(name):
             continue
-        guards.extend(rule.guards)
+        works_around = rule.memory or not program
         torch_checks.extend(rule.torch_checks)
-        normalize.extend(rule.normalize)
+        if works_around:
+            guards.extend(rule.guards)
+            normalize.extend(rule.normalize)
+            contiguous_only = contiguous_only or rule.contiguous_only
         sized_from_data = sized_from_data or rule.sized_from_data
-        contiguous_only = contiguous_only or rule.contiguous_only
         findings.extend(f for f in rule.findings if f.op == name)
         for field in single:
             value = getattr(rule, field)
+            if field == "no_work" and not works_around:
+                continue
             if value is not None and single[field] is not None and single[field] != value:
                 raise ValueError(f"{name}: two rules give different '{field}' ({single[field]!r}, {value!r})")
             if value is not None:

@@ -53,7 +53,7 @@ def run_reference_task(runner, task_id: str, dtype: torch.dtype):
                 runner.sample_index, runner.call_index = index, 0
                 runner.result.samples += 1
                 if not sample.valid:
-                    _check_refusal(runner, func, ref.kernel, kernel, sample, ref.refusal_on_meta)
+                    _check_refusal(runner, func, ref.kernel, runner.kernel(ref.kernel), sample, ref.refusal_on_meta)
                     continue
                 try:
                     # an out placeholder makes the runner size the outs as the reference's results
@@ -84,7 +84,7 @@ def _check_refusal(runner, func, target, kernel, sample, on_meta: bool = False) 
     """An invalid sample: pass when both refuse it, mismatch when the kernel
     accepts it, error when the reference accepts it (a wrong sample). The
     reference sees meta copies of the tensors when `on_meta`."""
-    from ...errors import KernelCrashed
+    from ...errors import KernelAborted, KernelCrashed
     from ..runner import CaseInfo, CaseResult, describe_call
 
     sample_index, call = runner.sample_index, runner.call_index
@@ -108,6 +108,8 @@ def _check_refusal(runner, func, target, kernel, sample, on_meta: bool = False) 
             kernel(*args, **kwargs)
         except KernelCrashed as exc:
             result.status, result.message = "crash", str(exc)[:500]
+        except KernelAborted as exc:  # refused by aborting, as it would abort a program
+            result.status, result.message = "abort", str(exc)[:500]
         except Exception as exc:  # noqa: BLE001 - the kernel (or etops' checks) refused it
             result.message = f"refused ({sample.why}): {type(exc).__name__}: {exc}"[:500]
         else:
