@@ -17,7 +17,7 @@ link and the codegen'd registration, which add to it.
 
     python benchmarks/bench_dev_loop.py [--file KERNEL.cpp] [--rounds 3] [--estimate-rebuild CHECKOUT] [--json out.json]
 
-Without --file, it uses the tests' miniature checkout (tests/dev/minicheckout.py),
+Without --file, it uses the tests' miniature checkout (tests/dev/inprocess/minicheckout.py),
 written into a temporary folder.
 """
 
@@ -123,7 +123,7 @@ def main(argv=None) -> int:
         if args.file:
             path = Path(args.file).resolve()
         else:
-            sys.path.insert(0, str(HERE.parent / "tests" / "dev"))
+            sys.path.insert(0, str(HERE.parent / "tests" / "dev" / "inprocess"))
             import minicheckout
 
             path = minicheckout.write(tmp) / "kernels/portable/cpu/op_add.cpp"
