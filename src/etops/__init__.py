@@ -100,6 +100,8 @@ _LAZY = {
     # edge programs on ExecuTorch kernels (imports executorch.exir: seconds)
     "edge": (".edge", None),
     "needs": (".needs", None),  # etops.needs(program): a program's kernel and delegate needs (callable module)
+    # the kernel-development loop: build a checkout's kernel file, swap it in, check and time it
+    "dev": (".dev", None),  # etops.dev(paths) (callable module)
     # guarded calls: one call in a forked child, tensors against guard pages
     "guard": (".guard", None),
     # the benchmark harness

@@ -195,6 +195,22 @@ class BuildError(EtopsError, RuntimeError):
         self.build_dir = build_dir
 
 
+# ---- kernel files of a checkout (etops.dev) -----------------------------------------
+
+
+class CheckoutError(EtopsError, ValueError):
+    """A kernel file whose source root, YAML or operators etops cannot work out; the
+    message names the file."""
+
+
+class NoOperators(CheckoutError):
+    """A source that implements none of its YAML's operators (a helper file)."""
+
+
+class LoadError(EtopsError, ValueError):
+    """A --load spec that names nothing loadable, or whose kernels failed to build."""
+
+
 # ---- edge programs (etops.edge) ----------------------------------------------------
 
 

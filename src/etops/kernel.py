@@ -146,6 +146,9 @@ class KernelInfo:
 
     #: what a failed call raises (a delegate's info raises DelegateError)
     error_type = KernelError
+    #: the registry name calls look the function up under when not `name` (a kernel an
+    #: override replaced, registered privately; see make_kernel)
+    registered_as: str | None = None
     #: whether calls get the whole rules table (guards, normalizers, no_work,
     #: contiguous_only): a direct call does; the kernel as a program calls it
     #: (``as_program``, the judge's) gets only its ``memory`` rules
@@ -545,9 +548,12 @@ class UncallableKernel:
 KernelObject = Union[_native.Kernel, UncallableKernel]
 
 
-def make_kernel(name: str, schema: Any, schema_source: str) -> KernelObject:
+def make_kernel(name: str, schema: Any, schema_source: str, registered_as: str | None = None) -> KernelObject:
     """The kernel object for `name`: the C Kernel when the schema can be planned,
-    else an UncallableKernel that says why."""
+    else an UncallableKernel that says why. `registered_as`: the registry name the
+    call looks its function up under, when not `name` (a kernel an override
+    replaced, registered under a private name, called as `name` is: the same
+    checks, rules and out shapes)."""
     plan, error = None, None
     if schema is None:
         error = schema_source
@@ -557,6 +563,7 @@ def make_kernel(name: str, schema: Any, schema_source: str) -> KernelObject:
         except SchemaError as exc:
             error = str(exc).split(": ", 1)[-1]
     info = KernelInfo(name, schema, schema_source, plan, error)
+    info.registered_as = registered_as
     if plan is None:
         return UncallableKernel(info)
     return _make_c_kernel(info)
@@ -569,7 +576,7 @@ def _make_c_kernel(info: KernelInfo):
     validate = name.startswith("aten::") and torch_overload(name) is not None
     rules = info.rules
     warn = _layout_warning(name, rules.wrong_layouts) if rules.wrong_layouts and not rules.contiguous_only else None
-    return _native.Kernel(name, plan.args, plan.returns, info, SLOW_PATH, precheck=rules.has_precheck,
+    return _native.Kernel(info.registered_as or name, plan.args, plan.returns, info, SLOW_PATH, precheck=rules.has_precheck,
                           validate=validate, contiguous_only=rules.contiguous_only, warn_layout=warn)
 
 

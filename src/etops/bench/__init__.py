@@ -99,7 +99,7 @@ def _kernel(name_or_kernel):
     return name_or_kernel
 
 
-def _base_sample(kernel, dtype):
+def base_sample(kernel, dtype):
     """The OpInfo sample for `kernel` at `dtype` (None: OpInfo has none)."""
     from . import inputs as _inputs
 
@@ -181,7 +181,7 @@ def bench(kernels, sizes=None, dtypes=None, *, inputs=None, repeats: int = 11, w
             if not kernel.callable:
                 raise ValueError(f"{kernel.name} cannot be called: {kernel._plan_error}")
             for dtype in dtype_list:
-                base = None if inputs is not None else _base_sample(kernel, dtype)
+                base = None if inputs is not None else base_sample(kernel, dtype)
                 for size in size_list:
                     label = _inputs.format_size(size) if size is not None else None
                     if progress:

@@ -9,6 +9,9 @@
     etops backends [--json]
     etops needs PROGRAM.pte [--json FILE] [--selected-ops YAML]
     etops check [NAME...] [--dtype ...] [--isolated --jobs N] [--report R.md --json R.json]
+    etops fuzz [--budget S] [--guard] [--kernels TEXT]
+    etops dev PATH... [--root DIR] [--yaml FILE] [--watch] [--json FILE] [--threads N]
+    etops check|bench|needs|fuzz --load FILE.cpp|LIB.so|FILE.py:FUNCTION ...
 
 Tables and progress bars are rich's on a terminal, plain text when piped. An error
 is one line on stderr and exit code 2 (``--debug`` shows the traceback).
@@ -68,6 +71,10 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--grep", metavar="TEXT", help="--all: only kernels whose name contains TEXT")
     b.add_argument("--top", type=int, metavar="N", help="--all: print only the N slowest ratios (the report has all)")
     b.add_argument("--json", action="store_true", help="JSON on stdout instead of the table")
+    b.add_argument("--against", choices=["aten", "builtin"], default="aten",
+                   help="'builtin': A/B timing of each overridden kernel (see --load) against the built-in kernel it "
+                        "replaced and against ATen, interleaved, one thread unless --threads, a verdict only beyond the noise")
+    _add_load(b)
 
     th = sub.add_parser("threads", help="ExecuTorch's threadpool size (for this process's benchmarks)")
     th.add_argument("n", nargs="?", type=int, help="set the pool to N threads")
@@ -80,11 +87,38 @@ def build_parser() -> argparse.ArgumentParser:
     ne.add_argument("program", help="the .pte file")
     ne.add_argument("--json", metavar="FILE", help="write the report as JSON to FILE ('-': on stdout, instead of the table)")
     ne.add_argument("--selected-ops", metavar="YAML", help="write selected_operators.yaml (gen_oplist's format, with et_kernel_metadata) for a selective build")
+    _add_load(ne)
+
+    dv = sub.add_parser("dev", help="build kernel files of an ExecuTorch checkout, swap them in, check them against ATen and "
+                                    "the built-in they replace, time all three (exit 0 agree, 1 finding, 2 build error)")
+    dv.add_argument("paths", nargs="+", metavar="PATH", help="kernel source files, or folders of them")
+    dv.add_argument("--root", metavar="DIR", help="the checkout (default: found from the file's executorch/... includes)")
+    dv.add_argument("--yaml", action="append", metavar="FILE", help="the kernel YAML (default: the nearest functions.yaml, "
+                                                                   "custom_ops.yaml, optimized.yaml or quantized.yaml above the file)")
+    dv.add_argument("--watch", action="store_true", help="run again on every save of a file or a checkout header it includes")
+    dv.add_argument("--max-rounds", type=int, metavar="N", help=argparse.SUPPRESS)  # --watch: stop after N rounds (tests)
+    dv.add_argument("--json", metavar="FILE", help="write the result as JSON to FILE (--watch: rewritten every round)")
+    dv.add_argument("--dtype", metavar="LIST", help="conformance dtypes, e.g. float32,int64 (default: every dtype the OpInfos list)")
+    dv.add_argument("--size", default="64k", help="elements of the timing input (default 64k)")
+    dv.add_argument("--timing-dtype", default="float32", help="dtype of the timing input (default float32)")
+    dv.add_argument("--threads", type=int, default=1, metavar="N", help="threads for the timing (default 1)")
+    dv.add_argument("--repeats", type=int, default=11, help="interleaved timing rounds (default 11)")
+    dv.add_argument("--budget", type=float, default=20.0, metavar="S",
+                    help="seconds the conformance of one file may take (float32 first; cases left out are counted; default 20, 0: no limit)")
+    dv.add_argument("--no-check", action="store_true", help="build and swap in, no conformance")
+    dv.add_argument("--no-timing", action="store_true", help="no A/B timing")
 
     # `check` is the conformance command line (etops.conformance.cli): main() hands it
     # everything after the word; this entry only lists it in --help.
     sub.add_parser("check", help="run OpInfo samples against ExecuTorch kernels (see 'etops check --help')", add_help=False)
+    sub.add_parser("fuzz", help="the fuzz campaign over callable kernels (see 'etops fuzz --help')", add_help=False)
     return p
+
+
+def _add_load(parser) -> None:
+    parser.add_argument("--load", action="append", metavar="SPEC",
+                        help="load kernels first: a kernel file (FILE.cpp, built and swapped in as 'etops dev' does), "
+                             "a library (LIB.so) or FILE.py:FUNCTION (a function registering or overriding kernels); repeatable")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -95,6 +129,10 @@ def main(argv: list[str] | None = None) -> int:
         from ..conformance.cli import main as check_main
 
         return check_main(rest[1:])
+    if rest and rest[0] == "fuzz":
+        from ..fuzz.campaign import main as fuzz_main
+
+        return fuzz_main(rest[1:])
     try:
         args = build_parser().parse_args(argv)
         if args.version:

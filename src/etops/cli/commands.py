@@ -308,7 +308,83 @@ def _bench_delegates(args) -> int:
     return _show_bench(args, result, title, result.rows, summary=True)
 
 
+def _load(args, debug: bool) -> list[str]:
+    """Applies --load; the operator names loaded."""
+    if not getattr(args, "load", None):
+        return []
+    _etops(debug)
+    from ..dev.load import load_all
+
+    with _quiet(debug):
+        return load_all(args.load)
+
+
+def _ab_rows(args, kernel, builtin, sizes, dtypes) -> list[dict]:
+    from ..bench.ab import ab_sample, time_ab
+
+    rows = []
+    for dtype in dtypes:
+        for size in sizes:
+            with _quiet(args.debug):
+                sample = ab_sample(kernel, size, dtype)
+                if sample is None:
+                    rows.append({"kernel": kernel.name, "dtype": dtype, "size_label": size,
+                                 "error": f"no OpInfo sample of {size} elements works on both sides"})
+                    continue
+                row = time_ab(kernel, builtin, sample, repeats=args.repeats or 11, warmup=args.warmup, target=args.target,
+                              threads=1 if args.threads is None else args.threads)
+            row["size_label"] = size
+            rows.append(row)
+    return rows
+
+
+def _bench_against_builtin(args, names: list[str]) -> int:
+    """``etops bench NAME... --against builtin``: each overridden kernel against the
+    built-in it replaced and ATen, A/B."""
+    from ..bench.ab import describe_ratio
+    from ..custom.registration import builtin_function, callable_function
+
+    etops = _etops(args.debug)
+    reg = etops.registry()
+    sizes = _split(args.sizes) or ["64k"]
+    dtypes = _split(args.dtype) or ["float32"]
+    rows = []
+    for name in names:
+        kernel = reg.get_kernel(name)
+        address = builtin_function(name)
+        if address is None:
+            raise UsageError(f"{name} is not overridden: nothing to compare with its built-in (load a kernel with --load FILE.cpp)")
+        handle = callable_function(name, kernel._schema, address, "builtin")
+        builtin = handle.kernel
+        try:
+            rows += _ab_rows(args, kernel, builtin, sizes, dtypes)
+        finally:
+            handle.deregister()
+    if args.json:
+        return _emit_json(rows)
+    for row in rows:
+        if row.get("error"):
+            print(f"{row['kernel']} {row['dtype']} {row['size_label']}: {row['error']}")
+            continue
+        us = ", ".join(f"{k} {row[k]['median'] * 1e6:.2f} us" for k in ("new", "builtin", "aten") if k in row)
+        print(f"{row['kernel']} {row['dtype']} {row['shapes']} ({row['threads']} thread{'s' if row['threads'] != 1 else ''}, "
+              f"{row['repeats']} interleaved rounds): {us}")
+        if "vs_builtin" in row:
+            print("  " + describe_ratio(row["vs_builtin"], row["verdict_builtin"], "built-in"))
+        else:
+            print(f"  built-in: {row.get('builtin_error')}")
+        print("  " + describe_ratio(row["vs_aten"], row["verdict_aten"], "ATen"))
+    return 0
+
+
 def cmd_bench(args) -> int:
+    loaded = _load(args, args.debug)
+    if loaded and not args.name and not args.all and not args.delegate:
+        args.name = loaded
+    if args.against == "builtin":
+        if args.all or args.delegate or not args.name:
+            raise UsageError("--against builtin takes kernel names (or --load FILE.cpp), not --all or --delegate")
+        return _bench_against_builtin(args, [n if "::" in n else "aten::" + n for n in args.name])
     if args.delegate:
         return _bench_delegates(args)
     if args.grep and not args.all:
@@ -404,6 +480,7 @@ def cmd_backends(args) -> int:
 def cmd_needs(args) -> int:
     """``etops needs PROGRAM``: exit 1 when a call cannot be resolved here."""
     etops = _etops(args.debug)
+    _load(args, args.debug)
     with _quiet(args.debug):
         result = etops.needs(args.program)
     if args.selected_ops:
@@ -417,3 +494,46 @@ def cmd_needs(args) -> int:
         for m in result.missing:
             print(f"missing: {m.site.method} {m.site.chain}:{m.site.instruction}: {m.reason}")
     return 0 if result.ok else 1
+
+
+def cmd_dev(args) -> int:
+    """``etops dev PATH...``: 0 every operator agrees, 1 a finding stands, 2 a build error."""
+    if args.threads < 1:
+        raise UsageError(f"--threads must be at least 1, got {args.threads}")
+    if args.repeats < 1:
+        raise UsageError(f"--repeats must be at least 1, got {args.repeats}")
+    if args.max_rounds is not None and not args.watch:
+        raise UsageError("--max-rounds goes with --watch")
+    if args.json and not os.path.isdir(os.path.dirname(os.path.abspath(args.json))):
+        raise UsageError(f"--json: no folder {os.path.dirname(os.path.abspath(args.json))}")
+    for path in args.paths:
+        if not os.path.exists(path):
+            raise UsageError(f"{path}: no such file or folder")
+    etops = _etops(args.debug)
+    from ..bench import inputs as _inputs, parse_dtype
+
+    dtypes = [parse_dtype(d) for d in _split(args.dtype) or ()] or None
+    _inputs.parse_size(args.size)
+    parse_dtype(args.timing_dtype)
+    options = dict(root=args.root, yaml=args.yaml, dtypes=dtypes, size=args.size, timing_dtype=args.timing_dtype,
+                   threads=args.threads, repeats=args.repeats, check=not args.no_check, timing=not args.no_timing,
+                   budget=args.budget or None)
+
+    def show(result) -> None:
+        print(result.text(), flush=True)
+        if args.json:
+            result.write_json(args.json)
+        if args.watch:
+            print(f"watching {len(args.paths)} path{'s' if len(args.paths) != 1 else ''} and the checkout headers they "
+                  "include (Ctrl-C ends)", flush=True)
+
+    with _quiet(args.debug):
+        if args.watch:
+            result = etops.dev.watch(args.paths, on_round=show, rounds=args.max_rounds, **options)
+        else:
+            result = etops.dev(args.paths, **options)
+            show(result)
+    if result is None:
+        return 0
+    result.restore()  # the command is over (and main() may be called in-process)
+    return result.exit_code

@@ -61,9 +61,11 @@ def main() -> None:
 
     import torch  # noqa: F401
 
+    from ..dev.load import from_environment
     from .hooks import load_hooks
     from .runner import default_kmap, opinfos
 
+    from_environment()  # the kernels the parent loaded with --load
     kmap = default_kmap()
     opinfos()
     load_hooks(config.get("hooks"))

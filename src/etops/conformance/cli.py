@@ -73,6 +73,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--llm-custom-ops", action="store_true",
                    help="load ExecuTorch's LLM custom ops (executorch.extension.llm.custom_ops) and check their kernels "
                         "(llama::*, preprocess::*) against the ATen implementations the same library registers")
+    p.add_argument("--load", action="append", metavar="SPEC",
+                   help="load kernels first (FILE.cpp of a checkout, LIB.so, FILE.py:FUNCTION; repeatable) and check "
+                        "those when no KERNEL is named; worker processes load them too")
     p.add_argument("--hooks", metavar="MODULE", help=argparse.SUPPRESS)  # test hooks: module name or .py path
     return p
 
@@ -131,6 +134,13 @@ def main(argv=None) -> int:
             print(f"{parser.prog}: error: --llm-custom-ops: {exc}", file=sys.stderr)
             return 2
 
+    if args.load:
+        from ..dev.load import load_for_command
+
+        loaded = load_for_command(args.load, parser.prog)
+        if loaded is None:
+            return 2
+        args.kernels = args.kernels or loaded
     try:
         kernels = resolve_kernels(args.kernels or None, default_kmap()) if args.kernels else None
         if args.opinfos:

@@ -38,7 +38,7 @@ from .codegen import PRELUDE, KernelSpec, generate, signature
 from .toolchain import Toolchain, cache_dir, toolchain
 
 #: Bumped whenever the generated code or the build recipe changes.
-GENERATOR_VERSION = "3"
+GENERATOR_VERSION = "4"
 
 
 
@@ -81,6 +81,16 @@ class KernelLibrary:
 
 
 _opened: dict[str, object] = {}
+
+
+def set_previous(library_path: str, index: int, address: int) -> None:
+    """Tells kernel `index` of a compiled set the function its override replaces
+    (what ``etops::previous_kernel`` gives its C++ source)."""
+    import ctypes
+
+    setter = _open(library_path).etops_set_previous
+    setter.argtypes = [ctypes.c_int, ctypes.c_void_p]
+    setter(index, address)
 
 
 def _open(path: str):

@@ -137,6 +137,37 @@ class KernelSpec:
     boxed: bool = False
 
 
+#: What a kernel source can call: the kernel its override replaced (set by etops
+#: before the override is installed; nullptr for a kernel registered anew).
+PREVIOUS_DECL = """namespace etops {
+using BoxedKernel = void (*)(KernelRuntimeContext&, Span<EValue*>);
+// The kernel the override of operator `name` (e.g. "aten::add.out") replaced, boxed:
+// call it with the EValue stack (arguments, then the return slot). nullptr when the
+// operator had no kernel, or `name` is not one of this build's operators.
+BoxedKernel previous_kernel(const char* name);
+}  // namespace etops
+"""
+
+
+def _previous_table(kernels: list[KernelSpec]) -> list[str]:
+    """The table etops::previous_kernel reads and the setter etops calls."""
+    n = max(1, len(kernels))
+    names = ", ".join(json.dumps(k.name) for k in kernels) or "nullptr"
+    return [
+        f"static etops::BoxedKernel etops_previous_table[{n}] = {{}};",
+        f"static const char* const etops_previous_names[{n}] = {{{names}}};",
+        "ETOPS_EXPORT void etops_set_previous(int index, void* fn) {",
+        f"  if (index >= 0 && index < {len(kernels)}) etops_previous_table[index] = reinterpret_cast<etops::BoxedKernel>(fn);",
+        "}",
+        "etops::BoxedKernel etops::previous_kernel(const char* name) {",
+        f"  for (int i = 0; i < {len(kernels)}; ++i)",
+        "    if (name != nullptr && std::strcmp(name, etops_previous_names[i]) == 0) return etops_previous_table[i];",
+        "  return nullptr;",
+        "}",
+        "",
+    ]
+
+
 def _wrap_namespace(qualified: str, decl: str) -> str:
     parts = qualified.split("::")
     if len(parts) == 1:
@@ -147,8 +178,9 @@ def _wrap_namespace(qualified: str, decl: str) -> str:
 
 def generate(kernels: list[KernelSpec]) -> tuple[str, str]:
     """(decls.h, wrappers.cpp) for a kernel set."""
-    decls = ["#pragma once", "// after the prelude (force-included first)", ""]
-    wrappers = ['#include "decls.h"', "", "#define ETOPS_EXPORT extern \"C\" __attribute__((visibility(\"default\")))", ""]
+    decls = ["#pragma once", "// after the prelude (force-included first)", "", PREVIOUS_DECL]
+    wrappers = ['#include "decls.h"', "#include <cstring>", "", "#define ETOPS_EXPORT extern \"C\" __attribute__((visibility(\"default\")))", ""]
+    wrappers += _previous_table(kernels)
     for i, k in enumerate(kernels):
         if k.boxed:
             decls.append(_wrap_namespace(k.function, f"void {k.function.rsplit('::', 1)[-1]}(KernelRuntimeContext& ctx, Span<EValue*> stack);"))

@@ -25,13 +25,14 @@ import os
 import re
 import threading
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import torch
 
 from .. import _native, dtypes
 from ..errors import DuplicateKernelError, KernelNotFoundError, RegistrationError, RegistryFullError
 from ..registry import registry
-from ..kernel import KernelOrigin, library_of
+from ..kernel import KernelOrigin, library_of, make_kernel
 from ..schemas import find_schema, set_schema, split_name
 
 _core = _native._core
@@ -129,6 +130,15 @@ def kernel_key(spec, schema=None) -> str | None:
 # ---- implementations -----------------------------------------------------------------
 
 
+class Built(NamedTuple):
+    """A kernel function compiled already (one of a kernel set's, see
+    etops.custom.build): its address and origin record. register_kernel and
+    override take it as the implementation."""
+
+    address: int
+    origin: dict
+
+
 def _schema_for(name: str, schema):
     if schema is not None:
         if isinstance(schema, str):
@@ -180,13 +190,20 @@ def _compile(name, schema, source, sources, function, cflags, ldflags):
                     boxed = b
     lib = build(srcs, [KernelSpec(name, schema, function, boxed)], cflags, ldflags)
     fn = lib.function(0)
-    origin = {"kind": "custom", "source_hash": lib.source_hash, "build_dir": lib.build_dir, "library": lib.library_path, "function": function, "compiled": lib.compiled}
-    return fn, origin
+    return fn, custom_origin(lib, 0, function)
+
+
+def custom_origin(lib, index: int, function: str) -> dict:
+    """The origin record of kernel `index` of compiled kernel set `lib`."""
+    return {"kind": "custom", "source_hash": lib.source_hash, "build_dir": lib.build_dir, "library": lib.library_path,
+            "function": function, "compiled": lib.compiled, "kernel_index": index}
 
 
 def _resolve(name, impl, schema, function=None, sources=None, cflags=(), ldflags=()):
     """(function address, origin) for any form of kernel implementation."""
     if isinstance(impl, KernelHandle):
+        return impl.address, dict(impl.origin)
+    if isinstance(impl, Built):
         return impl.address, dict(impl.origin)
     if isinstance(impl, bool):
         raise RegistrationError(f"{name}: {impl!r} is not a kernel implementation")
@@ -409,14 +426,32 @@ class Override:
     """An override applied to one registry entry; ``restore()`` or leaving the
     ``with`` block puts back exactly the function it replaced."""
 
-    def __init__(self, name, index, key, token, address, origin):
+    def __init__(self, name, index, key, token, address, origin, previous_address=0, schema=None):
         self.name = name
         self.index = index
         self.key = key
         self._token = token
         self.address = address
         self.origin = origin
+        #: the function this override replaced (the built-in kernel, or an earlier
+        #: override): C++ sources built by etops get it as etops::previous_kernel(name)
+        self.previous_address = previous_address
+        self._schema = schema
+        self._previous = None
 
+    @property
+    def previous(self):
+        """The kernel this override replaced, as a callable kernel object (registered
+        under a private name, ``etops_previous::<op>_<n>.<overload>``, until the
+        override is restored): "fast path, else the built-in" in Python, and the
+        built-in side of A/B checks and timings."""
+        if self._previous is None:
+            if not self.previous_address:
+                raise RegistrationError(f"{self.name}: this override does not know the kernel it replaced")
+            if self._schema is None:
+                raise RegistrationError(f"{self.name}: no schema known, so the previous kernel cannot be called")
+            self._previous = callable_function(self.name, self._schema, self.previous_address, f"prev{self._token}")
+        return self._previous
     @property
     def active(self) -> bool:
         stack = _stacks.get(self.index) or []
@@ -434,6 +469,8 @@ class Override:
             pos = next((i for i, e in enumerate(stack) if e[0] == self._token), None)
             if pos is None:
                 return
+            if self._previous is not None and self._previous.active:
+                self._previous.deregister()
             if pos == len(stack) - 1:
                 _raise_for(_core.reg_swap(self.index, stack[pos][1], stack[pos - 1][1]), self.name, self.key)
             _release(stack[pos][2])
@@ -471,6 +508,7 @@ def override(name, impl, kernel_key=None, *, schema=None, function=None, sources
             _missing(name, key)
         stack = _stacks.get(index)
         current = stack[-1][1] if stack else _entries()[index][2]
+        _tell_previous(origin, current)
         rc = _core.reg_swap(index, current, address)
         if rc != REG_OK:
             _release(origin)
@@ -479,7 +517,57 @@ def override(name, impl, kernel_key=None, *, schema=None, function=None, sources
         if stack is None:
             stack = _stacks[index] = [[0, current, {"kind": "original"}]]
         stack.append([token, address, origin])
-    return Override(name, index, key, token, address, origin)
+    return Override(name, index, key, token, address, origin, current, sch)
+
+
+def _tell_previous(origin: dict, address: int) -> None:
+    """A compiled kernel learns the function its override replaces
+    (``etops::previous_kernel(name)`` in its C++ source)."""
+    if origin.get("kind") == "custom" and "kernel_index" in origin:
+        from .build import set_previous
+
+        set_previous(origin["library"], origin["kernel_index"], address)
+
+
+class StandIn(KernelHandle):
+    """A kernel function of operator `name` registered under a private name, called
+    as `name` is (torch's checks, etops' rules and out shapes of `name`)."""
+
+    def __init__(self, handle: KernelHandle, name: str, schema) -> None:
+        super().__init__(handle.name, handle.key, handle.index, handle.address, handle.origin)
+        self.stands_for = name
+        self._schema_of = schema
+        self._kernel = None
+
+    @property
+    def kernel(self):
+        if self._kernel is None:
+            self._kernel = make_kernel(self.stands_for, self._schema_of, "the operator it stands in for", registered_as=self.name)
+        return self._kernel
+
+
+def callable_function(name: str, schema, address: int, tag: str) -> StandIn:
+    """Function `address`, a kernel of operator `name` (schema `schema`), made
+    callable as `name` is: registered as the fallback of a private operator
+    ``etops_previous::<ns>_<op>_<tag>.<overload>`` with the same schema (its
+    ``deregister()`` removes it)."""
+    ns, op, overload = split_name(name)
+    private = f"etops_previous::{ns}_{op}_{tag}" + (f".{overload}" if overload != "default" else "")
+    handle = registration_for(private, None)
+    if handle is None:
+        text = str(schema).split("(", 1)[1]
+        handle = register_kernel(private, address, schema=f"{private}({text}")
+    return StandIn(handle, name, schema)
+
+
+def builtin_function(name: str, kernel_key=None) -> int | None:
+    """The function registered for `name` (and `kernel_key`) before any etops
+    override was applied to it; None when it is not overridden."""
+    with registry_lock:
+        sch, _ = find_schema(name)
+        index = _core.reg_find(name, kernel_key_of(kernel_key, sch))
+        stack = _stacks.get(index)
+        return stack[0][1] if index >= 0 and stack else None
 
 
 def kernel_key_of(spec, schema):

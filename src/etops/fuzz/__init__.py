@@ -13,5 +13,5 @@
 Only ``etops.fuzz.strategies`` needs Hypothesis; nothing else in etops imports this
 package.
 
-May import: the core and etops.compare; nothing imports it but its own command (python -m etops.fuzz).
+May import: the core and etops.compare (and etops.dev.load for --load); nothing imports it but its own command (python -m etops.fuzz, etops fuzz).
 """

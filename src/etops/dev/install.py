@@ -1,0 +1,146 @@
+"""One kernel file built against the installed wheel and swapped in: the operators it
+implements (from the checkout's YAML), one kernel set for all of them (etops.custom's
+cache and Ninja), each operator overridden (or registered, when it has no kernel)
+for the session. ``Installed.restore()`` puts the registry back."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..custom import cache_dir, toolchain
+from ..custom.build import KernelLibrary, Source, build
+from ..custom.codegen import KernelSpec
+from ..custom.registration import Built, KernelHandle, Override, custom_origin, override, register_kernel
+from ..registry import registry
+from ..schemas import find_schema, set_schema
+from . import checkout as co
+
+#: The wheel's kernel libraries a kernel file may use symbols of (the portable util
+#: functions, other kernels); linked --as-needed: only those it uses are recorded.
+KERNEL_LIBRARIES = ("executorch_kernels_optimized", "executorch_kernels_quantized")
+#: Checkout kernels are written against deprecated aliases the wheel's headers flag.
+CHECKOUT_CFLAGS = ("-Wno-deprecated-declarations",)
+
+
+def torch_include_dir() -> str:
+    """The installed torch's headers: the optimized kernels use ATen's header-only
+    vectorization (``ATen/cpu/vec``), which ExecuTorch's build takes from its PyTorch
+    submodule. Searched after the checkout and the wheel, so ExecuTorch's own c10
+    wins where both have a header."""
+    import torch
+
+    return str(Path(torch.__file__).resolve().parent / "include")
+
+
+@dataclass
+class Target:
+    """What etops worked out about one kernel file."""
+
+    path: Path
+    checkout: Path
+    include_root: Path
+    yamls: list[Path]
+    ops: list[co.Implemented]
+    headers: set[Path] = field(default_factory=set)  #: checkout headers it includes (--watch)
+
+    @property
+    def names(self) -> list[str]:
+        return [i.entry.op for i in self.ops]
+
+
+def locate(path, root=None, yaml=None) -> Target:
+    """The checkout, YAML and operators of kernel file `path`; CheckoutError when
+    the file implements none of the YAML's operators."""
+    path = Path(path).resolve()
+    checkout = co.find_checkout(path, root)
+    yamls = co.find_yamls(path, yaml)
+    entries = [e for y in yamls for e in co.read_yaml(y)]
+    ops = co.implemented(path, entries)
+    if not ops:
+        defined = ", ".join(sorted(co.defined_functions(path.read_text()))) or "no kernel function"
+        raise co.NoOperators(f"{path.name} implements none of the operators of {', '.join(y.name for y in yamls)} "
+                               f"(it defines {defined})")
+    root_dir = co.include_root(checkout, cache_dir())
+    headers = co.checkout_headers(path, [root_dir, checkout])
+    return Target(path, checkout, root_dir, yamls, ops, headers)
+
+
+def schema_of(entry: co.YamlKernel):
+    """The operator's schema: torch's, else the YAML's ``func:``."""
+    found, why = find_schema(entry.op)
+    if found is not None:
+        return found
+    if entry.schema is None:
+        raise co.CheckoutError(f"{entry.op}: {why}")
+    return set_schema(entry.op, entry.schema)
+
+
+def headers_digest(target: Target) -> str:
+    """A digest of the checkout headers the file includes: a header edit makes a
+    new kernel set (the build cache is keyed by the sources and flags)."""
+    h = hashlib.sha256()
+    for header in sorted(target.headers):
+        h.update(str(header).encode() + b"\0")
+        try:
+            h.update(header.read_bytes())
+        except OSError:
+            pass
+    return h.hexdigest()[:16]
+
+
+def build_target(target: Target, cflags=(), ldflags=()) -> KernelLibrary:
+    """Compiles (or finds in the cache) the file's kernels: one kernel set, the
+    checkout on the include path, the wheel's kernel libraries linked as needed.
+    Raises BuildError with the diagnostics on the user's lines."""
+    tc = toolchain()
+    specs = [KernelSpec(i.entry.op, schema_of(i.entry), i.function) for i in target.ops]
+    flags = [f"-I{target.include_root}", *CHECKOUT_CFLAGS, f"-idirafter{torch_include_dir()}",
+             f"-DETOPS_CHECKOUT_HEADERS={headers_digest(target)}", *cflags]
+    libs = ["-Wl,--as-needed"] + [f"-l{lib}" for lib in KERNEL_LIBRARIES if (Path(tc.lib_dir) / f"lib{lib}.so").exists()]
+    source = Source(str(target.path), None, str(target.path))
+    return build([source], specs, flags, [*libs, "-Wl,--no-as-needed", *ldflags])
+
+
+@dataclass
+class Installed:
+    """A kernel file's operators, swapped in. ``replaced[name]`` is the override of
+    an operator that had a kernel (``.previous`` calls that one), ``added[name]`` the
+    registration of one that had none."""
+
+    target: Target
+    library: KernelLibrary
+    replaced: dict[str, Override]
+    added: dict[str, KernelHandle]
+
+    def restore(self) -> None:
+        """Puts back every kernel this replaced and removes those it added."""
+        for o in self.replaced.values():
+            o.restore()
+        for h in self.added.values():
+            if h.active:
+                h.deregister()
+        self.replaced, self.added = {}, {}
+
+
+def install(target: Target, library: KernelLibrary) -> Installed:
+    """Overrides each operator's fallback kernel with the file's (registers it when
+    the operator has no fallback kernel: a new operator, or one with keyed kernels
+    only, which keep winning for their keys)."""
+    replaced: dict[str, Override] = {}
+    added: dict[str, KernelHandle] = {}
+    try:
+        for index, impl in enumerate(target.ops):
+            name = impl.entry.op
+            built = Built(library.function(index), custom_origin(library, index, impl.function))
+            schema = schema_of(impl.entry)
+            has_fallback = name in registry() and any(k.key is None for k in registry().get_kernel(name).kernels)
+            if has_fallback:
+                replaced[name] = override(name, built, schema=schema)
+            else:
+                added[name] = register_kernel(name, built, schema=schema)
+    except BaseException:
+        Installed(target, library, replaced, added).restore()
+        raise
+    return Installed(target, library, replaced, added)

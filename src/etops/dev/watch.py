@@ -1,0 +1,71 @@
+"""``etops dev --watch``: the loop again on every save of a kernel file or of a
+checkout header it includes. Each round first puts back the kernels the previous
+round swapped in (so "the built-in" is always the wheel's kernel), then builds;
+a file that does not compile shows its diagnostics and the watch goes on."""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from pathlib import Path
+
+from .checkout import CheckoutError, kernel_files
+
+
+def watched_files(files: list[Path], root=None) -> set[Path]:
+    """The kernel files and the checkout headers they include."""
+    from .install import locate
+
+    out = set(files)
+    for f in files:
+        try:
+            out |= locate(f, root).headers
+        except (CheckoutError, OSError):
+            continue
+    return out
+
+
+def fingerprint(paths: set[Path]) -> str:
+    """A digest of the files' contents (a missing file counts as empty)."""
+    h = hashlib.sha256()
+    for p in sorted(paths):
+        h.update(str(p).encode() + b"\0")
+        try:
+            h.update(p.read_bytes())
+        except OSError:
+            h.update(b"\0missing")
+    return h.hexdigest()
+
+
+def watch(paths, on_round=print, *, rounds: int | None = None, poll: float = 0.2, idle_timeout: float | None = None,
+          **options):
+    """Runs ``etops.dev(paths, **options)`` now and after every change of a kernel
+    file or a checkout header it includes, calling ``on_round(result)`` after each
+    round. Stops after `rounds` rounds, after `idle_timeout` seconds without a
+    change, or on KeyboardInterrupt; returns the last round's DevResult (its
+    kernels stay swapped in)."""
+    from . import dev
+
+    files = kernel_files([paths] if isinstance(paths, (str, Path)) else paths)
+    root = options.get("root")
+    result = None
+    done = 0
+    try:
+        while True:
+            watched = watched_files(files, root)
+            seen = fingerprint(watched)
+            if result is not None:
+                result.restore()
+            result = dev(files, **options)
+            done += 1
+            on_round(result)
+            if rounds is not None and done >= rounds:
+                return result
+            watched = watched_files(files, root) | watched
+            waited = time.monotonic()
+            while fingerprint(watched) == seen:
+                if idle_timeout is not None and time.monotonic() - waited > idle_timeout:
+                    return result
+                time.sleep(poll)
+    except KeyboardInterrupt:
+        return result

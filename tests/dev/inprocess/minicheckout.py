@@ -1,0 +1,186 @@
+"""A miniature ExecuTorch checkout for the ``etops dev`` tests, written by the tests:
+``executorch/kernels/portable/functions.yaml`` and two kernel files in
+``kernels/portable/cpu/`` sharing a util header of their own
+(``cpu/util/mini_broadcast.h``). The kernels are float32-only (other dtypes are
+refused with InvalidArgument: "unsupported", not a finding) and broadcast through
+the header. ``add_source(buggy=True)`` is op_add.cpp with a planted bug: the first operand
+is indexed as if it were never broadcast along a trailing dim (wrong for a (5, 1)
+tensor added to a (5,) one)."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+FUNCTIONS_YAML = """\
+# operators of the miniature checkout (the format of kernels/portable/functions.yaml)
+- op: add.out
+  kernels:
+    - arg_meta: null
+      kernel_name: torch::executor::add_out
+
+- op: add.Scalar_out
+  kernels:
+    - arg_meta: null
+      kernel_name: torch::executor::add_scalar_out
+
+- op: mul.out
+  kernels:
+    - arg_meta: null
+      kernel_name: torch::executor::mul_out
+"""
+
+HEADER = """\
+#pragma once
+// The miniature checkout's own util header: broadcasting for contiguous tensors.
+#include <executorch/runtime/kernel/kernel_includes.h>
+
+namespace mini {
+
+using executorch::aten::ScalarType;
+using executorch::aten::SizesType;
+using executorch::aten::Tensor;
+
+// Offset in contiguous `t` of element `linear` of `out`, `t` broadcast to out's shape.
+inline size_t broadcast_offset(const Tensor& t, const Tensor& out, size_t linear) {
+  size_t offset = 0, stride = 1;
+  ssize_t td = t.dim() - 1;
+  for (ssize_t d = out.dim() - 1; d >= 0; --d) {
+    size_t size = out.size(d);
+    size_t index = linear % size;
+    linear /= size;
+    if (td >= 0) {
+      if (t.size(td) != 1) offset += index * stride;
+      stride *= t.size(td);
+      --td;
+    }
+  }
+  return offset;
+}
+
+// Sizes `out` to the broadcast of a and b; false when they do not broadcast.
+inline bool resize_to_broadcast(const Tensor& a, const Tensor& b, Tensor& out) {
+  SizesType sizes[16];
+  ssize_t n = a.dim() > b.dim() ? a.dim() : b.dim();
+  for (ssize_t i = 0; i < n; ++i) {
+    ssize_t ia = a.dim() - n + i, ib = b.dim() - n + i;
+    SizesType sa = ia >= 0 ? a.size(ia) : 1, sb = ib >= 0 ? b.size(ib) : 1;
+    if (sa != sb && sa != 1 && sb != 1) return false;
+    sizes[i] = sa == 1 ? sb : sa;
+  }
+  return executorch::runtime::resize_tensor(out, {sizes, static_cast<size_t>(n)}) == executorch::runtime::Error::Ok;
+}
+
+inline bool float_and_contiguous(const Tensor& t) {
+  return t.scalar_type() == ScalarType::Float && executorch::runtime::tensor_is_default_dim_order(t);
+}
+
+inline double to_double(const executorch::aten::Scalar& s) {
+  if (s.isFloatingPoint()) return s.to<double>();
+  if (s.isBoolean()) return s.to<bool>() ? 1.0 : 0.0;
+  return static_cast<double>(s.to<int64_t>());
+}
+
+}  // namespace mini
+"""
+
+ADD = """\
+#include <executorch/kernels/portable/cpu/util/mini_broadcast.h>
+#include <executorch/runtime/kernel/kernel_includes.h>
+
+namespace torch {
+namespace executor {
+namespace native {
+
+Tensor& add_out(KernelRuntimeContext& ctx, const Tensor& a, const Tensor& b, const Scalar& alpha, Tensor& out) {
+  if (!mini::float_and_contiguous(a) || !mini::float_and_contiguous(b) || !mini::float_and_contiguous(out) ||
+      !mini::resize_to_broadcast(a, b, out)) {
+    ctx.fail(Error::InvalidArgument);
+    return out;
+  }
+  const float al = static_cast<float>(mini::to_double(alpha));
+  const float* x = a.const_data_ptr<float>();
+  const float* y = b.const_data_ptr<float>();
+  float* o = out.mutable_data_ptr<float>();
+  for (size_t i = 0; i < static_cast<size_t>(out.numel()); ++i) {
+    o[i] = x[FIRST_INDEX] + al * y[mini::broadcast_offset(b, out, i)];
+  }
+  return out;
+}
+
+Tensor& add_scalar_out(KernelRuntimeContext& ctx, const Tensor& a, const Scalar& b, const Scalar& alpha, Tensor& out) {
+  if (!mini::float_and_contiguous(a) || !mini::float_and_contiguous(out) ||
+      executorch::runtime::resize_tensor(out, a.sizes()) != Error::Ok) {
+    ctx.fail(Error::InvalidArgument);
+    return out;
+  }
+  const float v = static_cast<float>(mini::to_double(alpha) * mini::to_double(b));
+  const float* x = a.const_data_ptr<float>();
+  float* o = out.mutable_data_ptr<float>();
+  for (size_t i = 0; i < static_cast<size_t>(a.numel()); ++i) o[i] = x[i] + v;
+  return out;
+}
+
+}  // namespace native
+}  // namespace executor
+}  // namespace torch
+"""
+
+#: the first operand's index, and the planted bug: right unless `a` is broadcast along a trailing dim
+CORRECT_INDEX = "mini::broadcast_offset(a, out, i)"
+BUGGY_INDEX = "i % a.numel()"
+
+MUL = """\
+#include <executorch/kernels/portable/cpu/util/mini_broadcast.h>
+
+namespace torch {
+namespace executor {
+namespace native {
+
+Tensor& mul_out(KernelRuntimeContext& ctx, const Tensor& a, const Tensor& b, Tensor& out) {
+  if (!mini::float_and_contiguous(a) || !mini::float_and_contiguous(b) || !mini::float_and_contiguous(out) ||
+      !mini::resize_to_broadcast(a, b, out)) {
+    ctx.fail(Error::InvalidArgument);
+    return out;
+  }
+  const float* x = a.const_data_ptr<float>();
+  const float* y = b.const_data_ptr<float>();
+  float* o = out.mutable_data_ptr<float>();
+  for (size_t i = 0; i < static_cast<size_t>(out.numel()); ++i) {
+    o[i] = x[mini::broadcast_offset(a, out, i)] * y[mini::broadcast_offset(b, out, i)];
+  }
+  return out;
+}
+
+}  // namespace native
+}  // namespace executor
+}  // namespace torch
+"""
+
+
+def add_source(buggy: bool = False) -> str:
+    return ADD.replace("FIRST_INDEX", BUGGY_INDEX if buggy else CORRECT_INDEX)
+
+
+def write_file(path: Path, text: str) -> None:
+    """Writes only when the content differs (unchanged files keep their mtime)."""
+    if not path.exists() or path.read_text() != text:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+
+
+def write(folder: Path, *, buggy: bool = False, name: str = "executorch") -> Path:
+    """Writes the miniature checkout as `folder`/`name`; returns it."""
+    checkout = folder / name
+    write_file(checkout / "kernels/portable/functions.yaml", FUNCTIONS_YAML)
+    write_file(checkout / "kernels/portable/cpu/util/mini_broadcast.h", HEADER)
+    write_file(checkout / "kernels/portable/cpu/op_add.cpp", add_source(buggy))
+    write_file(checkout / "kernels/portable/cpu/op_mul.cpp", MUL)
+    return checkout
+
+
+def stable_folder() -> Path:
+    """A folder that outlives the test session (same paths, same sources: the
+    kernel builds are cache hits on the next run)."""
+    return Path(tempfile.gettempdir()) / f"etops-test-checkouts-{os.getuid()}"
