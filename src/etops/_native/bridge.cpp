@@ -283,36 +283,31 @@ void fill_metas(int n, const int8_t* dtypes, const uint8_t* ndims,
 
 constexpr int kMaxKeyTensors = 16;  // what ExecuTorch's key buffer is sized for
 
-// The state of one etops call on this thread, for its lifetime: the kernel's name
-// (for the abort notice, also while the stack is built), a fresh log, and on exit
-// the state of the call it is nested in (a Python kernel calling a kernel). The
-// outermost call also names the kernel for aborts on other threads (g_running_op).
-class NestedCall {
- public:
-  NestedCall(CallState& c, const char* op_name)
-      : c_(c), op_(c.current_op), in_call_(c.in_call), aborted_(c.aborted), outermost_(c.current_op == nullptr) {
-    c.current_op = op_name;
-    c.in_call = false;
-    c.aborted = false;
-    c.log_len = 0;
-    c.log[0] = '\0';
-    c.abort_site[0] = '\0';
-    if (outermost_) g_running_op.store(op_name, std::memory_order_release);
-  }
-  ~NestedCall() {
-    c_.current_op = op_;
-    c_.in_call = in_call_;
-    c_.aborted = aborted_;
-    if (outermost_) g_running_op.store(nullptr, std::memory_order_release);
-  }
-  NestedCall(const NestedCall&) = delete;
-  NestedCall& operator=(const NestedCall&) = delete;
+// Starts an etops call named `op_name` on this thread: the kernel's name (for the
+// abort notice, also while the stack is built) and a fresh log. Returns the name of
+// the call it is nested in (a Python kernel calling a kernel), or null; end_call
+// gives that call its state back. The outermost call also names the kernel for
+// aborts on other threads (g_running_op). Plain stores: this is on every call.
+inline const char* begin_call(CallState& c, const char* op_name) {
+  const char* outer = c.current_op;
+  c.current_op = op_name;
+  c.aborted = false;
+  c.log_len = 0;
+  c.log[0] = '\0';
+  c.abort_site[0] = '\0';
+  if (outer == nullptr) g_running_op.store(op_name, std::memory_order_relaxed);
+  return outer;
+}
 
- private:
-  CallState& c_;
-  const char* op_;
-  bool in_call_, aborted_, outermost_;
-};
+// Ends the call begun by begin_call (`outer` is what it returned) and passes `status`
+// through: the enclosing call, if any, is running its kernel again.
+inline int end_call(CallState& c, const char* outer, int status) {
+  c.current_op = outer;
+  c.in_call = outer != nullptr;
+  c.aborted = false;
+  if (outer == nullptr) g_running_op.store(nullptr, std::memory_order_relaxed);
+  return status;
+}
 
 // Appends `text` to the call log on its own line.
 void log_line(CallState& c, const char* text) {
@@ -408,8 +403,8 @@ int status_of(et::Error error) { return static_cast<int>(error); }
 int run_captured(const char* name, BackendStep step, void* self) {
   ensure_pal();
   CallState& c = t_call;
-  NestedCall call(c, name);
-  return run_unwinding(c, [&] { return step(self); });
+  const char* outer = begin_call(c, name);
+  return end_call(c, outer, run_unwinding(c, [&] { return step(self); }));
 }
 
 }  // namespace etops_bridge
@@ -473,7 +468,7 @@ int build_stack_and_run(const char* op_name, etb_value* values, int nvalues, Run
   ensure_pal();
   CallState& call = t_call;
   // A Python kernel may call another kernel: the outer call's state comes back after.
-  NestedCall outer(call, op_name);
+  const char* outer = begin_call(call, op_name);
 
   // Declared in the order they point at each other: destroyed in reverse, an EValue
   // of a list (whose destructor reads its BoxedEvalueList) goes before the list.
@@ -482,7 +477,7 @@ int build_stack_and_run(const char* op_name, etb_value* values, int nvalues, Run
   if (n_arrays > 0) {
     lists.reset(new (std::nothrow) ListStorage(n_arrays, n_list_items));
     if (lists == nullptr) {
-      return static_cast<int>(et::Error::MemoryAllocationFailed);
+      return end_call(call, outer, static_cast<int>(et::Error::MemoryAllocationFailed));
     }
   }
   Slots<EValue, 16> evalues(static_cast<size_t>(nvalues));
@@ -571,19 +566,19 @@ int build_stack_and_run(const char* op_name, etb_value* values, int nvalues, Run
       }
       case ETB_ALIAS:
         if (v.u.i < 0 || v.u.i >= i) {
-              return ETB_ERR_INVALID_ARGUMENT;
+          return end_call(call, outer, ETB_ERR_INVALID_ARGUMENT);
         }
         ev = stack[v.u.i];
         break;
       default: {
-          return ETB_ERR_INVALID_TYPE;
+        return end_call(call, outer, ETB_ERR_INVALID_TYPE);
       }
     }
     stack[i] = ev;
   }
 
   MallocAllocator temp;
-  int status = run_unwinding(call, [&] { return run(et::Span<EValue*>(stack, static_cast<size_t>(nvalues)), temp); });
+  int status = end_call(call, outer, run_unwinding(call, [&] { return run(et::Span<EValue*>(stack, static_cast<size_t>(nvalues)), temp); }));
 
   // Report resized tensors and fresh return values.
   for (size_t i = 0; i < saved.size(); i++) {
