@@ -1,16 +1,19 @@
-// bridge.cpp - the call stack of ExecuTorch values, kernel calls, registry queries, PAL.
+// bridge.cpp - the call stack of ExecuTorch values, kernel calls, and the platform
+// layer (logging, and ExecuTorch's abort unwound into the call's failure).
 //
 // It turns the C description of a call (etb_value slots, see etops_bridge.h) into
 // EValues and TensorImpls living on this function's stack, runs the kernel (or,
-// for backends.cpp, a delegate) on them, and reports back. It also wraps the
-// registry queries and takes over ExecuTorch's platform layer (logging and abort).
+// for backends.cpp, a delegate) on them, and reports back. The registry queries
+// are registry_query.cpp's.
 //
-// Invariants the caller (kernel.c) guarantees, so nothing here can make ExecuTorch
-// abort: every tensor has ndim <= ETB_MAX_DIM, sizes and strides fit int32, a dtype
-// ExecuTorch knows and a dim order that is a permutation; every slot's tag is what
-// the schema says the kernel will read.
+// Invariants the caller (kernel.c) guarantees, so no malformed slot reaches
+// ExecuTorch: every tensor has ndim <= ETB_MAX_DIM, sizes and strides fit int32, a
+// dtype ExecuTorch knows and a dim order that is a permutation; every slot's tag is
+// what the schema says the kernel will read. What the kernel itself aborts on is
+// unwound (run_unwinding; docs/reliability.md).
 //
-// (bridge.cpp and backends.cpp are the only files that touch ExecuTorch's types.)
+// (bridge.cpp, registry_query.cpp and backends.cpp are the only files that touch
+// ExecuTorch's types.)
 
 #include "etops_bridge.h"
 #include "bridge_internal.hpp"
@@ -75,10 +78,6 @@ ETOPS_SAME_DTYPE(ETB_DTYPE_UINT64, UInt64)
 #undef ETOPS_SAME_DTYPE
 
 namespace {
-
-// ---- registry -----------------------------------------------------------------
-
-std::atomic<uint64_t> g_generation{1};
 
 // ---- logging ------------------------------------------------------------------
 
@@ -245,44 +244,6 @@ TensorImpl* place_impl(Slots<TensorImpl, 8>& impls, etb_tensor* t) {
                                                         : ::executorch::runtime::TensorShapeDynamism::STATIC);
 }
 
-const char* error_name(et::Error e) {
-  switch (e) {
-    case et::Error::Ok: return "Ok";
-    case et::Error::Internal: return "Internal";
-    case et::Error::InvalidState: return "InvalidState";
-    case et::Error::EndOfMethod: return "EndOfMethod";
-    case et::Error::AlreadyLoaded: return "AlreadyLoaded";
-    case et::Error::NotSupported: return "NotSupported";
-    case et::Error::NotImplemented: return "NotImplemented";
-    case et::Error::InvalidArgument: return "InvalidArgument";
-    case et::Error::InvalidType: return "InvalidType";
-    case et::Error::OperatorMissing: return "OperatorMissing";
-    case et::Error::RegistrationExceedingMaxKernels: return "RegistrationExceedingMaxKernels";
-    case et::Error::RegistrationAlreadyRegistered: return "RegistrationAlreadyRegistered";
-    case et::Error::NotFound: return "NotFound";
-    case et::Error::MemoryAllocationFailed: return "MemoryAllocationFailed";
-    case et::Error::AccessFailed: return "AccessFailed";
-    case et::Error::InvalidProgram: return "InvalidProgram";
-    case et::Error::InvalidExternalData: return "InvalidExternalData";
-    case et::Error::OutOfResources: return "OutOfResources";
-    case et::Error::DelegateInvalidCompatibility: return "DelegateInvalidCompatibility";
-    case et::Error::DelegateMemoryAllocationFailed: return "DelegateMemoryAllocationFailed";
-    case et::Error::DelegateInvalidHandle: return "DelegateInvalidHandle";
-    default: return "Unknown";
-  }
-}
-
-void fill_metas(int n, const int8_t* dtypes, const uint8_t* ndims,
-                const uint8_t* const* dim_orders, et::TensorMeta* metas) {
-  for (int i = 0; i < n; i++) {
-    metas[i] = et::TensorMeta(
-        static_cast<eta::ScalarType>(dtypes[i]),
-        et::Span<eta::DimOrderType>(const_cast<uint8_t*>(dim_orders[i]), ndims[i]));
-  }
-}
-
-constexpr int kMaxKeyTensors = 16;  // what ExecuTorch's key buffer is sized for
-
 // Starts an etops call named `op_name` on this thread: the kernel's name (for the
 // abort notice, also while the stack is built) and a fresh log. Returns the name of
 // the call it is nested in (a Python kernel calling a kernel), or null; end_call
@@ -345,56 +306,6 @@ int run_unwinding(CallState& c, Body&& body) {
 }
 
 }  // namespace
-
-extern "C" {
-
-size_t etb_kernel_count(void) { return et::get_registered_kernels().size(); }
-
-int etb_kernel_at(size_t index, const char** name, const char** key, etb_kernel_fn* fn) {
-  auto kernels = et::get_registered_kernels();
-  if (index >= kernels.size()) return ETB_ERR_INVALID_ARGUMENT;
-  const et::Kernel& k = kernels[index];
-  *name = k.name_;
-  *key = k.kernel_key_.is_fallback() ? nullptr : k.kernel_key_.data();
-  *fn = reinterpret_cast<etb_kernel_fn>(k.op_);
-  return ETB_OK;
-}
-
-uint64_t etb_registry_generation(void) { return g_generation.load(std::memory_order_acquire); }
-
-void etb_registry_touch(void) { g_generation.fetch_add(1, std::memory_order_acq_rel); }
-
-int etb_lookup(const char* name, int ntensors, const int8_t* dtypes, const uint8_t* ndims,
-               const uint8_t* const* dim_orders, etb_kernel_fn* fn) {
-  if (ntensors > kMaxKeyTensors) {
-    // ExecuTorch cannot build a key for this many tensors: only a fallback can match.
-    ntensors = 0;
-  }
-  et::TensorMeta metas[kMaxKeyTensors];
-  fill_metas(ntensors, dtypes, ndims, dim_orders, metas);
-  auto result = et::get_op_function_from_registry(
-      name, et::Span<const et::TensorMeta>(metas, static_cast<size_t>(ntensors)));
-  if (!result.ok()) return static_cast<int>(result.error());
-  *fn = reinterpret_cast<etb_kernel_fn>(result.get());
-  return ETB_OK;
-}
-
-int etb_make_key(int ntensors, const int8_t* dtypes, const uint8_t* ndims,
-                 const uint8_t* const* dim_orders, char* buf, size_t buf_size) {
-  if (ntensors > kMaxKeyTensors) return static_cast<int>(et::Error::InvalidArgument);
-  et::TensorMeta metas[kMaxKeyTensors];
-  fill_metas(ntensors, dtypes, ndims, dim_orders, metas);
-  return static_cast<int>(et::internal::make_kernel_key_string(
-      et::Span<const et::TensorMeta>(metas, static_cast<size_t>(ntensors)), buf, buf_size));
-}
-
-const char* etb_error_name(int32_t error) {
-  if (error == ETB_ERR_ABORTED) return "Aborted";
-  if (error == ETB_ERR_CXX_EXCEPTION) return "CxxException";
-  return error_name(static_cast<et::Error>(error));
-}
-
-}  // extern "C"
 
 namespace etops_bridge {
 
