@@ -126,6 +126,45 @@ def test_unregistered_custom_kernel_is_missing_and_fails_to_load(programs):
     assert isinstance(error, Exception) and OPERATOR_MISSING.search(str(error)), error
 
 
+# `etops needs --load MODULE.py:FUNCTION PROGRAM` (issue 28): the kernels the function
+# registers are loaded before the program is resolved; a fresh interpreter too.
+_HERE = os.path.dirname(os.path.abspath(__file__))
+_CUSTOM = os.path.join(os.path.dirname(_HERE), "custom", "inprocess")
+_LOADED_BY_THE_CLI = start_python(
+    """
+    import json, os, sys, tempfile
+    sys.path[:0] = [HERE, CUSTOM]
+    import torch, etops
+    from etops.cli import main
+    from needs_programs import SCALED_INPUTS, Scaled, define_scale_op, to_pte
+    define_scale_op()
+    folder = tempfile.mkdtemp()
+    program = os.path.join(folder, "scaled.pte")
+    open(program, "wb").write(to_pte(Scaled(), SCALED_INPUTS))
+    module = os.path.join(folder, "my_kernels.py")
+    open(module, "w").write(
+        "import sys, torch, etops\\n"
+        "sys.path.insert(0, CUSTOM)\\n"
+        "from custom_helpers import SCALE_SOURCE\\n"
+        "def install():\\n"
+        "    return etops.register_kernel('needs16::scale.out', SCALE_SOURCE.replace('K *', '3 *'), [(torch.float32, 2)])\\n")
+    without = main(["needs", program, "--json", os.path.join(folder, "without.json")])
+    code = main(["needs", "--load", module + ":install", program, "--json", os.path.join(folder, "with.json")])
+    row = [k for k in json.load(open(os.path.join(folder, "with.json")))["kernel_calls"] if k["operator"] == "needs16::scale.out"]
+    print("RESULT " + json.dumps({"without": without, "with": code, "row": row}))
+    """.replace("HERE", repr(_HERE)).replace("CUSTOM", repr(_CUSTOM))
+)
+
+
+def test_needs_loads_kernels_with_load():
+    done = _LOADED_BY_THE_CLI.result()
+    lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
+    assert done.returncode == 0 and lines, done.stdout[-3000:] + done.stderr[-4000:]
+    r = json.loads(lines[0][len("RESULT "):])
+    assert r["without"] == 1 and r["with"] == 0, r
+    assert r["row"] and r["row"][0]["how"] == "exact" and r["row"][0]["origin"]["kind"] == "custom", r
+
+
 def test_kernel_registered_for_the_exact_key_is_picked():
     done = _REGISTERED.result()
     lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
