@@ -40,6 +40,18 @@ def test_a_memory_rule_still_refuses_for_the_judge():
     assert result.rule.startswith("_pool_indices_in_range") and "writes outside grad_input" in result.rule
 
 
+def test_a_memory_rules_workaround_is_a_refusal_for_the_judge_not_a_pass():
+    """_log_softmax.out divides by an empty dim's size (SIGFPE): etops' direct calls
+    skip the kernel (no_work); the judge reports the case guarded, never passing."""
+    runner = TaskRunner(default_kmap(), ["aten::_log_softmax.out"])
+    runner.begin("handmade", torch.float32, None, None)
+    case = CaseInfo("aten::_log_softmax.out", "aten::_log_softmax", "handmade", "float32", 0, 0)
+    x = torch.empty(0)
+    result = runner.check(case, torch.ops.aten._log_softmax.default, case.kernel, [x, -1, False], {}, torch.empty(0))
+    assert result.status == "guarded", result
+    assert result.rule.startswith("refuse_workarounds") and "divides by the size" in result.rule
+
+
 def test_a_guard_refusal_is_told_from_an_ordinary_argument_error():
     kernel = etops.registry().get_kernel("aten::unfold_copy.out")
     with pytest.raises(ValueError) as refused:

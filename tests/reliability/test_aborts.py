@@ -57,13 +57,25 @@ def test_direct_calls_keep_the_workarounds_the_judge_does_not():
         etops.as_program(unfold)(torch.tensor(1.0), 0, 1, 1)
 
 
-def test_memory_rules_stay_in_force_for_the_judge():
+def test_memory_rules_refuse_for_the_judge_and_never_work_around():
     """A rule marked `memory` keeps what kills the process by a signal or corrupts
-    memory away from the kernel for the judge too; the other rules do not apply."""
+    memory away from the kernel for the judge too, by refusing it: a workaround's
+    result (no_work's torch-sized outs, contiguous_only's copy) would read as the
+    kernel's pass. The other rules do not apply."""
     assert rules_for("aten::max_pool2d_with_indices_backward.grad_input", program=True).guards
-    assert rules_for("aten::topk.values", program=True).contiguous_only
-    assert rules_for("aten::_log_softmax.out", program=True).no_work is not None
+    for name in ("aten::topk.values", "aten::_log_softmax.out"):
+        judged = rules_for(name, program=True)
+        assert not judged.contiguous_only and judged.no_work is None and not judged.normalize and judged.guards
     assert not rules_for("aten::unfold_copy.out", program=True).guards
+    empty = torch.empty(0)
+    assert etops.get_kernel("aten::_log_softmax.out")(empty, -1, False).shape == (0,)  # direct: worked around
+    with pytest.raises(ValueError, match="not called as a program calls it.*divides by the size of an empty"):
+        etops.as_program("aten::_log_softmax.out")(empty, -1, False)
+    x = torch.randn(1, 3, 4, 4).contiguous(memory_format=torch.channels_last)
+    values, _ = etops.get_kernel("aten::topk.values")(x, 2)
+    assert torch.equal(values, torch.topk(x, 2).values)  # direct: a contiguous copy
+    with pytest.raises(ValueError, match="not called as a program calls it.*not contiguous"):
+        etops.as_program("aten::topk.values")(x, 2)
     assert not rules_for("aten::narrow_copy.out", program=True).normalize
     assert rules_for("aten::narrow_copy.out").normalize
 

@@ -46,7 +46,7 @@ def _same_closure(guard, frame) -> bool:
 def refusing_guard(kernel_name: str, exc: BaseException):
     """The guard of `kernel_name`'s record in the rules table that raised `exc`,
     or None when `exc` was raised anywhere else (an ordinary argument error)."""
-    guards = rules_for(kernel_name).guards
+    guards = rules_for(kernel_name).guards + rules_for(kernel_name, program=True).guards  # a direct call's or the judge's
     if not guards:
         return None
     by_code: dict = {}

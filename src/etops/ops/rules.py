@@ -13,6 +13,8 @@ import dataclasses
 import fnmatch
 from typing import Any, Callable
 
+import torch
+
 from ..compare import KINDS, VALUES
 
 #: a guard: guard(bound arguments, KernelInfo) raises naming the argument, or returns
@@ -180,11 +182,44 @@ class OpRules:
             check(bound, info)
 
 
+def refuse_workarounds(rule: Rule) -> Guard:
+    """The judge's guard for a `memory` rule's workarounds: raises ValueError, naming
+    the rule's finding, on a call its normalizers would rewrite, its no_work would
+    skip or (contiguous_only) with a tensor that is not contiguous. On such calls the
+    kernel corrupts memory or dies by a signal, so it is not called; and a workaround's
+    result would read as the kernel's pass."""
+    finding = rule.findings[0] if rule.findings else None
+    what = finding.summary if finding is not None else f"{', '.join(rule.names)} mishandles such calls"
+    argument = f"argument '{finding.argument}': " if finding is not None else ""
+    skips, normalizers, contiguous = rule.no_work, rule.normalize, rule.contiguous_only
+
+    def refuse_workarounds(bound, info):
+        if skips is not None and skips(bound):
+            why = "etops' direct calls skip the kernel (nothing to compute)"
+        elif any(normalizer(bound, info) for normalizer in normalizers):
+            why = "etops' direct calls rewrite the arguments"
+        elif contiguous and any(_not_contiguous(v) for v in bound.values()):
+            why = "a tensor is not contiguous; etops' direct calls pass a contiguous copy"
+        else:
+            return
+        raise ValueError(f"{info.name}: {argument}not called as a program calls it: {what}; {why}")
+
+    return refuse_workarounds
+
+
+def _not_contiguous(value) -> bool:
+    if isinstance(value, (list, tuple)):
+        return any(_not_contiguous(v) for v in value)
+    return isinstance(value, torch.Tensor) and not value.is_contiguous()
+
+
 def merge(name: str, rules, program: bool = False) -> OpRules:
     """The record of `name` from every rule that applies to it: guards composed in
     order; an upper bound or comparison kind given twice differently is refused.
     With `program` (the kernel as an exported program calls it), only the rules
-    marked `memory` contribute guards, normalizers, no_work and contiguous_only."""
+    marked `memory` contribute, and only refusals: their guards, and for their
+    normalizers, no_work and contiguous_only a guard refusing what those would
+    rewrite (refuse_workarounds); nothing is worked around."""
     guards: list[Any] = []
     torch_checks: list[Any] = []
     normalize: list[Any] = []
@@ -195,18 +230,21 @@ def merge(name: str, rules, program: bool = False) -> OpRules:
     for rule in rules:
         if not rule.applies_to(name):
             continue
-        works_around = rule.memory or not program
         torch_checks.extend(rule.torch_checks)
-        if works_around:
+        if not program:
             guards.extend(rule.guards)
             normalize.extend(rule.normalize)
             contiguous_only = contiguous_only or rule.contiguous_only
+        elif rule.memory:  # refused, never worked around: a workaround's pass is not the kernel's
+            guards.extend(rule.guards)
+            if rule.normalize or rule.no_work is not None or rule.contiguous_only:
+                guards.append(refuse_workarounds(rule))
         sized_from_data = sized_from_data or rule.sized_from_data
         findings.extend(f for f in rule.findings if f.op == name)
         wrong_layouts.extend(f for f in rule.wrong_layouts if f not in wrong_layouts)
         for field in single:
             value = getattr(rule, field)
-            if field == "no_work" and not works_around:
+            if field == "no_work" and program:
                 continue
             if value is not None and single[field] is not None and single[field] != value:
                 raise ValueError(f"{name}: two rules give different '{field}' ({single[field]!r}, {value!r})")
