@@ -63,8 +63,10 @@ def _worker(path: str) -> None:
     import torch
 
     import etops  # noqa: F401
+    from ..dev.load import from_environment
     from . import core
 
+    from_environment()  # the kernels --load gave the parent (etops bench --all --load ...)
     work = torch.load(path, weights_only=False)
     tasks, deadline = work["tasks"], work["deadline"]
     start = work.get("start", 0)

@@ -6,9 +6,11 @@ for the session. ``Installed.restore()`` puts the registry back."""
 from __future__ import annotations
 
 import hashlib
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .. import _native
 from ..custom import cache_dir, toolchain
 from ..custom.build import KernelLibrary, Source, build
 from ..custom.codegen import KernelSpec
@@ -98,9 +100,11 @@ def build_target(target: Target, cflags=(), ldflags=()) -> KernelLibrary:
     specs = [KernelSpec(i.entry.op, schema_of(i.entry), i.function) for i in target.ops]
     flags = [f"-I{target.include_root}", *CHECKOUT_CFLAGS, f"-idirafter{torch_include_dir()}",
              f"-DETOPS_CHECKOUT_HEADERS={headers_digest(target)}", *cflags]
-    libs = ["-Wl,--as-needed"] + [f"-l{lib}" for lib in KERNEL_LIBRARIES if (Path(tc.lib_dir) / f"lib{lib}.so").exists()]
+    libs = [f"-l{lib}" for lib in KERNEL_LIBRARIES if (Path(tc.lib_dir) / _native.shared_library_name(lib)).exists()]
+    if sys.platform != "darwin":  # GNU ld: link only the libraries the file uses (Apple's ld has no such flag)
+        libs = ["-Wl,--as-needed", *libs, "-Wl,--no-as-needed"]
     source = Source(str(target.path), None, str(target.path))
-    return build([source], specs, flags, [*libs, "-Wl,--no-as-needed", *ldflags])
+    return build([source], specs, flags, [*libs, *ldflags])
 
 
 @dataclass

@@ -58,7 +58,8 @@ def load(spec: str) -> list[str]:
     from .. import _native
 
     suffix = Path(spec).suffix
-    if (suffix in SOURCE_SUFFIXES or suffix == ".so") and not Path(spec).is_file():
+    library = suffix == _native.SHARED_LIBRARY_SUFFIX or f"{_native.SHARED_LIBRARY_SUFFIX}." in Path(spec).name
+    if (suffix in SOURCE_SUFFIXES or library) and not Path(spec).is_file():
         raise LoadError(f"--load {spec}: no such file")
     if suffix in SOURCE_SUFFIXES:
         from . import run_file
@@ -68,7 +69,7 @@ def load(spec: str) -> list[str]:
             raise LoadError(f"--load {spec}: {result.error}")
         _kept.append(result.installed)
         return list(result.ops)
-    if suffix == ".so" or ".so." in Path(spec).name:
+    if library:
         from ..custom import load_library
 
         return load_library(spec)

@@ -50,14 +50,14 @@ def main(argv=None) -> int:
     from .runner import IsolatedRunner, callable_kernels, fuzz_kernel
 
     rng = random.Random(args.seed)
-    kernels = callable_kernels(args.kernels)
+    loaded = None
     if args.load:
         from ..dev.load import load_for_command
 
         loaded = load_for_command(args.load, p.prog)
         if loaded is None:
             return 2
-        kernels = [k for k in callable_kernels(args.kernels) if args.kernels or k.name in loaded]
+    kernels = [k for k in callable_kernels(args.kernels) if loaded is None or args.kernels or k.name in loaded]
     start = time.monotonic()
     deadline = start + args.budget
     totals: Counter[str] = Counter()
