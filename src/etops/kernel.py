@@ -20,6 +20,7 @@ from . import _native, dtypes, layouts
 from .registered import KernelOrigin, RegisteredKernel, Selection, builtin_origins, decode_key, library_of, select_kernel  # noqa: F401 - kernel's API too
 from .plan import F_HAS_DEFAULT, F_MUTABLE, F_OUT, K_OPT_TENSOR_LIST, K_RETURN_SLOT, K_TENSOR, K_TENSOR_LIST, Plan, build_plan
 from .ops import rules_for
+from .ops.rules import workaround_kind
 from .errors import KernelError, SchemaError
 from .hooks import origin_provider
 from .out_shapes import as_torch, infer_outs
@@ -328,14 +329,15 @@ class KernelInfo:
         if direct is self.rules:
             return None
         try:
-            if direct.normalized(bound, self) is not None:
+            kind = workaround_kind(direct, bound, self, tensors=False)
+            if kind == "normalize":
                 return "etops' direct calls work around this (a normalizer rewrites the arguments)"
-            if direct.no_work is not None and direct.no_work(bound):
+            if kind == "no_work":
                 return "etops' direct calls work around this (nothing to compute: the kernel is not called)"
             direct.check(bound, self)
         except Exception as exc:  # noqa: BLE001 - a guard's refusal is the workaround
             return f"etops' direct calls refuse this naming the argument ({exc})"
-        if direct.contiguous_only:
+        if kind == "contiguous":
             return "etops' direct calls work around this (every tensor reaches the kernel contiguous)"
         return None
 
@@ -468,7 +470,9 @@ def _make_c_kernel(info: KernelInfo):
     # torch checks calls of its own operators (aten::) before the kernel sees them
     validate = name.startswith("aten::") and torch_overload(name) is not None
     rules = info.rules
-    warn = _layout_warning(name, rules.wrong_layouts) if rules.wrong_layouts and not rules.contiguous_only else None
+    # only a channels-last tensor reaches the kernel in another order than contiguous
+    # outside etops.layout("preserve") (where the user opted in): no callback otherwise
+    warn = _layout_warning(name, rules) if rules.wrong_on("channels-last") is not None and not rules.contiguous_only else None
     return _native.Kernel(info.registered_as or name, plan.args, plan.returns, info, SLOW_PATH, precheck=rules.has_precheck,
                           validate=validate, contiguous_only=rules.contiguous_only, warn_layout=warn)
 
@@ -485,13 +489,13 @@ def wrong_layout_message(name: str, finding, argument: str) -> str:
             f"etops.layout('preserve') to pass it as it is on purpose (no warning then)")
 
 
-def _layout_warning(name: str, wrong_layouts: tuple):
+def _layout_warning(name: str, rules):
     """The C kernel's warn_layout(argument, dim order): warns once per kernel and
-    layout (a WrongLayoutWarning) when the layout is one of `wrong_layouts`."""
+    layout (a WrongLayoutWarning) when `rules` record the kernel wrong on it."""
 
     def warn(argument: str, dim_order: tuple) -> None:
         layout = layouts.layout_name(dim_order)
-        finding = next((f for f in wrong_layouts if f.layout == layout), None)
+        finding = rules.wrong_on(layout)
         if finding is None or (name, layout) in _WARNED_LAYOUTS:
             return
         _WARNED_LAYOUTS.add((name, layout))

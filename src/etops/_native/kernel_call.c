@@ -440,6 +440,10 @@ PyObject* kernel_vectorcall(PyObject* self, PyObject* const* args, size_t nargsf
        * before computing. This signature's outs go DYNAMIC_BOUND from now on, and the call
        * runs again as before, the kernel shrinking the out and etops mirroring it. */
       k->validated_static_outs[static_slot] = 0;
+      if (alloc_slot >= 0) { /* outs etops allocated: the slow path's call from now on, run once */
+        result = allocate_again_in_python(k, &cs, bound, alloc_slot);
+        goto done;
+      }
       set_out_dynamism(k, &cs, ETB_DYNAMIC_BOUND);
       err = run_kernel(k, fn, vals, cs.numel_total);
     }

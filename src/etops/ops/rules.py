@@ -191,20 +191,34 @@ def refuse_workarounds(rule: Rule) -> Guard:
     finding = rule.findings[0] if rule.findings else None
     what = finding.summary if finding is not None else f"{', '.join(rule.names)} mishandles such calls"
     argument = f"argument '{finding.argument}': " if finding is not None else ""
-    skips, normalizers, contiguous = rule.no_work, rule.normalize, rule.contiguous_only
 
     def refuse_workarounds(bound, info):
-        if skips is not None and skips(bound):
-            why = "etops' direct calls skip the kernel (nothing to compute)"
-        elif any(normalizer(bound, info) for normalizer in normalizers):
-            why = "etops' direct calls rewrite the arguments"
-        elif contiguous and any(_not_contiguous(v) for v in bound.values()):
-            why = "a tensor is not contiguous; etops' direct calls pass a contiguous copy"
-        else:
-            return
-        raise ValueError(f"{info.name}: {argument}not called as a program calls it: {what}; {why}")
+        kind = workaround_kind(rule, bound, info)
+        if kind is not None:
+            raise ValueError(f"{info.name}: {argument}not called as a program calls it: {what}; {_WHY_REFUSED[kind]}")
 
     return refuse_workarounds
+
+
+_WHY_REFUSED = {
+    "no_work": "etops' direct calls skip the kernel (nothing to compute)",
+    "normalize": "etops' direct calls rewrite the arguments",
+    "contiguous": "a tensor is not contiguous; etops' direct calls pass a contiguous copy",
+}
+
+
+def workaround_kind(record, bound: dict, info, tensors: bool = True) -> str | None:
+    """Which workaround of `record` (a Rule or an OpRules) a direct call with these
+    arguments gets: "no_work" (the kernel is skipped), "normalize" (a normalizer
+    rewrites them), "contiguous" (contiguous_only; with `tensors`, only when a tensor
+    is not contiguous) or None."""
+    if record.no_work is not None and record.no_work(bound):
+        return "no_work"
+    if any(normalizer(bound, info) for normalizer in record.normalize):
+        return "normalize"
+    if record.contiguous_only and (not tensors or any(_not_contiguous(v) for v in bound.values())):
+        return "contiguous"
+    return None
 
 
 def _not_contiguous(value) -> bool:
