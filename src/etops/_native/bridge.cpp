@@ -79,6 +79,10 @@ ETOPS_SAME_DTYPE(ETB_DTYPE_UINT64, UInt64)
 
 namespace {
 
+// ---- registry generation (read on every call: kernel_select.c's cache) ---------
+
+std::atomic<uint64_t> g_generation{1};
+
 // ---- logging ------------------------------------------------------------------
 
 etb_log_sink g_sink = nullptr;
@@ -535,6 +539,10 @@ int etb_call(etb_kernel_fn fn, const char* op_name, etb_value* values, int nvalu
     return ctx.failure_state();
   });
 }
+
+uint64_t etb_registry_generation(void) { return g_generation.load(std::memory_order_acquire); }
+
+void etb_registry_touch(void) { g_generation.fetch_add(1, std::memory_order_acq_rel); }
 
 const char* etb_last_call_log(void) { return t_call.log; }
 

@@ -1,6 +1,7 @@
 // registry_query.cpp - the registry queries of the bridge: the registered kernels,
-// ExecuTorch's kernel selection for a list of tensor metas, kernel key strings, the
-// registry's generation counter, and the names of ExecuTorch's Error codes.
+// ExecuTorch's kernel selection for a list of tensor metas, kernel key strings, and
+// the names of ExecuTorch's Error codes. (The registry's generation counter, read on
+// every call, stays with the call path in bridge.cpp.)
 //
 // Touches ExecuTorch's types (as bridge.cpp and backends.cpp do); imports nothing of
 // the call path.
@@ -10,17 +11,12 @@
 #include <executorch/runtime/core/error.h>
 #include <executorch/runtime/kernel/operator_registry.h>
 
-#include <atomic>
 #include <cstdint>
 
 namespace et = ::executorch::runtime;
 namespace eta = ::executorch::aten;
 
 namespace {
-
-// ---- registry -----------------------------------------------------------------
-
-std::atomic<uint64_t> g_generation{1};
 
 const char* error_name(et::Error e) {
   switch (e) {
@@ -75,10 +71,6 @@ int etb_kernel_at(size_t index, const char** name, const char** key, etb_kernel_
   *fn = reinterpret_cast<etb_kernel_fn>(k.op_);
   return ETB_OK;
 }
-
-uint64_t etb_registry_generation(void) { return g_generation.load(std::memory_order_acquire); }
-
-void etb_registry_touch(void) { g_generation.fetch_add(1, std::memory_order_acq_rel); }
 
 int etb_lookup(const char* name, int ntensors, const int8_t* dtypes, const uint8_t* ndims,
                const uint8_t* const* dim_orders, etb_kernel_fn* fn) {
