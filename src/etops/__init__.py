@@ -76,6 +76,7 @@ def _copy_back(user_tensor: Any, computed: torch.Tensor) -> None:
 _native.configure(tensor_type=torch.Tensor, densify=_densify, copy_back=_copy_back, flush_logs=_logs.flush,
                   empty_strided=torch.empty_strided)
 _native.install_pal()
+_native.trap_faults()  # a fault in a kernel on the calling thread raises KernelCrashed
 _runtime_patch.install()
 
 #: public name -> (module, attribute or None for the module itself): the extensions'

@@ -99,44 +99,112 @@ class KernelAborted(KernelError):
         return (type(self), (self.op, self.error_code, self.error_name, self.log, self.site))
 
 
-def kernel_failure(error_type: type, op: str, error_code: int, error_name: str, log: str = "", site: str = "") -> KernelError:
+def kernel_failure(error_type: type, op: str, error_code: int, error_name: str, log: str = "", site: str = "",
+                   fault: tuple | None = None, site_of: Any = None) -> KernelError:
     """The exception for a failed call of `op` as the bridge reports it (its Error
-    code and name, the call log, the abort site): KernelAborted when ExecuTorch
-    aborted, else `error_type` (KernelError, or a delegate's DelegateError)."""
+    code and name, the call log, the abort site, the fault): KernelAborted when
+    ExecuTorch aborted, KernelCrashed when the kernel faulted on the calling thread
+    (`fault` is (signal, si_code, address, pc, is_write); `site_of(address)`, when
+    given, places the address among the call's tensors: (argument, where, offset) or
+    None), else `error_type` (KernelError, or a delegate's DelegateError)."""
     if error_name == "Aborted":
         return KernelAborted(op, error_code, error_name, log, site)
+    if error_name == "Crashed" and fault is not None:
+        return KernelCrashed.in_process(op, fault, log, site_of)
     return error_type(op, error_code, error_name, log)
 
 
-class KernelCrashed(EtopsError, RuntimeError):
-    """A guarded call (etops.guard.call) died in its guard process: the kernel read
-    or wrote outside a tensor argument (a guard page), wrote an input the schema
-    does not mark mutable, or raised another fatal signal (an abort).
+#: signal numbers a kernel can raise (Linux's), and what SIGFPE's si_code says
+_SIGNAL_NAMES = {4: "SIGILL", 7: "SIGBUS", 8: "SIGFPE", 11: "SIGSEGV"}
+_FPE_CODES = {1: "integer division by zero or overflow", 2: "integer overflow", 3: "floating-point division by zero",
+              4: "floating-point overflow", 5: "floating-point underflow", 6: "inexact floating-point result",
+              7: "invalid floating-point operation"}
+_write_fault_warned = False
 
-    Attributes: ``op``; ``signal`` (its name, e.g. ``SIGSEGV``); ``argument`` (the
-    argument whose memory was hit, or None); ``access`` ("read", "write" or None);
-    ``where`` ("past the end", "before the start", "inside a read-only input" or
-    None); ``offset`` (bytes beyond the buffer, or into it; None when unknown);
-    ``log`` (the last lines the child wrote to stderr, ExecuTorch's abort notice)."""
+
+class MemoryMayBeCorruptWarning(RuntimeWarning):
+    """A kernel faulted on a write outside its memory: the interpreter goes on, but
+    what it wrote before the fault may have corrupted memory nothing checks.
+    Issued once per process (each such KernelCrashed says it too)."""
+
+
+class KernelCrashed(KernelError):
+    """The kernel died of a fatal signal. In-process: a synchronous fault (SIGSEGV,
+    SIGBUS, SIGFPE, SIGILL) on the calling thread, trapped and raised as this
+    exception (the kernel's frames were abandoned, the process goes on, the next
+    call works). In a guarded call (etops.guard.call): the guard process died: the
+    kernel read or wrote outside a tensor argument (a guard page), wrote an input
+    the schema does not mark mutable, or raised another fatal signal (an abort).
+
+    Attributes, besides KernelError's (``error_name`` is ``"Crashed"``): ``signal``
+    (its name, e.g. ``SIGSEGV``); ``reason`` (what SIGFPE's code says, or "");
+    ``argument`` (the tensor argument whose memory the address is in or next to,
+    or None); ``access`` ("read", "write" or None); ``where`` ("past the end",
+    "before the start", "inside a read-only input", "inside" or None); ``offset``
+    (bytes beyond the buffer, or into it; None when unknown); ``address`` (the
+    faulting address, in-process only); ``memory_may_be_corrupt`` (an in-process
+    fault on a write, or of unknown direction: what the kernel wrote before it is
+    unchecked; a guarded call finds it); ``log`` (what the kernel logged, or the
+    last lines the guard child wrote to stderr)."""
 
     def __init__(self, op: str, signal: str, argument: str | None = None, access: str | None = None,
-                 where: str | None = None, offset: int | None = None, log: str = ""):
-        self.op, self.signal, self.argument, self.access = op, signal, argument, access
-        self.where, self.offset, self.log = where, offset, log
+                 where: str | None = None, offset: int | None = None, log: str = "", address: int | None = None,
+                 reason: str = "", memory_may_be_corrupt: bool = False):
+        super().__init__(op, 0x1002, "Crashed", log)
+        self.signal, self.argument, self.access = signal, argument, access
+        self.where, self.offset, self.address, self.reason = where, offset, address, reason
+        self.memory_may_be_corrupt = memory_may_be_corrupt
+        head = f"ExecuTorch kernel {op} crashed with {signal}" if argument is not None or address is not None else \
+            f"ExecuTorch kernel {op} died with {signal}"
+        if reason:
+            head += f" ({reason})"
+        message = head
         if argument is not None:
-            what = f"{access or 'access'} {where} of argument '{argument}'"
+            message += f": {access or 'access'} {where} of argument '{argument}'"
             if offset is not None:
-                what += f" ({offset} bytes {'into it' if where == 'inside a read-only input' else 'beyond it'})"
-            message = f"ExecuTorch kernel {op} crashed with {signal}: {what}"
-        else:
-            message = f"ExecuTorch kernel {op} died with {signal}"
+                message += f" ({offset} bytes {'into it' if where in ('inside a read-only input', 'inside') else 'beyond it'})"
+            if address is not None:
+                message += f" at address {address:#x}"
+        elif address is not None and signal in ("SIGSEGV", "SIGBUS"):
+            message += f": {access or 'access'} at address {address:#x}, in no tensor argument"
+        if address is not None:
+            message += "; the call was abandoned, the process goes on"
+        if memory_may_be_corrupt:
+            message += ("; memory may already be corrupt (what the kernel wrote before the fault is unchecked): "
+                        "run the call guarded (etops.guard.call, guard=True, or --isolated) to find the bad write")
         last = [line for line in log.splitlines() if line.strip()]
         if last:
             message += f" (last log line: {last[-1].strip()})"
-        super().__init__(message)
+        self.args = (message,)
+
+    @classmethod
+    def in_process(cls, op: str, fault: tuple, log: str = "", site_of: Any = None) -> KernelCrashed:
+        """The exception for a fault the bridge trapped on the calling thread
+        (`fault` as kernel_failure takes it); warns once per process after a fault
+        that may have corrupted memory (MemoryMayBeCorruptWarning)."""
+        global _write_fault_warned
+        signo, code, address, _pc, is_write = fault
+        signal = _SIGNAL_NAMES.get(signo, f"signal {signo}")
+        memory = signal in ("SIGSEGV", "SIGBUS")
+        reason = _FPE_CODES.get(code, "") if signal == "SIGFPE" else ""
+        access = {1: "write", 0: "read"}.get(is_write) if memory else None
+        place = site_of(address) if site_of is not None and memory else None
+        argument, where, offset = place if place is not None else (None, None, None)
+        # an arithmetic trap or a read writes nothing; a write (or an access of
+        # unknown direction) may follow writes nothing caught
+        corrupt = memory and is_write != 0
+        if corrupt and not _write_fault_warned:
+            _write_fault_warned = True
+            import warnings
+
+            warnings.warn(f"ExecuTorch kernel {op} faulted on a write outside its memory; the process goes on, but memory "
+                          "may already be corrupt. Run suspicious calls guarded (etops.guard.call, guard=True, or "
+                          "etops check --isolated). Shown once per process.", MemoryMayBeCorruptWarning, stacklevel=4)
+        return cls(op, signal, argument, access, where, offset, log, address, reason, corrupt)
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (type(self), (self.op, self.signal, self.argument, self.access, self.where, self.offset, self.log))
+        return (type(self), (self.op, self.signal, self.argument, self.access, self.where, self.offset, self.log,
+                             self.address, self.reason, self.memory_may_be_corrupt))
 
 
 class DelegateError(KernelError):

@@ -116,6 +116,8 @@ from ._core import (  # noqa: E402
     registry_generation,
     set_layout_preserve,
     tensor_meta,
+    trap_faults,
+    unarmed_dispatch,
 )
 
 __all__ = [
@@ -140,4 +142,6 @@ __all__ = [
     "set_layout_preserve",
     "shared_library_name",
     "tensor_meta",
+    "trap_faults",
+    "unarmed_dispatch",
 ]

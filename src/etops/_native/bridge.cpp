@@ -17,6 +17,7 @@
 
 #include "etops_bridge.h"
 #include "bridge_internal.hpp"
+#include "fault_trap.h"
 
 #include <executorch/runtime/core/evalue.h>
 #include <executorch/runtime/core/exec_aten/exec_aten.h>
@@ -99,8 +100,9 @@ struct CallState {
   size_t log_len;
   char log[kCallLogSize];
   char abort_site[kSiteSize];  // "file:line" of the last fatal message logged in the call
+  etf_fault fault;  // the last call's fault, when it returned ETB_ERR_CRASHED
 };
-thread_local CallState t_call = {nullptr, false, false, 0, {0}, {0}};
+thread_local CallState t_call = {nullptr, false, false, 0, {0}, {0}, {0, 0, 0, 0, 0}};
 
 // The last fatal message logged on this thread outside a call (a threadpool worker's
 // ET_CHECK logs here before it aborts), for the notice of an abort that ends the process.
@@ -281,29 +283,59 @@ void log_line(CallState& c, const char* text) {
   if (n > 0) c.log_len = std::min(kCallLogSize - 1, c.log_len + static_cast<size_t>(n));
 }
 
+// Runs `body` with this thread's fault trap armed (fault_trap.h): false when it
+// returned, true when a synchronous fault (SIGSEGV, SIGBUS, SIGFPE, SIGILL) on this
+// thread abandoned its frames and jumped back here, `*fault` saying what it was.
+// Not inlined: the frame that calls sigsetjmp must stay small and outlive the body.
+template <typename Body>
+__attribute__((noinline)) bool faulted(Body& body, etf_fault* fault) {
+  etf_trap** slot = etf_thread_trap();
+  if (slot == nullptr) {  // no slot for this thread (the table is full): untrapped
+    body();
+    return false;
+  }
+  etf_trap trap;
+  trap.outer = *slot;
+  if (sigsetjmp(trap.env, 0) != 0) {  // the handler popped the trap before jumping
+    asm volatile("" ::: "memory");  // the handler wrote trap.fault: read it from memory
+    *fault = trap.fault;
+    return true;
+  }
+  *slot = &trap;
+  body();
+  *slot = trap.outer;
+  return false;
+}
+
 // Runs `body` (a kernel or a backend: returns its et::Error) with ExecuTorch's abort
-// unwinding to here: ETB_ERR_ABORTED when it aborted (the throw reached here, or a
-// kernel wrapper caught it and failed the context), ETB_ERR_CXX_EXCEPTION when it
-// threw a C++ exception of its own; else the Error as the bridge's status.
+// unwinding to here and synchronous faults trapped: ETB_ERR_ABORTED when it aborted
+// (the throw reached here, or a kernel wrapper caught it and failed the context),
+// ETB_ERR_CXX_EXCEPTION when it threw a C++ exception of its own, ETB_ERR_CRASHED
+// when it faulted (c.fault says how; the kernel's frames were abandoned, nothing
+// else); else the Error as the bridge's status.
 template <typename Body>
 int run_unwinding(CallState& c, Body&& body) {
   et::Error err = et::Error::Internal;
   bool threw = false;
   c.in_call = true;
-  try {
-    err = body();
-  } catch (const etops_bridge::KernelAbort&) {
-    c.aborted = true;
-  } catch (const std::exception& e) {
-    threw = true;
-    char line[kSiteSize];
-    std::snprintf(line, sizeof line, "the kernel threw a C++ exception: %s", e.what());
-    log_line(c, line);
-  } catch (...) {
-    threw = true;
-    log_line(c, "the kernel threw a C++ exception of an unknown type");
-  }
+  auto guarded = [&] {
+    try {
+      err = body();
+    } catch (const etops_bridge::KernelAbort&) {
+      c.aborted = true;
+    } catch (const std::exception& e) {
+      threw = true;
+      char line[kSiteSize];
+      std::snprintf(line, sizeof line, "the kernel threw a C++ exception: %s", e.what());
+      log_line(c, line);
+    } catch (...) {
+      threw = true;
+      log_line(c, "the kernel threw a C++ exception of an unknown type");
+    }
+  };
+  bool crashed = faulted(guarded, &c.fault);
   c.in_call = false;
+  if (crashed) return ETB_ERR_CRASHED;
   if (c.aborted) return ETB_ERR_ABORTED;
   if (threw) return ETB_ERR_CXX_EXCEPTION;
   return etops_bridge::status_of(err);
@@ -547,6 +579,12 @@ void etb_registry_touch(void) { g_generation.fetch_add(1, std::memory_order_acq_
 const char* etb_last_call_log(void) { return t_call.log; }
 
 const char* etb_last_abort_site(void) { return t_call.abort_site; }
+
+void etb_last_fault(etf_fault* out) { *out = t_call.fault; }
+
+// Read in a signal handler: the global only (a thread_local of a shared library may
+// allocate on a thread's first use).
+const char* etb_running_kernel(void) { return g_running_op.load(std::memory_order_relaxed); }
 
 void etb_install_pal(etb_log_sink sink) {
   g_sink = sink;

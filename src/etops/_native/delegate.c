@@ -138,7 +138,7 @@ static PyObject* delegate_init(PyObject* module, PyObject* args) {
                           &d->handle);
   Py_END_ALLOW_THREADS
   if (err != ETB_OK) {
-    result = Py_BuildValue("(isss)", err, etb_error_name(err), etb_last_call_log(), etb_last_abort_site());
+    result = etops_failure_info(err);
     goto done;
   }
   delegates_initialised++;

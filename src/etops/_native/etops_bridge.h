@@ -62,6 +62,9 @@ enum {
  * kernel threw a C++ exception of its own. The call log says why. */
 #define ETB_ERR_ABORTED 0x1000
 #define ETB_ERR_CXX_EXCEPTION 0x1001
+/* A synchronous fault (SIGSEGV, SIGBUS, SIGFPE, SIGILL) on the calling thread inside
+ * the kernel: its frames were abandoned (fault_trap.h); etb_last_fault says what. */
+#define ETB_ERR_CRASHED 0x1002
 
 /* ExecuTorch ScalarType numbers (etb_tensor.dtype), the ones etops borrows
  * tensors of; bridge.cpp checks they match ExecuTorch's. */
@@ -206,6 +209,14 @@ const char* etb_last_call_log(void);
 /* "file:line" of the last fatal message (an ET_CHECK's) logged by the last call on
  * this thread, or "". */
 const char* etb_last_abort_site(void);
+
+/* The fault of the last call on this thread that returned ETB_ERR_CRASHED. */
+struct etf_fault;
+void etb_last_fault(struct etf_fault* out);
+
+/* The kernel of the outermost etops call running on any thread, or NULL
+ * (async-signal-safe: fault_trap.c's notices). */
+const char* etb_running_kernel(void);
 
 
 /* ==== registry edits: custom kernels (registry_edit.cpp) =========================

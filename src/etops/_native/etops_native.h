@@ -119,4 +119,9 @@ int etops_delegate_type_init(PyObject* module, etops_state* st);
 /* The backend handle of a Delegate object (NULL with TypeError for anything else). */
 etb_delegate* etops_delegate_handle(etops_state* st, PyObject* obj);
 
+/* (code, name, log, abort site, fault or None) of the call on this thread that just
+ * failed with `err` (fault: (signal, si_code, address, pc, is_write) for
+ * ETB_ERR_CRASHED): what the slow path's `failed` and delegate_init's caller get. */
+PyObject* etops_failure_info(int err); /* kernel_call.c */
+
 #endif /* ETOPS_NATIVE_H */

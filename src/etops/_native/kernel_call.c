@@ -13,6 +13,7 @@
  * or raise), a kernel key with no kernel (raise), outs the kernel resized.
  */
 #include "kernel_internal.h"
+#include "fault_trap.h"
 
 #include <string.h>
 
@@ -21,7 +22,8 @@
  * method per entry point below. Each takes (kernel, bound, extra): `bound` is the
  * arguments exactly as this call bound them, one item per plan argument in plan
  * order (defaults filled, missing outs as None), so Python never binds again;
- * `extra` is the failure (code, name, log, abort site) for SLOW_FAILED, else None. SLOW_RESIZED
+ * `extra` is the failure (code, name, log, abort site, fault) for SLOW_FAILED, else None
+ * (fault: (signal, si_code, address, pc, is_write) when the kernel crashed, else None). SLOW_RESIZED
  * takes (kernel, out object, new sizes, has data, argument name) instead. */
 typedef enum {
   SLOW_ALLOCATE_AND_CALL, /* outs are missing: size them, allocate, call again */
@@ -48,6 +50,9 @@ static const char* const SLOW_PATH_METHODS[SLOW_ENTRY_COUNT] = {
 
 /* Calls the slow path's `entry` with the bound arguments (NULL: a missing out). */
 static PyObject* slow_path(KernelObject* k, SlowEntry entry, PyObject* const* bound, PyObject* extra) {
+  /* a handler installed since (faulthandler.enable(), another library) would see
+   * kernel faults first: etops' goes back on top, chaining to it */
+  if (etf_install() != 0) return PyErr_SetFromErrno(PyExc_OSError);
   PyObject* values = PyTuple_New(k->nargs);
   if (values == NULL) return NULL;
   for (int i = 0; i < k->nargs; i++) PyTuple_SET_ITEM(values, i, Py_NewRef(bound[i] != NULL ? bound[i] : Py_None));
@@ -299,6 +304,19 @@ static int any_resized(const CallScratch* cs) {
   return 0;
 }
 
+/* What the slow path's `failed` gets for a failed call on this thread (see the
+ * hand-offs above): (code, name, log, abort site, fault or None). */
+PyObject* etops_failure_info(int err) {
+  if (err != ETB_ERR_CRASHED) {
+    return Py_BuildValue("(isssO)", err, etb_error_name(err), etb_last_call_log(), etb_last_abort_site(), Py_None);
+  }
+  etf_fault f;
+  etb_last_fault(&f);
+  return Py_BuildValue("(isss(iiKKi))", err, etb_error_name(err), etb_last_call_log(), etb_last_abort_site(),
+                       (int)f.signo, (int)f.code, (unsigned long long)f.address, (unsigned long long)f.pc,
+                       (int)f.is_write);
+}
+
 /* Releasing the GIL costs about as much as a tiny kernel: only for big ones. */
 #define GIL_RELEASE_NUMEL 32768
 
@@ -313,7 +331,9 @@ static void set_out_dynamism(KernelObject* k, CallScratch* cs, uint8_t dynamism)
   }
 }
 
-/* Runs `fn` on the slots, without the GIL when the tensors are big. */
+/* Runs `fn` on the slots, without the GIL when the tensors are big; small calls run
+ * their parallel regions on this thread (etf_pool_inline: a fault is then always
+ * trapped; such ranges are one task of the pool anyway). */
 static int run_kernel(KernelObject* k, etb_kernel_fn fn, etb_value* vals, int64_t numel) {
   int err;
   if (numel >= GIL_RELEASE_NUMEL) {
@@ -321,7 +341,10 @@ static int run_kernel(KernelObject* k, etb_kernel_fn fn, etb_value* vals, int64_
     err = etb_call(fn, k->op_name, vals, k->nslots);
     Py_END_ALLOW_THREADS
   } else {
+    /* small: parallel regions inline (no pool lock held), so any fault is trapped */
+    etf_pool_inline(1);
     err = etb_call(fn, k->op_name, vals, k->nslots);
+    etf_pool_inline(0);
   }
   return err;
 }
@@ -462,7 +485,7 @@ PyObject* kernel_vectorcall(PyObject* self, PyObject* const* args, size_t nargsf
     Py_DECREF(r);
   }
   if (err != ETB_OK) {
-    PyObject* info = Py_BuildValue("(isss)", err, etb_error_name(err), etb_last_call_log(), etb_last_abort_site());
+    PyObject* info = etops_failure_info(err);
     if (info == NULL) goto done;
     etops_keep_release(&cs.keep); /* the slow path may resize what we borrowed */
     result = slow_path(k, SLOW_FAILED, bound, info);

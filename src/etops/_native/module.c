@@ -3,6 +3,7 @@
  * the ExecuTorch log queue, the Kernel type (kernel_*.c) and backends (delegate.c).
  */
 #include "etops_native.h"
+#include "fault_trap.h"
 
 #include <pthread.h>
 #include <stdlib.h>
@@ -254,6 +255,31 @@ static PyObject* install_pal(PyObject* module, PyObject* noargs) {
   Py_RETURN_TRUE;
 }
 
+static PyObject* trap_faults(PyObject* module, PyObject* noargs) {
+  if (etf_install() != 0) return PyErr_SetFromErrno(PyExc_OSError);
+  Py_RETURN_NONE;
+}
+
+/* The dispatcher Python kernels call (a ctypes callback: the interpreter runs in
+ * it), wrapped so that no fault trap is armed while it runs: a fault in Python or
+ * torch must never jump out of the interpreter's frames. */
+typedef int (*python_dispatch_fn)(int, int, void*, void*, int);
+static python_dispatch_fn python_dispatch;
+
+static int dispatch_unarmed(int slot, int n, void* values, void* err, int err_len) {
+  etf_trap* trap = etf_disarm();
+  int rc = python_dispatch(slot, n, values, err, err_len);
+  etf_rearm(trap);
+  return rc;
+}
+
+static PyObject* unarmed_dispatch(PyObject* module, PyObject* address) {
+  void* p = PyLong_AsVoidPtr(address);
+  if (p == NULL && PyErr_Occurred()) return NULL;
+  python_dispatch = (python_dispatch_fn)p;
+  return PyLong_FromVoidPtr((void*)dispatch_unarmed);
+}
+
 static PyMethodDef module_methods[] = {
     {"configure", (PyCFunction)(void (*)(void))configure, METH_VARARGS | METH_KEYWORDS,
      "configure(tensor_type, densify, copy_back, flush_logs, empty_strided=None): torch.Tensor (for its "
@@ -276,6 +302,13 @@ static PyMethodDef module_methods[] = {
     {"error_name", error_name, METH_O, "Name of an ExecuTorch Error code."},
     {"install_pal", install_pal, METH_NOARGS,
      "Routes ExecuTorch's log messages into etops and its aborts through a notice naming the kernel."},
+    {"trap_faults", trap_faults, METH_NOARGS,
+     "Installs (again, when another handler took its place) the handler that turns a SIGSEGV, SIGBUS, "
+     "SIGFPE or SIGILL inside a kernel call on the calling thread into the call's failure (KernelCrashed); "
+     "any other fault goes to the handler installed before."},
+    {"unarmed_dispatch", unarmed_dispatch, METH_O,
+     "unarmed_dispatch(address of the Python kernels' ctypes dispatcher) -> address of a function that "
+     "calls it with no fault trap armed (what the trampolines must call)."},
     {"drain_logs", drain_logs, METH_NOARGS,
      "[(level, file, function, line, message)] logged by ExecuTorch outside kernel calls since the last drain."},
     {NULL, NULL, 0, NULL},

@@ -99,6 +99,7 @@ int etb_make_key(int ntensors, const int8_t* dtypes, const uint8_t* ndims,
 const char* etb_error_name(int32_t error) {
   if (error == ETB_ERR_ABORTED) return "Aborted";
   if (error == ETB_ERR_CXX_EXCEPTION) return "CxxException";
+  if (error == ETB_ERR_CRASHED) return "Crashed";
   return error_name(static_cast<et::Error>(error));
 }
 

@@ -174,7 +174,12 @@ def _library():
     lib.etops_py_trampoline.argtypes = [ctypes.c_int]
     lib.etops_py_resize.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.POINTER(ctypes.c_int64)]
     _dispatch_ref = _DISPATCH(_dispatch)
-    lib.etops_py_set_dispatch(_dispatch_ref)
+    # the trampolines call Python through a C function that disarms the fault trap
+    # first (a fault in Python must never jump out of the interpreter's frames)
+    from .. import _native
+
+    lib.etops_py_set_dispatch.argtypes = [ctypes.c_void_p]
+    lib.etops_py_set_dispatch(_native._core.unarmed_dispatch(ctypes.cast(_dispatch_ref, ctypes.c_void_p).value))
     _lib = lib
     return lib
 

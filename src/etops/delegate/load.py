@@ -328,9 +328,9 @@ def load(lowered, *, name: str | None = None, method: str = "forward"):
     info = DelegateInfo(label, lowered, inputs, outputs)
     handle = _native._core.delegate_init(lowered.backend_id, lowered.processed_bytes, compile_specs(lowered), named_data(lowered), method)
     if isinstance(handle, tuple):
-        code, error_name, log, site = handle
-        if error_name == "Aborted":
-            raise kernel_failure(DelegateError, label, code, error_name, log, site)
+        code, error_name, log, site, fault = handle
+        if error_name in ("Aborted", "Crashed"):
+            raise kernel_failure(DelegateError, label, code, error_name, log, site, fault)
         registered = _backends.backend_names()
         if lowered.backend_id not in registered:
             detail = f"no backend named {lowered.backend_id!r} is registered (registered: {', '.join(registered) or 'none'})"

@@ -1,0 +1,85 @@
+/*
+ * fault_trap.h - synchronous faults inside a kernel call become the call's failure.
+ *
+ * A call that runs ExecuTorch code pushes an etf_trap (on its own stack) for its
+ * thread; a SIGSEGV, SIGBUS, SIGFPE or SIGILL raised on that thread while the trap is
+ * armed records the fault in the trap and jumps back to where it was pushed
+ * (siglongjmp), abandoning the kernel's frames. Everywhere else (no trap: another
+ * thread, Python, etops' own code) the fault goes to the handler that was installed
+ * before etops' (Python's faulthandler, torch's, the default action), after a notice
+ * naming the kernel that was running. fault_trap.c installs the handler once per
+ * process; bridge.cpp pushes and pops traps. Shared by C and C++.
+ */
+#ifndef ETOPS_FAULT_TRAP_H
+#define ETOPS_FAULT_TRAP_H
+
+#include <setjmp.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* What a trapped fault was: the signal, si_code, the faulting address (si_addr:
+ * the memory accessed for SIGSEGV/SIGBUS, the instruction for SIGFPE/SIGILL), the
+ * program counter, and whether a SIGSEGV was a write (1), a read (0) or unknown (-1). */
+typedef struct etf_fault {
+  int32_t signo;
+  int32_t code;
+  int32_t is_write;
+  uint64_t address;
+  uint64_t pc;
+} etf_fault;
+
+/* One armed region on one thread: jumped back to on a fault. Lives on the stack of
+ * the frame that pushed it; `outer` is the trap it hides (a Python kernel calling a
+ * kernel), restored when it is popped. */
+typedef struct etf_trap {
+  sigjmp_buf env;
+  struct etf_trap* outer;
+  etf_fault fault;
+} etf_trap;
+
+/* This thread's armed trap (NULL: none), in a slot of a process-wide table the
+ * signal handler searches by thread (a thread-local variable of a loaded library
+ * may allocate when first read, which a signal handler must not risk). NULL when
+ * the table is full (4096 threads have called kernels at once): faults on such a
+ * thread are not trapped. Found once per thread, then one thread-local read. */
+etf_trap** etf_thread_trap(void);
+
+/* Installs etops' handler for SIGSEGV, SIGBUS, SIGFPE and SIGILL once per process,
+ * keeping the handlers installed before it to chain to (again, when another library
+ * installed its own since: the new one becomes the one chained to). Returns 0, or -1
+ * with errno set. Call with the GIL held. */
+int etf_install(void);
+
+/* Makes this thread's parallel regions run inline (on: ExecuTorch's
+ * NoThreadPoolGuard), or go to the pool again (off). A fault inside the pool's
+ * ThreadPool::run, which holds the pool's lock, cannot be trapped (fault_trap.c):
+ * calls of small tensors, which gain nothing from the pool, run inline so that a
+ * fault in them is always trapped. No effect while the threadpool library is not
+ * loaded. */
+void etf_pool_inline(int on);
+
+/* Hides this thread's trap while code runs that must never be jumped out of (a
+ * Python kernel called by a kernel): returns it for etf_rearm. */
+static inline etf_trap* etf_disarm(void) {
+  etf_trap** slot = etf_thread_trap();
+  if (slot == 0) return 0;
+  etf_trap* t = *slot;
+  *slot = 0;
+  return t;
+}
+static inline void etf_rearm(etf_trap* t) {
+  etf_trap** slot = etf_thread_trap();
+  if (slot != 0) *slot = t;
+}
+
+/* The name of a signal ("SIGSEGV"), a static string. */
+const char* etf_signal_name(int signo);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* ETOPS_FAULT_TRAP_H */

@@ -1,0 +1,57 @@
+"""Where a faulting address lies among a call's tensor arguments.
+
+When a kernel faults in-process (etops.KernelCrashed), the bridge reports the
+address it touched; this module names the tensor argument whose memory holds it or
+lies nearest to it, the direction and the distance, so that "a write 64 bytes past
+the end of argument 'out'" reads as what it is. Core: imports torch only.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+
+def _extent(t: torch.Tensor) -> tuple[int, int]:
+    """[start, end) of the bytes `t` can reach (end == start for an empty tensor)."""
+    start = t.data_ptr()
+    if t.numel() == 0:
+        return start, start
+    span = 1 + sum((size - 1) * abs(stride) for size, stride in zip(t.shape, t.stride()))
+    low = start - sum((size - 1) * -stride for size, stride in zip(t.shape, t.stride()) if stride < 0) * t.element_size()
+    return low, low + span * t.element_size()
+
+
+def _tensors(bound: dict[str, Any]):
+    """(label, tensor) of every torch tensor argument, list items labelled name[i]."""
+    for name, value in bound.items():
+        if isinstance(value, torch.Tensor):
+            yield name, value
+        elif isinstance(value, (list, tuple)):
+            for i, item in enumerate(value):
+                if isinstance(item, torch.Tensor):
+                    yield f"{name}[{i}]", item
+
+
+def locate(address: int, bound: dict[str, Any]) -> tuple[str, str, int] | None:
+    """(argument, where, offset) of the tensor argument nearest to `address`:
+    where is "inside" (offset: bytes into it), "past the end" or "before the start"
+    (offset: bytes beyond it, 0 for the first byte outside); None when the call has
+    no tensor with memory (or the tensors are not torch's: nothing to measure)."""
+    best: tuple[int, str, str, int] | None = None
+    for label, t in _tensors(bound):
+        try:
+            if t.device.type != "cpu" or t.is_meta:
+                continue
+            lo, hi = _extent(t)
+        except (RuntimeError, NotImplementedError):  # a tensor without storage
+            continue
+        if hi == lo:
+            continue
+        if lo <= address < hi:
+            return label, "inside", address - lo
+        where, offset = ("past the end", address - hi) if address >= hi else ("before the start", lo - 1 - address)
+        if best is None or offset < best[0]:
+            best = (offset, label, where, offset)
+    return None if best is None else (best[1], best[2], best[3])
