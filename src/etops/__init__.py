@@ -20,6 +20,7 @@ core through ``hooks``. Their top-level names here (``etops.custom_op``,
 
 from __future__ import annotations
 
+import faulthandler
 import importlib
 import sys
 import types
@@ -38,6 +39,7 @@ from .errors import (
     KernelCrashed,
     KernelError,
     KernelNotFoundError,
+    MemoryMayBeCorruptWarning,
     NoMatchingKernelError,
     RegistrationError,
     RegistryFullError,
@@ -77,6 +79,25 @@ _native.configure(tensor_type=torch.Tensor, densify=_densify, copy_back=_copy_ba
                   empty_strided=torch.empty_strided)
 _native.install_pal()
 _native.trap_faults()  # a fault in a kernel on the calling thread raises KernelCrashed
+
+
+def _trap_faults_after(enable: Any) -> Any:
+    """faulthandler.enable, then etops' fault handler back on top (chaining to
+    faulthandler's): enabled after `import etops` (pytest does), faulthandler would
+    otherwise see a kernel's fault first, print a fatal error and only then pass it on."""
+
+    def enable_then_trap(*args: Any, **kwargs: Any) -> Any:
+        result = enable(*args, **kwargs)
+        _native.trap_faults()
+        return result
+
+    enable_then_trap.__wrapped__ = enable  # type: ignore[attr-defined]
+    enable_then_trap.__doc__ = enable.__doc__
+    return enable_then_trap
+
+
+if not hasattr(faulthandler.enable, "__wrapped__"):
+    faulthandler.enable = _trap_faults_after(faulthandler.enable)
 _runtime_patch.install()
 
 #: public name -> (module, attribute or None for the module itself): the extensions'
@@ -154,6 +175,7 @@ __all__ = [
     "Kernel",
     "KernelAborted",
     "KernelCrashed",
+    "MemoryMayBeCorruptWarning",
     "KernelError",
     "KernelInfo",
     "KernelNotFoundError",

@@ -13,6 +13,11 @@ from typing import Any
 import torch
 
 
+#: addresses below this are a null pointer plus an offset (the kernel's own bug, not
+#: an overrun of any argument)
+NULL_PAGE_BYTES = 65536
+
+
 def _extent(t: torch.Tensor) -> tuple[int, int]:
     """[start, end) of the bytes `t` can reach (end == start for an empty tensor)."""
     start = t.data_ptr()
@@ -38,7 +43,10 @@ def locate(address: int, bound: dict[str, Any]) -> tuple[str, str, int] | None:
     """(argument, where, offset) of the tensor argument nearest to `address`:
     where is "inside" (offset: bytes into it), "past the end" or "before the start"
     (offset: bytes beyond it, 0 for the first byte outside); None when the call has
-    no tensor with memory (or the tensors are not torch's: nothing to measure)."""
+    no tensor with memory (or the tensors are not torch's: nothing to measure), and
+    for an address in the first NULL_PAGE_BYTES (a null pointer)."""
+    if address < NULL_PAGE_BYTES:  # a null pointer plus an offset: no tensor's
+        return None
     best: tuple[int, str, str, int] | None = None
     for label, t in _tensors(bound):
         try:

@@ -166,7 +166,8 @@ class KernelCrashed(KernelError):
             if address is not None:
                 message += f" at address {address:#x}"
         elif address is not None and signal in ("SIGSEGV", "SIGBUS"):
-            message += f": {access or 'access'} at address {address:#x}, in no tensor argument"
+            message += f": {access or 'access'} at address {address:#x}, " + (
+                "through a null pointer" if address < 65536 else "in no tensor argument")
         if address is not None:
             message += "; the call was abandoned, the process goes on"
         if memory_may_be_corrupt:

@@ -248,8 +248,13 @@ void etf_pool_inline(int on) {
   if (pool_guard_set != NULL) pool_guard_set(on != 0);
 }
 
+static int handed_over; /* etf_hand_over was called: etf_install does nothing */
+
+void etf_hand_over(void) { handed_over = 1; }
+
 int etf_install(void) {
   static int primed = 0;
+  if (handed_over) return 0;
   if (!primed) {
     /* backtrace() loads its unwinder on first use, which is not signal-safe: now */
     void* frame[2];

@@ -53,6 +53,10 @@ etf_trap** etf_thread_trap(void);
  * with errno set. Call with the GIL held. */
 int etf_install(void);
 
+/* For a process whose faults another handler reports (a guarded call's child,
+ * guard_signals.c): etf_install no longer takes the signals back. */
+void etf_hand_over(void);
+
 /* Makes this thread's parallel regions run inline (on: ExecuTorch's
  * NoThreadPoolGuard), or go to the pool again (off). A fault inside the pool's
  * ThreadPool::run, which holds the pool's lock, cannot be trapped (fault_trap.c):

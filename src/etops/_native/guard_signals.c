@@ -10,6 +10,8 @@
  */
 #include "etops_native.h" /* Python.h first: it sets _GNU_SOURCE for ucontext's REG_ERR */
 
+#include "fault_trap.h"
+
 #include <signal.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -56,6 +58,7 @@ static PyObject* guard_signals(PyObject* module, PyObject* arg) {
   int fd = PyLong_AsLong(arg);
   if (fd == -1 && PyErr_Occurred()) return NULL;
   report_fd = fd;
+  etf_hand_over(); /* this process's faults are reported, not trapped */
   stack_t alt;
   alt.ss_size = 1 << 16;
   alt.ss_sp = malloc(alt.ss_size);
