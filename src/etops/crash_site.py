@@ -18,6 +18,10 @@ import torch
 NULL_PAGE_BYTES = 65536
 
 
+#: farther than this from every tensor (1 TiB), an address is a wild pointer
+FARTHEST_BYTES = 1 << 40
+
+
 def _extent(t: torch.Tensor) -> tuple[int, int]:
     """[start, end) of the bytes `t` can reach (end == start for an empty tensor)."""
     start = t.data_ptr()
@@ -44,7 +48,8 @@ def locate(address: int, bound: dict[str, Any]) -> tuple[str, str, int] | None:
     where is "inside" (offset: bytes into it), "past the end" or "before the start"
     (offset: bytes beyond it, 0 for the first byte outside); None when the call has
     no tensor with memory (or the tensors are not torch's: nothing to measure), and
-    for an address in the first NULL_PAGE_BYTES (a null pointer)."""
+    for an address in the first NULL_PAGE_BYTES (a null pointer) or farther than
+    FARTHEST_BYTES from every tensor (a wild pointer)."""
     if address < NULL_PAGE_BYTES:  # a null pointer plus an offset: no tensor's
         return None
     best: tuple[int, str, str, int] | None = None
@@ -62,4 +67,6 @@ def locate(address: int, bound: dict[str, Any]) -> tuple[str, str, int] | None:
         where, offset = ("past the end", address - hi) if address >= hi else ("before the start", lo - 1 - address)
         if best is None or offset < best[0]:
             best = (offset, label, where, offset)
-    return None if best is None else (best[1], best[2], best[3])
+    if best is None or best[0] > FARTHEST_BYTES:  # a wild pointer, not an overrun of any argument
+        return None
+    return best[1], best[2], best[3]

@@ -154,8 +154,12 @@ class KernelCrashed(KernelError):
         self.signal, self.argument, self.access = signal, argument, access
         self.where, self.offset, self.address, self.reason = where, offset, address, reason
         self.memory_may_be_corrupt = memory_may_be_corrupt
-        head = f"ExecuTorch kernel {op} crashed with {signal}" if argument is not None or address is not None else \
-            f"ExecuTorch kernel {op} died with {signal}"
+        if not signal:  # no signal: etops' canary bytes around a probed tensor caught the write
+            head = f"ExecuTorch kernel {op} wrote outside its memory, stopped by etops before it corrupted anything"
+        elif argument is not None or address is not None:
+            head = f"ExecuTorch kernel {op} crashed with {signal}"
+        else:
+            head = f"ExecuTorch kernel {op} died with {signal}"
         if reason:
             head += f" ({reason})"
         message = head
@@ -184,16 +188,20 @@ class KernelCrashed(KernelError):
         (`fault` as kernel_failure takes it); warns once per process after a fault
         that may have corrupted memory (MemoryMayBeCorruptWarning)."""
         global _write_fault_warned
-        signo, code, address, _pc, is_write = fault
+        signo, code, address, _pc, is_write = fault[:5]
+        guarded = fault[5] if len(fault) > 5 else None  # (argument, where, offset): a probe's guard page
         signal = _SIGNAL_NAMES.get(signo, f"signal {signo}")
         memory = signal in ("SIGSEGV", "SIGBUS")
         reason = _FPE_CODES.get(code, "") if signal == "SIGFPE" else ""
         access = {1: "write", 0: "read"}.get(is_write) if memory else None
-        place = site_of(address) if site_of is not None and memory else None
+        place = guarded or (site_of(address) if site_of is not None and memory else None)
         argument, where, offset = place if place is not None else (None, None, None)
-        # an arithmetic trap or a read writes nothing; a write (or an access of
-        # unknown direction) may follow writes nothing caught
-        corrupt = memory and is_write != 0
+        if guarded is not None:
+            reason = "stopped by etops' guard page: nothing outside the argument was written"
+        # an arithmetic trap, a read or a write into etops' guard page writes nothing
+        # outside; any other write (or an access of unknown direction) may follow
+        # writes nothing caught
+        corrupt = memory and is_write != 0 and guarded is None
         if corrupt and not _write_fault_warned:
             _write_fault_warned = True
             import warnings

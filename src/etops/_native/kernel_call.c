@@ -114,9 +114,10 @@ uint64_t call_signature(const etb_value* vals, int n) {
   return h;
 }
 
-/* Runs torch's checks (the slow path's validate) unless a call of the same
- * signature passed them before. 0: go on, *slot the signature's entry in the
- * ring (validated_static_outs[*slot]: whether its outs go STATIC);
+/* Finds the call's signature in the kernel's ring, adding it when new (a validating
+ * kernel runs torch's checks, the slow path's validate, first). 0: go on, *slot the
+ * signature's entry in the ring (validated_static_outs[*slot]: whether its outs go
+ * STATIC; probed[*slot]: whether a probe of it ran clean);
  * -1: torch refuses (exception set); 1: the slow path resized outs as torch's
  * out= does and made the call itself (*handled is its result, a new reference). */
 static int validate_once(KernelObject* k, const etb_value* vals, PyObject* const* bound, PyObject** handled,
@@ -130,15 +131,20 @@ static int validate_once(KernelObject* k, const etb_value* vals, PyObject* const
       return 0;
     }
   }
-  PyObject* res = slow_path(k, SLOW_VALIDATE, bound, NULL);
-  if (res == NULL) return -1;
-  if (PyTuple_Check(res) && PyTuple_GET_SIZE(res) == 1) { /* never remembered: these outs change shape */
-    *handled = Py_NewRef(PyTuple_GET_ITEM(res, 0));
+  int static_outs = 0;
+  if (k->validates) {
+    PyObject* res = slow_path(k, SLOW_VALIDATE, bound, NULL);
+    if (res == NULL) return -1;
+    if (PyTuple_Check(res) && PyTuple_GET_SIZE(res) == 1) { /* never remembered: these outs change shape */
+      *handled = Py_NewRef(PyTuple_GET_ITEM(res, 0));
+      Py_DECREF(res);
+      return 1;
+    }
+    static_outs = k->static_outs_allowed && res == Py_True;
     Py_DECREF(res);
-    return 1;
   }
-  k->validated_static_outs[k->validated_next] = k->static_outs_allowed && res == Py_True;
-  Py_DECREF(res);
+  k->validated_static_outs[k->validated_next] = (uint8_t)static_outs;
+  k->probed[k->validated_next] = 0; /* its first call is a probe (kernel_probe.c) */
   *slot = k->validated_next;
   k->validated[k->validated_next] = h;
   k->validated_next = (k->validated_next + 1) % VALIDATED_SIGNATURES;
@@ -317,6 +323,17 @@ PyObject* etops_failure_info(int err) {
                        (int)f.is_write);
 }
 
+/* A 1-tuple ((argument, where, offset),) when the last call's fault lies in the
+ * probe's guarded memory (a write past a tensor the guard page stopped), else NULL. */
+static PyObject* probe_site(const Probe* probe) {
+  etf_fault f;
+  etb_last_fault(&f);
+  const char *name, *where;
+  int64_t offset;
+  if (!probe_locate(probe, f.address, &name, &where, &offset)) return NULL;
+  return Py_BuildValue("((ssL))", name, where, (long long)offset);
+}
+
 /* Releasing the GIL costs about as much as a tiny kernel: only for big ones. */
 #define GIL_RELEASE_NUMEL 32768
 
@@ -368,6 +385,9 @@ PyObject* kernel_vectorcall(PyObject* self, PyObject* const* args, size_t nargsf
   }
   CallScratch cs;
   scratch_init(&cs);
+  Probe probe;
+  probe.active = 0;
+  PyObject* crash_site = NULL; /* (argument, where, offset) of a fault in a probe's memory */
   etb_value vals[ETOPS_MAX_ARGS];
   PyObject* result = NULL;
   PyObject* fresh[ETOPS_MAX_ARGS]; /* outs allocated here for a call without out= */
@@ -415,9 +435,11 @@ PyObject* kernel_vectorcall(PyObject* self, PyObject* const* args, size_t nargsf
    * with static shapes passes them (and ExecuTorch skips recomputing their strides);
    * the others DYNAMIC_BOUND, which the kernel may shrink. */
   int static_slot = -1; /* the ring entry of this signature when its outs went STATIC */
-  if (k->validates && !missing_out) {
+  int signature_slot = -1; /* the ring entry of this signature (calls with outs) */
+  if (!missing_out && k->delegate_handle == NULL) {
     int slot = -1;
     int checked = validate_once(k, vals, bound, &result, &slot);
+    signature_slot = slot;
     if (checked != 0 && alloc_slot >= 0) { /* allocated outs torch did not take as they are */
       Py_CLEAR(result);
       PyErr_Clear();
@@ -456,8 +478,10 @@ PyObject* kernel_vectorcall(PyObject* self, PyObject* const* args, size_t nargsf
       result = slow_path(k, SLOW_NO_KERNEL, bound, NULL);
       goto done;
     }
+    /* the first call of a signature is a probe: written tensors in guarded memory */
+    if (signature_slot >= 0 && !k->probed[signature_slot] && probe_begin(k, &cs, &probe) < 0) goto done;
     err = run_kernel(k, fn, vals, cs.numel_total);
-    if (err != ETB_OK && err != ETB_ERR_ABORTED && static_slot >= 0 && strstr(etb_last_call_log(), STATIC_RESIZE_REFUSED) != NULL) {
+    if (err != ETB_OK && err != ETB_ERR_ABORTED && err != ETB_ERR_CRASHED && static_slot >= 0 && strstr(etb_last_call_log(), STATIC_RESIZE_REFUSED) != NULL) {
       /* ExecuTorch's kernel sizes an out otherwise than torch's meta kernel (batch
        * norm's save_mean of an eval call: [0], where the meta says [C]); it refused
        * before computing. This signature's outs go DYNAMIC_BOUND from now on, and the call
@@ -469,6 +493,11 @@ PyObject* kernel_vectorcall(PyObject* self, PyObject* const* args, size_t nargsf
       }
       set_out_dynamism(k, &cs, ETB_DYNAMIC_BOUND);
       err = run_kernel(k, fn, vals, cs.numel_total);
+    }
+    if (probe.active) {
+      if (err == ETB_ERR_CRASHED) crash_site = probe_site(&probe);
+      if (probe_end(k, &probe, err == ETB_OK) < 0) goto done; /* a write past a tensor: raised */
+      if (err == ETB_OK) k->probed[signature_slot] = 1;
     }
     if (alloc_slot >= 0 && err == ETB_OK && any_resized(&cs)) {
       /* the kernel sized its outs otherwise than torch: the slow path's call (it
@@ -486,6 +515,11 @@ PyObject* kernel_vectorcall(PyObject* self, PyObject* const* args, size_t nargsf
   }
   if (err != ETB_OK) {
     PyObject* info = etops_failure_info(err);
+    if (info != NULL && crash_site != NULL) { /* the fault hit a probe's guard page: named here */
+      PyObject* fault = PyTuple_GET_ITEM(info, 4);
+      PyObject* placed = PySequence_Concat(fault, crash_site);
+      if (placed == NULL || PyTuple_SetItem(info, 4, placed) < 0) Py_CLEAR(info);
+    }
     if (info == NULL) goto done;
     etops_keep_release(&cs.keep); /* the slow path may resize what we borrowed */
     result = slow_path(k, SLOW_FAILED, bound, info);
@@ -512,6 +546,8 @@ PyObject* kernel_vectorcall(PyObject* self, PyObject* const* args, size_t nargsf
   result = alloc_slot >= 0 && k->nreturns == 0 ? allocated_outs_result(k, bound) : build_result(k, bound, vals);
 
 done:
+  probe_end(k, &probe, 0); /* an early exit during a probe: the tensors get their memory back */
+  Py_XDECREF(crash_site);
   scratch_release(&cs);
   for (int i = 0; i < nfresh; i++) Py_DECREF(fresh[i]);
   return result;

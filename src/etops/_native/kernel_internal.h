@@ -89,6 +89,10 @@ typedef struct {
   int validated_count, validated_next;
   uint64_t validated[VALIDATED_SIGNATURES];
   uint8_t validated_static_outs[VALIDATED_SIGNATURES];
+  /* per ring entry: a call of that signature ran probed and wrote nothing outside
+   * its tensors (kernel_probe.c); until then its calls are probes. The ring holds
+   * the signatures of every kernel's calls with outs (validating or not). */
+  uint8_t probed[VALIDATED_SIGNATURES];
   /* outs may go STATIC: the kernel validates and writes no argument but its outs
    * (a kernel that wants another out shape is called again, which must not
    * mutate an input twice) */
@@ -238,6 +242,45 @@ int remember_outs(KernelObject* k, uint64_t sig, PyObject* outs);
 void forget_allocation(KernelObject* k, int slot);
 /* Drops every remembered entry (the kernel's clear). */
 void clear_allocations(KernelObject* k);
+
+/* Bytes per element of an ExecuTorch ScalarType (the widest plain size for an
+ * unknown one). */
+size_t tensor_element_size(int8_t dtype);
+
+/* ---- kernel_probe.c --------------------------------------------------------------- */
+
+/* One written tensor's memory during a probe: etops' mapping, guard pages at both
+ * ends, the tensor's bytes at `data` (copied from `original`). */
+typedef struct {
+  const char* name; /* the argument, for errors */
+  unsigned char* map;
+  size_t map_len;
+  unsigned char* data;
+  uintptr_t original;
+  size_t nbytes;
+} ProbeRegion;
+
+/* A probed call: its regions, and the tensors moved into them (to move back). */
+typedef struct {
+  int active;
+  int n, nmoved;
+  ProbeRegion regions[ETOPS_MAX_TENSORS];
+  struct {
+    TensorRec* rec;
+    void* original;
+  } moved[2 * ETOPS_MAX_TENSORS];
+} Probe;
+
+/* Moves every tensor the kernel may write (and every tensor inside one) into guarded
+ * memory for this call. 0, or -1 with an exception (the caller runs probe_end). */
+int probe_begin(KernelObject* k, CallScratch* cs, Probe* p);
+/* Whether `address` lies in a probe region: its argument, "past the end" /
+ * "before the start" / "inside", and the distance in bytes. */
+int probe_locate(const Probe* p, uint64_t address, const char** name, const char** where, int64_t* offset);
+/* Ends the probe (nothing when none is active): the tensors get their memory back,
+ * and when `copy_back` (the kernel succeeded) their results, unless a write past a
+ * tensor changed the canary: then -1 with KernelCrashed set and nothing copied. */
+int probe_end(const KernelObject* k, Probe* p, int copy_back);
 
 /* ---- kernel_call.c ---------------------------------------------------------------- */
 

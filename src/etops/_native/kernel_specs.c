@@ -90,7 +90,7 @@ static const uint8_t ELEMENT_SIZE[ETB_DTYPE_COUNT] = {
     [ETB_DTYPE_UINT64] = 8,
 };
 
-static size_t element_size(int8_t dtype) {
+size_t tensor_element_size(int8_t dtype) {
   if (dtype < 0 || dtype >= ETB_DTYPE_COUNT || ELEMENT_SIZE[dtype] == 0) return ELEMENT_SIZE_UNKNOWN;
   return ELEMENT_SIZE[dtype];
 }
@@ -105,7 +105,7 @@ static void byte_range(const etb_tensor* t, uintptr_t* first, uintptr_t* end) {
     for (int d = 0; d < t->ndim; d++) extent += (uint64_t)(t->sizes[d] - 1) * (uint64_t)t->strides[d];
   }
   *first = (uintptr_t)t->data;
-  *end = *first + (uintptr_t)(extent * element_size(t->dtype));
+  *end = *first + (uintptr_t)(extent * tensor_element_size(t->dtype));
 }
 
 int matches_specs(const KernelObject* k, const etb_value* vals) {
