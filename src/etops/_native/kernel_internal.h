@@ -253,9 +253,11 @@ size_t tensor_element_size(int8_t dtype);
  * ends, the tensor's bytes at `data` (copied from `original`). */
 typedef struct {
   const char* name; /* the argument, for errors */
-  unsigned char* map;
+  unsigned char* map; /* guard, [begin, end) readable and writable, guard */
   size_t map_len;
-  unsigned char* data;
+  unsigned char* begin;
+  unsigned char* end;
+  unsigned char* data; /* the tensor's bytes end at most PROBE_ALIGN before end */
   uintptr_t original;
   size_t nbytes;
 } ProbeRegion;

@@ -5,7 +5,7 @@
  * arguments: exactly what a kernel's argument signature (call_signature) hashes.
  * The first call of a signature is therefore a probe: every tensor the kernel may
  * write (outs and mutable arguments) is moved, for that call, into memory of etops'
- * own that ends against a PROT_NONE guard page and starts after one, the bytes
+ * own that ends against PROT_NONE guard pages (a mebibyte) and starts after them, the bytes
  * between the tensor and the guard pages filled with a canary. A write past either
  * end lands in etops' memory: in a guard page (the fault trap raises
  * KernelCrashed naming the argument, nothing outside was written) or in the canary
@@ -25,6 +25,10 @@
 #include <unistd.h>
 
 #define CANARY 0xA5
+/* PROT_NONE on each side of a probed tensor: a write up to this far outside it (a
+ * stride for an element, a row too many) lands in etops' mapping, not in memory of
+ * the process's; address space only, no memory. */
+#define GUARD_BYTES (1u << 20)
 #define PROBE_ALIGN 64 /* the tensor's first byte is aligned like an allocator's */
 
 /* [first, end) of the bytes a dense or strided tensor covers. */
@@ -62,23 +66,26 @@ static size_t page_size(void) {
 /* Maps a region for `nbytes` of `original` and copies them in. -1: MemoryError set. */
 static int map_region(ProbeRegion* g, const char* name, uintptr_t original, size_t nbytes) {
   size_t page = page_size();
-  size_t data_pages = (nbytes + PROBE_ALIGN + page - 1) / page;
-  size_t len = (data_pages + 2) * page;
-  unsigned char* map = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (map == MAP_FAILED) {
+  size_t guard = GUARD_BYTES > page ? GUARD_BYTES : page;
+  size_t data_len = (nbytes + PROBE_ALIGN + page - 1) / page * page;
+  size_t len = data_len + 2 * guard;
+  unsigned char* map = mmap(NULL, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (map == MAP_FAILED || mprotect(map + guard, data_len, PROT_READ | PROT_WRITE) != 0) {
+    if (map != MAP_FAILED) munmap(map, len);
     PyErr_NoMemory();
     return -1;
   }
-  mprotect(map, page, PROT_NONE);
-  mprotect(map + len - page, page, PROT_NONE);
-  unsigned char* end = map + len - page;
+  unsigned char* begin = map + guard;
+  unsigned char* end = begin + data_len;
   unsigned char* data = (unsigned char*)(((uintptr_t)end - nbytes) & ~(uintptr_t)(PROBE_ALIGN - 1));
-  memset(map + page, CANARY, (size_t)(data - (map + page)));
+  memset(begin, CANARY, (size_t)(data - begin));
   memset(data + nbytes, CANARY, (size_t)(end - (data + nbytes)));
   if (nbytes > 0) memcpy(data, (const void*)original, nbytes);
   g->name = name;
   g->map = map;
   g->map_len = len;
+  g->begin = begin;
+  g->end = end;
   g->data = data;
   g->original = original;
   g->nbytes = nbytes;
@@ -125,7 +132,6 @@ int probe_begin(KernelObject* k, CallScratch* cs, Probe* p) {
 }
 
 int probe_locate(const Probe* p, uint64_t address, const char** name, const char** where, int64_t* offset) {
-  size_t page = page_size();
   for (int i = 0; i < p->n; i++) {
     const ProbeRegion* g = &p->regions[i];
     uintptr_t a = (uintptr_t)address;
@@ -141,7 +147,6 @@ int probe_locate(const Probe* p, uint64_t address, const char** name, const char
       *where = "inside";
       *offset = (int64_t)(a - (uintptr_t)g->data);
     }
-    (void)page;
     return 1;
   }
   return 0;
@@ -149,16 +154,14 @@ int probe_locate(const Probe* p, uint64_t address, const char** name, const char
 
 /* The first canary byte a write changed around region g: 1 and where, or 0. */
 static int canary_broken(const ProbeRegion* g, const char** where, int64_t* offset) {
-  size_t page = page_size();
-  const unsigned char* end = g->map + g->map_len - page;
-  for (const unsigned char* c = g->data + g->nbytes; c < end; c++) {
+  for (const unsigned char* c = g->data + g->nbytes; c < g->end; c++) {
     if (*c != CANARY) {
       *where = "past the end";
       *offset = (int64_t)(c - (g->data + g->nbytes));
       return 1;
     }
   }
-  for (const unsigned char* c = g->data; c > g->map + page; c--) {
+  for (const unsigned char* c = g->data; c > g->begin; c--) {
     if (c[-1] != CANARY) {
       *where = "before the start";
       *offset = (int64_t)(g->data - c);
