@@ -252,6 +252,8 @@ static int handed_over; /* etf_hand_over was called: etf_install does nothing */
 
 void etf_hand_over(void) { handed_over = 1; }
 
+int etf_handed_over(void) { return handed_over; }
+
 int etf_install(void) {
   static int primed = 0;
   if (handed_over) return 0;

@@ -56,6 +56,9 @@ int etf_install(void);
 /* For a process whose faults another handler reports (a guarded call's child,
  * guard_signals.c): etf_install no longer takes the signals back. */
 void etf_hand_over(void);
+/* Whether etf_hand_over was called (a guarded call's child: its guard pages, not
+ * etops' probes, judge the kernel's writes). */
+int etf_handed_over(void);
 
 /* Makes this thread's parallel regions run inline (on: ExecuTorch's
  * NoThreadPoolGuard), or go to the pool again (off). A fault inside the pool's

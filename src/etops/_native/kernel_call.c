@@ -479,7 +479,8 @@ PyObject* kernel_vectorcall(PyObject* self, PyObject* const* args, size_t nargsf
       goto done;
     }
     /* the first call of a signature is a probe: written tensors in guarded memory */
-    if (signature_slot >= 0 && !k->probed[signature_slot] && probe_begin(k, &cs, &probe) < 0) goto done;
+    if (signature_slot >= 0 && !k->probed[signature_slot] && !etf_handed_over() && probe_begin(k, &cs, &probe) < 0)
+      goto done;
     err = run_kernel(k, fn, vals, cs.numel_total);
     if (err != ETB_OK && err != ETB_ERR_ABORTED && err != ETB_ERR_CRASHED && static_slot >= 0 && strstr(etb_last_call_log(), STATIC_RESIZE_REFUSED) != NULL) {
       /* ExecuTorch's kernel sizes an out otherwise than torch's meta kernel (batch
