@@ -39,7 +39,6 @@ from .errors import (
     KernelCrashed,
     KernelError,
     KernelNotFoundError,
-    MemoryMayBeCorruptWarning,
     NoMatchingKernelError,
     RegistrationError,
     RegistryFullError,
@@ -47,6 +46,7 @@ from .errors import (
     UnrepresentableError,
     UnsupportedNodeError,
 )
+from .crash_site import MemoryMayBeCorruptWarning
 from .kernel import KernelInfo, KernelOrigin, RegisteredKernel, UncallableKernel, as_program
 from .layouts import layout
 from .registry import Namespace, OpPacket, Registry, get_kernel, registry

@@ -1,4 +1,5 @@
-"""Where a faulting address lies among a call's tensor arguments.
+"""Where a faulting address lies among a call's tensor arguments, and the warning
+that a fault may have corrupted memory.
 
 When a kernel faults in-process (etops.KernelCrashed), the bridge reports the
 address it touched; this module names the tensor argument whose memory holds it or
@@ -8,6 +9,7 @@ the end of argument 'out'" reads as what it is. Core: imports torch only.
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import torch
@@ -70,3 +72,25 @@ def locate(address: int, bound: dict[str, Any]) -> tuple[str, str, int] | None:
     if best is None or best[0] > FARTHEST_BYTES:  # a wild pointer, not an overrun of any argument
         return None
     return best[1], best[2], best[3]
+
+
+class MemoryMayBeCorruptWarning(RuntimeWarning):
+    """A kernel faulted on a write outside its memory: the interpreter goes on, but
+    what it wrote before the fault may have corrupted memory nothing checks. Issued
+    once per process (each such KernelCrashed says it too)."""
+
+
+_warned = False
+
+
+def warn_once_if_corrupt(error: Any) -> Any:
+    """Returns `error`, after MemoryMayBeCorruptWarning the first time in this
+    process that a trapped fault (a KernelCrashed) may have corrupted memory."""
+    global _warned
+    if _warned or not getattr(error, "memory_may_be_corrupt", False):
+        return error
+    _warned = True
+    warnings.warn(f"ExecuTorch kernel {error.op} faulted on a write outside its memory; the process goes on, but "
+                  "memory may already be corrupt. Run suspicious calls guarded (etops.guard.call, guard=True, or "
+                  "etops check --isolated). Shown once per process.", MemoryMayBeCorruptWarning, stacklevel=3)
+    return error

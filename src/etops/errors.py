@@ -119,13 +119,6 @@ _SIGNAL_NAMES = {4: "SIGILL", 7: "SIGBUS", 8: "SIGFPE", 11: "SIGSEGV"}
 _FPE_CODES = {1: "integer division by zero or overflow", 2: "integer overflow", 3: "floating-point division by zero",
               4: "floating-point overflow", 5: "floating-point underflow", 6: "inexact floating-point result",
               7: "invalid floating-point operation"}
-_write_fault_warned = False
-
-
-class MemoryMayBeCorruptWarning(RuntimeWarning):
-    """A kernel faulted on a write outside its memory: the interpreter goes on, but
-    what it wrote before the fault may have corrupted memory nothing checks.
-    Issued once per process (each such KernelCrashed says it too)."""
 
 
 class KernelCrashed(KernelError):
@@ -185,9 +178,7 @@ class KernelCrashed(KernelError):
     @classmethod
     def in_process(cls, op: str, fault: tuple, log: str = "", site_of: Any = None) -> KernelCrashed:
         """The exception for a fault the bridge trapped on the calling thread
-        (`fault` as kernel_failure takes it); warns once per process after a fault
-        that may have corrupted memory (MemoryMayBeCorruptWarning)."""
-        global _write_fault_warned
+        (`fault` as kernel_failure takes it)."""
         signo, code, address, _pc, is_write = fault[:5]
         guarded = fault[5] if len(fault) > 5 else None  # (argument, where, offset): a probe's guard page
         signal = _SIGNAL_NAMES.get(signo, f"signal {signo}")
@@ -202,13 +193,6 @@ class KernelCrashed(KernelError):
         # outside; any other write (or an access of unknown direction) may follow
         # writes nothing caught
         corrupt = memory and is_write != 0 and guarded is None
-        if corrupt and not _write_fault_warned:
-            _write_fault_warned = True
-            import warnings
-
-            warnings.warn(f"ExecuTorch kernel {op} faulted on a write outside its memory; the process goes on, but memory "
-                          "may already be corrupt. Run suspicious calls guarded (etops.guard.call, guard=True, or "
-                          "etops check --isolated). Shown once per process.", MemoryMayBeCorruptWarning, stacklevel=4)
         return cls(op, signal, argument, access, where, offset, log, address, reason, corrupt)
 
     def __reduce__(self) -> tuple[Any, ...]:

@@ -20,7 +20,7 @@ from typing import Any, Protocol
 
 import torch
 
-from .crash_site import locate
+from .crash_site import locate, warn_once_if_corrupt
 from .errors import NoMatchingKernelError, SchemaError, kernel_failure
 from .out_shapes import allocate, allocated_strides, as_torch, is_data_dependent, outs_as_result
 from .resize import check_resizes, kept_memory_format, quiet_ids, resize_like_torch, warn_resized
@@ -265,7 +265,8 @@ class SlowPath:
         info: SlowPathInfo = kernel._info
         if extra[1] == "Crashed":  # a trapped fault: never called again; the address placed among the tensors
             bound = bound_arguments(info, values)
-            raise kernel_failure(info.error_type, info.name, *extra, site_of=lambda address: locate(address, bound))
+            raise warn_once_if_corrupt(kernel_failure(info.error_type, info.name, *extra,
+                                                      site_of=lambda address: locate(address, bound)))
         if not info.out_names() or extra[1] == "Aborted":  # an abort is never called again
             raise kernel_failure(info.error_type, info.name, *extra)
         bound = bound_arguments(info, values)

@@ -114,9 +114,9 @@ def test_a_null_read_raises_naming_the_read_and_warns_of_nothing(null_deref):
 
 
 def test_a_null_write_says_memory_may_be_corrupt_and_warns_once(null_deref):
-    import etops.errors as errors
+    import etops.crash_site as crash_site
 
-    errors._write_fault_warned = False  # this test process may have warned before
+    crash_site._warned = False  # this test process may have warned before
     with pytest.warns(etops.MemoryMayBeCorruptWarning, match="guard"):
         with pytest.raises(etops.KernelCrashed) as caught:
             null_deref(torch.tensor([-2.0]), out=torch.empty(1))
