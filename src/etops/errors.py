@@ -244,3 +244,30 @@ class UnsupportedNodeError(EtopsError, NotImplementedError):
 class ProgramFileError(EtopsError, ValueError):
     """The program is not a readable ExecuTorch program (not a .pte, truncated,
     corrupted); the message names the file and what is wrong."""
+
+
+# ---- guarded calls (etops.guard) ----------------------------------------------------
+
+
+class GuardTimeout(EtopsError, TimeoutError):
+    """A guarded call (etops.guard.call) whose guard process did not answer: it ran
+    longer than ``etops.guard.set_timeout`` allows, or it stopped making progress
+    (no CPU time used for ``etops.guard.server.STALL_SECONDS``: blocked, not
+    computing). The guard process was killed; the next guarded call forks a new one.
+
+    Attributes: ``op``; ``seconds`` (the limit that was reached); ``stalled``
+    (True when the guard process was blocked rather than slow)."""
+
+    def __init__(self, op: str, seconds: float, stalled: bool = False):
+        self.op, self.seconds, self.stalled = op, seconds, stalled
+        if stalled:
+            message = (f"guarded call of {op} stopped making progress: its guard process used no CPU time for "
+                       f"{seconds:g} s (blocked, not computing) and was killed. A guarded call must not block: "
+                       "please report it with the call; the unguarded call does not use a guard process")
+        else:
+            message = (f"guarded call of {op} did not finish within {seconds:g} s and its guard process was killed; "
+                       "if the kernel needs longer, raise the limit with etops.guard.set_timeout(seconds) (None: no limit)")
+        super().__init__(message)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.op, self.seconds, self.stalled))
