@@ -241,7 +241,7 @@ def run(kernel, info, bound: dict):
             if process is not None:
                 process.kill()
             stalled = timed_out.args[0]
-            raise GuardTimeout(info.name, STALL_SECONDS if stalled else timeout, stalled) from None
+            raise GuardTimeout(info.name, STALL_SECONDS if stalled or timeout is None else timeout, stalled) from None
         except BaseException:  # Ctrl-C, or a broken report: the guard process goes too
             if process is not None:
                 process.kill()
