@@ -65,6 +65,32 @@ def test_missing_name_caught_as_attribute_and_key_error(reg):
     assert "aten::add.out" in reg and "aten::add.Tensor" not in reg
 
 
+def test_suggestions_are_computed_only_when_the_message_is_shown(reg, monkeypatch):
+    """issue 33: a failed lookup (hasattr, getattr with a default) does not compute the
+    suggestions; the message, once shown, still names them."""
+    import pickle
+    import sys
+
+    registry_module = sys.modules["etops.registry"]  # etops.registry is the function
+    computed = []
+    suggestions = registry_module._suggestions
+    monkeypatch.setattr(registry_module, "_suggestions", lambda *a: computed.append(a) or suggestions(*a))
+    assert not hasattr(reg.aten.add, "Tensor")
+    assert not hasattr(reg.aten, "addd")
+    assert getattr(reg, "atne", None) is None
+    assert computed == []
+    with pytest.raises(etops.KernelNotFoundError) as info:
+        reg.aten.add.Tensor
+    assert computed == []
+    err = info.value
+    assert str(err) == "no ExecuTorch kernel is registered for aten::add.Tensor (did you mean aten::add.Scalar_out, aten::add.out?)"
+    assert len(computed) == 1
+    assert err.suggestions == ("aten::add.Scalar_out", "aten::add.out") and len(computed) == 1  # computed once
+    assert repr(err) == f"KernelNotFoundError({str(err)!r})"
+    again = pickle.loads(pickle.dumps(err))
+    assert str(again) == str(err) and again.suggestions == err.suggestions and again.name == "aten::add.Tensor"
+
+
 def test_malformed_name(reg):
     with pytest.raises(ValueError, match="namespace::op"):
         reg.get_kernel("add")

@@ -3,7 +3,7 @@ the argument at fault."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 
@@ -16,15 +16,34 @@ class KernelNotFoundError(EtopsError, AttributeError, KeyError):
 
     An AttributeError (for ``reg.aten.add.Tensor``) and a KeyError (for
     ``reg.get_kernel("aten::add.Tensor")``) at once; ``suggestions`` holds the
-    closest registered names."""
+    closest registered names. Given as a function (the registry's lookups), they
+    are computed only when asked for or when the message is shown, which then
+    ends in "(did you mean ...?)": a failed ``hasattr`` does not pay for them."""
 
-    def __init__(self, message: str, name: str = "", suggestions: tuple[str, ...] = ()):
+    def __init__(self, message: str, name: str = "", suggestions: tuple[str, ...] | Callable[[], Iterable[str]] = ()):
         super().__init__(message)
         self.name = name
-        self.suggestions = tuple(suggestions)
+        self._suggest = suggestions if callable(suggestions) else None
+        self._hinted = self._suggest is not None
+        self._suggestions = () if callable(suggestions) else tuple(suggestions)
+
+    @property
+    def suggestions(self) -> tuple[str, ...]:
+        if self._suggest is not None:
+            self._suggestions, self._suggest = tuple(self._suggest()), None
+        return self._suggestions
 
     def __str__(self) -> str:  # KeyError would quote the message
-        return str(self.args[0]) if self.args else ""
+        message = str(self.args[0]) if self.args else ""
+        if self._hinted and self.suggestions:
+            message += f" (did you mean {', '.join(self.suggestions)}?)"
+        return message
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({str(self)!r})"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (str(self), self.name, self.suggestions))
 
 
 class NoMatchingKernelError(EtopsError, LookupError):
@@ -286,3 +305,30 @@ class UnsupportedNodeError(EtopsError, NotImplementedError):
 class ProgramFileError(EtopsError, ValueError):
     """The program is not a readable ExecuTorch program (not a .pte, truncated,
     corrupted); the message names the file and what is wrong."""
+
+
+# ---- guarded calls (etops.guard) ----------------------------------------------------
+
+
+class GuardTimeout(EtopsError, TimeoutError):
+    """A guarded call (etops.guard.call) whose guard process did not answer: it ran
+    longer than ``etops.guard.set_timeout`` allows, or it stopped making progress
+    (no CPU time used for ``etops.guard.server.STALL_SECONDS``: blocked, not
+    computing). The guard process was killed; the next guarded call forks a new one.
+
+    Attributes: ``op``; ``seconds`` (the limit that was reached); ``stalled``
+    (True when the guard process was blocked rather than slow)."""
+
+    def __init__(self, op: str, seconds: float, stalled: bool = False):
+        self.op, self.seconds, self.stalled = op, seconds, stalled
+        if stalled:
+            message = (f"guarded call of {op} stopped making progress: its guard process used no CPU time for "
+                       f"{seconds:g} s (blocked, not computing) and was killed. A guarded call must not block: "
+                       "please report it with the call; the unguarded call does not use a guard process")
+        else:
+            message = (f"guarded call of {op} did not finish within {seconds:g} s and its guard process was killed; "
+                       "if the kernel needs longer, raise the limit with etops.guard.set_timeout(seconds) (None: no limit)")
+        super().__init__(message)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.op, self.seconds, self.stalled))

@@ -24,6 +24,20 @@ def _suggest(wanted: str, candidates: Iterable[str]) -> tuple[str, ...]:
     return tuple(difflib.get_close_matches(wanted, list(candidates), n=3, cutoff=0.5))
 
 
+def _suggestions(names: dict, asked: str, namespace: str, op: str | None, overload: str | None) -> tuple[str, ...]:
+    """The registered names closest to `asked` (`names`: Registry._names): the
+    op's other overloads when only the overload is wrong, else up to three close
+    names at the same level (namespaces, ops of the namespace, full names)."""
+    if op is None:
+        return _suggest(asked, names)
+    if overload is None:
+        return _suggest(asked, [f"{namespace}::{o}" for o in names.get(namespace, ())])
+    overloads = names.get(namespace, {}).get(op)
+    if overloads is not None:
+        return tuple(sorted(overloads.values()))
+    return _suggest(asked, [name for ops in names.values() for found in ops.values() for name in found.values()])
+
+
 class Registry:
     """The process-wide ExecuTorch kernel registry (one per process: use
     ``etops.registry()``)."""
@@ -79,9 +93,6 @@ class Registry:
             made = list(self._kernels.values())
         return made + [twin for k in made for twin in getattr(getattr(k, "_info", None), "program_twins", list)()]
 
-    def _full_names(self) -> list[str]:
-        return [name for ops in self._names.values() for overloads in ops.values() for name in overloads.values()]
-
     # ---- lookup --------------------------------------------------------------------
 
     def _has(self, namespace: str, op: str | None = None, overload: str | None = None) -> bool:
@@ -94,23 +105,16 @@ class Registry:
         return overload in overloads
 
     def _missing(self, namespace: str, op: str | None = None, overload: str | None = None) -> KernelNotFoundError:
-        candidates: Iterable[str]
+        """The error for a name that is not registered; its suggestions are computed
+        only when the message is shown (``hasattr`` never needs them)."""
         if op is None:
-            asked, candidates = namespace, self._names
-        elif overload is None:
-            asked = f"{namespace}::{op}"
-            candidates = [f"{namespace}::{o}" for o in self._names.get(namespace, ())]
+            asked = namespace
         else:
-            asked = f"{namespace}::{op}" + ("" if overload == "default" else f".{overload}")
-            candidates = self._full_names()
-        suggestions = _suggest(asked, candidates)
-        if op is not None and overload is not None and self._has(namespace, op):
-            # Same op, other overloads: those are the best hints.
-            suggestions = tuple(sorted(self._names[namespace][op].values()))
-        message = f"no ExecuTorch kernel is registered for {asked}"
-        if suggestions:
-            message += f" (did you mean {', '.join(suggestions)}?)"
-        return KernelNotFoundError(message, asked, suggestions)
+            asked = f"{namespace}::{op}" + ("" if overload is None or overload == "default" else f".{overload}")
+        names = self._names  # _refresh replaces it whole: the names as of this lookup
+        return KernelNotFoundError(
+            f"no ExecuTorch kernel is registered for {asked}", asked,
+            lambda: _suggestions(names, asked, namespace, op, overload))
 
     def get_kernel(self, name: str, schema: str | None = None) -> KernelObject:
         """The kernel object for ``"namespace::op.overload"`` (cached: the same object

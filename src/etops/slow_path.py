@@ -16,6 +16,7 @@ nothing here binds a call again; a call made again passes them by keyword.
 
 from __future__ import annotations
 
+import threading
 from typing import Any, Protocol
 
 import torch
@@ -72,12 +73,21 @@ def bound_arguments(info: SlowPathInfo, values: tuple) -> dict:
     return dict(zip(info.arg_names(), values))
 
 
-#: per nested allocate_and_call: ids of the outs it allocated (all of them), or empty
-_ALLOCATED: list[set[int]] = []
-#: ids of the kernels whose call runs again after etops resized its outs (innermost
-#: last): a kernel that fails on the shapes etops gave it is not resized again (its
-#: shape and torch's disagree: the KernelError is the answer, not a resize loop)
-_RESIZING: list[int] = []
+class _CallState(threading.local):
+    """The state of the calls running on one thread (each thread its own: two
+    threads calling one kernel never see each other's nested calls)."""
+
+    def __init__(self):
+        #: per nested allocate_and_call: ids of the outs it allocated (all of them), or empty
+        self.allocated: list[set[int]] = []
+        #: ids of the kernels whose call runs again after etops resized its outs
+        #: (innermost last): a kernel that fails on the shapes etops gave it is not
+        #: resized again (its shape and torch's disagree: the KernelError is the
+        #: answer, not a resize loop)
+        self.resizing: list[int] = []
+
+
+_STATE = _CallState()
 
 
 def _resized_by_torch(info, bound: dict) -> dict:
@@ -129,11 +139,12 @@ def _resize_then_call(info, kernel, bound: dict, resizes):
     check_resizes(info, bound, resizes)
     for _, out, shape in resizes:
         resize_like_torch(info, out, shape)
-    _RESIZING.append(id(kernel))
+    resizing = _STATE.resizing
+    resizing.append(id(kernel))
     try:
         return kernel(**bound)
     finally:
-        _RESIZING.pop()
+        resizing.pop()
         quiet_ids().clear()
 
 
@@ -154,12 +165,13 @@ class SlowPath:
         mine = {id(t) for v in outs.values() for t in (v if isinstance(v, list) else [v])}
         allocated = {id(outs[n]) for n in info.out_names() if bound.get(n) is None}
         quiet |= mine
-        _ALLOCATED.append(allocated if len(allocated) == len(info.out_names()) else set())
+        nested = _STATE.allocated
+        nested.append(allocated if len(allocated) == len(info.out_names()) else set())
         try:
             result = kernel(**{**bound, **outs})
         finally:
             quiet -= mine
-            _ALLOCATED.pop()
+            nested.pop()
         if result is None:  # `-> ()` with a tensor-list out: give back what was allocated
             result = outs_as_result(info, outs)
         if not unused:
@@ -227,7 +239,8 @@ class SlowPath:
         torch's functional, which checked the same arguments)."""
         info: SlowPathInfo = kernel._info
         bound = bound_arguments(info, values)
-        sized = bool(_ALLOCATED and _ALLOCATED[-1] and all(id(bound[n]) in _ALLOCATED[-1] for n in info.out_names()))
+        nested = _STATE.allocated
+        sized = bool(nested and nested[-1] and all(id(bound[n]) in nested[-1] for n in info.out_names()))
         resizes = {} if sized else _resized_by_torch(info, bound)
         # torch's checks see the outs as torch's out= would have resized them; the
         # caller's outs change only once every check passed
@@ -274,7 +287,7 @@ class SlowPath:
             specs = info.out_specs(bound)
         except (SchemaError, ValueError):
             raise kernel_failure(info.error_type, info.name, *extra) from None
-        if id(kernel) in _RESIZING:
+        if id(kernel) in _STATE.resizing:
             raise kernel_failure(info.error_type, info.name, *extra)
         resizes = []  # (label, out, shape) of every out of the wrong size
         for name in info.out_names():

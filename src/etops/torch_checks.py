@@ -12,6 +12,7 @@ signature pay nothing. Core module: imports torch and the core only.
 from __future__ import annotations
 
 import re
+import threading
 import warnings
 
 from .out_shapes import to_meta
@@ -22,6 +23,14 @@ _NO_META = (
     "dtype nullptr (uninitialized)",  # a Python out wrapper on an out its functional leaves None
     "Too many positional arguments",  # torch's Python meta of add/sub.Scalar_out has no alpha parameter
 )
+
+
+#: serializes etops' own changes of the process-wide warning filters: two threads'
+#: overlapping catch_warnings blocks restore each other's filters, leaving torch's
+#: resize warning (or, before, every warning) silenced for the whole process
+_FILTERS_LOCK = threading.RLock()
+#: torch's out= resize warning (C++ and Python meta kernels): the call path warns itself
+_TORCH_RESIZE_WARNING = "An output with one or more elements was resized"
 
 
 def torch_refusal(name: str, overload, bound: dict, out_names) -> Exception | None:
@@ -44,8 +53,9 @@ def check_with_torch(name: str, overload, bound: dict, out_names):
     keywords = {a.name: args[a.name] for a in schema.arguments if a.kwarg_only and a.name in args}
     shapes_before = {n: _shapes(args.get(n)) for n in out_names}
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # torch's out= resize warning: the call path warns itself
+        with _FILTERS_LOCK, warnings.catch_warnings():
+            # only torch's resize warning: another thread's warnings in the meantime still show
+            warnings.filterwarnings("ignore", message=_TORCH_RESIZE_WARNING)
             overload(*positional, **keywords)
     except NotImplementedError:
         return None, None

@@ -1,11 +1,16 @@
 """Threads: eight threads calling kernels on their own tensors (big enough that the
 GIL is released inside the kernel) get correct results, and so do small calls
-interleaved with them. (A ninth thread registering and overriding custom kernels
-meanwhile comes with the custom-kernel issue.)"""
+interleaved with them; the slow path's call state is per thread (two threads
+resizing the outs of one kernel), and torch's checks leave the process-wide
+warning filters as they found them. (A ninth thread registering and overriding
+custom kernels meanwhile comes with the custom-kernel issue.)"""
 
 from __future__ import annotations
 
+import sys
 import threading
+import uuid
+import warnings
 
 import torch
 
@@ -77,3 +82,63 @@ def test_the_gil_is_released_inside_big_kernels():
     t2.join()
     t1.join()
     assert len(ticks) > 0
+
+
+def _in_threads(count: int, target) -> None:
+    """Runs `target(i)` on threads i = 0 .. count-1, started together; joins them."""
+    barrier = threading.Barrier(count)
+
+    def run(i):
+        barrier.wait()
+        target(i)
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(count)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+
+
+def test_two_threads_resizing_the_outs_of_one_kernel_both_succeed(reg):
+    """issue 33: the slow path's resize-and-call-again state was process-wide, so one
+    thread's resize made the other's call of the same kernel raise KernelError
+    ("Attempted to change the tensor rank...") in about half the calls."""
+    x = torch.randn(200, 200)
+    failures: list = []
+
+    def work(_):
+        for _ in range(1000):
+            try:
+                got = reg.dim_order_ops._clone_dim_order.out(x, out=torch.empty(0))
+            except Exception as exc:  # noqa: BLE001 - counted, reported below
+                failures.append(repr(exc)[:300])
+                continue
+            if not torch.equal(got, x):
+                failures.append("wrong result")
+
+    _in_threads(2, work)
+    assert failures == []
+
+
+def test_threads_checking_new_signatures_leave_the_warning_filters_alone(reg):
+    """torch's meta check of a new argument signature silences torch's resize warning
+    around the call; threads doing it at once must not restore each other's filters
+    (which left every warning of the process silenced)."""
+
+    def work(k):  # every thread its own signatures: each one checked by torch
+        for n in range(1, 300):
+            a = torch.randn(n, 17 + k)
+            reg.aten.add.out(a, a, out=torch.empty(n, 17 + k))
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-5)  # threads switch inside the check, as they do under load
+    try:
+        _in_threads(4, work)
+    finally:
+        sys.setswitchinterval(interval)
+    marker = uuid.uuid4().hex
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.warn(f"a user warning {marker}", UserWarning)
+        warnings.warn(f"An output with one or more elements was resized {marker}", UserWarning)
+    assert [str(w.message) for w in seen if marker in str(w.message)] == [
+        f"a user warning {marker}", f"An output with one or more elements was resized {marker}"]

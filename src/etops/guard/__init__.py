@@ -11,9 +11,13 @@ copied back into the caller's.
     etops.guard.call("aten::add.out", a, b)
     etops.guard.guard_pid()   # the guard process's pid (None before the first call)
     etops.guard.reset()       # end it; the next guarded call forks a new one
+    etops.guard.set_timeout(seconds)  # how long a call may take (None: no limit)
 
 The guard process is a snapshot of this process at its fork, forked anew when the
-registry changes or a kernel object made after it is called (server.py).
+registry changes or a kernel object made after it is called (server.py). It runs
+torch single-threaded; a call it does not answer in time (set_timeout), or during
+which it stops using CPU time, raises etops.GuardTimeout, and Ctrl-C during a call
+raises KeyboardInterrupt: either way the guard process is killed, never orphaned.
 
 Files: call.py (the call: outs, fault to argument, results back), server.py (the
 guard process's lifetime), child.py (what the guard process runs), buffers.py
@@ -24,7 +28,8 @@ Extension: imports the core only (the registry, the kernel's info, errors).
 
 from __future__ import annotations
 
+from ..errors import GuardTimeout
 from .call import call
-from .server import guard_pid, reset
+from .server import guard_pid, reset, set_timeout
 
-__all__ = ["call", "guard_pid", "reset"]
+__all__ = ["GuardTimeout", "call", "guard_pid", "reset", "set_timeout"]

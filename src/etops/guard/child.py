@@ -106,6 +106,9 @@ def serve(kernels: dict, first, request_fd: int, report_fd: int, preserve_layout
     mode) from `request_fd` with the kernels of `kernels` (id -> kernel object),
     until the caller closes the pipe. Never returns."""
     try:
+        # torch single-threaded: the caller's OpenMP thread team did not survive the
+        # fork, and libgomp would wait for it forever (a copy of 40k elements does)
+        torch.set_num_threads(1)
         _native.guard_signals(report_fd)
         kernel, info, bound = first
         while True:

@@ -11,6 +11,14 @@ object did not exist at its fork, when a call's arguments do not pickle, and in
 every child this process forks (the guard process belongs to the process that
 forked it). The call that forks it is its first, made from the fork's copy of its
 arguments. ``reset()`` drops it.
+
+A guarded call never hangs: the guard process runs torch single-threaded (child.py:
+the OpenMP thread team of this process does not survive the fork), and the caller
+waits for each of its reports with a limit: ``set_timeout`` seconds for the whole
+call (default DEFAULT_TIMEOUT), and STALL_SECONDS without any CPU time used by the
+guard process (blocked); then the guard process is killed and the call raises
+etops.GuardTimeout naming the kernel. Any exception while a call is in flight
+(Ctrl-C's KeyboardInterrupt) kills and reaps the guard process before it propagates.
 """
 
 from __future__ import annotations
@@ -18,12 +26,16 @@ from __future__ import annotations
 import atexit
 import os
 import pickle
+import select
+import signal
 import struct
 import tempfile
 import threading
+import time
 from typing import NamedTuple
 
 from .. import _native
+from ..errors import GuardTimeout
 from ..layouts import layout_is_preserved
 from ..registry import registry
 from .child import serve
@@ -31,6 +43,44 @@ from .wire import dumps, frame, read_exact, read_frame_body, write_all
 
 #: the fault record guard_signals.c writes after "ETGF": signo, is_write, si_code, address
 _FAULT = struct.Struct("=iiiQ")
+
+#: seconds a guarded call may take by default (set_timeout changes it)
+DEFAULT_TIMEOUT = 600.0
+#: seconds without CPU time used by the guard process after which a call in flight
+#: counts as blocked (checked where /proc gives a process's CPU time)
+STALL_SECONDS = 20.0
+#: how often the caller looks at the guard process's CPU time while waiting
+_CHECK_EVERY = 1.0
+
+_timeout: float | None = DEFAULT_TIMEOUT
+
+
+def set_timeout(seconds: float | None) -> float | None:
+    """Sets how long a guarded call may take (seconds, or None: no limit) before
+    its guard process is killed and the call raises etops.GuardTimeout; returns
+    the previous limit. A guard process that stops using CPU time is killed after
+    STALL_SECONDS whatever the limit."""
+    global _timeout
+    if seconds is not None and not seconds > 0:
+        raise ValueError(f"etops.guard.set_timeout: argument 'seconds' must be positive or None, got {seconds!r}")
+    previous, _timeout = _timeout, None if seconds is None else float(seconds)
+    return previous
+
+
+class _TimedOut(Exception):
+    """The guard process did not report in time; its argument: whether it stalled
+    (used no CPU time) rather than ran out of time."""
+
+
+def _cpu_ticks(pid: int) -> int | None:
+    """The CPU time (user + system, in clock ticks) process `pid` has used, or None
+    where /proc does not tell."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            fields = f.read().rsplit(b")", 1)[1].split()
+        return int(fields[11]) + int(fields[12])
+    except (OSError, IndexError, ValueError):
+        return None
 
 
 class Died(NamedTuple):
@@ -61,10 +111,17 @@ class GuardProcess:
             os.close(self.report_r)
             os.dup2(self.log.fileno(), 2)
             serve(self.kernels, (kernel, info, bound), request_r, report_w, preserve)
-        self.owner = os.getpid()
-        os.close(request_r)
-        os.close(report_w)
-        self.log_start = 0
+        try:
+            self.owner = os.getpid()
+            os.close(request_r)
+            os.close(report_w)
+            self.log_start = 0
+            self._poll = select.poll()
+            self._poll.register(self.report_r, select.POLLIN)
+        except BaseException:  # interrupted right after the fork: no orphan
+            os.kill(self.pid, signal.SIGKILL)
+            os.waitpid(self.pid, 0)
+            raise
 
     def knows(self, kernel) -> bool:
         """Whether a request can name `kernel`: the registry is as it was at the fork
@@ -85,11 +142,31 @@ class GuardProcess:
             return False
         return True
 
-    def outcome(self):
+    def _wait_for_report(self, deadline: float | None) -> None:
+        """Returns once the guard process has written (or closed) its report pipe;
+        raises _TimedOut at `deadline` (time.monotonic()), or when the guard process
+        used no CPU time for STALL_SECONDS."""
+        ticks, still_since = None, time.monotonic()
+        while True:
+            now = time.monotonic()
+            wait = _CHECK_EVERY if deadline is None else min(_CHECK_EVERY, deadline - now)
+            if wait <= 0:
+                raise _TimedOut(False)
+            if self._poll.poll(wait * 1000.0):
+                return
+            now, seen = time.monotonic(), _cpu_ticks(self.pid)
+            if seen is None or seen != ticks:
+                ticks, still_since = seen, now
+            elif now - still_since >= STALL_SECONDS:
+                raise _TimedOut(True)
+
+    def outcome(self, deadline: float | None = None):
         """The outcome of the call in flight (see child.run_guarded), or Died when
-        the guard process died before sending it."""
+        the guard process died before sending it; raises _TimedOut when the guard
+        process sends nothing in time (_wait_for_report)."""
         layout, fault = [], None
         while True:
+            self._wait_for_report(deadline)  # a frame, once begun, follows whole (or the pipe closes)
             tag = read_exact(self.report_r, 1)
             if tag in (b"L", b"P"):
                 body = read_frame_body(self.report_r)
@@ -109,6 +186,16 @@ class GuardProcess:
     def _log_since_call(self) -> str:
         os.lseek(self.log.fileno(), self.log_start, os.SEEK_SET)
         return os.read(self.log.fileno(), 1 << 20).decode("utf-8", "replace")
+
+    def kill(self) -> None:
+        """Ends the guard process now (a call in flight, interrupted or out of time)
+        and reaps it: it never outlives the call as an orphan."""
+        if self.owner == os.getpid():
+            try:
+                os.kill(self.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        self.close()
 
     def close(self, wait: bool = True) -> int:
         """Ends the guard process (it exits when its request pipe closes); its exit
@@ -135,20 +222,29 @@ _current: GuardProcess | None = None
 
 def run(kernel, info, bound: dict):
     """The outcome of one guarded call (child.run_guarded's, or Died), through this
-    process's guard process (forked here when needed)."""
+    process's guard process (forked here when needed). Raises GuardTimeout when it
+    does not answer in time; whatever interrupts the call kills it first."""
     global _current
+    timeout = _timeout
+    deadline = None if timeout is None else time.monotonic() + timeout
     with _lock:
-        process = _current
-        if process is None or not process.knows(kernel) or not process.request(kernel, bound):
-            if process is not None:
-                _current = None
-                process.close()
-            process = GuardProcess(kernel, info, bound)
-        _current = None  # while the call is in flight: an interrupted one leaves the pipes out of step
+        # while the call is in flight: an interrupted one leaves the pipes out of step
+        process, _current = _current, None
         try:
-            outcome = process.outcome()
-        except BaseException:
-            process.close()
+            if process is None or not process.knows(kernel) or not process.request(kernel, bound):
+                if process is not None:
+                    old, process = process, None
+                    old.close()
+                process = GuardProcess(kernel, info, bound)
+            outcome = process.outcome(deadline)
+        except _TimedOut as timed_out:
+            if process is not None:
+                process.kill()
+            stalled = timed_out.args[0]
+            raise GuardTimeout(info.name, STALL_SECONDS if stalled or timeout is None else timeout, stalled) from None
+        except BaseException:  # Ctrl-C, or a broken report: the guard process goes too
+            if process is not None:
+                process.kill()
             raise
         if not isinstance(outcome, Died):
             _current = process
