@@ -22,6 +22,7 @@ import torch
 
 from .errors import NoMatchingKernelError, SchemaError, kernel_failure
 from .out_shapes import allocate, allocated_strides, as_torch, is_data_dependent, outs_as_result
+from .overlaps import refuse_overlaps
 from .resize import check_resizes, kept_memory_format, quiet_ids, resize_like_torch, warn_resized
 
 
@@ -255,6 +256,14 @@ class SlowPath:
         argument, or accept the call (an out to be resized)."""
         info: SlowPathInfo = kernel._info
         info.explain_mismatch(bound_arguments(info, values))
+
+    def overlaps(self, kernel, values, flags):
+        """Tensors of a call whose memory meets (the C path compared their byte
+        ranges; `flags`: the plan's per argument): raises what torch refuses, naming
+        both arguments; returns the full aliases torch allows, (written, input)
+        argument index pairs, for the C kernel to remember."""
+        info: SlowPathInfo = kernel._info
+        return refuse_overlaps(info, info.arg_names(), values, flags)
 
     def failed(self, kernel, values, extra):
         """The kernel failed: when outs of the wrong size explain it, resize them as

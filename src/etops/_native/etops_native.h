@@ -57,7 +57,26 @@ typedef struct etops_state {
   /* Last non-torch type seen and its exchange API (NULL: none, use __dlpack__). */
   PyTypeObject* other_type;
   const DLPackExchangeAPI* other_api;
+  /* Last torch.Tensor subclass seen (owned) and whether it is refused: it has a
+   * __torch_dispatch__ of its own (FakeTensor, wrapper subclasses), so its memory is
+   * not its data (tensor.c, subclass_refused). */
+  PyTypeObject* subclass_type;
+  int subclass_refused;
+  /* torch.Tensor's `requires_grad` getter, called directly (kernel_checks.c), and
+   * torch.is_grad_enabled, asked only once a tensor requires grad. */
+  getter requires_grad_get;
+  void* requires_grad_closure;
+  PyObject* is_grad_enabled;
+  /* c10::GradMode::is_enabled() of the torch this process loaded (looked up by its
+   * exported name at configure(), never linked), or NULL: is_grad_enabled is called */
+  _Bool (*grad_mode_enabled)(void);
 } etops_state;
+
+/* The memory a borrowed tensor covers as the caller gave it (before any copy):
+ * bytes [first, end); first == end for an empty tensor. */
+typedef struct {
+  uintptr_t first, end;
+} etops_span;
 
 /* Keeps whatever a borrowed tensor needs alive until the call ends. */
 typedef struct etops_keep {
@@ -94,10 +113,14 @@ extern _Thread_local int etops_layout_preserve;
  * dim order) for a dense tensor in an order other than contiguous or channels-last
  * while the thread's layout mode is not "preserve"; the caller decides whether to
  * copy or refuse.
- * `writable` refuses read-only producers.
+ * `writable` refuses read-only producers. A torch.Tensor subclass with its own
+ * __torch_dispatch__ (FakeTensor, TwoTensor), a meta tensor, one without storage
+ * and one whose data pointer is NULL are refused (UnrepresentableError / TypeError)
+ * before anything reads them. `span` (may be NULL) receives the bytes the tensor
+ * covers as given.
  */
 int etops_borrow_tensor(etops_state* st, PyObject* obj, etb_tensor* out, etops_keep* keep,
-                        const char* op, const char* what, int writable);
+                        const char* op, const char* what, int writable, etops_span* span);
 
 /* Raises the ValueError for a written tensor that is expanded (LAYOUT_OVERLAPPING):
  * writing it would write some elements twice. Returns -1. */

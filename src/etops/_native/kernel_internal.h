@@ -40,6 +40,8 @@ typedef struct {
 #define CACHE_ENTRIES 4
 /* Argument signatures a kernel remembers torch accepted (a ring). */
 #define VALIDATED_SIGNATURES 32
+/* (written, other) argument pairs a kernel remembers torch lets share all memory. */
+#define FULL_ALIAS_PAIRS 8
 /* Input signatures of calls without out= whose outs a kernel remembers (a ring). */
 #define ALLOCATION_SIGNATURES 16
 
@@ -102,6 +104,11 @@ typedef struct {
   int allocated_count, allocated_next;
   uint64_t allocated[ALLOCATION_SIGNATURES];
   PyObject* allocated_outs[ALLOCATION_SIGNATURES];
+  /* full aliases torch allows (kernel_checks.c): pairs (written argument, other
+   * argument) whose tensors the slow path found the same memory and layout, as
+   * torch's out= accepts them for this operator (a ring) */
+  int full_alias_count, full_alias_next;
+  int8_t full_alias[FULL_ALIAS_PAIRS][2];
   PyObject* delegate;  /* a Delegate (delegate.c) run instead of a registered kernel, or NULL */
   etb_delegate* delegate_handle;
   TensorSpec* specs;   /* per argument, what its tensor must be (delegates), or NULL */
@@ -148,6 +155,9 @@ typedef struct {
   PyObject* obj;
   PyObject* copy_back_to; /* borrowed from the call's arguments; NULL: none */
   int arg;
+  PyObject* given;   /* the caller's object (borrowed): obj, or what obj is a copy of */
+  etops_span span;   /* the bytes `given` covers (kernel_checks.c compares them) */
+  uint8_t as_given;  /* t is `given` itself (no copy): its layout is the caller's */
 } TensorRec;
 
 typedef struct {
@@ -200,6 +210,15 @@ void scratch_release(CallScratch* cs);
 /* Converts argument i's value `o` into `v` by the plan's kind (tensors borrowed into
  * cs; cs may be NULL only for kinds that borrow nothing: plan-time defaults). */
 int convert_arg(KernelObject* k, CallScratch* cs, int i, PyObject* o, etb_value* v);
+
+/* ---- kernel_checks.c -------------------------------------------------------------- */
+
+/* What torch refuses of any call with outs, checked on every call once its arguments
+ * are borrowed: a tensor that requires grad while grad mode is on, and a written
+ * tensor (out or mutable argument) sharing memory with another tensor of the call
+ * other than as torch allows (the slow path's `overlaps` decides when the byte ranges
+ * meet). 0: the call may go on; -1: refused (exception set). */
+int check_written_tensors(KernelObject* k, CallScratch* cs, PyObject* const* bound);
 
 /* ---- kernel_select.c -------------------------------------------------------------- */
 

@@ -1,0 +1,174 @@
+/*
+ * kernel_checks.c - what torch refuses of a call with outs that depends on the
+ * tensor objects themselves, not on the argument signature torch's checks are
+ * remembered by (kernel_call.c's validate_once), so it is checked on every call,
+ * once the arguments are borrowed and before the kernel runs:
+ *
+ *   - a tensor that requires grad while grad mode is on (torch: "functions with
+ *     out=... arguments don't support automatic differentiation"). Only floating
+ *     point and complex tensors can require grad; torch's own getter is called
+ *     directly, and grad mode is asked only once a tensor requires grad.
+ *   - a written tensor (an out or a mutable argument) sharing memory with another
+ *     tensor of the call, list items included. Each written tensor's byte range as
+ *     the caller gave it (before any copy) is compared with every other one's: two
+ *     compares when they do not meet. Ranges that meet go to the slow path's
+ *     `overlaps` (etops/overlaps.py), which decides as torch does (a partial
+ *     overlap is refused, a full alias allowed where torch's out= allows it for the
+ *     operator), unless both tensors are given as they are with the same bytes,
+ *     sizes and strides (a full alias) and the kernel remembers that the slow path
+ *     allowed that pair of arguments.
+ */
+#include "kernel_internal.h"
+
+static inline int is_written(const KernelObject* k, const TensorRec* r) {
+  return (k->args[r->arg].flags & (F_OUT | F_MUTABLE)) != 0;
+}
+
+/* Whether a tensor of this dtype can require grad (floating point and complex). */
+static inline int may_require_grad(int8_t dtype) {
+  return (dtype >= ETB_DTYPE_HALF && dtype <= ETB_DTYPE_COMPLEX_DOUBLE) || dtype == ETB_DTYPE_BFLOAT16;
+}
+
+/* The name of rec i in messages: its argument, or 'name[j]' for a list item (its
+ * index in the caller's list, found by identity; the error path only). */
+static void rec_label(const KernelObject* k, const CallScratch* cs, int i, PyObject* const* bound, char* buf,
+                      size_t size) {
+  const TensorRec* r = cs->recs[i];
+  int kind = k->args[r->arg].kind;
+  Py_ssize_t index = -1;
+  if (kind == K_TENSOR_LIST || kind == K_OPT_TENSOR_LIST) {
+    PyObject* seq = PySequence_Fast(bound[r->arg], "");
+    if (seq == NULL) PyErr_Clear();
+    for (Py_ssize_t j = 0; seq != NULL && j < PySequence_Fast_GET_SIZE(seq); j++) {
+      if (PySequence_Fast_GET_ITEM(seq, j) == r->given) {
+        index = j;
+        break;
+      }
+    }
+    Py_XDECREF(seq);
+  }
+  if (index < 0) snprintf(buf, size, "%s", k->args[r->arg].cname);
+  else snprintf(buf, size, "%s[%zd]", k->args[r->arg].cname, index);
+}
+
+/* Whether grad mode is on for this thread (-1: error). */
+static inline int grad_mode(const etops_state* st) {
+  if (st->grad_mode_enabled != NULL) return st->grad_mode_enabled() ? 1 : 0;
+  PyObject* enabled = PyObject_CallNoArgs(st->is_grad_enabled);
+  if (enabled == NULL) return -1;
+  int on = PyObject_IsTrue(enabled);
+  Py_DECREF(enabled);
+  return on;
+}
+
+/* torch refuses writing outs while an argument requires grad with grad mode on. */
+static Py_NO_INLINE int refuse_requires_grad(KernelObject* k, const CallScratch* cs, int i, PyObject* const* bound) {
+  char label[160];
+  rec_label(k, cs, i, bound, label, sizeof label);
+  PyErr_Format(PyExc_ValueError,
+               "%s: argument '%s' requires grad; functions with out=... arguments don't support automatic "
+               "differentiation, but one of the arguments requires grad (torch refuses this call too), and "
+               "ExecuTorch kernels compute no gradients: call under torch.no_grad() or pass '%s'.detach()",
+               k->op_name, label, label);
+  return -1;
+}
+
+/* -1 (exception set) when grad mode is on and a tensor of the call requires grad,
+ * else 0. Grad mode first (one read of torch's thread-local state), then each
+ * floating point or complex torch tensor through torch's own getter. */
+static inline int check_grad(KernelObject* k, const CallScratch* cs, PyObject* const* bound) {
+  getter get = k->st->requires_grad_get;
+  if (get == NULL) return 0;
+  int mode = -2; /* not asked yet: only once a tensor could require grad */
+  PyTypeObject* tensor_type = (PyTypeObject*)k->st->torch_tensor_type;
+  for (int i = 0; i < cs->nrecs; i++) {
+    const TensorRec* r = cs->recs[i];
+    if (!may_require_grad(r->t.dtype)) continue;
+    PyTypeObject* tp = Py_TYPE(r->given);
+    if (tp != tensor_type && !PyType_IsSubtype(tp, tensor_type)) continue;
+    if (mode == -2 && (mode = grad_mode(k->st)) <= 0) return mode;
+    PyObject* flag = get(r->given, k->st->requires_grad_closure);
+    if (flag == NULL) return -1;
+    Py_DECREF(flag);
+    if (flag == Py_True) return refuse_requires_grad(k, cs, i, bound);
+  }
+  return 0;
+}
+
+/* Both given as they are, over the same bytes with the same sizes and strides. */
+static inline int same_layout(const TensorRec* a, const TensorRec* b) {
+  if (!a->as_given || !b->as_given || a->span.first != b->span.first || a->span.end != b->span.end ||
+      a->t.ndim != b->t.ndim)
+    return 0;
+  for (int d = 0; d < a->t.ndim; d++) {
+    if (a->t.sizes[d] != b->t.sizes[d] || a->t.strides[d] != b->t.strides[d]) return 0;
+  }
+  return 1;
+}
+
+static int full_alias_allowed(const KernelObject* k, int written, int other) {
+  for (int n = 0; n < k->full_alias_count; n++) {
+    if (k->full_alias[n][0] == written && k->full_alias[n][1] == other) return 1;
+  }
+  return 0;
+}
+
+/* Remembers the (written, other) argument pairs the slow path returned as full
+ * aliases torch allows (a tuple of int pairs; anything else: nothing). */
+static void remember_full_aliases(KernelObject* k, PyObject* pairs) {
+  if (!PyTuple_Check(pairs)) return;
+  for (Py_ssize_t n = 0; n < PyTuple_GET_SIZE(pairs); n++) {
+    PyObject* pair = PyTuple_GET_ITEM(pairs, n);
+    if (!PyTuple_Check(pair) || PyTuple_GET_SIZE(pair) != 2) continue;
+    long written = PyLong_AsLong(PyTuple_GET_ITEM(pair, 0));
+    long other = PyLong_AsLong(PyTuple_GET_ITEM(pair, 1));
+    if (PyErr_Occurred()) {
+      PyErr_Clear();
+      continue;
+    }
+    if (written < 0 || written >= k->nargs || other < 0 || other >= k->nargs || full_alias_allowed(k, (int)written, (int)other))
+      continue;
+    k->full_alias[k->full_alias_next][0] = (int8_t)written;
+    k->full_alias[k->full_alias_next][1] = (int8_t)other;
+    k->full_alias_next = (k->full_alias_next + 1) % FULL_ALIAS_PAIRS;
+    if (k->full_alias_count < FULL_ALIAS_PAIRS) k->full_alias_count++;
+  }
+}
+
+/* The slow path's exact decision on tensors whose memory meets: raises what torch
+ * refuses, else returns the full aliases to remember. */
+static Py_NO_INLINE int decide_overlaps(KernelObject* k, PyObject* const* bound) {
+  PyObject* values = PyTuple_New(k->nargs);
+  if (values == NULL) return -1;
+  for (int i = 0; i < k->nargs; i++) PyTuple_SET_ITEM(values, i, Py_NewRef(bound[i] != NULL ? bound[i] : Py_None));
+  PyObject* flags = PyTuple_New(k->nargs); /* what the slow path must know: outs and mutable arguments */
+  for (int i = 0; flags != NULL && i < k->nargs; i++) PyTuple_SET_ITEM(flags, i, PyLong_FromLong(k->args[i].flags));
+  PyObject* res = flags != NULL ? PyObject_CallMethod(k->slow, "overlaps", "OOO", (PyObject*)k, values, flags) : NULL;
+  Py_XDECREF(flags);
+  Py_DECREF(values);
+  if (res == NULL) return -1;
+  remember_full_aliases(k, res);
+  Py_DECREF(res);
+  return 0;
+}
+
+int check_written_tensors(KernelObject* k, CallScratch* cs, PyObject* const* bound) {
+  int writes = 0;
+  for (int i = 0; i < cs->nrecs; i++) {
+    const TensorRec* w = cs->recs[i];
+    if (!is_written(k, w)) continue;
+    writes = 1;
+    if (w->span.first == w->span.end) continue;
+    for (int j = 0; j < cs->nrecs; j++) {
+      const TensorRec* o = cs->recs[j];
+      if (j == i || o->span.first >= w->span.end || w->span.first >= o->span.end) continue;
+      int other_written = is_written(k, o);
+      if (other_written && j < i) continue; /* decided from o's side */
+      if (same_layout(w, o) && (other_written || full_alias_allowed(k, w->arg, o->arg))) continue;
+      if (decide_overlaps(k, bound) < 0) return -1;
+      goto grad; /* the slow path looked at every pair */
+    }
+  }
+grad:
+  return writes ? check_grad(k, cs, bound) : 0;
+}
