@@ -47,6 +47,8 @@ from .errors import (
 )
 from .kernel import KernelInfo, KernelOrigin, RegisteredKernel, UncallableKernel, as_program
 from .layouts import layout
+from .out_shapes import from_dlpack
+from .torch_checks import check_bounds
 from .registry import Namespace, OpPacket, Registry, get_kernel, registry
 from .schemas import set_schema
 
@@ -55,17 +57,25 @@ __version__ = "0.1.0"
 Kernel = _native.Kernel
 
 
-def _densify(obj: Any) -> torch.Tensor:
+def _densify(obj: Any, op: str = "etops", argument: str = "tensor") -> torch.Tensor:
     """A contiguous copy of a non-dense tensor-like (torch or DLPack producer), its
-    lazy conjugate and negative bits resolved (DLPack carries neither)."""
+    lazy conjugate and negative bits resolved (DLPack carries neither), once its
+    view is known to stay within its memory (check_bounds, naming `argument` of
+    operator `op`: the C call path asks on every call that copies a tensor)."""
+    check_bounds(op, argument, obj)
     if not isinstance(obj, torch.Tensor):
-        obj = torch.from_dlpack(obj)
+        obj = from_dlpack(obj)  # a numpy array with negative strides: a copy
     return obj.resolve_conj().resolve_neg().contiguous()
 
 
 def _copy_back(user_tensor: Any, computed: torch.Tensor) -> None:
     """Writes a computed contiguous out into the user's (permuted) out tensor,
     taking the size the kernel gave it."""
+    if type(user_tensor).__module__ == "numpy" and any(s < 0 for s in getattr(user_tensor, "strides", ())):
+        import numpy  # torch cannot view negative strides: numpy writes its own array
+
+        numpy.copyto(user_tensor, computed.numpy().reshape(user_tensor.shape))
+        return
     if not isinstance(user_tensor, torch.Tensor):
         user_tensor = torch.from_dlpack(user_tensor)
     if user_tensor.shape != computed.shape:

@@ -8,9 +8,10 @@ where the operator computes in place (abs, add, mm), refusing it where it does n
 pointers with no such check, so a partial overlap smears their results, whatever the
 operator: etops refuses it for every kernel (also where torch's kernel forgets to,
 as its reductions do), and allows a full alias where torch's out= allows it for the
-operator. Two outs may be one tensor (torch writes both); two outs that share part
-of their memory are refused, as is resizing an out that shares memory with another
-argument (resize.py). The C call path compares byte ranges on every call
+operator. Two written tensors sharing memory are refused too (torch takes one
+tensor as two outs and keeps whichever result it wrote last: an ExecuTorch kernel
+writes in its own order), and so is resizing an out that shares memory with
+another argument (resize.py). The C call path compares byte ranges on every call
 (_native/kernel_checks.c) and asks `refuse_overlaps` only when two of them meet.
 Core module: imports torch and the core only.
 """
@@ -85,9 +86,11 @@ def _bytes(t: torch.Tensor) -> tuple[int, int]:
 
 
 def _as_torch(value):
+    from .out_shapes import from_dlpack
+
     if isinstance(value, torch.Tensor) or not hasattr(value, "__dlpack__"):
         return value
-    return torch.from_dlpack(value)
+    return from_dlpack(value)
 
 
 def call_tensors(names, values, flags) -> list[tuple[str, int, bool, bool, torch.Tensor]]:
@@ -121,12 +124,13 @@ def refuse_overlaps(info, names, values, flags) -> tuple:
             if m == n or (other_written and m < n):
                 continue
             status = overlap_status(t, other)
-            if status in (NONE, TOO_HARD) or (status == FULL and other_written):
+            if status in (NONE, TOO_HARD):
                 continue
             if other_written:
                 raise ValueError(
-                    f"{info.name}: {what} '{label}' and {_kind(flags[other_index])} '{other_label}' share part of their "
-                    f"memory, so the kernel would write some elements through both; pass tensors that do not overlap"
+                    f"{info.name}: {what} '{label}' and {_kind(flags[other_index])} '{other_label}' share "
+                    f"{'all' if status == FULL else 'part'} of their memory, so the kernel would write some elements "
+                    "through both (which result stays depends on its loops); pass separate tensors"
                 )
             if status == PARTIAL:
                 raise ValueError(

@@ -123,7 +123,7 @@ def check_values(name: str, bound: dict, out_names) -> None:
     input. Raises ValueError naming the argument, with torch's words."""
     for arg, value in bound.items():
         for label, t in _tensors(arg, value):
-            _check_storage_bounds(name, label, t)
+            check_bounds(name, label, t)
     _check_geometry(name, bound)
     _check_convolution_bias(name, bound)
     _check_dim_order(name, bound, out_names)
@@ -131,12 +131,49 @@ def check_values(name: str, bound: dict, out_names) -> None:
 
 
 def _tensors(arg: str, value):
+    """(label, tensor) of an argument's torch tensors and numpy arrays."""
     import torch
 
     items = enumerate(value) if isinstance(value, (list, tuple)) else [(None, value)]
     for i, item in items:
-        if isinstance(item, torch.Tensor):
+        if isinstance(item, torch.Tensor) or (type(item).__module__ == "numpy" and hasattr(item, "__array_interface__")):
             yield (arg if i is None else f"{arg}[{i}]"), item
+
+
+def check_bounds(name: str, label: str, t) -> None:
+    """Raises ValueError naming `label` when torch tensor or numpy array `t` is a
+    view reaching outside the memory it lives in: run per argument signature for
+    every tensor (check_values), and per call for every tensor the C path copies
+    (a strided or offset view: etops' densify); the C path refuses a tensor whose
+    storage was freed (no data pointer) on every call."""
+    if type(t).__module__ == "numpy" and hasattr(t, "__array_interface__"):
+        _check_array_bounds(name, label, t)
+    elif hasattr(t, "untyped_storage"):
+        _check_storage_bounds(name, label, t)
+
+
+def _check_array_bounds(name: str, label: str, a) -> None:
+    """A numpy view (numpy.lib.stride_tricks.as_strided) reaches no byte outside the
+    array that owns its memory (numpy does not check; torch's from_numpy views
+    cannot be made so)."""
+    import numpy
+
+    owner, link = a, a.base
+    while link is not None:  # as_strided's views hold their array through a plain object's .base
+        if isinstance(link, numpy.ndarray):
+            owner = link
+        link = getattr(link, "base", None)
+    if owner is a or owner.base is not None or a.size == 0:
+        return  # owns its memory, or lives in a buffer numpy cannot bound (bytes, mmap)
+    bounds = getattr(getattr(numpy.lib, "array_utils", numpy), "byte_bounds")
+    low, high = bounds(a)
+    owner_low, owner_high = bounds(owner)
+    if low < owner_low or high > owner_high:
+        raise ValueError(
+            f"{name}: argument '{label}' (shape {list(a.shape)}, strides {list(a.strides)} bytes) reaches bytes "
+            f"[{low - owner_low}, {high - owner_low}) of the {owner_high - owner_low}-byte array that owns its memory; "
+            "the kernel would read or write outside it (torch refuses such views: out of bounds for storage)"
+        )
 
 
 def _check_storage_bounds(name: str, label: str, t) -> None:

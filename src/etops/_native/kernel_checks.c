@@ -13,10 +13,11 @@
  *     the caller gave it (before any copy) is compared with every other one's: two
  *     compares when they do not meet. Ranges that meet go to the slow path's
  *     `overlaps` (etops/overlaps.py), which decides as torch does (a partial
- *     overlap is refused, a full alias allowed where torch's out= allows it for the
- *     operator), unless both tensors are given as they are with the same bytes,
- *     sizes and strides (a full alias) and the kernel remembers that the slow path
- *     allowed that pair of arguments.
+ *     overlap is refused, a full alias of an out and an input allowed where torch's
+ *     out= allows it for the operator, two written tensors in one memory refused),
+ *     unless both tensors are given as they are with the same bytes, sizes and
+ *     strides (a full alias) and the kernel remembers that the slow path allowed
+ *     that pair of arguments.
  */
 #include "kernel_internal.h"
 
@@ -164,7 +165,7 @@ int check_written_tensors(KernelObject* k, CallScratch* cs, PyObject* const* bou
       if (j == i || o->span.first >= w->span.end || w->span.first >= o->span.end) continue;
       int other_written = is_written(k, o);
       if (other_written && j < i) continue; /* decided from o's side */
-      if (same_layout(w, o) && (other_written || full_alias_allowed(k, w->arg, o->arg))) continue;
+      if (!other_written && same_layout(w, o) && full_alias_allowed(k, w->arg, o->arg)) continue;
       if (decide_overlaps(k, bound) < 0) return -1;
       goto grad; /* the slow path looked at every pair */
     }

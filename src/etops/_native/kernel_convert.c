@@ -33,7 +33,8 @@ static int borrow_dense_copy(KernelObject* k, CallScratch* cs, TensorRec* r, int
                              int writable) {
   if (rc == LAYOUT_OVERLAPPING && writable) return etops_refuse_overlapping_write(k->op_name, what);
   PyObject* obj = r->obj;
-  PyObject* dense = PyObject_CallOneArg(k->st->densify, obj);
+  /* densify(obj, operator, argument): it checks the view's bounds first, per call */
+  PyObject* dense = PyObject_CallFunction(k->st->densify, "Oss", obj, k->op_name, what);
   if (dense == NULL || etops_keep_add(&cs->keep, dense) < 0) return -1;
   r->obj = dense;
   cs->ncopies++;
