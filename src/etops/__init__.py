@@ -86,6 +86,21 @@ def _copy_back(user_tensor: Any, computed: torch.Tensor) -> None:
 _native.configure(tensor_type=torch.Tensor, densify=_densify, copy_back=_copy_back, flush_logs=_logs.flush,
                   empty_strided=torch.empty_strided)
 _native.install_pal()
+
+
+def _calibrate_grad_probe() -> bool:
+    """Turns on the C call path's cheap "has no autograd state" test of a tensor
+    (_native/kernel_checks.c) from tensors torch says lack and have autograd state:
+    fresh tensors of several dtypes and ranks, and leaves requiring grad, results with
+    a grad_fn and views of them."""
+    with torch.enable_grad():
+        plain = [torch.ones(3), torch.empty(2, 2), torch.zeros(()), torch.arange(4), torch.ones(1, dtype=torch.float64)]
+        leaf = torch.ones(3, requires_grad=True)
+        grad = [leaf, leaf * 2, leaf[1:], torch.zeros(2, 2, requires_grad=True), torch.ones(2, dtype=torch.float64, requires_grad=True).exp()]
+        return bool(_native.calibrate_grad_probe(plain, grad))
+
+
+_calibrate_grad_probe()
 _runtime_patch.install()
 
 #: public name -> (module, attribute or None for the module itself): the extensions'

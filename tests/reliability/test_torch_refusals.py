@@ -167,6 +167,23 @@ def test_requires_grad_in_a_list_and_a_parameter_are_refused(reg):
         reg.aten.mul.out(torch.ones(3), weight, out=torch.empty(3))
 
 
+def test_requires_grad_set_after_a_clean_call_and_a_grad_fn_are_refused(reg):
+    """The C path's grad probe (a tensor without autograd state cannot require grad)
+    is read on every call: nothing is remembered per tensor or signature."""
+    assert etops._calibrate_grad_probe()  # the probe found torch's layout: on
+    x, out = torch.ones(3), torch.empty(3)
+    reg.aten.add.out(x, x, out=out)
+    x.requires_grad_()
+    with pytest.raises(ValueError, match="'self' requires grad"):
+        reg.aten.add.out(x, torch.ones(3), out=out)
+    with pytest.raises(ValueError, match="'other' requires grad"):
+        reg.aten.add.out(torch.ones(3), x * 2, out=out)  # not a leaf: it has a grad_fn
+    with pytest.raises(ValueError, match="'self' requires grad"):
+        reg.aten.add.out(x[1:], torch.ones(2), out=torch.empty(2))  # a view of it
+    x.requires_grad_(False)
+    assert torch.equal(reg.aten.add.out(x, x, out=out), torch.full((3,), 2.0))
+
+
 def test_requires_grad_is_fine_without_grad_mode_and_for_frozen_parameters(reg):
     x = torch.ones(3, requires_grad=True)
     with torch.no_grad():

@@ -70,6 +70,12 @@ typedef struct etops_state {
   /* c10::GradMode::is_enabled() of the torch this process loaded (looked up by its
    * exported name at configure(), never linked), or NULL: is_grad_enabled is called */
   _Bool (*grad_mode_enabled)(void);
+  /* The grad probe (kernel_checks.c, etops_calibrate_grad_probe): where an exact
+   * torch.Tensor keeps its TensorImpl, and where that keeps its autograd state (NULL
+   * for a tensor that never required grad, has no grad_fn and is no view); found at
+   * import by comparing tensors torch says do and do not require grad. 0: off. */
+  int grad_probe_ok;
+  Py_ssize_t grad_probe_impl, grad_probe_meta;
 } etops_state;
 
 /* The memory a borrowed tensor covers as the caller gave it (before any copy):
@@ -137,6 +143,12 @@ PyObject* etops_sizes_tuple(const etb_tensor* t);
 extern volatile int etops_logs_pending;
 
 int etops_kernel_type_init(PyObject* module, etops_state* st);
+
+/* Finds the grad probe's offsets from exact torch.Tensors torch says have no
+ * autograd state (`plain`) and have it (`grad`, which require grad or have a
+ * grad_fn); turns the probe on when exactly one layout fits every sample, off
+ * otherwise. Returns 1 (on), 0 (off) or -1 (error). */
+int etops_calibrate_grad_probe(etops_state* st, PyObject* plain, PyObject* grad);
 int etops_delegate_type_init(PyObject* module, etops_state* st);
 
 /* The backend handle of a Delegate object (NULL with TypeError for anything else). */

@@ -21,6 +21,8 @@
  */
 #include "kernel_internal.h"
 
+#include <string.h>
+
 static inline int is_written(const KernelObject* k, const TensorRec* r) {
   return (k->args[r->arg].flags & (F_OUT | F_MUTABLE)) != 0;
 }
@@ -74,9 +76,80 @@ static Py_NO_INLINE int refuse_requires_grad(KernelObject* k, const CallScratch*
   return -1;
 }
 
+/* ---- the grad probe ------------------------------------------------------------
+ * torch's requires_grad getter costs about 40 ns a tensor, more than the rest of a
+ * small call. A tensor that never required grad, has no grad_fn and is no view has
+ * no autograd state at all: torch keeps that state behind one pointer of its
+ * TensorImpl, NULL for such a tensor. Where the TensorImpl and that pointer are is
+ * not public, so it is found at import (etops_calibrate_grad_probe) from tensors
+ * torch itself says have and lack autograd state, and used only when exactly one
+ * layout fits every sample (else torch's getter answers every time). The probe only
+ * ever says "no autograd state": any other tensor goes to grad mode and the getter. */
+
+#define PROBE_MAX_IMPL 64  /* bytes of the Python object searched for the TensorImpl */
+#define PROBE_MAX_META 128 /* bytes of the TensorImpl searched for the autograd pointer */
+
+static inline uintptr_t word_at(const void* base, Py_ssize_t offset) {
+  uintptr_t w;
+  memcpy(&w, (const char*)base + offset, sizeof w);
+  return w;
+}
+
+/* The TensorImpl address torch gives for `obj` (its _cdata), or 0 with an error. */
+static uintptr_t impl_of(PyObject* obj) {
+  PyObject* cdata = PyObject_GetAttrString(obj, "_cdata");
+  if (cdata == NULL) return 0;
+  uintptr_t impl = (uintptr_t)PyLong_AsUnsignedLongLong(cdata);
+  Py_DECREF(cdata);
+  return PyErr_Occurred() ? 0 : impl;
+}
+
+int etops_calibrate_grad_probe(etops_state* st, PyObject* plain, PyObject* grad) {
+  st->grad_probe_ok = 0;
+  PyObject* samples[2] = {plain, grad};
+  Py_ssize_t impl_at = -1, meta_at = -1;
+  for (Py_ssize_t off = sizeof(PyObject); off + (Py_ssize_t)sizeof(uintptr_t) <= PROBE_MAX_IMPL; off += sizeof(uintptr_t)) {
+    int fits = 1;
+    for (int g = 0; g < 2 && fits; g++) {
+      for (Py_ssize_t i = 0; i < PyList_GET_SIZE(samples[g]) && fits; i++) {
+        PyObject* t = PyList_GET_ITEM(samples[g], i);
+        if (Py_TYPE(t) != (PyTypeObject*)st->torch_tensor_type) return 0;
+        uintptr_t impl = impl_of(t);
+        if (impl == 0) return -1;
+        fits = word_at(t, off) == impl;
+      }
+    }
+    if (fits && impl_at >= 0) return 0; /* two places fit: not sure which it is */
+    if (fits) impl_at = off;
+  }
+  if (impl_at < 0) return 0;
+  for (Py_ssize_t off = sizeof(uintptr_t); off + (Py_ssize_t)sizeof(uintptr_t) <= PROBE_MAX_META; off += sizeof(uintptr_t)) {
+    int fits = 1;
+    for (int g = 0; g < 2 && fits; g++) {
+      for (Py_ssize_t i = 0; i < PyList_GET_SIZE(samples[g]) && fits; i++) {
+        const void* impl = (const void*)word_at(PyList_GET_ITEM(samples[g], i), impl_at);
+        fits = (word_at(impl, off) == 0) == (g == 0);
+      }
+    }
+    if (fits && meta_at >= 0) return 0;
+    if (fits) meta_at = off;
+  }
+  if (meta_at < 0) return 0;
+  st->grad_probe_impl = impl_at;
+  st->grad_probe_meta = meta_at;
+  st->grad_probe_ok = 1;
+  return 1;
+}
+
+/* Whether exact torch.Tensor `obj` has no autograd state (so cannot require grad). */
+static inline int surely_no_grad(const etops_state* st, PyObject* obj) {
+  return st->grad_probe_ok && word_at((const void*)word_at(obj, st->grad_probe_impl), st->grad_probe_meta) == 0;
+}
+
 /* -1 (exception set) when grad mode is on and a tensor of the call requires grad,
- * else 0. Grad mode first (one read of torch's thread-local state), then each
- * floating point or complex torch tensor through torch's own getter. */
+ * else 0. Each floating point or complex torch tensor: the grad probe, then (a
+ * tensor with autograd state, a view, a subclass) grad mode (one read of torch's
+ * thread-local state) and torch's own getter. */
 static inline int check_grad(KernelObject* k, const CallScratch* cs, PyObject* const* bound) {
   getter get = k->st->requires_grad_get;
   if (get == NULL) return 0;
@@ -86,7 +159,7 @@ static inline int check_grad(KernelObject* k, const CallScratch* cs, PyObject* c
     const TensorRec* r = cs->recs[i];
     if (!may_require_grad(r->t.dtype)) continue;
     PyTypeObject* tp = Py_TYPE(r->given);
-    if (tp != tensor_type && !PyType_IsSubtype(tp, tensor_type)) continue;
+    if (tp == tensor_type ? surely_no_grad(k->st, r->given) : !PyType_IsSubtype(tp, tensor_type)) continue;
     if (mode == -2 && (mode = grad_mode(k->st)) <= 0) return mode;
     PyObject* flag = get(r->given, k->st->requires_grad_closure);
     if (flag == NULL) return -1;

@@ -250,6 +250,16 @@ static PyObject* tensor_meta(PyObject* module, PyObject* args) {
   return Py_BuildValue("(iNO)", (int)t.dtype, order, rc == LAYOUT_DENSE ? Py_True : Py_False);
 }
 
+/* calibrate_grad_probe(plain, grad) -> bool: kernel_checks.c's grad probe, from two
+ * lists of exact torch.Tensors (without and with autograd state). */
+static PyObject* calibrate_grad_probe(PyObject* module, PyObject* args) {
+  PyObject *plain, *grad;
+  if (!PyArg_ParseTuple(args, "O!O!", &PyList_Type, &plain, &PyList_Type, &grad)) return NULL;
+  int on = etops_calibrate_grad_probe(state_of(module), plain, grad);
+  if (on < 0) return NULL;
+  return PyBool_FromLong(on);
+}
+
 /* set_layout_preserve(flag) -> previous flag: the calling thread's layout mode. */
 static PyObject* set_layout_preserve(PyObject* module, PyObject* flag) {
   int on = PyObject_IsTrue(flag);
@@ -275,6 +285,10 @@ static PyObject* install_pal(PyObject* module, PyObject* noargs) {
 }
 
 static PyMethodDef module_methods[] = {
+    {"calibrate_grad_probe", calibrate_grad_probe, METH_VARARGS,
+     "calibrate_grad_probe(plain, grad) -> bool: finds where exact torch.Tensors keep their autograd state "
+     "(NULL for tensors without), from tensors torch says lack (plain) and have it (grad); on when one layout "
+     "fits every sample"},
     {"configure", (PyCFunction)(void (*)(void))configure, METH_VARARGS | METH_KEYWORDS,
      "configure(tensor_type, densify, copy_back, flush_logs, empty_strided=None): torch.Tensor (for its "
      "DLPack C exchange API), the function that copies a tensor to contiguous, the one that copies a "
