@@ -23,9 +23,6 @@
 
 #include <string.h>
 
-static inline int is_written(const KernelObject* k, const TensorRec* r) {
-  return (k->args[r->arg].flags & (F_OUT | F_MUTABLE)) != 0;
-}
 
 /* Whether a tensor of this dtype can require grad (floating point and complex). */
 static inline int may_require_grad(int8_t dtype) {
@@ -230,13 +227,13 @@ int check_written_tensors(KernelObject* k, CallScratch* cs, PyObject* const* bou
   int writes = 0;
   for (int i = 0; i < cs->nrecs; i++) {
     const TensorRec* w = cs->recs[i];
-    if (!is_written(k, w)) continue;
+    if (!w->written) continue;
     writes = 1;
     if (w->span.first == w->span.end) continue;
     for (int j = 0; j < cs->nrecs; j++) {
       const TensorRec* o = cs->recs[j];
       if (j == i || o->span.first >= w->span.end || w->span.first >= o->span.end) continue;
-      int other_written = is_written(k, o);
+      int other_written = o->written;
       if (other_written && j < i) continue; /* decided from o's side */
       if (!other_written && same_layout(w, o) && full_alias_allowed(k, w->arg, o->arg)) continue;
       if (decide_overlaps(k, bound) < 0) return -1;

@@ -75,6 +75,7 @@ static inline TensorRec* borrow(KernelObject* k, CallScratch* cs, PyObject* obj,
   r->given = obj;
   r->copy_back_to = NULL;
   r->arg = arg;
+  r->written = (uint8_t)writable;
   int rc = etops_borrow_tensor(k->st, obj, &r->t, &cs->keep, k->op_name, what, writable, &r->span);
   if (rc < 0) return NULL;
   r->as_given = rc == LAYOUT_DENSE && !(k->contiguous_only && !is_contiguous_order(&r->t));

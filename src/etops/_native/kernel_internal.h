@@ -9,6 +9,7 @@
  *   kernel_convert.c  Python argument -> etb_value, one converter per plan kind
  *   kernel_select.c   the kernel-key cache: which registered function runs
  *   kernel_specs.c    a delegate's tensor specs, checked on every call
+ *   kernel_checks.c   torch's refusals that depend on the objects: shared memory, grad
  *   kernel_call.c     the call: bind, convert, run, results, slow-path hand-offs
  *   kernel_alloc.c    the outs of calls without out=: remembered sizes, allocation
  *   kernel_type.c     construction and the Python-visible type
@@ -158,6 +159,7 @@ typedef struct {
   PyObject* given;   /* the caller's object (borrowed): obj, or what obj is a copy of */
   etops_span span;   /* the bytes `given` covers (kernel_checks.c compares them) */
   uint8_t as_given;  /* t is `given` itself (no copy): its layout is the caller's */
+  uint8_t written;   /* an out or a mutable argument: the kernel writes it */
 } TensorRec;
 
 typedef struct {
