@@ -329,3 +329,18 @@ def test_the_kernel_as_a_program_calls_it_refuses_the_same_calls(reg):
     with pytest.raises(TypeError, match="FakeTensor"):
         abs_(_fake(), out=torch.empty(3))
     assert torch.equal(abs_(x, out=x), torch.arange(6.0))
+
+
+def test_refusals_keep_reference_counts(reg):
+    import sys
+
+    buf, x = torch.arange(6.0), torch.ones(3, requires_grad=True)
+    parts = [torch.ones(2), buf[3:5]]
+    before = [sys.getrefcount(t) for t in (buf, x, parts[1])]
+    for _ in range(50):
+        for call in (lambda: reg.aten.abs.out(buf[1:], out=buf[:-1]), lambda: reg.aten.abs.out(x, out=torch.empty(3)),
+                     lambda: reg.aten.cat.out(parts, out=buf[:4]), lambda: reg.aten.abs.out(_two(), out=torch.empty(3))):
+            with pytest.raises((ValueError, TypeError)):
+                call()
+        reg.aten.add.out(buf, buf, out=buf)  # an allowed full alias, remembered
+    assert [sys.getrefcount(t) for t in (buf, x, parts[1])] == before

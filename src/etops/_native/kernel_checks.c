@@ -138,30 +138,48 @@ int etops_calibrate_grad_probe(etops_state* st, PyObject* plain, PyObject* grad)
   return 1;
 }
 
-/* Whether exact torch.Tensor `obj` has no autograd state (so cannot require grad). */
-static inline int surely_no_grad(const etops_state* st, PyObject* obj) {
-  return st->grad_probe_ok && word_at((const void*)word_at(obj, st->grad_probe_impl), st->grad_probe_meta) == 0;
-}
-
-/* -1 (exception set) when grad mode is on and a tensor of the call requires grad,
- * else 0. Each floating point or complex torch tensor: the grad probe, then (a
- * tensor with autograd state, a view, a subclass) grad mode (one read of torch's
- * thread-local state) and torch's own getter. */
-static inline int check_grad(KernelObject* k, const CallScratch* cs, PyObject* const* bound) {
-  getter get = k->st->requires_grad_get;
-  if (get == NULL) return 0;
-  int mode = -2; /* not asked yet: only once a tensor could require grad */
-  PyTypeObject* tensor_type = (PyTypeObject*)k->st->torch_tensor_type;
-  for (int i = 0; i < cs->nrecs; i++) {
+/* From recs[first] on (the first tensor the probe could not clear): -1 with the
+ * error when grad mode is on and one of them requires grad (torch's getter says),
+ * else 0. Out of line: a call of plain tensors never gets here. */
+static Py_NO_INLINE int ask_torch_about_grad(KernelObject* k, const CallScratch* cs, PyObject* const* bound,
+                                             int first) {
+  const etops_state* st = k->st;
+  int mode = grad_mode(st);
+  if (mode <= 0) return mode;
+  PyTypeObject* tensor_type = (PyTypeObject*)st->torch_tensor_type;
+  for (int i = first; i < cs->nrecs; i++) {
     const TensorRec* r = cs->recs[i];
-    if (!may_require_grad(r->t.dtype)) continue;
     PyTypeObject* tp = Py_TYPE(r->given);
-    if (tp == tensor_type ? surely_no_grad(k->st, r->given) : !PyType_IsSubtype(tp, tensor_type)) continue;
-    if (mode == -2 && (mode = grad_mode(k->st)) <= 0) return mode;
-    PyObject* flag = get(r->given, k->st->requires_grad_closure);
+    if (!may_require_grad(r->t.dtype) || (tp != tensor_type && !PyType_IsSubtype(tp, tensor_type))) continue;
+    PyObject* flag = st->requires_grad_get(r->given, st->requires_grad_closure);
     if (flag == NULL) return -1;
     Py_DECREF(flag);
     if (flag == Py_True) return refuse_requires_grad(k, cs, i, bound);
+  }
+  return 0;
+}
+
+/* -1 (exception set) when grad mode is on and a tensor of the call requires grad,
+ * else 0. Each floating point or complex torch tensor: the grad probe (no autograd
+ * state: it cannot), and for the others (a tensor with autograd state, a view, a
+ * subclass) grad mode (one read of torch's thread-local state) and torch's own
+ * getter. */
+static inline int check_grad(KernelObject* k, const CallScratch* cs, PyObject* const* bound) {
+  const etops_state* st = k->st;
+  if (st->requires_grad_get == NULL) return 0;
+  PyTypeObject* tensor_type = (PyTypeObject*)st->torch_tensor_type;
+  const int probe = st->grad_probe_ok;
+  const Py_ssize_t at_impl = st->grad_probe_impl, at_meta = st->grad_probe_meta;
+  for (int i = 0; i < cs->nrecs; i++) {
+    const TensorRec* r = cs->recs[i];
+    if (!may_require_grad(r->t.dtype)) continue;
+    PyObject* obj = r->given;
+    if (Py_TYPE(obj) == tensor_type) {
+      if (probe && word_at((const void*)word_at(obj, at_impl), at_meta) == 0) continue;
+    } else if (!PyType_IsSubtype(Py_TYPE(obj), tensor_type)) {
+      continue;
+    }
+    return ask_torch_about_grad(k, cs, bound, i);
   }
   return 0;
 }
