@@ -30,7 +30,8 @@ def check_resizes(info, bound: dict, resizes) -> None:
     written-to tensor refer to a single memory location"), or with another out (one
     tensor given as two outs of different shapes)."""
     outs = set(info.out_names())
-    inputs, given_outs = [], []
+    inputs: list = []
+    given_outs: list = []
     for name, value in bound.items():
         for i, t in enumerate(value) if isinstance(value, (list, tuple)) else [(None, value)]:
             if isinstance(t, torch.Tensor):

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 import warnings
+from typing import Any
 
 from .out_shapes import to_meta
 
@@ -250,8 +251,8 @@ def _check_dim_order(name: str, bound: dict, out_names) -> None:
     order = _ints(bound.get("dim_order"))
     if order is None:
         return
-    shape = bound.get("self")
-    rank = shape.dim() if hasattr(shape, "dim") else len(bound["size"]) if _ints(bound.get("size")) is not None else None
+    x: Any = bound.get("self")
+    rank = x.dim() if hasattr(x, "dim") else len(bound["size"]) if _ints(bound.get("size")) is not None else None
     if sorted(order) != list(range(len(order))) or (rank is not None and len(order) != rank):
         raise ValueError(
             f"{name}: argument 'dim_order' is {order}, not a permutation of the {rank if rank is not None else len(order)} dims "
@@ -264,7 +265,8 @@ def _check_last_dim_size(name: str, bound: dict) -> None:
     transformed dim is last_dim_size or last_dim_size // 2 + 1 (torch's CPU
     assertion; its meta kernel sizes the out from last_dim_size alone and the kernel
     would read past the input)."""
-    size, dims, x = bound.get("last_dim_size"), _ints(bound.get("dim")), bound.get("self")
+    size, dims = bound.get("last_dim_size"), _ints(bound.get("dim"))
+    x: Any = bound.get("self")
     if not isinstance(size, int) or not dims or not hasattr(x, "shape") or not -x.dim() <= dims[-1] < x.dim():
         return
     have = x.shape[dims[-1]]
