@@ -23,7 +23,7 @@ import torch
 from .errors import NoMatchingKernelError, SchemaError, kernel_failure
 from .out_shapes import allocate, allocated_strides, as_torch, is_data_dependent, outs_as_result
 from .overlaps import refuse_overlaps
-from .resize import check_resizes, kept_memory_format, quiet_ids, resize_like_torch, warn_resized
+from .resize import check_resizes, handled_in_this_call, kept_memory_format, quiet_ids, resize_like_torch, warn_resized
 
 
 class SlowPathInfo(Protocol):
@@ -264,6 +264,16 @@ class SlowPath:
         argument index pairs, for the C kernel to remember."""
         info: SlowPathInfo = kernel._info
         return refuse_overlaps(info, info.arg_names(), values, flags)
+
+    def outs_allocated(self, kernel, values, _extra) -> bool:
+        """Whether every out of the call is one etops allocated for it (a call
+        without out=, an etops.edge op): a tensor requiring grad is then no out=
+        call torch would refuse, only a result without a grad_fn."""
+        info: SlowPathInfo = kernel._info
+        bound = bound_arguments(info, values)
+        outs = [bound.get(n) for n in info.out_names()]
+        items = [t for o in outs for t in (o if isinstance(o, (list, tuple)) else [o])]
+        return bool(items) and all(t is not None and handled_in_this_call(t) for t in items)
 
     def failed(self, kernel, values, extra):
         """The kernel failed: when outs of the wrong size explain it, resize them as

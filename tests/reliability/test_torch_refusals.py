@@ -184,6 +184,18 @@ def test_requires_grad_set_after_a_clean_call_and_a_grad_fn_are_refused(reg):
     assert torch.equal(reg.aten.add.out(x, x, out=out), torch.full((3,), 2.0))
 
 
+def test_requires_grad_without_out_is_a_functional_call_without_grad_fn(reg):
+    """torch refuses out= calls; a call without out= (etops allocates the outs, in
+    Python the first time, in C after) is torch's functional call, whose result here
+    has no grad_fn (ExecuTorch computes no gradients), as etops.edge's ops."""
+    w = torch.ones(3, requires_grad=True)
+    for _ in range(3):
+        got = reg.aten.mul.out(w, torch.full((3,), 2.0))
+        assert torch.equal(got, torch.full((3,), 2.0)) and not got.requires_grad
+    with pytest.raises(ValueError, match="'self' requires grad"):  # with out= again
+        reg.aten.mul.out(w, torch.full((3,), 2.0), out=torch.empty(3))
+
+
 def test_requires_grad_is_fine_without_grad_mode_and_for_frozen_parameters(reg):
     x = torch.ones(3, requires_grad=True)
     with torch.no_grad():

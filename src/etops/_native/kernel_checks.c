@@ -6,8 +6,9 @@
  *
  *   - a tensor that requires grad while grad mode is on (torch: "functions with
  *     out=... arguments don't support automatic differentiation"). Only floating
- *     point and complex tensors can require grad; torch's own getter is called
- *     directly, and grad mode is asked only once a tensor requires grad.
+ *     point and complex tensors can require grad; a tensor without autograd state
+ *     cannot (the grad probe below, two loads); for the others grad mode is asked,
+ *     then torch's own getter.
  *   - a written tensor (an out or a mutable argument) sharing memory with another
  *     tensor of the call, list items included. Each written tensor's byte range as
  *     the caller gave it (before any copy) is compared with every other one's: two
@@ -22,7 +23,6 @@
 #include "kernel_internal.h"
 
 #include <string.h>
-
 
 /* Whether a tensor of this dtype can require grad (floating point and complex). */
 static inline int may_require_grad(int8_t dtype) {
@@ -138,6 +138,20 @@ int etops_calibrate_grad_probe(etops_state* st, PyObject* plain, PyObject* grad)
   return 1;
 }
 
+/* Whether every out of the call is one etops allocated for it (the slow path's
+ * `outs_allocated`: a call without out=, etops.edge's ops), -1 on error. */
+static int outs_allocated_by_etops(KernelObject* k, PyObject* const* bound) {
+  PyObject* values = PyTuple_New(k->nargs);
+  if (values == NULL) return -1;
+  for (int i = 0; i < k->nargs; i++) PyTuple_SET_ITEM(values, i, Py_NewRef(bound[i] != NULL ? bound[i] : Py_None));
+  PyObject* res = PyObject_CallMethod(k->slow, "outs_allocated", "OOO", (PyObject*)k, values, Py_None);
+  Py_DECREF(values);
+  if (res == NULL) return -1;
+  int yes = PyObject_IsTrue(res);
+  Py_DECREF(res);
+  return yes;
+}
+
 /* From recs[first] on (the first tensor the probe could not clear): -1 with the
  * error when grad mode is on and one of them requires grad (torch's getter says),
  * else 0. Out of line: a call of plain tensors never gets here. */
@@ -154,7 +168,12 @@ static Py_NO_INLINE int ask_torch_about_grad(KernelObject* k, const CallScratch*
     PyObject* flag = st->requires_grad_get(r->given, st->requires_grad_closure);
     if (flag == NULL) return -1;
     Py_DECREF(flag);
-    if (flag == Py_True) return refuse_requires_grad(k, cs, i, bound);
+    if (flag == Py_True) {
+      /* torch refuses out= calls; outs etops allocated itself (a call without out=,
+       * etops.edge's ops) are a functional call, whose result just has no grad_fn */
+      int allocated = outs_allocated_by_etops(k, bound);
+      return allocated != 0 ? (allocated < 0 ? -1 : 0) : refuse_requires_grad(k, cs, i, bound);
+    }
   }
   return 0;
 }
@@ -241,7 +260,7 @@ static Py_NO_INLINE int decide_overlaps(KernelObject* k, PyObject* const* bound)
   return 0;
 }
 
-int check_written_tensors(KernelObject* k, CallScratch* cs, PyObject* const* bound) {
+int check_written_tensors(KernelObject* k, CallScratch* cs, PyObject* const* bound, int outs_allocated) {
   int writes = 0;
   for (int i = 0; i < cs->nrecs; i++) {
     const TensorRec* w = cs->recs[i];
@@ -259,5 +278,5 @@ int check_written_tensors(KernelObject* k, CallScratch* cs, PyObject* const* bou
     }
   }
 grad:
-  return writes ? check_grad(k, cs, bound) : 0;
+  return writes && !outs_allocated ? check_grad(k, cs, bound) : 0;
 }

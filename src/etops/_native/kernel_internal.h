@@ -216,11 +216,13 @@ int convert_arg(KernelObject* k, CallScratch* cs, int i, PyObject* o, etb_value*
 /* ---- kernel_checks.c -------------------------------------------------------------- */
 
 /* What torch refuses of any call with outs, checked on every call once its arguments
- * are borrowed: a tensor that requires grad while grad mode is on, and a written
- * tensor (out or mutable argument) sharing memory with another tensor of the call
- * other than as torch allows (the slow path's `overlaps` decides when the byte ranges
- * meet). 0: the call may go on; -1: refused (exception set). */
-int check_written_tensors(KernelObject* k, CallScratch* cs, PyObject* const* bound);
+ * are borrowed: a tensor that requires grad while grad mode is on (unless etops
+ * allocated the outs: `outs_allocated` for outs kernel_alloc.c made, the slow path's
+ * `outs_allocated` for the others), and a written tensor (out or mutable argument)
+ * sharing memory with another tensor of the call other than as torch allows (the
+ * slow path's `overlaps` decides when the byte ranges meet). 0: the call may go on;
+ * -1: refused (exception set). */
+int check_written_tensors(KernelObject* k, CallScratch* cs, PyObject* const* bound, int outs_allocated);
 
 /* ---- kernel_select.c -------------------------------------------------------------- */
 
