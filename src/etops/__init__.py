@@ -50,6 +50,8 @@ from .errors import (
 from .crash_site import MemoryMayBeCorruptWarning
 from .kernel import KernelInfo, KernelOrigin, RegisteredKernel, UncallableKernel, as_program
 from .layouts import layout
+from .out_shapes import from_dlpack
+from .torch_checks import check_bounds
 from .registry import Namespace, OpPacket, Registry, get_kernel, registry
 from .schemas import set_schema
 
@@ -58,17 +60,25 @@ __version__ = "0.1.0"
 Kernel = _native.Kernel
 
 
-def _densify(obj: Any) -> torch.Tensor:
+def _densify(obj: Any, op: str = "etops", argument: str = "tensor") -> torch.Tensor:
     """A contiguous copy of a non-dense tensor-like (torch or DLPack producer), its
-    lazy conjugate and negative bits resolved (DLPack carries neither)."""
+    lazy conjugate and negative bits resolved (DLPack carries neither), once its
+    view is known to stay within its memory (check_bounds, naming `argument` of
+    operator `op`: the C call path asks on every call that copies a tensor)."""
+    check_bounds(op, argument, obj)
     if not isinstance(obj, torch.Tensor):
-        obj = torch.from_dlpack(obj)
+        obj = from_dlpack(obj)  # a numpy array with negative strides: a copy
     return obj.resolve_conj().resolve_neg().contiguous()
 
 
 def _copy_back(user_tensor: Any, computed: torch.Tensor) -> None:
     """Writes a computed contiguous out into the user's (permuted) out tensor,
     taking the size the kernel gave it."""
+    if type(user_tensor).__module__ == "numpy" and any(s < 0 for s in getattr(user_tensor, "strides", ())):
+        import numpy  # torch cannot view negative strides: numpy writes its own array
+
+        numpy.copyto(user_tensor, computed.numpy().reshape(user_tensor.shape))
+        return
     if not isinstance(user_tensor, torch.Tensor):
         user_tensor = torch.from_dlpack(user_tensor)
     if user_tensor.shape != computed.shape:
@@ -99,6 +109,21 @@ def _trap_faults_after(enable: Any) -> Any:
 
 if not hasattr(faulthandler.enable, "__wrapped__"):
     faulthandler.enable = _trap_faults_after(faulthandler.enable)
+
+
+def _calibrate_grad_probe() -> bool:
+    """Turns on the C call path's cheap "has no autograd state" test of a tensor
+    (_native/kernel_checks.c) from tensors torch says lack and have autograd state:
+    fresh tensors of several dtypes and ranks, and leaves requiring grad, results with
+    a grad_fn and views of them."""
+    with torch.enable_grad():
+        plain = [torch.ones(3), torch.empty(2, 2), torch.zeros(()), torch.arange(4), torch.ones(1, dtype=torch.float64)]
+        leaf = torch.ones(3, requires_grad=True)
+        grad = [leaf, leaf * 2, leaf[1:], torch.zeros(2, 2, requires_grad=True), torch.ones(2, dtype=torch.float64, requires_grad=True).exp()]
+        return bool(_native.calibrate_grad_probe(plain, grad))
+
+
+_calibrate_grad_probe()
 _runtime_patch.install()
 
 #: public name -> (module, attribute or None for the module itself): the extensions'

@@ -26,7 +26,7 @@ from .hooks import origin_provider
 from .out_shapes import as_torch, infer_outs
 from .schemas import split_name, torch_overload
 from .slow_path import SLOW_PATH
-from .torch_checks import check_with_torch
+from .torch_checks import check_values, check_with_torch
 
 
 #: the 0-dim tensor a call passes for a Python number given for a Tensor parameter
@@ -362,13 +362,15 @@ class KernelInfo:
         """torch's checks of a call: its meta kernel of this out variant with the
         given outs (skipped when `meta_checked`: the outs were sized by torch's
         functional on these arguments), then the rules table's checks of what torch's
-        real kernel refuses and its meta kernel does not. Raises what torch refuses,
+        real kernel refuses and its meta kernel does not (check_values, then the
+        rules table's torch_checks). Raises what torch refuses,
         naming the argument where torch's message lets it; when torch accepts,
         returns out name -> the shape torch's out= would resize a given out to (the
         outs whose shape differs: ExecuTorch cannot change an out's rank, and some
         kernels then write past it), empty when none (or when `meta_checked`: the
         functional gave the shapes), None when torch cannot check them."""
-        overload = torch_overload(self.name)
+        check_values(self.name, bound, self.out_names())
+        overload = torch_overload(self.name) if self.name.startswith("aten::") else None
         resizes: dict | None = {} if meta_checked else None
         if not meta_checked and overload is not None:
             refusal, resizes = check_with_torch(self.name, overload, bound, self.out_names())
@@ -467,8 +469,9 @@ def make_kernel(name: str, schema: Any, schema_source: str, registered_as: str |
 def _make_c_kernel(info: KernelInfo):
     """The C kernel object of a plannable `info`, its prechecks as the info says."""
     name, plan = info.name, info._require_plan()
-    # torch checks calls of its own operators (aten::) before the kernel sees them
-    validate = name.startswith("aten::") and torch_overload(name) is not None
+    # torch checks calls of its own operators (aten::) before the kernel sees them;
+    # torch_checks.check_values also a dim order of ExecuTorch's dim-order ops
+    validate = (name.startswith("aten::") and torch_overload(name) is not None) or any(a.name == "dim_order" for a in plan.args)
     rules = info.rules
     # only a channels-last tensor reaches the kernel in another order than contiguous
     # outside etops.layout("preserve") (where the user opted in): no callback otherwise

@@ -29,6 +29,17 @@ def python_scalar(value):
     return value
 
 
+def from_dlpack(value) -> torch.Tensor:
+    """torch.from_dlpack(value), except that a numpy array with negative strides
+    (which torch.from_dlpack cannot take: it ends the process) comes as a
+    contiguous copy: its values, not its memory."""
+    if type(value).__module__ == "numpy" and any(s < 0 for s in getattr(value, "strides", ())):
+        import numpy
+
+        return torch.from_numpy(numpy.ascontiguousarray(value))
+    return torch.from_dlpack(value)
+
+
 def to_meta(value):
     """`value` with every tensor (torch or DLPack producer) replaced by a meta tensor
     of the same shape, strides and dtype; lists and tuples keep their type."""
@@ -38,7 +49,7 @@ def to_meta(value):
     if isinstance(value, (list, tuple)):
         return type(value)(to_meta(v) for v in value)
     if hasattr(value, "__dlpack__") and not isinstance(value, type):
-        return to_meta(torch.from_dlpack(value))
+        return to_meta(from_dlpack(value))
     return value
 
 
@@ -50,7 +61,7 @@ def as_torch(value):
         return type(value)(as_torch(v) for v in value)
     if isinstance(value, torch.Tensor) or not hasattr(value, "__dlpack__"):
         return value
-    return torch.from_dlpack(value)
+    return from_dlpack(value)
 
 
 def specs_of_result(result, out_names) -> dict:
@@ -116,7 +127,7 @@ def _signature(value):
     if isinstance(value, (list, tuple)):
         return tuple(_signature(v) for v in value)
     if hasattr(value, "__dlpack__"):
-        return _signature(torch.from_dlpack(value))
+        return _signature(from_dlpack(value))
     hash(value)
     return (type(value), value)  # 2, 2.0 and True are equal but promote differently
 

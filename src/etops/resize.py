@@ -14,28 +14,7 @@ import warnings
 import torch
 
 from . import _native
-
-
-def memory_span(t: torch.Tensor, shape=None) -> tuple[int, int, int]:
-    """(storage address, first byte, end byte) of what `t` covers, or would cover
-    once resized to `shape` (contiguously, from its storage offset)."""
-    size = t.element_size()
-    first = t.storage_offset() * size
-    if shape is not None:
-        extent = torch.Size(shape).numel()
-    else:
-        extent = 0 if t.numel() == 0 else 1 + sum((n - 1) * s for n, s in zip(t.shape, t.stride()))
-    return t.untyped_storage().data_ptr(), int(first), int(first + extent * size)
-
-
-def overlaps(a: torch.Tensor, b: torch.Tensor, a_shape=None) -> bool:
-    """Whether `a` (or `a` once resized to `a_shape`) and `b` are the same tensor or
-    share bytes of one storage."""
-    if a is b:
-        return True
-    address, first, end = memory_span(a, a_shape)
-    b_address, b_first, b_end = memory_span(b)
-    return address == b_address and address != 0 and first < b_end and b_first < end
+from .overlaps import overlaps
 
 
 _INT32_MAX = 2**31 - 1
@@ -48,15 +27,16 @@ def check_resizes(info, bound: dict, resizes) -> None:
     retried call would refuse it, the out already changed); or is an input or
     shares memory with one (resizing it would change the input under the retried
     call; torch refuses such calls too: "some elements of the input tensor and the
-    written-to tensor refer to a single memory location")."""
+    written-to tensor refer to a single memory location"), or with another out (one
+    tensor given as two outs of different shapes)."""
     outs = set(info.out_names())
-    inputs = []
+    inputs: list = []
+    given_outs: list = []
     for name, value in bound.items():
-        if name in outs:
-            continue
         for i, t in enumerate(value) if isinstance(value, (list, tuple)) else [(None, value)]:
             if isinstance(t, torch.Tensor):
-                inputs.append((name if i is None else f"{name}[{i}]", t))
+                (given_outs if name in outs else inputs).append((name if i is None else f"{name}[{i}]", t))
+    targets = {label: tuple(shape) for label, _, shape in resizes}
     for label, out, shape in resizes:
         if not isinstance(out, torch.Tensor):
             raise ValueError(f"{info.name}: out argument '{label}' has shape {tuple(out.shape)}, the result needs {tuple(shape)}, and only a torch.Tensor out can be resized")
@@ -73,6 +53,18 @@ def check_resizes(info, bound: dict, resizes) -> None:
                     f"{info.name}: out argument '{label}' shares memory with argument '{name}' and must be resized "
                     f"from {list(out.shape)} to {list(shape)}, which would change '{name}' too; "
                     f"pass an out that does not alias '{name}' (or a clone of '{name}')"
+                )
+        for name, t in given_outs:
+            # another out in the same memory: resizing this one changes it too (one
+            # tensor given as two outs of different shapes would be resized back and
+            # forth); the same tensor resized to the same shape for both is fine
+            if name == label or (t is out and targets.get(name) == tuple(shape)):
+                continue
+            if overlaps(out, t, shape) or overlaps(t, out):
+                raise ValueError(
+                    f"{info.name}: out argument '{label}' shares memory with out argument '{name}' and must be resized "
+                    f"from {list(out.shape)} to {list(shape)}, which would change '{name}' too "
+                    f"(it needs {list(targets.get(name, t.shape))}); pass separate outs"
                 )
 
 

@@ -24,7 +24,8 @@ import torch
 from .crash_site import locate, warn_once_if_corrupt
 from .errors import NoMatchingKernelError, SchemaError, kernel_failure
 from .out_shapes import allocate, allocated_strides, as_torch, is_data_dependent, outs_as_result
-from .resize import check_resizes, kept_memory_format, quiet_ids, resize_like_torch, warn_resized
+from .overlaps import refuse_overlaps
+from .resize import check_resizes, handled_in_this_call, kept_memory_format, quiet_ids, resize_like_torch, warn_resized
 
 
 class SlowPathInfo(Protocol):
@@ -269,6 +270,24 @@ class SlowPath:
         argument, or accept the call (an out to be resized)."""
         info: SlowPathInfo = kernel._info
         info.explain_mismatch(bound_arguments(info, values))
+
+    def overlaps(self, kernel, values, flags):
+        """Tensors of a call whose memory meets (the C path compared their byte
+        ranges; `flags`: the plan's per argument): raises what torch refuses, naming
+        both arguments; returns the full aliases torch allows, (written, input)
+        argument index pairs, for the C kernel to remember."""
+        info: SlowPathInfo = kernel._info
+        return refuse_overlaps(info, info.arg_names(), values, flags)
+
+    def outs_allocated(self, kernel, values, _extra) -> bool:
+        """Whether every out of the call is one etops allocated for it (a call
+        without out=, an etops.edge op): a tensor requiring grad is then no out=
+        call torch would refuse, only a result without a grad_fn."""
+        info: SlowPathInfo = kernel._info
+        bound = bound_arguments(info, values)
+        outs = [bound.get(n) for n in info.out_names()]
+        items = [t for o in outs for t in (o if isinstance(o, (list, tuple)) else [o])]
+        return bool(items) and all(t is not None and handled_in_this_call(t) for t in items)
 
     def failed(self, kernel, values, extra):
         """The kernel failed: when outs of the wrong size explain it, resize them as

@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 import threading
 import warnings
+from typing import Any
 
 from .out_shapes import to_meta
 
@@ -116,3 +117,171 @@ def _named_argument(message: str, names) -> str | None:
         if re.search(rf"['`\"]{re.escape(arg)}['`\"]|\bargument {re.escape(arg)}\b", message):
             return arg
     return None
+
+
+# ---- value checks torch's CPU kernels make and its meta kernels skip -----------------
+
+
+def check_values(name: str, bound: dict, out_names) -> None:
+    """Refuses, before an ExecuTorch kernel sees it, what torch's CPU kernels refuse
+    and their meta kernels let through (or what has no torch kernel to refuse it:
+    ExecuTorch's dim-order ops), by what an argument is rather than by operator,
+    for every kernel that validates (once per argument signature): a tensor whose
+    view reaches beyond its storage; convolution and pooling geometry (strides and
+    dilations > 0, paddings and output paddings >= 0, groups > 0); a convolution bias
+    that is not one value per output channel; a dim order that is not a permutation
+    of the tensor's dims; an inverse FFT's last_dim_size that does not fit its
+    input. Raises ValueError naming the argument, with torch's words."""
+    for arg, value in bound.items():
+        for label, t in _tensors(arg, value):
+            check_bounds(name, label, t)
+    _check_geometry(name, bound)
+    _check_convolution_bias(name, bound)
+    _check_dim_order(name, bound, out_names)
+    _check_last_dim_size(name, bound)
+
+
+def _tensors(arg: str, value):
+    """(label, tensor) of an argument's torch tensors and numpy arrays."""
+    import torch
+
+    items = enumerate(value) if isinstance(value, (list, tuple)) else [(None, value)]
+    for i, item in items:
+        if isinstance(item, torch.Tensor) or (type(item).__module__ == "numpy" and hasattr(item, "__array_interface__")):
+            yield (arg if i is None else f"{arg}[{i}]"), item
+
+
+def check_bounds(name: str, label: str, t) -> None:
+    """Raises ValueError naming `label` when torch tensor or numpy array `t` is a
+    view reaching outside the memory it lives in: run per argument signature for
+    every tensor (check_values), and per call for every tensor the C path copies
+    (a strided or offset view: etops' densify); the C path refuses a tensor whose
+    storage was freed (no data pointer) on every call."""
+    if type(t).__module__ == "numpy" and hasattr(t, "__array_interface__"):
+        _check_array_bounds(name, label, t)
+    elif hasattr(t, "untyped_storage"):
+        _check_storage_bounds(name, label, t)
+
+
+def _check_array_bounds(name: str, label: str, a) -> None:
+    """A numpy view (numpy.lib.stride_tricks.as_strided) reaches no byte outside the
+    array that owns its memory (numpy does not check; torch's from_numpy views
+    cannot be made so)."""
+    import numpy
+
+    owner, link = a, a.base
+    while link is not None:  # as_strided's views hold their array through a plain object's .base
+        if isinstance(link, numpy.ndarray):
+            owner = link
+        link = getattr(link, "base", None)
+    if owner is a or owner.base is not None or a.size == 0:
+        return  # owns its memory, or lives in a buffer numpy cannot bound (bytes, mmap)
+    bounds = getattr(getattr(numpy.lib, "array_utils", numpy), "byte_bounds")
+    low, high = bounds(a)
+    owner_low, owner_high = bounds(owner)
+    if low < owner_low or high > owner_high:
+        raise ValueError(
+            f"{name}: argument '{label}' (shape {list(a.shape)}, strides {list(a.strides)} bytes) reaches bytes "
+            f"[{low - owner_low}, {high - owner_low}) of the {owner_high - owner_low}-byte array that owns its memory; "
+            "the kernel would read or write outside it (torch refuses such views: out of bounds for storage)"
+        )
+
+
+def _check_storage_bounds(name: str, label: str, t) -> None:
+    """torch's setStorage bound: the view's last element lies within its storage (a
+    storage shrunk after the view was made, untyped_storage().resize_(), would have
+    the kernel read or write past it). Tensors without storage are the C path's."""
+    if t.numel() == 0 or t.is_meta:
+        return
+    try:
+        have = t.untyped_storage().nbytes()
+    except (RuntimeError, NotImplementedError):
+        return
+    reach = sum((n - 1) * s for n, s in zip(t.shape, t.stride()))
+    need = (t.storage_offset() + reach + 1) * t.element_size()
+    if need > have:
+        raise ValueError(
+            f"{name}: argument '{label}' (sizes {list(t.shape)}, strides {list(t.stride())}, storage offset "
+            f"{t.storage_offset()}) requires a storage size of {need} bytes, out of bounds for its storage of size {have} "
+            "(was the storage resized after the view was made?); torch refuses such views"
+        )
+
+
+def _ints(value):
+    if isinstance(value, int) and not isinstance(value, bool):
+        return [value]
+    if isinstance(value, (list, tuple)) and all(isinstance(v, int) and not isinstance(v, bool) for v in value):
+        return list(value)
+    return None
+
+
+#: argument -> (the least value torch's CPU kernels accept, what torch says)
+_GEOMETRY = {
+    "stride": (1, "non-positive stride is not supported (stride should be greater than zero)"),
+    "dilation": (1, "dilation should be greater than zero"),
+    "padding": (0, "negative padding is not supported (pad must be non-negative)"),
+    "output_padding": (0, "negative output_padding is not supported"),
+    "groups": (1, "non-positive groups is not supported"),
+    "kernel_size": (1, "kernel size should be greater than zero"),
+}
+
+
+def _check_geometry(name: str, bound: dict) -> None:
+    """Convolution and pooling geometry (the kernels with both a `stride` and a
+    `padding` argument): torch's CPU kernels refuse what its meta kernels accept."""
+    if "stride" not in bound or "padding" not in bound:
+        return
+    for arg, (least, says) in _GEOMETRY.items():
+        values = _ints(bound.get(arg))
+        if values and min(values) < least:
+            raise ValueError(f"{name}: argument '{arg}' is {bound[arg]!r}; torch refuses it ({says})")
+
+
+def _check_convolution_bias(name: str, bound: dict) -> None:
+    """A convolution's bias is one value per output channel (torch's CPU check; its
+    meta kernel takes a zero-size bias, and the kernel would read past it)."""
+    import torch
+
+    weight, bias = bound.get("weight"), bound.get("bias")
+    if not {"weight", "bias", "groups", "transposed"} <= set(bound) or not isinstance(bias, torch.Tensor) or not isinstance(weight, torch.Tensor) or weight.dim() < 2:
+        return
+    groups = bound["groups"] if isinstance(bound["groups"], int) else 1
+    channels = weight.shape[1] * groups if bound["transposed"] else weight.shape[0]
+    if bias.dim() != 1 or bias.shape[0] != channels:
+        raise ValueError(
+            f"{name}: argument 'bias' has size {list(bias.shape)}; torch refuses it (Given weight of size "
+            f"{list(weight.shape)}, expected bias to be 1-dimensional with {channels} elements)"
+        )
+
+
+def _check_dim_order(name: str, bound: dict, out_names) -> None:
+    """A `dim_order` lists each dim of the tensor once (torch's dim-order ops refuse
+    anything else: "Failed to map a given dim_order"); ExecuTorch's _empty_dim_order
+    takes it as it is."""
+    order = _ints(bound.get("dim_order"))
+    if order is None:
+        return
+    x: Any = bound.get("self")
+    rank = x.dim() if hasattr(x, "dim") else len(bound["size"]) if _ints(bound.get("size")) is not None else None
+    if sorted(order) != list(range(len(order))) or (rank is not None and len(order) != rank):
+        raise ValueError(
+            f"{name}: argument 'dim_order' is {order}, not a permutation of the {rank if rank is not None else len(order)} dims "
+            "of the tensor; torch refuses it (Failed to map a given dim_order)"
+        )
+
+
+def _check_last_dim_size(name: str, bound: dict) -> None:
+    """An inverse real FFT's last_dim_size fits its input: the input's last
+    transformed dim is last_dim_size or last_dim_size // 2 + 1 (torch's CPU
+    assertion; its meta kernel sizes the out from last_dim_size alone and the kernel
+    would read past the input)."""
+    size, dims = bound.get("last_dim_size"), _ints(bound.get("dim"))
+    x: Any = bound.get("self")
+    if not isinstance(size, int) or not dims or not hasattr(x, "shape") or not -x.dim() <= dims[-1] < x.dim():
+        return
+    have = x.shape[dims[-1]]
+    if size < 1 or have not in (size, size // 2 + 1):
+        raise ValueError(
+            f"{name}: argument 'last_dim_size' is {size}, and 'self' has {have} elements in dim {dims[-1]}; torch refuses it "
+            f"(the input's last dim must be last_dim_size // 2 + 1 = {size // 2 + 1}, or last_dim_size)"
+        )

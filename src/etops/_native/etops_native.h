@@ -57,7 +57,32 @@ typedef struct etops_state {
   /* Last non-torch type seen and its exchange API (NULL: none, use __dlpack__). */
   PyTypeObject* other_type;
   const DLPackExchangeAPI* other_api;
+  /* Last torch.Tensor subclass seen (owned) and whether it is refused: it has a
+   * __torch_dispatch__ of its own (FakeTensor, wrapper subclasses), so its memory is
+   * not its data (tensor.c, subclass_refused). */
+  PyTypeObject* subclass_type;
+  int subclass_refused;
+  /* torch.Tensor's `requires_grad` getter, called directly (kernel_checks.c), and
+   * torch.is_grad_enabled, asked only once a tensor requires grad. */
+  getter requires_grad_get;
+  void* requires_grad_closure;
+  PyObject* is_grad_enabled;
+  /* c10::GradMode::is_enabled() of the torch this process loaded (looked up by its
+   * exported name at configure(), never linked), or NULL: is_grad_enabled is called */
+  _Bool (*grad_mode_enabled)(void);
+  /* The grad probe (kernel_checks.c, etops_calibrate_grad_probe): where an exact
+   * torch.Tensor keeps its TensorImpl, and where that keeps its autograd state (NULL
+   * for a tensor that never required grad, has no grad_fn and is no view); found at
+   * import by comparing tensors torch says do and do not require grad. 0: off. */
+  int grad_probe_ok;
+  Py_ssize_t grad_probe_impl, grad_probe_meta;
 } etops_state;
+
+/* The memory a borrowed tensor covers as the caller gave it (before any copy):
+ * bytes [first, end); first == end for an empty tensor. */
+typedef struct {
+  uintptr_t first, end;
+} etops_span;
 
 /* Keeps whatever a borrowed tensor needs alive until the call ends. */
 typedef struct etops_keep {
@@ -94,10 +119,14 @@ extern _Thread_local int etops_layout_preserve;
  * dim order) for a dense tensor in an order other than contiguous or channels-last
  * while the thread's layout mode is not "preserve"; the caller decides whether to
  * copy or refuse.
- * `writable` refuses read-only producers.
+ * `writable` refuses read-only producers. A torch.Tensor subclass with its own
+ * __torch_dispatch__ (FakeTensor, TwoTensor), a meta tensor, one without storage
+ * and one whose data pointer is NULL are refused (UnrepresentableError / TypeError)
+ * before anything reads them. `span` (may be NULL) receives the bytes the tensor
+ * covers as given.
  */
 int etops_borrow_tensor(etops_state* st, PyObject* obj, etb_tensor* out, etops_keep* keep,
-                        const char* op, const char* what, int writable);
+                        const char* op, const char* what, int writable, etops_span* span);
 
 /* Raises the ValueError for a written tensor that is expanded (LAYOUT_OVERLAPPING):
  * writing it would write some elements twice. Returns -1. */
@@ -114,6 +143,12 @@ PyObject* etops_sizes_tuple(const etb_tensor* t);
 extern volatile int etops_logs_pending;
 
 int etops_kernel_type_init(PyObject* module, etops_state* st);
+
+/* Finds the grad probe's offsets from exact torch.Tensors torch says have no
+ * autograd state (`plain`) and have it (`grad`, which require grad or have a
+ * grad_fn); turns the probe on when exactly one layout fits every sample, off
+ * otherwise. Returns 1 (on), 0 (off) or -1 (error). */
+int etops_calibrate_grad_probe(etops_state* st, PyObject* plain, PyObject* grad);
 int etops_delegate_type_init(PyObject* module, etops_state* st);
 
 /* The backend handle of a Delegate object (NULL with TypeError for anything else). */

@@ -462,6 +462,9 @@ PyObject* kernel_vectorcall(PyObject* self, PyObject* const* args, size_t nargsf
     goto done;
   }
 
+  /* torch's refusals of the objects themselves (kernel_checks.c): grad, shared memory */
+  if (check_written_tensors(k, &cs, bound, alloc_slot >= 0) < 0) goto done;
+
   int err; /* ETB_OK or an ExecuTorch Error code */
   if (k->delegate_handle != NULL) {
     /* a lowered module: its backend executes on the same stack (inputs, then outputs) */

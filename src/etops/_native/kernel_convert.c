@@ -33,12 +33,13 @@ static int borrow_dense_copy(KernelObject* k, CallScratch* cs, TensorRec* r, int
                              int writable) {
   if (rc == LAYOUT_OVERLAPPING && writable) return etops_refuse_overlapping_write(k->op_name, what);
   PyObject* obj = r->obj;
-  PyObject* dense = PyObject_CallOneArg(k->st->densify, obj);
+  /* densify(obj, operator, argument): it checks the view's bounds first, per call */
+  PyObject* dense = PyObject_CallFunction(k->st->densify, "Oss", obj, k->op_name, what);
   if (dense == NULL || etops_keep_add(&cs->keep, dense) < 0) return -1;
   r->obj = dense;
   cs->ncopies++;
   if (writable) r->copy_back_to = obj;
-  rc = etops_borrow_tensor(k->st, dense, &r->t, &cs->keep, k->op_name, what, writable);
+  rc = etops_borrow_tensor(k->st, dense, &r->t, &cs->keep, k->op_name, what, writable, NULL);
   if (rc != LAYOUT_DENSE || (k->contiguous_only && !is_contiguous_order(&r->t))) {
     if (rc > 0) PyErr_Format(PyExc_ValueError, "%s: argument '%s' could not be made dense", k->op_name, what);
     return -1;
@@ -71,10 +72,13 @@ static inline TensorRec* borrow(KernelObject* k, CallScratch* cs, PyObject* obj,
   TensorRec* r = scratch_new_rec(cs);
   if (r == NULL) return NULL;
   r->obj = obj;
+  r->given = obj;
   r->copy_back_to = NULL;
   r->arg = arg;
-  int rc = etops_borrow_tensor(k->st, obj, &r->t, &cs->keep, k->op_name, what, writable);
+  r->written = (uint8_t)writable;
+  int rc = etops_borrow_tensor(k->st, obj, &r->t, &cs->keep, k->op_name, what, writable, &r->span);
   if (rc < 0) return NULL;
+  r->as_given = rc == LAYOUT_DENSE && !(k->contiguous_only && !is_contiguous_order(&r->t));
   if (rc == LAYOUT_DENSE && k->contiguous_only && !is_contiguous_order(&r->t)) rc = LAYOUT_PERMUTED;
   if (rc != LAYOUT_DENSE && borrow_dense_copy(k, cs, r, rc, what, writable) < 0) return NULL;
   if (k->warn_layout != NULL && rc == LAYOUT_DENSE && !etops_layout_preserve && !is_contiguous_order(&r->t) &&

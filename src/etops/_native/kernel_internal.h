@@ -9,6 +9,7 @@
  *   kernel_convert.c  Python argument -> etb_value, one converter per plan kind
  *   kernel_select.c   the kernel-key cache: which registered function runs
  *   kernel_specs.c    a delegate's tensor specs, checked on every call
+ *   kernel_checks.c   torch's refusals that depend on the objects: shared memory, grad
  *   kernel_call.c     the call: bind, convert, run, results, slow-path hand-offs
  *   kernel_alloc.c    the outs of calls without out=: remembered sizes, allocation
  *   kernel_type.c     construction and the Python-visible type
@@ -40,6 +41,8 @@ typedef struct {
 #define CACHE_ENTRIES 4
 /* Argument signatures a kernel remembers torch accepted (a ring). */
 #define VALIDATED_SIGNATURES 32
+/* (written, other) argument pairs a kernel remembers torch lets share all memory. */
+#define FULL_ALIAS_PAIRS 8
 /* Input signatures of calls without out= whose outs a kernel remembers (a ring). */
 #define ALLOCATION_SIGNATURES 16
 
@@ -106,6 +109,11 @@ typedef struct {
   int allocated_count, allocated_next;
   uint64_t allocated[ALLOCATION_SIGNATURES];
   PyObject* allocated_outs[ALLOCATION_SIGNATURES];
+  /* full aliases torch allows (kernel_checks.c): pairs (written argument, other
+   * argument) whose tensors the slow path found the same memory and layout, as
+   * torch's out= accepts them for this operator (a ring) */
+  int full_alias_count, full_alias_next;
+  int8_t full_alias[FULL_ALIAS_PAIRS][2];
   PyObject* delegate;  /* a Delegate (delegate.c) run instead of a registered kernel, or NULL */
   etb_delegate* delegate_handle;
   TensorSpec* specs;   /* per argument, what its tensor must be (delegates), or NULL */
@@ -152,6 +160,10 @@ typedef struct {
   PyObject* obj;
   PyObject* copy_back_to; /* borrowed from the call's arguments; NULL: none */
   int arg;
+  PyObject* given;   /* the caller's object (borrowed): obj, or what obj is a copy of */
+  etops_span span;   /* the bytes `given` covers (kernel_checks.c compares them) */
+  uint8_t as_given;  /* t is `given` itself (no copy): its layout is the caller's */
+  uint8_t written;   /* an out or a mutable argument: the kernel writes it */
 } TensorRec;
 
 typedef struct {
@@ -204,6 +216,17 @@ void scratch_release(CallScratch* cs);
 /* Converts argument i's value `o` into `v` by the plan's kind (tensors borrowed into
  * cs; cs may be NULL only for kinds that borrow nothing: plan-time defaults). */
 int convert_arg(KernelObject* k, CallScratch* cs, int i, PyObject* o, etb_value* v);
+
+/* ---- kernel_checks.c -------------------------------------------------------------- */
+
+/* What torch refuses of any call with outs, checked on every call once its arguments
+ * are borrowed: a tensor that requires grad while grad mode is on (unless etops
+ * allocated the outs: `outs_allocated` for outs kernel_alloc.c made, the slow path's
+ * `outs_allocated` for the others), and a written tensor (out or mutable argument)
+ * sharing memory with another tensor of the call other than as torch allows (the
+ * slow path's `overlaps` decides when the byte ranges meet). 0: the call may go on;
+ * -1: refused (exception set). */
+int check_written_tensors(KernelObject* k, CallScratch* cs, PyObject* const* bound, int outs_allocated);
 
 /* ---- kernel_select.c -------------------------------------------------------------- */
 

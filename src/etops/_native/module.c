@@ -5,6 +5,7 @@
 #include "etops_native.h"
 #include "fault_trap.h"
 
+#include <dlfcn.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -111,6 +112,25 @@ static PyObject* configure(PyObject* module, PyObject* args, PyObject* kwargs) {
                         (int)api->header.version.major, DLPACK_MAJOR_VERSION);
   }
   st->torch_api = api;
+  /* requires_grad, read on every call with outs (kernel_checks.c): torch's getter
+   * itself, without the attribute lookup; grad mode asked only when one is set */
+  PyObject* descr = PyObject_GetAttrString(tensor_type, "requires_grad");
+  if (descr == NULL) return NULL;
+  if (Py_IS_TYPE(descr, &PyGetSetDescr_Type) && ((PyGetSetDescrObject*)descr)->d_getset->get != NULL) {
+    st->requires_grad_get = ((PyGetSetDescrObject*)descr)->d_getset->get;
+    st->requires_grad_closure = ((PyGetSetDescrObject*)descr)->d_getset->closure;
+  }
+  Py_DECREF(descr); /* the descriptor lives in torch's TensorBase type, as long as torch */
+  PyObject* torch = PyImport_ImportModule("torch");
+  PyObject* grad_enabled = torch != NULL ? PyObject_GetAttrString(torch, "is_grad_enabled") : NULL;
+  Py_XDECREF(torch);
+  if (grad_enabled == NULL) return NULL;
+  Py_XSETREF(st->is_grad_enabled, grad_enabled);
+  /* grad mode is torch's thread-local state; its C++ accessor is asked directly
+   * when torch's libc10 exports it (a few ns; a Python call otherwise) */
+  void* c10 = dlopen("libc10.so", RTLD_LAZY | RTLD_NOLOAD);
+  st->grad_mode_enabled = c10 != NULL ? (_Bool(*)(void))dlsym(c10, "_ZN3c108GradMode10is_enabledEv") : NULL;
+  if (c10 != NULL) dlclose(c10); /* torch keeps it loaded */
   Py_XSETREF(st->torch_tensor_type, Py_NewRef(tensor_type));
   Py_XSETREF(st->densify, Py_NewRef(densify));
   Py_XSETREF(st->copy_back, Py_NewRef(copy_back));
@@ -221,7 +241,7 @@ static PyObject* tensor_meta(PyObject* module, PyObject* args) {
   etops_state* st = state_of(module);
   etb_tensor t;
   etops_keep keep = {.n = 0, .overflow = NULL};
-  int rc = etops_borrow_tensor(st, obj, &t, &keep, op, what, writable);
+  int rc = etops_borrow_tensor(st, obj, &t, &keep, op, what, writable, NULL);
   etops_keep_release(&keep);
   if (rc < 0) return NULL;
   if (rc == LAYOUT_OVERLAPPING && writable) return etops_refuse_overlapping_write(op, what), NULL;
@@ -229,6 +249,16 @@ static PyObject* tensor_meta(PyObject* module, PyObject* args) {
   if (order == NULL) return NULL;
   for (int i = 0; i < t.ndim; i++) PyTuple_SET_ITEM(order, i, PyLong_FromLong(t.dim_order[i]));
   return Py_BuildValue("(iNO)", (int)t.dtype, order, rc == LAYOUT_DENSE ? Py_True : Py_False);
+}
+
+/* calibrate_grad_probe(plain, grad) -> bool: kernel_checks.c's grad probe, from two
+ * lists of exact torch.Tensors (without and with autograd state). */
+static PyObject* calibrate_grad_probe(PyObject* module, PyObject* args) {
+  PyObject *plain, *grad;
+  if (!PyArg_ParseTuple(args, "O!O!", &PyList_Type, &plain, &PyList_Type, &grad)) return NULL;
+  int on = etops_calibrate_grad_probe(state_of(module), plain, grad);
+  if (on < 0) return NULL;
+  return PyBool_FromLong(on);
 }
 
 /* set_layout_preserve(flag) -> previous flag: the calling thread's layout mode. */
@@ -281,6 +311,10 @@ static PyObject* unarmed_dispatch(PyObject* module, PyObject* address) {
 }
 
 static PyMethodDef module_methods[] = {
+    {"calibrate_grad_probe", calibrate_grad_probe, METH_VARARGS,
+     "calibrate_grad_probe(plain, grad) -> bool: finds where exact torch.Tensors keep their autograd state "
+     "(NULL for tensors without), from tensors torch says lack (plain) and have it (grad); on when one layout "
+     "fits every sample"},
     {"configure", (PyCFunction)(void (*)(void))configure, METH_VARARGS | METH_KEYWORDS,
      "configure(tensor_type, densify, copy_back, flush_logs, empty_strided=None): torch.Tensor (for its "
      "DLPack C exchange API), the function that copies a tensor to contiguous, the one that copies a "
@@ -342,6 +376,8 @@ static int module_traverse(PyObject* module, visitproc visit, void* arg) {
   Py_VISIT(st->copy_back);
   Py_VISIT(st->flush_logs);
   Py_VISIT(st->empty_strided);
+  Py_VISIT(st->subclass_type);
+  Py_VISIT(st->is_grad_enabled);
   return 0;
 }
 
@@ -357,6 +393,10 @@ static int module_clear(PyObject* module) {
   Py_CLEAR(st->kwnames_dtype);
   Py_CLEAR(st->str_dlpack);
   Py_CLEAR(st->str_dlpack_device);
+  Py_CLEAR(st->subclass_type);
+  Py_CLEAR(st->is_grad_enabled);
+  st->requires_grad_get = NULL;
+  st->grad_mode_enabled = NULL;
   return 0;
 }
 

@@ -130,7 +130,7 @@ static int find_dim_order(int ndim, const int64_t* sizes, const int64_t* strides
  * stride) with non-zero sizes and strides that fit int32, fills out's sizes,
  * strides and dim order and returns 1; otherwise returns 0 (those fields then
  * unspecified) for the general path to decide. */
-static int fill_contiguous(const DLTensor* dl, etb_tensor* out) {
+static int fill_contiguous(const DLTensor* dl, etb_tensor* out, int64_t* numel) {
   int64_t expected = 1; /* the contiguous stride of dim d */
   for (int d = dl->ndim - 1; d >= 0; d--) {
     int64_t size = dl->shape[d];
@@ -141,7 +141,46 @@ static int fill_contiguous(const DLTensor* dl, etb_tensor* out) {
     out->dim_order[d] = (uint8_t)d;
     expected *= size;
   }
+  *numel = expected;
   return 1;
+}
+
+/* Bytes per element of a DLPack dtype. */
+static inline uint64_t item_bytes(DLDataType t) { return ((uint64_t)t.bits * t.lanes + 7) / 8; }
+
+/* The span of a tensor fill_contiguous did not place (any strides, negative ones
+ * too: the lowest and highest byte any index reaches), and in *numel its elements.
+ * Out of line: the common call never runs it. */
+static Py_NO_INLINE void general_span(const DLTensor* dl, etops_span* span, int64_t* numel) {
+  uintptr_t data = (uintptr_t)dl->data + (uintptr_t)dl->byte_offset;
+  int64_t n = 1;
+  for (int d = 0; d < dl->ndim; d++) n *= dl->shape[d] > 0 ? dl->shape[d] : 0;
+  *numel = n;
+  if (n == 0) {
+    span->first = span->end = data;
+    return;
+  }
+  int64_t low = 0, high = 0, contiguous = 1; /* in elements, from data */
+  for (int d = dl->ndim - 1; d >= 0; d--) {
+    int64_t stride = dl->strides != NULL ? dl->strides[d] : contiguous;
+    int64_t reach = (dl->shape[d] - 1) * stride;
+    if (reach < 0) low += reach;
+    else high += reach;
+    contiguous *= dl->shape[d];
+  }
+  uint64_t item = item_bytes(dl->dtype);
+  span->first = data + (uintptr_t)(low * (int64_t)item);
+  span->end = data + (uintptr_t)((high + 1) * (int64_t)item);
+}
+
+/* A tensor with elements and no data pointer (its storage was freed, e.g.
+ * untyped_storage().resize_(0), or a wrapper whose memory is elsewhere): refused
+ * before a kernel reads or writes address 0. Returns -1. */
+static Py_NO_INLINE int refuse_no_data(const char* op, const char* what) {
+  return etops_unrepresentable(
+      "%s: argument '%s' has elements but no data (its storage was freed, or it is a wrapper whose data is "
+      "elsewhere); ExecuTorch kernels need a CPU tensor with its memory",
+      op, what);
 }
 
 /* The DLPack C exchange API of a type other than torch.Tensor's, or NULL; the last
@@ -164,13 +203,38 @@ static Py_NO_INLINE const DLPackExchangeAPI* other_exchange_api(etops_state* st,
   return api;
 }
 
-/* The producer's DLPack C exchange API for this object's type, or NULL. */
-static inline const DLPackExchangeAPI* exchange_api_of(etops_state* st, PyObject* obj) {
+/* Whether torch.Tensor subclass `tp` is refused: it has a __torch_dispatch__ of its
+ * own (FakeTensor, TwoTensor and other wrapper subclasses), so what DLPack would see
+ * is not its data (a fake or meta impl, or no storage: borrowing it crashes). Plain
+ * subclasses (nn.Parameter, a subclass adding methods) are borrowed as tensors. The
+ * last subclass asked is remembered. Out of line: torch.Tensor itself never asks. */
+static Py_NO_INLINE int subclass_refused(etops_state* st, PyTypeObject* tp) {
+  if (tp == st->subclass_type) return st->subclass_refused;
+  static PyObject* name = NULL;
+  if (name == NULL && (name = PyUnicode_InternFromString("__torch_dispatch__")) == NULL) return -1;
+  int refused = _PyType_Lookup(tp, name) != _PyType_Lookup((PyTypeObject*)st->torch_tensor_type, name);
+  Py_XSETREF(st->subclass_type, (PyTypeObject*)Py_NewRef((PyObject*)tp));
+  st->subclass_refused = refused;
+  return refused;
+}
+
+/* The producer's DLPack C exchange API for this object's type, or NULL (for a
+ * refused torch.Tensor subclass: NULL with a TypeError set naming `what`). */
+static inline const DLPackExchangeAPI* exchange_api_of(etops_state* st, PyObject* obj, const char* op,
+                                                       const char* what) {
   PyTypeObject* tp = Py_TYPE(obj);
+  if (st->torch_api != NULL && tp == (PyTypeObject*)st->torch_tensor_type) return st->torch_api;
   if (st->torch_api != NULL && st->torch_tensor_type != NULL &&
-      (tp == (PyTypeObject*)st->torch_tensor_type ||
-       PyType_IsSubtype(tp, (PyTypeObject*)st->torch_tensor_type))) {
-    return st->torch_api;
+      PyType_IsSubtype(tp, (PyTypeObject*)st->torch_tensor_type)) {
+    int refused = subclass_refused(st, tp);
+    if (refused > 0) {
+      PyErr_Format(PyExc_TypeError,
+                   "%s: argument '%s' is a %.100s, a tensor subclass with its own __torch_dispatch__ (a fake, "
+                   "meta or wrapper tensor: its data is not in its own memory); ExecuTorch kernels take plain CPU "
+                   "tensors with their data",
+                   op, what, tp->tp_name);
+    }
+    return refused == 0 ? st->torch_api : NULL;
   }
   if (tp == st->other_type) return st->other_api;
   return other_exchange_api(st, tp);
@@ -187,6 +251,29 @@ static int rewrap_error(const char* op, const char* what, const char* failed_to)
   Py_XDECREF(value);
   Py_XDECREF(tb);
   return -1;
+}
+
+/* A torch tensor torch's exchange API refused (a meta, sparse, mkldnn or quantized
+ * tensor, a functorch wrapper without storage): ExecuTorch cannot hold it, an
+ * UnrepresentableError (a TypeError and a ValueError) naming the argument. Returns -1. */
+static Py_NO_INLINE int refuse_torch_tensor(const char* op, const char* what) {
+  PyObject *type, *value, *tb;
+  PyErr_Fetch(&type, &value, &tb);
+  PyObject* message = value != NULL ? PyObject_Str(value) : NULL;
+  Py_XDECREF(type);
+  Py_XDECREF(value);
+  Py_XDECREF(tb);
+  if (message == NULL) {
+    PyErr_Clear();
+    message = PyUnicode_FromString("?");
+    if (message == NULL) return -1;
+  }
+  int rc = etops_unrepresentable(
+      "%s: argument '%s' could not be borrowed through DLPack: %U (ExecuTorch kernels take strided CPU tensors "
+      "with their data)",
+      op, what, message);
+  Py_DECREF(message);
+  return rc;
 }
 
 /* Borrows through __dlpack__; the capsule goes into `keep`. */
@@ -242,8 +329,13 @@ int etops_refuse_overlapping_write(const char* op, const char* what) {
  * layout filled unless LAYOUT_NOT_DENSE / LAYOUT_OVERLAPPING or an error. Out
  * of line: the common call never runs it. */
 static Py_NO_INLINE int borrow_general_layout(PyObject* obj, int from_torch_api, const DLTensor* dl,
-                                              etb_tensor* out, const char* op, const char* what) {
+                                              etb_tensor* out, const char* op, const char* what,
+                                              etops_span* span) {
   int ndim = dl->ndim;
+  etops_span local;
+  int64_t numel;
+  general_span(dl, span != NULL ? span : &local, &numel);
+  if (numel != 0 && dl->data == NULL) return refuse_no_data(op, what);
   for (int i = 0; i < ndim; i++) {
     if (dl->shape[i] < 0 || dl->shape[i] > INT32_MAX) {
       return etops_unrepresentable("%s: argument '%s' has size %lld at dim %d, beyond ExecuTorch's int32 sizes",
@@ -305,12 +397,16 @@ int etops_unrepresentable(const char* fmt, ...) {
 }
 
 int etops_borrow_tensor(etops_state* st, PyObject* obj, etb_tensor* out, etops_keep* keep,
-                        const char* op, const char* what, int writable) {
+                        const char* op, const char* what, int writable, etops_span* span) {
   DLTensor dl;
   int read_only = 0;
-  const DLPackExchangeAPI* api = exchange_api_of(st, obj);
+  const DLPackExchangeAPI* api = exchange_api_of(st, obj, op, what);
   if (api != NULL) {
-    if (api->dltensor_from_py_object_no_sync(obj, &dl) != 0) return rewrap_error(op, what, "borrowed");
+    if (api->dltensor_from_py_object_no_sync(obj, &dl) != 0) {
+      return api == st->torch_api ? refuse_torch_tensor(op, what) : rewrap_error(op, what, "borrowed");
+    }
+  } else if (PyErr_Occurred()) {
+    return -1; /* a refused torch.Tensor subclass */
   } else if (borrow_via_dlpack_protocol(st, obj, &dl, &read_only, keep, op, what) < 0) {
     return -1;
   }
@@ -341,8 +437,16 @@ int etops_borrow_tensor(etops_state* st, PyObject* obj, etb_tensor* out, etops_k
   out->dynamism = ETB_STATIC;
   out->resized = 0;
   /* torch's complex tensors may carry a lazy conjugate bit: the general path asks */
-  if ((api == NULL || dl.dtype.code != kDLComplex) && fill_contiguous(&dl, out)) return LAYOUT_DENSE;
-  return borrow_general_layout(obj, api != NULL, &dl, out, op, what);
+  int64_t numel;
+  if ((api == NULL || dl.dtype.code != kDLComplex) && fill_contiguous(&dl, out, &numel)) {
+    if (out->data == NULL) return refuse_no_data(op, what); /* numel > 0 here */
+    if (span != NULL) {
+      span->first = (uintptr_t)out->data;
+      span->end = span->first + (uintptr_t)numel * (uintptr_t)item_bytes(dl.dtype);
+    }
+    return LAYOUT_DENSE;
+  }
+  return borrow_general_layout(obj, api != NULL, &dl, out, op, what, span);
 }
 
 PyObject* etops_sizes_tuple(const etb_tensor* t) {

@@ -26,7 +26,8 @@ from ..plan import build_plan
 from ..errors import DelegateError, SchemaError, kernel_failure
 from ..kernel import KernelInfo
 from ..out_shapes import as_torch
-from ..resize import handled_in_this_call, overlaps
+from ..overlaps import overlaps
+from ..resize import handled_in_this_call
 from ..slow_path import SLOW_PATH
 from . import backend_registry as _backends
 from ..layouts import strides_for

@@ -34,7 +34,7 @@ def shape_dtype(value):
         return tuple(value.shape), value.dtype
     if hasattr(value, "__dlpack__") and not isinstance(value, type):
         try:
-            t = torch.from_dlpack(value)
+            t = out_shapes.from_dlpack(value)
         except Exception:  # noqa: BLE001 - the call path reports it
             return None
         return tuple(t.shape), t.dtype
