@@ -132,3 +132,17 @@ def test_a_sequence_names_the_signal_and_the_call_that_killed_it():
     assert sequences.death_class(sequences.last()["returncode"], log).startswith("SIGFPE")
     assert sequences._culprit(cases, done) == (len(clean), True)
     assert sequences.death_class(-6, "free(): invalid pointer") == "heap corruption (glibc malloc check)"
+
+
+def test_the_campaign_runs_the_classes_of_a_kernel():
+    """make fuzz: after a kernel's random calls, its classes from the canonical call
+    (and the valid calls it returned from), at most `limit`."""
+    from etops.fuzz.runner import IsolatedRunner, fuzz_classes
+
+    expected = len(_cases("aten::abs.out"))
+    with IsolatedRunner(timeout=120) as runner:
+        report = fuzz_classes(runner, REG.aten.abs.out, [], limit=100)
+        capped = fuzz_classes(runner, REG.aten.abs.out, [], limit=3)
+    assert report.mode == "classes" and report.cases == expected and report.crash is None
+    assert report.ok + report.raised == expected and not report.harness_errors
+    assert capped.cases == 3

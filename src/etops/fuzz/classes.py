@@ -228,12 +228,13 @@ def _spatial_dims(kernel, plan) -> int:
     return 0
 
 
-def canonical_case(kernel) -> dict:
+def canonical_case(kernel, dtype: str = "float32") -> dict:
     """A call of `kernel` built from its argument names the way a model makes it
     (an NCHW-like input of 2 channels with a 5-wide spatial dim per kernel_size,
     stride ... entry, a conv weight, per-channel weight, bias and running stats,
-    dims 0, sizes 1, Scalars 1, outs of ATen's result): the seed its classes start
-    from when no random call gets through (conv, pooling, upsampling, norms)."""
+    dims 0, sizes 1, Scalars 1, outs of ATen's result; data tensors in `dtype`): the
+    seed its classes start from when no random call gets through (conv, pooling,
+    upsampling, norms)."""
     plan = _plan(kernel)
     n = _spatial_dims(kernel, plan)
     main_shape = (1, 2) + (5,) * n if n else (2, 3)
@@ -257,9 +258,9 @@ def canonical_case(kernel) -> dict:
             elif name in ("mask", "condition"):
                 value = ("T", main_shape, "bool", "c", 4, "normal")
             else:
-                value = ("T", main_shape, "float32", "c", 5, "normal")
+                value = ("T", main_shape, dtype, "c", 5, "normal")
         elif e.kind in (K_TENSOR_LIST, K_OPT_TENSOR_LIST):
-            value = ("L", [("T", main_shape, "float32", "c", 6, "normal")] * 2) if e.kind == K_TENSOR_LIST else \
+            value = ("L", [("T", main_shape, dtype, "c", 6, "normal")] * 2) if e.kind == K_TENSOR_LIST else \
                 ("L", [("T", (2,), "int64", "c", 3, "index")])
         elif e.flags & F_HAS_DEFAULT:
             continue
@@ -292,7 +293,7 @@ def canonical_case(kernel) -> dict:
         if e.flags & F_OPTIONAL and e.kind != K_TENSOR and value[1] is None:
             value = ("V", None)
         kwargs.append((name, value))
-    return {"op": kernel.name, "mode": "valid", "args": [], "kwargs": kwargs, "outs": outs, "out_dtype": "float32",
+    return {"op": kernel.name, "mode": "valid", "args": [], "kwargs": kwargs, "outs": outs, "out_dtype": dtype,
             "mutation": None, "target": None}
 
 

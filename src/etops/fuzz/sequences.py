@@ -98,25 +98,32 @@ def in_one_dtype(case: dict, dtype: str) -> dict:
 def seed_cases(kernel, runner, count: int = 12, seed: int = 0) -> list:
     """Up to two valid cases of `kernel` that its call accepts (returns from), the
     bases of its class cases: `count` valid candidates drawn with a fixed seed, each
-    run in `runner` (an IsolatedRunner) after classes.canonical_case; ATen accepting
-    it too first, then the most dims; the second of another rank. None accepted:
-    the canonical case."""
+    run in `runner` (an IsolatedRunner) after classes.canonical_case in float32 and
+    in int64; ATen accepting it too first, then every tensor non-empty, then the
+    most dims; the second of another rank. None accepted: the canonical case."""
     from .classes import canonical_case
 
-    candidates = [canonical_case(kernel)] + _drawn(kernel, "valid", count, seed)
+    candidates = [canonical_case(kernel), canonical_case(kernel, "int64")] + _drawn(kernel, "valid", count, seed)
     accepted = []
     for case in candidates:
         out = runner.run(case)
         if out["status"] == "ok":
-            accepted.append((out.get("aten") == "ok", _rank(case), case))
-            if sum(ok for ok, _r, _c in accepted) >= 2:
+            accepted.append((out.get("aten") == "ok", not _empty(case), _rank(case), case))
+            if sum(ok and full for ok, full, _r, _c in accepted) >= 2:
                 break
     if not accepted:
         return candidates[:1]
-    accepted.sort(key=lambda a: (not a[0], -a[1]))  # ATen accepts it too, then the most dims
-    first = accepted[0][2]
-    other = next((c for _ok, _r, c in accepted[1:] if _rank(c) != _rank(first)), None)
+    accepted.sort(key=lambda a: (not a[0], not a[1], -a[2]))  # ATen accepts it too, every tensor has elements, most dims
+    first = accepted[0][3]
+    other = next((c for _ok, _full, r, c in accepted[1:] if r != _rank(first)), None)
     return [first] + ([other] if other is not None else [])
+
+
+def _empty(case) -> bool:
+    """Whether a tensor of `case` has no elements (a base its classes learn little from)."""
+    import math
+
+    return any(v[0] == "T" and math.prod(v[1]) == 0 for _n, v in case["args"] + case["kwargs"])
 
 
 def _rank(case) -> int:
