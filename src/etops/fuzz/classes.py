@@ -242,6 +242,7 @@ def canonical_case(kernel, dtype: str = "float32") -> dict:
     has_output_size = any(e.name == "output_size" for e in plan)
     for e in plan:
         name = e.name
+        value: tuple
         if e.flags & F_OUT:
             outs[name] = ("ref",)
             continue
@@ -339,11 +340,20 @@ def _sharing(first: torch.Tensor, shape, dtype, fill_first=True):
     `dtype` starting one of its elements into that buffer: (first's copy, the view)."""
     size = max(first.numel() * first.element_size(), (math.prod(shape) + 1) * dtype.itemsize) + 16
     storage = torch.zeros(size, dtype=torch.uint8).untyped_storage()
-    moved = torch.empty(0, dtype=first.dtype).set_(storage, 0, tuple(first.shape))
+    moved = torch.empty(0, dtype=first.dtype).set_(storage, 0, tuple(first.shape), _strides(tuple(first.shape)))
     if fill_first:
         moved.copy_(first)
-    view = torch.empty(0, dtype=dtype).set_(storage, 1, shape)
+    view = torch.empty(0, dtype=dtype).set_(storage, 1, tuple(shape), _strides(tuple(shape)))
     return moved, view
+
+
+def _strides(shape: tuple) -> list:
+    """The contiguous strides of `shape`."""
+    strides, step = [], 1
+    for size in reversed(shape):
+        strides.append(step)
+        step *= max(size, 1)
+    return strides[::-1]
 
 
 def make_out(spec, want, case, args_by_name, outs_so_far):
