@@ -65,6 +65,8 @@ CLASSES = ("int_extreme", "int_tensor_extremes", "int_div_trap", "zero_size", "o
            "out_partial_overlap", "outs_overlap", "size_overflow")
 #: classes whose call may be valid: a result ATen accepts is compared with ATen's
 VALUE_CLASSES = ("int_extreme", "int_tensor_extremes", "int_div_trap", "zero_size", "size_overflow")
+#: classes whose reference runs ATen on the meta device (shapes and dtypes only)
+META_CLASSES = ("int_extreme", "int_tensor_extremes", "int_div_trap")
 #: classes whose out shares memory with an input or another out
 OVERLAP_CLASSES = ("out_partial_overlap", "outs_overlap")
 #: the out specs the classes add (make_out builds them)
