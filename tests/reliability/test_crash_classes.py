@@ -1,6 +1,6 @@
 """One reproducer of each crash class the fuzzer's adversarial classes found
 (issue 33; docs/reliability.md): an integer division trap (INT_MIN / -1, SIGFPE),
-a segfault on zero-size dims, heap corruption after an out of another dtype than
+a segfault on a zero-size dim, heap corruption after an out of another dtype than
 the kernel writes, an out that partially overlaps its input.
 
 Each call runs in a fresh interpreter under glibc's malloc checking (when libc6's
@@ -64,6 +64,18 @@ REPRODUCERS = {
     "prim_floordiv_int64_min_by_minus_one": (
         "",
         "reg.executorch_prim.floordiv.Scalar(-2**63, -1)",
+        "None",
+    ),
+    # SIGFPE in div with rounding_mode="trunc" by a Scalar -1 (torch's own CPU kernel traps there too: no reference)
+    "div_scalar_trunc_int64_min_by_minus_one": (
+        "",
+        "reg.aten.div.Scalar_mode_out(torch.tensor([-2**63]), -1, rounding_mode='trunc', out=torch.empty(1, dtype=torch.long))",
+        "None",
+    ),
+    # SIGSEGV: a zero-size spatial dim (torch: "Input and output sizes should be greater than 0")
+    "upsample_bilinear2d_zero_size_spatial_dim": (
+        "",
+        "reg.aten.upsample_bilinear2d.vec_out(torch.randn(1, 2, 0, 5), [3, 3], False, None, out=torch.empty(1, 2, 3, 3))",
         "None",
     ),
     # heap corruption: out0 float64 where the kernel writes float32 (torch: "Expected out tensor to have dtype float")
