@@ -62,6 +62,11 @@ def test_zero_size_in_every_dim_spatial_ones_included():
     assert zero == {"self:dim0": (0, 2, 5, 5), "self:dim1": (1, 0, 5, 5), "self:dim2": (1, 2, 0, 5), "self:dim3": (1, 2, 5, 0)}
 
 
+def test_zero_size_in_every_tensor_at_once():
+    cases = [c for c in _cases("aten::add.out") if c["mutation"] == "zero_size" and c["target"].startswith("*")]
+    assert [(_tensor(c, "self")[1], _tensor(c, "other")[1]) for c in cases] == [((0, 3), (0, 3)), ((2, 0), (2, 0))]
+
+
 def test_wrong_dtype_too_small_and_overlapping_outs_for_every_out():
     cases = _cases("aten::var_mean.correction_out")
     outs = {(c["mutation"], c["target"], c["outs"][c["target"]]) for c in cases if c["mutation"].startswith("out")}

@@ -15,7 +15,7 @@ list of class cases; each has ``mode`` ``"invalid"``, ``mutation`` the class and
   INT_MIN / -1 happens (floor_divide, remainder, div with each rounding mode, fmod,
   executorch_prim's int ops), once for each choice of a string argument;
 - ``zero_size``: one tensor argument with one dim (each in turn, spatial ones
-  included) of size 0;
+  included) of size 0; then that dim at 0 in every tensor of the first one's shape;
 - ``out_wrong_dtype``: one out in another dtype than ATen's result (a wider float,
   another kind); the other outs right;
 - ``out_too_small``: one out smaller than ATen's result (one element of the same
@@ -193,6 +193,16 @@ def class_cases(kernel, base: dict) -> list:
                 shape = tuple(0 if i == d else s for i, s in enumerate(spec[1]))
                 cases.append(_set_tensor(_derived(base, "zero_size", f"{label}:dim{d}"), label,
                                          ("T", shape, spec[2], spec[3], spec[4], spec[5])))
+    first_shape = tensors[0][1][1] if tensors else ()
+    same = [(label, spec) for label, spec in tensors if spec[1] == first_shape]
+    if len(same) > 1:  # the same dim at 0 in every tensor of the first one's shape (they still broadcast)
+        for d in range(len(first_shape)):
+            if first_shape[d] != 0:
+                case = _derived(base, "zero_size", f"*:dim{d}")
+                for label, spec in same:
+                    shape = tuple(0 if i == d else s for i, s in enumerate(spec[1]))
+                    _set_tensor(case, label, ("T", shape, spec[2], spec[3], spec[4], spec[5]))
+                cases.append(case)
     cases += _int_traps(kernel, base, plan, given, tensors)
     outs = [e.name for e in plan if e.flags & F_OUT and e.kind == K_TENSOR]
     for name in outs:
