@@ -113,8 +113,12 @@ fuzz: $(BUILT)
 	$(PY) -m etops.fuzz --budget $(FUZZ_BUDGET) --examples $(FUZZ_EXAMPLES) $(FUZZ_GUARD) --report build/fuzz/report.json
 
 # Corruption that shows later (issue 15): one process per callable kernel running a
-# sequence of valid and adversarial cases under glibc's malloc checking; a sequence
-# that dies is bisected to the corrupting call, replayed guarded. build/fuzz/sequences.json.
+# sequence of valid and adversarial cases under glibc's malloc checking, then every
+# adversarial class of the kernel (issue 33, etops/fuzz/classes.py: integer extremes
+# and INT_MIN / -1, zero-size dims, wrong-dtype, too-small and overlapping outs, sizes
+# that overflow; SEQUENCE_CASES=0 runs the classes only); a sequence that dies is
+# bisected to the corrupting call (classified, a Python reproducer), replayed guarded,
+# and goes on after it. build/fuzz/sequences.json.
 SEQUENCE_CASES ?= 12
 .PHONY: fuzz-sequences
 fuzz-sequences: $(BUILT)

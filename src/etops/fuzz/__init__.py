@@ -4,6 +4,12 @@
   calls (shapes, dtypes, dim orders, scalars and lists within the schema) and
   invalid ones (one mutation of a valid call: wrong types, counts, ranks, sizes,
   devices, outs ...). A case is plain picklable data.
+- ``classes``: the adversarial classes (issue 33), derived deterministically from a
+  call a kernel accepts for every argument they apply to: integer extremes and
+  INT_MIN / -1, zero-size dims, wrong-dtype, too-small and overlapping outs, sizes
+  that overflow.
+- ``sequences``: many cases in one process per kernel under glibc's malloc checking
+  (``make fuzz-sequences``), a death bisected and classified.
 - ``worker``: materializes a case in a worker process, runs it through etops and
   through ATen, and checks the properties (see ``worker.run_case``).
 - ``runner``: the isolated runner (worker processes forked from a preloaded

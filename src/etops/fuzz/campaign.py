@@ -1,7 +1,8 @@
 """The long fuzz campaign: ``python -m etops.fuzz --budget SECONDS`` (``make fuzz``, ``etops fuzz``).
 
-Rounds over every callable kernel, valid then invalid calls, until the time budget
-is spent; prints the counts (kernels fuzzed, cases run, aborts found and fixed)
+Rounds over every callable kernel, valid then invalid calls, then the adversarial
+classes (etops.fuzz.classes) derived from a call the kernel accepted, until the time
+budget is spent; prints the counts (kernels fuzzed, cases run, aborts found and fixed)
 and writes a JSON report with every finding and its reproducer.
 """
 
@@ -42,12 +43,16 @@ def main(argv=None) -> int:
     p.add_argument("--report", default="build/fuzz/report.json")
     p.add_argument("--guard", action="store_true",
                    help="make every call with etops.guard.call: reads and writes outside a tensor are found at the call")
+    p.add_argument("--no-classes", action="store_true",
+                   help="skip the adversarial classes (etops.fuzz.classes: integer extremes and INT_MIN / -1, zero-size "
+                        "dims, wrong-dtype, too-small and overlapping outs, sizes that overflow) after each kernel's calls")
+    p.add_argument("--class-cases", type=int, default=None, help="at most this many class cases per kernel and round")
     p.add_argument("--load", action="append", metavar="SPEC",
                    help="load kernels first (FILE.cpp of a checkout, LIB.so, FILE.py:FUNCTION; repeatable) and fuzz "
                         "those unless --kernels is given; the workers load them too")
     args = p.parse_args(argv)
 
-    from .runner import IsolatedRunner, callable_kernels, fuzz_kernel
+    from .runner import IsolatedRunner, callable_kernels, fuzz_classes, fuzz_kernel
 
     rng = random.Random(args.seed)
     loaded = None
@@ -76,21 +81,26 @@ def main(argv=None) -> int:
             order = list(kernels)
             rng.shuffle(order)
             for kernel in order:
-                for mode in ("valid", "invalid"):
+                accepted: list = []
+                for mode in ("valid", "invalid") if args.no_classes else ("valid", "invalid", "classes"):
                     if time.monotonic() >= deadline:
                         break
-                    rep = fuzz_kernel(runner, kernel, mode, args.examples, seed=rng.randrange(2**32), guard=args.guard)
+                    if mode == "classes":
+                        rep = fuzz_classes(runner, kernel, accepted, guard=args.guard, limit=args.class_cases)
+                    else:
+                        rep = fuzz_kernel(runner, kernel, mode, args.examples, seed=rng.randrange(2**32), guard=args.guard)
+                        accepted += rep.accepted
                     fuzzed.add(kernel.name)
                     totals["cases"] += rep.cases
                     totals[f"{mode}_cases"] += rep.cases
                     totals["ok"] += rep.ok
                     totals["raised"] += rep.raised
                     totals["aten_ok"] += rep.aten_ok
-                    if rep.crash:
-                        key = (kernel.name, rep.crash["notice"] or rep.crash["signal"])
+                    for crash in rep.crashes or ([rep.crash] if rep.crash else []):
+                        key = (kernel.name, crash["notice"] or crash["signal"])
                         if key not in crashes:
-                            crashes[key] = rep.crash
-                            print(f"ABORT {rep.crash['repro']}\n      {rep.crash['signal']}: {rep.crash['notice']}", flush=True)
+                            crashes[key] = crash
+                            print(f"ABORT {crash['repro']}\n      {crash['signal']}: {crash['notice']}", flush=True)
                     for kind, (repro, message, _case) in rep.violations.items():
                         if (kernel.name, kind) not in violations:
                             violations[(kernel.name, kind)] = (repro, message)
@@ -110,6 +120,7 @@ def main(argv=None) -> int:
         "cases": totals["cases"],
         "valid_cases": totals["valid_cases"],
         "invalid_cases": totals["invalid_cases"],
+        "class_cases": totals["classes_cases"],
         "calls_returned": totals["ok"],
         "calls_raised": totals["raised"],
         "aten_accepted": totals["aten_ok"],
@@ -124,7 +135,7 @@ def main(argv=None) -> int:
     print()
     print("etops fuzz campaign")
     print(f"  kernels fuzzed:        {summary['kernels_fuzzed']} of {summary['kernels_callable']} callable")
-    print(f"  cases run:             {summary['cases']} ({summary['valid_cases']} valid, {summary['invalid_cases']} invalid) in {summary['seconds']}s, {rounds} rounds")
+    print(f"  cases run:             {summary['cases']} ({summary['valid_cases']} valid, {summary['invalid_cases']} invalid, {summary['class_cases']} of the classes) in {summary['seconds']}s, {rounds} rounds")
     print(f"  ATen accepted:         {summary['aten_accepted']}; etops returned {summary['calls_returned']}, raised {summary['calls_raised']}")
     print(f"  aborts found:          {summary['aborts_found']} new (worker deaths {deaths})")
     print(f"  known aborts fixed:    {summary['known_aborts_fixed']} (pre-checks), still aborting: {summary['known_aborts_still_aborting']}")

@@ -142,6 +142,28 @@ class KernelReport:
     violations: dict = field(default_factory=dict)  #: kind -> (repro, message, case)
     harness_errors: list = field(default_factory=list)
     error: str | None = None  #: Hypothesis' own complaint (flaky crash ...), if any
+    accepted: list = field(default_factory=list)  #: a few valid cases the call returned from (the classes' bases)
+    crashes: list = field(default_factory=list)  #: every crash of a "classes" report (one per class)
+
+    def count(self, case, out) -> None:
+        """Adds one case's outcome (not a death) to the counts and violations."""
+        from . import strategies
+
+        self.cases += 1
+        if out["status"] == "harness_error":
+            if len(self.harness_errors) < 3:
+                self.harness_errors.append((strategies.describe(case), out["violations"][0][1], out.get("traceback", "")))
+            return
+        self.raised += out["status"] == "raised"
+        self.ok += out["status"] == "ok"
+        self.aten_ok += out.get("aten") == "ok"
+        if out["status"] == "ok" and case.get("mode") == "valid" and len(self.accepted) < 8:
+            self.accepted.append({k: v for k, v in case.items() if k != "guard"})
+        for kind, message in out["violations"]:
+            repro = strategies.describe(case)
+            old = self.violations.get(kind)
+            if old is None or len(repro) < len(old[0]):
+                self.violations[kind] = (repro, message, case)
 
 
 def fuzz_kernel(runner: IsolatedRunner, kernel, mode: str, max_examples: int, derandomize: bool = False,
@@ -161,22 +183,11 @@ def fuzz_kernel(runner: IsolatedRunner, kernel, mode: str, max_examples: int, de
         if guard:
             case = {**case, "guard": True}
         out = runner.run(case)
-        report.cases += 1
         if out["status"] in ("died", "hang"):
+            report.cases += 1
             last_fatal.update(case=case, out=out)
             raise Crash(out["signal"])
-        if out["status"] == "harness_error":
-            if len(report.harness_errors) < 3:
-                report.harness_errors.append((strategies.describe(case), out["violations"][0][1], out.get("traceback", "")))
-            return
-        report.raised += out["status"] == "raised"
-        report.ok += out["status"] == "ok"
-        report.aten_ok += out.get("aten") == "ok"
-        for kind, message in out["violations"]:
-            repro = strategies.describe(case)
-            old = report.violations.get(kind)
-            if old is None or len(repro) < len(old[0]):
-                report.violations[kind] = (repro, message, case)
+        report.count(case, out)
 
     test = given(strategies.calls(kernel, mode))(prop)
     test = settings(
@@ -201,6 +212,39 @@ def fuzz_kernel(runner: IsolatedRunner, kernel, mode: str, max_examples: int, de
     if last_fatal:
         case, out = last_fatal["case"], last_fatal["out"]
         report.crash = {"case": case, "signal": out["signal"], "notice": out["notice"], "stderr": out["stderr"][-1500:], "repro": strategies.describe(case)}
+    return report
+
+
+def fuzz_classes(runner: IsolatedRunner, kernel, bases: list, guard: bool = False, limit: int | None = None) -> KernelReport:
+    """The adversarial classes (etops.fuzz.classes) of `kernel`, derived from
+    classes.canonical_case when the call returns from it and from the `bases`
+    (valid cases it returned from; the one of most dims first), each case run in
+    `runner` (guarded with `guard`). A death is a crash, one per class (the class's
+    further cases are skipped); at most `limit` cases."""
+    from . import strategies
+    from .classes import canonical_case, class_cases
+
+    report = KernelReport(kernel.name, "classes")
+    canonical = canonical_case(kernel)
+    out = runner.run({**canonical, "guard": guard})
+    chosen = [canonical] if out["status"] == "ok" else []
+    ranked = sorted(bases, key=lambda c: -sum(len(v[1]) for _n, v in c["args"] + c["kwargs"] if v[0] == "T"))
+    chosen += ranked[: 2 - len(chosen)]
+    cases = [c for base in chosen or [canonical] for c in class_cases(kernel, base)][:limit]
+    dead: set = set()
+    for case in cases:
+        if case["mutation"] in dead:
+            continue
+        out = runner.run({**case, "guard": guard})
+        if out["status"] in ("died", "hang"):
+            report.cases += 1
+            dead.add(case["mutation"])
+            crash = {"case": case, "signal": out["signal"], "notice": out["notice"], "stderr": out["stderr"][-1500:],
+                     "repro": strategies.describe(case)}
+            report.crashes.append(crash)
+            report.crash = report.crash or crash
+            continue
+        report.count(case, out)
     return report
 
 

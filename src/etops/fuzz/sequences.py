@@ -12,7 +12,14 @@ dies, it is bisected over its prefixes (each in a fresh process) to the first
 call whose prefix dies, and that call is replayed guarded (etops.guard.call) to
 name the argument and the access.
 
-    python -m etops.fuzz.sequences [--kernels SUBSTR] [--cases 12] [--jobs 2] [--report PATH]
+After the random cases come the kernel's adversarial classes (``classes``), derived
+from a call the kernel returned from (``seed_cases``, probed in an IsolatedRunner). A
+death is first tried alone (the case in flight when the process died: a standalone
+reproducer, its Python snippet printed by the child before the call), else
+bisected; it is classified (``death_class``: SIGFPE, SIGSEGV, heap corruption ...)
+and the sequence goes on after it without the cases of that class.
+
+    python -m etops.fuzz.sequences [--kernels SUBSTR] [--cases 12] [--jobs 2] [--no-classes] [--report PATH]
 
 Extension module of etops.fuzz: imports the core and etops.fuzz.
 """
@@ -25,6 +32,7 @@ import os
 import pickle
 import subprocess
 import sys
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -33,17 +41,24 @@ from typing import Any
 MALLOC_DEBUG = "/lib/x86_64-linux-gnu/libc_malloc_debug.so.0"
 
 _CHILD = """
-import pickle, sys, warnings
+import faulthandler, json, pickle, sys, warnings
 warnings.simplefilter("ignore")
+faulthandler.enable()  # a fatal signal prints where it came from (ATen's reference or the kernel call)
 from etops.fuzz import worker
 worker.limit_memory()
-cases = pickle.loads(sys.stdin.buffer.read())
+cases, snippets = pickle.loads(sys.stdin.buffer.read())
+if snippets:
+    from etops.fuzz.classes import snippet
+    def before(case, args, kwargs):
+        print("SNIPPET " + json.dumps(snippet(case["op"], args, kwargs, program=not case.get("direct"))), flush=True)
+    worker.BEFORE_CALL = before
 for i, case in enumerate(cases):
     try:
-        worker.run_case(case)
-    except Exception:
-        pass
-    print(i, flush=True)
+        out = worker.run_case(case)
+        line = {"i": i, "status": out["status"], "exc": (out.get("exc") or "")[:200], "v": [k for k, _ in out["violations"]]}
+    except Exception as exc:
+        line = {"i": i, "status": "harness", "exc": f"{type(exc).__name__}: {exc}"[:200], "v": ["harness"]}
+    print("CASE " + json.dumps(line), flush=True)
 worker.end_of_sequence()
 print("DONE", flush=True)
 """
@@ -52,24 +67,7 @@ print("DONE", flush=True)
 def draw_cases(kernel, count: int, seed: int = 0) -> list:
     """`count` cases of `kernel`, valid and adversarial (invalid) alternating, drawn
     by the fuzz strategies with a fixed seed (pure data)."""
-    from hypothesis import HealthCheck, Phase, given, settings
-    from hypothesis import seed as hseed
-
-    from . import strategies
-
-    cases = []
-    for mode in ("valid", "invalid"):
-        drawn = []
-
-        @hseed(seed)
-        @settings(max_examples=max(1, count // 2), deadline=None, database=None, suppress_health_check=list(HealthCheck),
-                  phases=[Phase.generate])
-        @given(strategies.calls(kernel, mode))
-        def collect(case):
-            drawn.append(case)
-
-        collect()
-        cases.append(drawn)
+    cases = [_drawn(kernel, mode, count // 2, seed) for mode in ("valid", "invalid")]
     mixed: list[Any] = []
     for pair in zip(*cases):
         mixed.extend(pair)
@@ -97,19 +95,107 @@ def in_one_dtype(case: dict, dtype: str) -> dict:
             "args": [(n, retyped(v)) for n, v in case["args"]], "kwargs": [(n, retyped(v)) for n, v in case["kwargs"]]}
 
 
-def run_sequence(cases: list, timeout: float = 300.0) -> tuple[bool, int, str]:
+def seed_cases(kernel, runner, count: int = 12, seed: int = 0) -> list:
+    """Up to two valid cases of `kernel` that its call accepts (returns from), the
+    bases of its class cases: `count` valid candidates drawn with a fixed seed, each
+    run in `runner` (an IsolatedRunner) after classes.canonical_case in float32 and
+    in int64; ATen accepting it too first, then every tensor non-empty, then the
+    most dims; the second of another rank. None accepted: the canonical case."""
+    from .classes import canonical_case
+
+    candidates = [canonical_case(kernel), canonical_case(kernel, "int64")] + _drawn(kernel, "valid", count, seed)
+    accepted = []
+    for case in candidates:
+        out = runner.run(case)
+        if out["status"] == "ok":
+            accepted.append((out.get("aten") == "ok", not _empty(case), _rank(case), case))
+            if sum(ok and full for ok, full, _r, _c in accepted) >= 2:
+                break
+    if not accepted:
+        return candidates[:1]
+    accepted.sort(key=lambda a: (not a[0], not a[1], -a[2]))  # ATen accepts it too, every tensor has elements, most dims
+    first = accepted[0][3]
+    other = next((c for _ok, _full, r, c in accepted[1:] if r != _rank(first)), None)
+    return [first] + ([other] if other is not None else [])
+
+
+def _empty(case) -> bool:
+    """Whether a tensor of `case` has no elements (a base its classes learn little from)."""
+    import math
+
+    return any(v[0] == "T" and math.prod(v[1]) == 0 for _n, v in case["args"] + case["kwargs"])
+
+
+def _rank(case) -> int:
+    return sum(len(v[1]) for _n, v in case["args"] + case["kwargs"] if v[0] == "T")
+
+
+def _drawn(kernel, mode: str, count: int, seed: int) -> list:
+    from hypothesis import HealthCheck, Phase, given, settings
+    from hypothesis import seed as hseed
+
+    from . import strategies
+
+    drawn: list = []
+
+    @hseed(seed)
+    @settings(max_examples=max(1, count), deadline=None, database=None, suppress_health_check=list(HealthCheck),
+              phases=[Phase.generate])
+    @given(strategies.calls(kernel, mode))
+    def collect(case):
+        drawn.append(case)
+
+    collect()
+    return drawn
+
+
+#: a fatal signal's name -> the class of death it reports
+DEATHS = {"SIGFPE": "SIGFPE (integer division trap)", "SIGSEGV": "SIGSEGV", "SIGBUS": "SIGBUS", "SIGILL": "SIGILL",
+          "SIGKILL": "killed (timeout or memory)"}
+
+
+def death_class(returncode: int | None, log: str) -> str:
+    """What killed a sequence: the signal, heap corruption (glibc's malloc checking
+    aborted), or an abort etops did not catch."""
+    import signal
+
+    if returncode is None:
+        return "timeout"
+    if returncode >= 0:
+        return f"exit status {returncode}"
+    name = signal.Signals(-returncode).name
+    if name == "SIGABRT":
+        heap = ("malloc", "free()", "corrupted", "double free", "chunk", "realloc")
+        return "heap corruption (glibc malloc check)" if any(h in log for h in heap) else "SIGABRT (abort)"
+    return DEATHS.get(name, name)
+
+
+def run_sequence(cases: list, timeout: float = 300.0, snippets: bool = False) -> tuple[bool, int, str]:
     """Runs `cases` in one process under malloc checking: (survived, cases completed,
-    the last stderr lines)."""
+    the last stderr lines). The outcome of every case completed and, with `snippets`,
+    the reproducer of the last call made are in ``last()``."""
     env = dict(os.environ, LD_PRELOAD=MALLOC_DEBUG, GLIBC_TUNABLES="glibc.malloc.check=3")
     try:
-        proc = subprocess.run([sys.executable, "-c", _CHILD], input=pickle.dumps(cases), capture_output=True,
+        proc = subprocess.run([sys.executable, "-c", _CHILD], input=pickle.dumps((cases, snippets)), capture_output=True,
                               env=env, timeout=timeout)
     except subprocess.TimeoutExpired:
+        _SEEN.last = {"outcomes": [], "snippet": None, "returncode": None, "log": "timed out"}
         return False, 0, "timed out"
-    lines = proc.stdout.decode("utf-8", "replace").split()
-    done = sum(1 for line in lines if line.isdigit())
+    lines = proc.stdout.decode("utf-8", "replace").splitlines()
+    outcomes = [json.loads(line[5:]) for line in lines if line.startswith("CASE ")]
+    shown = [json.loads(line[8:]) for line in lines if line.startswith("SNIPPET ")]
+    log = proc.stderr.decode("utf-8", "replace")[-3000:]
+    _SEEN.last = {"outcomes": outcomes, "snippet": shown[-1] if shown else None, "returncode": proc.returncode, "log": log}
     survived = proc.returncode == 0 and "DONE" in lines
-    return survived, done, proc.stderr.decode("utf-8", "replace")[-1500:]
+    return survived, len(outcomes), log
+
+
+_SEEN = threading.local()
+
+
+def last() -> dict:
+    """What this thread's last run_sequence saw: {"outcomes", "snippet", "returncode"}."""
+    return getattr(_SEEN, "last", {"outcomes": [], "snippet": None, "returncode": None, "log": ""})
 
 
 def bisect(cases: list, died_after: int) -> int:
@@ -124,53 +210,127 @@ def bisect(cases: list, died_after: int) -> int:
     return high - 1
 
 
-def check_kernel(kernel, count: int, seed: int = 0) -> dict:
-    """One kernel's sequence: {"op", "cases", "survived", and for a death the
-    culprit case, its description, the guarded replay and the log}."""
+def _culprit(cases: list, done: int) -> tuple[int, bool]:
+    """The case of `cases` (which died after `done` completed) that kills: the one
+    in flight when it kills on its own (a standalone reproducer), else bisected."""
+    if done < len(cases) and not run_sequence([cases[done]], snippets=True)[0]:
+        return done, True
+    return bisect(cases, done), False
+
+
+#: the classes a second base (of other shapes) adds
+SHAPE_CLASSES = ("zero_size", "int_tensor_extremes", "out_too_small", "outs_overlap")
+
+
+def check_kernel(kernel, count: int, seed: int = 0, runner=None, max_deaths: int = 4) -> dict:
+    """One kernel's sequence: {"op", "cases", "survived", "outcomes" (by class and
+    status), and "deaths": for each death the culprit case, its class, what killed,
+    a Python reproducer and the guarded replay}. After a death the sequence goes on
+    from the case after the culprit, without the culprit's class (at most `max_deaths`)."""
     from . import strategies
+    from .classes import canonical_case, class_cases
 
-    cases = draw_cases(kernel, count, seed)
-    survived, done, log = run_sequence(cases)
-    result = {"op": kernel.name, "cases": len(cases), "survived": survived}
-    if survived:
-        return result
-    culprit = bisect(cases, done)
-    result.update(culprit=culprit, repro=strategies.describe(cases[culprit]), log=log.strip().splitlines()[-3:])
-    from .runner import IsolatedRunner
-
-    with IsolatedRunner(timeout=60) as runner:
-        replay = runner.run({**cases[culprit], "guard": True})
-    result["guarded"] = [m for kind, m in replay.get("violations", []) if kind == "memory"] or replay.get("status")
+    cases = draw_cases(kernel, count, seed) if count else []
+    bases = seed_cases(kernel, runner, seed=seed) if runner is not None else (cases[:1] or [canonical_case(kernel)])
+    for i, base in enumerate(bases):  # the second base: the classes that depend on its shapes
+        cases.extend(c for c in class_cases(kernel, base) if not i or c["mutation"] in SHAPE_CLASSES)
+    result: dict = {"op": kernel.name, "cases": len(cases), "bases": [strategies.describe(b) for b in bases], "deaths": []}
+    outcomes: dict = {}
+    start = 0
+    while start < len(cases):
+        rest = cases[start:]
+        survived, done, log = run_sequence(rest)
+        for line in last()["outcomes"]:
+            mutation = rest[line["i"]].get("mutation") or rest[line["i"]]["mode"]
+            key = f"{mutation}:{line['status']}" + ("" if not line["v"] else ":" + "+".join(sorted(set(line["v"]))))
+            outcomes[key] = outcomes.get(key, 0) + 1
+        if survived:
+            break
+        what = death_class(last()["returncode"], log)
+        culprit, alone = _culprit(rest, done)
+        if alone:  # the standalone run showed its snippet and what killed it
+            what = death_class(last()["returncode"], last()["log"])
+            log = last()["log"]
+        else:
+            run_sequence(rest[: culprit + 1], snippets=True)
+        case = rest[culprit]
+        death = {"case_index": start + culprit, "class": case.get("mutation") or case["mode"], "target": case.get("target"),
+                 "killed_by": what, "standalone": alone, "in_aten": "in reference" in log,
+                 "repro": strategies.describe(case), "snippet": last()["snippet"], "case": case,
+                 "log": [ln for ln in log.strip().splitlines() if ln.strip()][-4:]}
+        if runner is not None:
+            replay = runner.run({**case, "guard": True})
+            death["guarded"] = [m for kind, m in replay.get("violations", []) if kind == "memory"] or replay.get("status")
+        result["deaths"].append(death)
+        # the rest of the sequence, without the cases of the class that killed (one reproducer per class)
+        cases = cases[: start + culprit + 1] + [c for c in rest[culprit + 1 :] if c.get("mutation") != case.get("mutation")]
+        start += culprit + 1
+        if len(result["deaths"]) >= max_deaths:
+            break
+    result["survived"] = not result["deaths"]
+    result["outcomes"] = outcomes
     return result
 
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m etops.fuzz.sequences", description=__doc__.split("\n\n")[0])
     p.add_argument("--kernels", default=None, help="only kernels whose name contains this")
-    p.add_argument("--cases", type=int, default=12, help="cases per kernel's sequence (half valid, half adversarial; "
-                   f"then one call with every tensor in one dtype for each of {', '.join(ONE_DTYPE)})")
+    p.add_argument("--cases", type=int, default=12, help="random cases per kernel's sequence (half valid, half adversarial; "
+                   f"then one call with every tensor in one dtype for each of {', '.join(ONE_DTYPE)}; then the classes); "
+                   "0: the classes only")
     p.add_argument("--jobs", type=int, default=2, help="kernel sequences run at once")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--no-classes", action="store_true", help="only the random cases (no adversarial classes)")
     p.add_argument("--report", default="build/fuzz/sequences.json")
     args = p.parse_args(argv)
     if not os.path.exists(MALLOC_DEBUG):
         print(f"{p.prog}: {MALLOC_DEBUG} is missing (Debian's libc6 provides it)", file=sys.stderr)
         return 2
-    from .runner import callable_kernels
+    from .runner import IsolatedRunner, callable_kernels
 
     kernels = callable_kernels(args.kernels)
     start = time.monotonic()
-    with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
-        results = list(pool.map(lambda k: check_kernel(k, args.cases, args.seed), kernels))
+    local = threading.local()
+    runners: list = []
+    results: list = []
+
+    def one(kernel):
+        if args.no_classes:
+            r = check_kernel(kernel, args.cases, args.seed)
+        else:
+            if not hasattr(local, "runner"):
+                local.runner = IsolatedRunner(timeout=60)
+                runners.append(local.runner)
+            try:
+                r = check_kernel(kernel, args.cases, args.seed, runner=local.runner)
+            except Exception as exc:  # noqa: BLE001 - a fuzzer bug: reported, the other kernels go on
+                r = {"op": kernel.name, "cases": 0, "survived": True, "deaths": [], "harness": f"{type(exc).__name__}: {exc}"}
+                print(f"HARNESS {kernel.name}: {r['harness']}", flush=True)
+        results.append(r)
+        for d in r["deaths"]:
+            print(f"DIES {r['op']}: {d['killed_by']} on {d['class']} ({d['target']}): {d['repro']}", flush=True)
+        _write(args.report, results, time.monotonic() - start, done=False)
+        return r
+
+    try:
+        with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+            list(pool.map(one, kernels))
+    finally:
+        for runner in runners:
+            runner.close()
     died = [r for r in results if not r["survived"]]
-    for r in died:
-        print(f"CORRUPTS {r['op']}: case {r['culprit']}: {r['repro']}\n    log: {' | '.join(r['log'])}\n    guarded: {r['guarded']}")
     seconds = time.monotonic() - start
     print(f"{len(results)} kernels, {sum(r['cases'] for r in results)} cases in sequences under malloc checking: "
           f"{len(died)} kernels corrupt the heap or kill the process ({seconds:.0f} s)")
-    Path(args.report).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.report).write_text(json.dumps({"seconds": seconds, "results": results}, indent=1, default=str))
+    _write(args.report, results, seconds, done=True)
     return 1 if died else 0
+
+
+def _write(path: str, results: list, seconds: float, done: bool) -> None:
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    body = {"seconds": seconds, "done": done, "kernels": len(results),
+            "died": sorted(r["op"] for r in results if not r["survived"]), "results": results}
+    Path(path).write_text(json.dumps(body, indent=1, default=str))
 
 
 if __name__ == "__main__":

@@ -16,7 +16,12 @@ Properties checked for every case (a broken one is a *violation*):
   ZeroDivisionError or etops error (``unexpected_exception`` otherwise) and, for a
   mutation of one argument, its message names that argument (``unnamed_arg``);
 - ``abort``: ExecuTorch aborted inside the kernel (KernelAborted: an ET_CHECK where
-  the kernel should fail cleanly), as it would abort a program.
+  the kernel should fail cleanly), as it would abort a program;
+- ``fault``: the kernel faulted (an unguarded call raised KernelCrashed: SIGFPE,
+  SIGSEGV ... caught in this process), ``memory`` the same in a guarded call;
+- the adversarial classes (``classes``): a call that ATen accepts is compared with
+  ATen's result as a valid one is (``mismatch``); an out sharing memory with an
+  input or another out that etops accepts is ``overlap_accepted`` (torch refuses it).
 
 Kernels are called as an exported program calls them (etops.as_program: etops'
 workarounds for known bugs do not hide them); a case with ``"direct": True`` calls
@@ -43,6 +48,8 @@ from etops.compare import FUZZ, diff
 from etops.ops import rules_for
 from etops.out_shapes import functional_arguments
 from etops.torch_checks import torch_refusal
+
+from . import classes
 
 ALLOWED_INVALID = (TypeError, ValueError, OverflowError, IndexError, ZeroDivisionError, etops.EtopsError)
 ALLOWED_VALID_REFUSAL = (etops.KernelError, etops.NoMatchingKernelError, etops.SchemaError)
@@ -81,6 +88,8 @@ if os.environ.get("ETOPS_FUZZ_FORKSERVER") == "1" and multiprocessing.parent_pro
 
 
 def _values(shape, dtype, seed, values):
+    if values in classes.VALUE_KINDS:
+        return classes.values(shape, dtype, values)
     g = torch.Generator().manual_seed(seed)
     n = math.prod(shape)
     if values in ("index", "oob_high", "oob_low"):
@@ -185,12 +194,26 @@ def _bytes(t):
 # ---- reference ------------------------------------------------------------------------
 
 
+def _on_meta(value):
+    if isinstance(value, torch.Tensor):
+        return value.to("meta")
+    if isinstance(value, list):
+        return [_on_meta(v) for v in value]
+    return value
+
+
 def reference(kernel, case, args, kwargs):
-    """ATen's result: ("ok", [tensors or a scalar]) or ("error", message) or ("none", why)."""
+    """ATen's result: ("ok", [tensors or a scalar]) or ("error", message) or ("none", why).
+    For the integer classes (classes.META_CLASSES) ATen runs on the meta device: the
+    shapes and dtypes of its result only (ATen's own CPU kernels trap on INT_MIN / -1
+    too: torch.div(x, -1, rounding_mode="trunc"))."""
     info = kernel._info
     out_names = info.out_names()
+    on_meta = case.get("mutation") in classes.META_CLASSES
     ref_args = [_as_torch(a) for a in args]
     ref_kwargs = {k: _as_torch(v) for k, v in kwargs.items() if k not in out_names}
+    if on_meta:
+        ref_args, ref_kwargs = _on_meta(ref_args), {k: _on_meta(v) for k, v in ref_kwargs.items()}
     ns, op, overload = info.namespace, info.op, info.overload
     try:
         packet = getattr(getattr(torch.ops, ns), op)
@@ -288,7 +311,7 @@ def _make_out(spec, want, case, args_by_name, list_out=False):
         return [torch.empty(0, dtype=dtype), torch.empty(0, dtype=dtype)]
     if isinstance(want, list):  # tensor-list out
         if tag == "ref":
-            return [torch.full_like(w, 7) if w.dtype != torch.bool else torch.ones_like(w) for w in want]
+            return [torch.full(w.shape, 7 if w.dtype != torch.bool else True, dtype=w.dtype) for w in want]  # want may be meta
         return [torch.empty(0, dtype=w.dtype) for w in want] if want else [torch.empty(0, dtype=dtype)]
     if isinstance(want, torch.Tensor):
         dtype = want.dtype
@@ -358,6 +381,9 @@ def _names_an_argument(message, plan):
     return any(re.search(rf"\b{re.escape(name)}\b", message) for name in plan)
 
 
+#: called as BEFORE_CALL(case, args, kwargs) just before the kernel call (sequences' reproducers)
+BEFORE_CALL = None
+
 #: blocks "<selftest:corrupt>" overflowed, freed when the next case starts
 _SELFTEST_BLOCKS: list = []
 
@@ -393,6 +419,11 @@ def run_case(case):
     """Runs one case; returns {"status", "exc", "aten", "violations", ...}."""
     if case["op"] == "<selftest:abort>":  # the runner's own tests
         os.abort()
+    if case["op"] == "<selftest:fpe>":  # etops.fuzz.sequences' own tests: a fatal signal outside any kernel
+        import signal
+
+        signal.signal(signal.SIGFPE, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGFPE)
     _release_selftest_blocks()
     if case["op"] == "<selftest:corrupt>":  # etops.fuzz.sequences' own tests: a heap overflow that does not crash here
         import ctypes
@@ -417,7 +448,7 @@ def run_case(case):
     outcome = {"op": case["op"], "violations": [], "status": None, "exc": None, "aten": None}
 
     ref_status = ("none", "invalid case")
-    if case["mode"] == "valid" or case["mutation"] in ("numpy", "nondense_input", "special_values", "index_out_of_range"):
+    if case["mode"] == "valid" or case["mutation"] in ("numpy", "nondense_input", "special_values", "index_out_of_range", *classes.CLASSES):
         ref_status = reference(kernel, case, args, kwargs)
     outcome["aten"] = ref_status[0]
     if ref_status[0] == "error":
@@ -429,7 +460,13 @@ def run_case(case):
         if spec[0] == "omit":
             continue
         want = wants[i] if i < len(wants) else None
-        kwargs[name] = _make_out(spec, want, case, args_by_name, list_out=_is_list_out(info))
+        made = classes.make_out(spec, want, case, args_by_name, kwargs) if spec[0] in classes.OUT_SPECS else None
+        if made is None and spec[0] in classes.OUT_SPECS:
+            spec = ("ref",)  # the class does not apply (nothing to overlap, an out of one element)
+        kwargs[name] = made if made is not None else _make_out(spec, want, case, args_by_name, list_out=_is_list_out(info))
+    if case.get("mutation") in classes.OVERLAP_CLASSES:  # a shifted out replaced its input with the copy it overlaps
+        args = [args_by_name.get(n, a) for (n, _), a in zip(case["args"], args)]
+        kwargs.update({n: args_by_name[n] for n, _ in case["kwargs"] if n in args_by_name})
     aliased = {id(v) for n, v in kwargs.items() if n in out_names}
 
     inputs, outs_before = _snapshots(plan, out_names, args_by_name, kwargs, aliased)
@@ -438,6 +475,8 @@ def run_case(case):
 
     result = None
     exc_info = None
+    if BEFORE_CALL is not None:
+        BEFORE_CALL(case, args, kwargs)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         try:
@@ -448,11 +487,11 @@ def run_case(case):
             else:
                 result = kernel(*args, **kwargs)
             outcome["status"] = "ok"
-        except etops.KernelCrashed as exc:  # the guarded child faulted: memory outside a tensor
+        except etops.KernelCrashed as exc:  # the kernel faulted: a finding, never a pass
             exc_info = None
             outcome["status"] = "raised"
             outcome["exc"] = f"KernelCrashed: {exc}"
-            outcome["violations"].append(("memory", str(exc)[:400]))
+            outcome["violations"].append(("memory" if case.get("guard") else "fault", str(exc)[:400]))
             return outcome
         except Exception as exc:  # noqa: BLE001 - classified below
             exc_info = (type(exc), str(exc))
@@ -464,7 +503,10 @@ def run_case(case):
     v = outcome["violations"]
 
     # results (before refcounts: `result` holds references on purpose)
-    if outcome["status"] == "ok" and ref_status[0] == "ok" and case["mode"] == "valid":
+    if outcome["status"] == "ok" and case.get("mutation") in classes.OVERLAP_CLASSES:
+        v.append(("overlap_accepted", f"{case['mutation']} on '{case['target']}' accepted (torch refuses outs that partially overlap)"))
+    compared = case["mode"] == "valid" or (case.get("mutation") in classes.VALUE_CLASSES and case["mutation"] not in classes.META_CLASSES)
+    if outcome["status"] == "ok" and ref_status[0] == "ok" and compared:
         if out_names:
             got = list(result) if isinstance(result, tuple) else [result]
             if len(out_names) == 1 and _is_list_out(info):
@@ -491,7 +533,7 @@ def run_case(case):
             outcome["held_by_cycle"] = True
 
     for label, (item, before) in inputs.items():
-        if _bytes(item) != before:
+        if _bytes(item) != before and case.get("mutation") not in classes.OVERLAP_CLASSES:  # there: overlap_accepted
             v.append(("input_written", f"input '{label}' was written (not mutable in the schema)"))
     if exc_info is not None and not issubclass(exc_info[0], etops.KernelError):
         for name, items in outs_before.items():
