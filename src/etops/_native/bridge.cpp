@@ -241,7 +241,7 @@ class Slots {
 };
 
 // A TensorImpl over `t`'s memory and layout, built in place in `impls`.
-TensorImpl* place_impl(Slots<TensorImpl, 8>& impls, etb_tensor* t) {
+TensorImpl* place_impl(Slots<TensorImpl, 16>& impls, etb_tensor* t) {
   return impls.emplace(static_cast<eta::ScalarType>(t->dtype), t->ndim, t->sizes, t->data, t->dim_order,
                        t->strides,
                        t->dynamism == ETB_DYNAMIC_BOUND ? ::executorch::runtime::TensorShapeDynamism::DYNAMIC_BOUND
@@ -326,6 +326,24 @@ int run_captured(const char* name, BackendStep step, void* self) {
 
 namespace {
 
+// Tensors a call's storage holds inline (beyond them, on the heap).
+constexpr int kInlineTensors = 16;
+
+// The tags whose slots need ListStorage (arrays, strings and lists).
+constexpr uint32_t kArrayTags = (1u << ETB_STRING) | (1u << ETB_LIST_BOOL) | (1u << ETB_LIST_DOUBLE) |
+                                (1u << ETB_LIST_INT) | (1u << ETB_LIST_TENSOR) | (1u << ETB_LIST_OPT_TENSOR);
+
+// This thread's CallState, its address computed once for the whole call: without
+// the empty asm the compiler recomputes a thread_local's address (a __tls_get_addr
+// call in a shared library) at every use, four times a call.
+inline CallState& this_thread_call() {
+  CallState* c = &t_call;
+#if defined(__GNUC__) || defined(__clang__)
+  asm("" : "+r"(c));
+#endif
+  return *c;
+}
+
 // What list and string slots need besides their EValues: the boxed list items,
 // pointers to them (never null: ExecuTorch's list constructors refuse null, even
 // for empty lists), the unwrapped element buffers, and the ArrayRef /
@@ -360,34 +378,40 @@ struct ListStorage {
 // The body of every call: `run(stack, temp)` is the kernel or the delegate. A
 // template, so that etb_call's kernel call is direct and inlined like the rest.
 template <typename Run>
-int build_stack_and_run(const char* op_name, etb_value* values, int nvalues, Run&& run) {
-  // Count what the slots need, so storage is sized once.
-  size_t n_tensors = 0, n_list_items = 0, n_arrays = 0, n_none = 0;
-  for (int i = 0; i < nvalues; i++) {
-    const etb_value& v = values[i];
-    switch (v.tag) {
-      case ETB_NONE: n_none++; break;
-      case ETB_TENSOR: n_tensors++; break;
-      case ETB_LIST_TENSOR:
-      case ETB_LIST_OPT_TENSOR:
-        for (int j = 0; j < v.len; j++) n_tensors += v.u.tensors[j] != nullptr;
-        n_list_items += v.len;
-        n_arrays++;
-        break;
-      case ETB_LIST_INT: n_list_items += v.len; n_arrays++; break;
-      case ETB_STRING: case ETB_LIST_BOOL: case ETB_LIST_DOUBLE: n_arrays++; break;
-      default: break;
+int build_stack_and_run(const char* op_name, etb_value* values, int nvalues, int* logged, Run&& run) {
+  // What the slots need, so storage is sized once: which tags occur (one bit each; a
+  // tag beyond them is refused below). A stack of tensors and scalars has at most
+  // nvalues tensors; only one with lists or many slots counts them exactly.
+  uint32_t tags_seen = 0;
+  for (int i = 0; i < nvalues; i++) tags_seen |= 1u << (static_cast<uint32_t>(values[i].tag) & 31);
+  size_t n_tensors = static_cast<size_t>(nvalues), n_list_items = 0, n_arrays = 0;
+  if ((tags_seen & kArrayTags) || nvalues > kInlineTensors) {
+    n_tensors = 0;
+    for (int i = 0; i < nvalues; i++) {
+      const etb_value& v = values[i];
+      switch (v.tag) {
+        case ETB_TENSOR: n_tensors++; break;
+        case ETB_LIST_TENSOR:
+        case ETB_LIST_OPT_TENSOR:
+          for (int j = 0; j < v.len; j++) n_tensors += v.u.tensors[j] != nullptr;
+          n_list_items += v.len;
+          n_arrays++;
+          break;
+        case ETB_LIST_INT: n_list_items += v.len; n_arrays++; break;
+        case ETB_STRING: case ETB_LIST_BOOL: case ETB_LIST_DOUBLE: n_arrays++; break;
+        default: break;
+      }
     }
   }
 
   ensure_pal();
-  CallState& call = t_call;
+  CallState& call = this_thread_call();
   // A Python kernel may call another kernel: the outer call's state comes back after.
   const char* outer = begin_call(call, op_name);
 
   // Declared in the order they point at each other: destroyed in reverse, an EValue
   // of a list (whose destructor reads its BoxedEvalueList) goes before the list.
-  Slots<TensorImpl, 8> impls(n_tensors);
+  Slots<TensorImpl, kInlineTensors> impls(n_tensors);
   std::unique_ptr<ListStorage> lists;  // on the heap: a std::optional here costs every call
   if (n_arrays > 0) {
     lists.reset(new (std::nothrow) ListStorage(n_arrays, n_list_items));
@@ -415,7 +439,7 @@ int build_stack_and_run(const char* op_name, etb_value* values, int nvalues, Run
     uint8_t ndim;
     int32_t sizes[ETB_MAX_DIM];
   };
-  Slots<Saved, 8> saved(n_tensors);
+  Slots<Saved, kInlineTensors> saved(n_tensors);
   auto tensor_evalue = [&](etb_tensor* t) {
     TensorImpl* impl = place_impl(impls, t);
     t->resized = 0;
@@ -494,6 +518,7 @@ int build_stack_and_run(const char* op_name, etb_value* values, int nvalues, Run
 
   MallocAllocator temp;
   int status = end_call(call, outer, run_unwinding(call, [&] { return run(et::Span<EValue*>(stack, static_cast<size_t>(nvalues)), temp); }));
+  if (logged != nullptr) *logged = call.log_len > 0;
 
   // Report resized tensors and fresh return values.
   for (size_t i = 0; i < saved.size(); i++) {
@@ -510,7 +535,7 @@ int build_stack_and_run(const char* op_name, etb_value* values, int nvalues, Run
       s.t->resized = 1;
     }
   }
-  for (int i = 0; status == ETB_OK && n_none > 0 && i < nvalues; i++) {
+  for (int i = 0; status == ETB_OK && (tags_seen & (1u << ETB_NONE)) && i < nvalues; i++) {
     etb_value& v = values[i];
     if (v.tag != ETB_NONE) continue;  // only fresh return slots start as None
     const EValue& ev = *stack[i];
@@ -525,15 +550,15 @@ int build_stack_and_run(const char* op_name, etb_value* values, int nvalues, Run
 
 int etops_bridge::call_on_stack(const char* op_name, etb_value* values, int nvalues, StackRunner run,
                                        void* self) {
-  return build_stack_and_run(op_name, values, nvalues, [&](et::Span<EValue*> stack, et::MemoryAllocator& temp) {
+  return build_stack_and_run(op_name, values, nvalues, nullptr, [&](et::Span<EValue*> stack, et::MemoryAllocator& temp) {
     return run(self, stack, temp);
   });
 }
 
 extern "C" {
 
-int etb_call(etb_kernel_fn fn, const char* op_name, etb_value* values, int nvalues) {
-  return build_stack_and_run(op_name, values, nvalues, [fn](et::Span<EValue*> stack, et::MemoryAllocator& temp) {
+int etb_call(etb_kernel_fn fn, const char* op_name, etb_value* values, int nvalues, int* logged) {
+  return build_stack_and_run(op_name, values, nvalues, logged, [fn](et::Span<EValue*> stack, et::MemoryAllocator& temp) {
     et::KernelRuntimeContext ctx(nullptr, &temp);
     reinterpret_cast<et::OpFunction>(fn)(ctx, stack);
     return ctx.failure_state();

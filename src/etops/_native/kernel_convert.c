@@ -73,7 +73,17 @@ static inline TensorRec* borrow(KernelObject* k, CallScratch* cs, PyObject* obj,
   r->obj = obj;
   r->copy_back_to = NULL;
   r->arg = arg;
-  int rc = etops_borrow_tensor(k->st, obj, &r->t, &cs->keep, k->op_name, what, writable);
+  int rc;
+  if (Py_TYPE(obj) == (PyTypeObject*)k->st->torch_tensor_type && k->st->torch_api != NULL) {
+    int64_t numel;
+    rc = etops_borrow_torch(k->st, obj, &r->t, k->op_name, what, writable, &numel);
+    if (rc == LAYOUT_CONTIGUOUS) { /* the common case: nothing below applies to it */
+      cs->numel_total += numel;
+      return r;
+    }
+  } else {
+    rc = etops_borrow_tensor(k->st, obj, &r->t, &cs->keep, k->op_name, what, writable);
+  }
   if (rc < 0) return NULL;
   if (rc == LAYOUT_DENSE && k->contiguous_only && !is_contiguous_order(&r->t)) rc = LAYOUT_PERMUTED;
   if (rc != LAYOUT_DENSE && borrow_dense_copy(k, cs, r, rc, what, writable) < 0) return NULL;
@@ -212,7 +222,8 @@ static int wrap_number(KernelObject* k, CallScratch* cs, const ArgSpec* a, PyObj
   return 1;
 }
 
-static int convert_tensor(KernelObject* k, CallScratch* cs, int i, const ArgSpec* a, PyObject* o, etb_value* v) {
+int convert_tensor_arg(KernelObject* k, CallScratch* cs, int i, const ArgSpec* a, PyObject* o, etb_value* v) {
+  v->len = 0;
   if (Py_TYPE(o) != (PyTypeObject*)k->st->torch_tensor_type && !written(a)) {
     int wrapped = wrap_number(k, cs, a, o, v);
     if (wrapped != 0) return wrapped < 0 ? -1 : 0;
@@ -429,7 +440,7 @@ static int convert_enum(KernelObject* k, CallScratch* cs, int i, const ArgSpec* 
 
 /* Converter of each argument kind; NULL for kinds that are not arguments. */
 static const ArgConverter CONVERTERS[K_COUNT] = {
-    [K_TENSOR] = convert_tensor,
+    [K_TENSOR] = convert_tensor_arg,
     [K_TENSOR_LIST] = convert_tensor_list,
     [K_OPT_TENSOR_LIST] = convert_tensor_list,
     [K_SCALAR] = convert_scalar,
@@ -450,7 +461,7 @@ int convert_arg(KernelObject* k, CallScratch* cs, int i, PyObject* o, etb_value*
     v->tag = ETB_NONE;
     return 0;
   }
-  if (a->kind == K_TENSOR) return convert_tensor(k, cs, i, a, o, v); /* the common kind, called directly */
+  if (a->kind == K_TENSOR) return convert_tensor_arg(k, cs, i, a, o, v); /* the common kind, called directly */
   ArgConverter convert = a->kind > 0 && a->kind < K_COUNT ? CONVERTERS[a->kind] : NULL;
   if (convert == NULL) {
     PyErr_Format(PyExc_SystemError, "%s: argument '%s' has unknown plan kind %d", k->op_name, a->cname, a->kind);

@@ -128,20 +128,22 @@ static int find_dim_order(int ndim, const int64_t* sizes, const int64_t* strides
 
 /* The common case in one pass: when `dl` is contiguous (size-1 dims may have any
  * stride) with non-zero sizes and strides that fit int32, fills out's sizes,
- * strides and dim order and returns 1; otherwise returns 0 (those fields then
- * unspecified) for the general path to decide. */
-static int fill_contiguous(const DLTensor* dl, etb_tensor* out) {
+ * strides and dim order and returns its element count (>= 1); otherwise returns 0
+ * (those fields then unspecified) for the general path to decide. */
+static inline int64_t fill_contiguous(const DLTensor* dl, etb_tensor* out) {
   int64_t expected = 1; /* the contiguous stride of dim d */
+  const int64_t* strides = dl->strides;
   for (int d = dl->ndim - 1; d >= 0; d--) {
     int64_t size = dl->shape[d];
-    if (size <= 0 || size > INT32_MAX || expected > INT32_MAX) return 0;
-    if (dl->strides != NULL && size != 1 && dl->strides[d] != expected) return 0;
+    /* size in [1, INT32_MAX], and the stride so far fits int32 */
+    if ((uint64_t)(size - 1) >= (uint64_t)INT32_MAX || expected > INT32_MAX) return 0;
+    if (strides != NULL && size != 1 && strides[d] != expected) return 0;
     out->sizes[d] = (int32_t)size;
     out->strides[d] = (int32_t)expected;
     out->dim_order[d] = (uint8_t)d;
     expected *= size;
   }
-  return 1;
+  return expected;
 }
 
 /* The DLPack C exchange API of a type other than torch.Tensor's, or NULL; the last
@@ -178,7 +180,7 @@ static inline const DLPackExchangeAPI* exchange_api_of(etops_state* st, PyObject
 
 /* Replaces the pending exception by a ValueError naming the operator and argument,
  * keeping the producer's message. Returns -1. */
-static int rewrap_error(const char* op, const char* what, const char* failed_to) {
+static Py_NO_INLINE int rewrap_error(const char* op, const char* what, const char* failed_to) {
   PyObject *type, *value, *tb;
   PyErr_Fetch(&type, &value, &tb);
   PyErr_Format(PyExc_ValueError, "%s: argument '%s' could not be %s through DLPack: %S", op, what, failed_to,
@@ -304,6 +306,62 @@ int etops_unrepresentable(const char* fmt, ...) {
   return -1;
 }
 
+/* The checks and the layout of a DLTensor borrowed from `obj` (`from_api`: through
+ * an exchange API, else through __dlpack__): etops_borrow_tensor's result. */
+static int place_borrowed(PyObject* obj, int from_api, const DLTensor* dl, int read_only, etb_tensor* out,
+                          const char* op, const char* what, int writable) {
+  if (dl->device.device_type != kDLCPU) {
+    PyErr_Format(PyExc_ValueError,
+                 "%s: argument '%s' is on device type %d; ExecuTorch kernels run on CPU tensors only",
+                 op, what, (int)dl->device.device_type);
+    return -1;
+  }
+  if (writable && read_only) {
+    PyErr_Format(PyExc_ValueError, "%s: argument '%s' is read-only but the kernel writes it", op, what);
+    return -1;
+  }
+  if (dl->ndim < 0 || dl->ndim > ETB_MAX_DIM) {
+    return etops_unrepresentable("%s: argument '%s' has %d dims; ExecuTorch supports at most %d", op, what,
+                                 (int)dl->ndim, ETB_MAX_DIM);
+  }
+  int dtype = et_dtype_of(dl->dtype);
+  if (dtype < 0) {
+    return etops_unrepresentable("%s: argument '%s' has a dtype ExecuTorch cannot represent (DLPack code %d, %d bits, %d lanes)",
+                                 op, what, (int)dl->dtype.code, (int)dl->dtype.bits, (int)dl->dtype.lanes);
+  }
+  out->data = (char*)dl->data + dl->byte_offset;
+  out->dtype = (int8_t)dtype;
+  out->ndim = (uint8_t)dl->ndim;
+  out->dynamism = ETB_STATIC;
+  out->resized = 0;
+  /* torch's complex tensors may carry a lazy conjugate bit: the general path asks */
+  if ((!from_api || dl->dtype.code != kDLComplex) && fill_contiguous(dl, out) > 0) return LAYOUT_DENSE;
+  return borrow_general_layout(obj, from_api, dl, out, op, what);
+}
+
+/* The rest of etops_borrow_torch for a tensor it did not place: out of line. */
+static Py_NO_INLINE int place_borrowed_torch(PyObject* obj, const DLTensor* dl, etb_tensor* out, const char* op,
+                                             const char* what, int writable) {
+  return place_borrowed(obj, 1, dl, 0, out, op, what, writable);
+}
+
+int etops_borrow_torch(etops_state* st, PyObject* obj, etb_tensor* out, const char* op, const char* what,
+                       int writable, int64_t* numel) {
+  DLTensor dl;
+  if (st->torch_api->dltensor_from_py_object_no_sync(obj, &dl) != 0) return rewrap_error(op, what, "borrowed");
+  int dtype;
+  if (dl.device.device_type == kDLCPU && (uint32_t)dl.ndim <= ETB_MAX_DIM && dl.dtype.code != kDLComplex &&
+      (dtype = et_dtype_of(dl.dtype)) >= 0) {
+    out->data = (char*)dl.data + dl.byte_offset;
+    out->dtype = (int8_t)dtype;
+    out->ndim = (uint8_t)dl.ndim;
+    out->dynamism = ETB_STATIC;
+    out->resized = 0;
+    if ((*numel = fill_contiguous(&dl, out)) > 0) return LAYOUT_CONTIGUOUS;
+  }
+  return place_borrowed_torch(obj, &dl, out, op, what, writable);
+}
+
 int etops_borrow_tensor(etops_state* st, PyObject* obj, etb_tensor* out, etops_keep* keep,
                         const char* op, const char* what, int writable) {
   DLTensor dl;
@@ -314,35 +372,7 @@ int etops_borrow_tensor(etops_state* st, PyObject* obj, etb_tensor* out, etops_k
   } else if (borrow_via_dlpack_protocol(st, obj, &dl, &read_only, keep, op, what) < 0) {
     return -1;
   }
-
-  if (dl.device.device_type != kDLCPU) {
-    PyErr_Format(PyExc_ValueError,
-                 "%s: argument '%s' is on device type %d; ExecuTorch kernels run on CPU tensors only",
-                 op, what, (int)dl.device.device_type);
-    return -1;
-  }
-  if (writable && read_only) {
-    PyErr_Format(PyExc_ValueError, "%s: argument '%s' is read-only but the kernel writes it", op, what);
-    return -1;
-  }
-  if (dl.ndim < 0 || dl.ndim > ETB_MAX_DIM) {
-    return etops_unrepresentable("%s: argument '%s' has %d dims; ExecuTorch supports at most %d", op, what,
-                                 (int)dl.ndim, ETB_MAX_DIM);
-  }
-  int dtype = et_dtype_of(dl.dtype);
-  if (dtype < 0) {
-    return etops_unrepresentable("%s: argument '%s' has a dtype ExecuTorch cannot represent (DLPack code %d, %d bits, %d lanes)",
-                                 op, what, (int)dl.dtype.code, (int)dl.dtype.bits, (int)dl.dtype.lanes);
-  }
-  int ndim = dl.ndim;
-  out->data = (char*)dl.data + dl.byte_offset;
-  out->dtype = (int8_t)dtype;
-  out->ndim = (uint8_t)ndim;
-  out->dynamism = ETB_STATIC;
-  out->resized = 0;
-  /* torch's complex tensors may carry a lazy conjugate bit: the general path asks */
-  if ((api == NULL || dl.dtype.code != kDLComplex) && fill_contiguous(&dl, out)) return LAYOUT_DENSE;
-  return borrow_general_layout(obj, api != NULL, &dl, out, op, what);
+  return place_borrowed(obj, api != NULL, &dl, read_only, out, op, what, writable);
 }
 
 PyObject* etops_sizes_tuple(const etb_tensor* t) {
