@@ -329,10 +329,6 @@ namespace {
 // Tensors a call's storage holds inline (beyond them, on the heap).
 constexpr int kInlineTensors = 16;
 
-// The tags whose slots need ListStorage (arrays, strings and lists).
-constexpr uint32_t kArrayTags = (1u << ETB_STRING) | (1u << ETB_LIST_BOOL) | (1u << ETB_LIST_DOUBLE) |
-                                (1u << ETB_LIST_INT) | (1u << ETB_LIST_TENSOR) | (1u << ETB_LIST_OPT_TENSOR);
-
 // This thread's CallState, its address computed once for the whole call: without
 // the empty asm the compiler recomputes a thread_local's address (a __tls_get_addr
 // call in a shared library) at every use, four times a call.
@@ -378,14 +374,12 @@ struct ListStorage {
 // The body of every call: `run(stack, temp)` is the kernel or the delegate. A
 // template, so that etb_call's kernel call is direct and inlined like the rest.
 template <typename Run>
-int build_stack_and_run(const char* op_name, etb_value* values, int nvalues, int* logged, Run&& run) {
-  // What the slots need, so storage is sized once: which tags occur (one bit each; a
-  // tag beyond them is refused below). A stack of tensors and scalars has at most
+int build_stack_and_run(const char* op_name, etb_value* values, int nvalues, bool has_lists, int* logged, Run&& run) {
+  // What the slots need, so storage is sized once. A stack of tensors and scalars
+  // (has_lists false: a list or string slot is then refused below) has at most
   // nvalues tensors; only one with lists or many slots counts them exactly.
-  uint32_t tags_seen = 0;
-  for (int i = 0; i < nvalues; i++) tags_seen |= 1u << (static_cast<uint32_t>(values[i].tag) & 31);
   size_t n_tensors = static_cast<size_t>(nvalues), n_list_items = 0, n_arrays = 0;
-  if ((tags_seen & kArrayTags) || nvalues > kInlineTensors) {
+  if (has_lists || nvalues > kInlineTensors) {
     n_tensors = 0;
     for (int i = 0; i < nvalues; i++) {
       const etb_value& v = values[i];
@@ -447,26 +441,31 @@ int build_stack_and_run(const char* op_name, etb_value* values, int nvalues, int
     return eta::Tensor(impl);
   };
 
+  bool has_none = false;  // fresh return slots start as None
   for (int i = 0; i < nvalues; i++) {
     etb_value& v = values[i];
     EValue* ev = nullptr;
     switch (v.tag) {
-      case ETB_NONE: ev = evalues.emplace(); break;
+      case ETB_NONE: ev = evalues.emplace(); has_none = true; break;
       case ETB_TENSOR: ev = evalues.emplace(tensor_evalue(v.u.t)); break;
       case ETB_INT: ev = evalues.emplace(static_cast<int64_t>(v.u.i)); break;
       case ETB_DOUBLE: ev = evalues.emplace(v.u.d); break;
       case ETB_BOOL: ev = evalues.emplace(static_cast<bool>(v.u.b)); break;
       case ETB_STRING:
+        if (lists == nullptr) return end_call(call, outer, ETB_ERR_INVALID_TYPE);  // not announced (has_lists)
         ev = evalues.emplace(lists->strings.emplace(v.u.s, static_cast<size_t>(v.len)));
         break;
       case ETB_LIST_DOUBLE:
+        if (lists == nullptr) return end_call(call, outer, ETB_ERR_INVALID_TYPE);  // not announced (has_lists)
         ev = evalues.emplace(lists->doubles.emplace(v.u.doubles, static_cast<size_t>(v.len)));
         break;
       case ETB_LIST_BOOL:
+        if (lists == nullptr) return end_call(call, outer, ETB_ERR_INVALID_TYPE);  // not announced (has_lists)
         ev = evalues.emplace(
             lists->bools.emplace(reinterpret_cast<const bool*>(v.u.bools), static_cast<size_t>(v.len)));
         break;
       case ETB_LIST_INT: {
+        if (lists == nullptr) return end_call(call, outer, ETB_ERR_INVALID_TYPE);  // not announced (has_lists)
         ListStorage& l = *lists;
         int64_t* unwrapped = l.int_unwrapped.raw() + l.int_unwrapped.size();
         EValue** ptrs = l.item_ptrs + l.next_item;
@@ -479,6 +478,7 @@ int build_stack_and_run(const char* op_name, etb_value* values, int nvalues, int
         break;
       }
       case ETB_LIST_TENSOR: {
+        if (lists == nullptr) return end_call(call, outer, ETB_ERR_INVALID_TYPE);  // not announced (has_lists)
         ListStorage& l = *lists;
         eta::Tensor* unwrapped = l.tensor_unwrapped.raw() + l.tensor_unwrapped.size();
         EValue** ptrs = l.item_ptrs + l.next_item;
@@ -492,6 +492,7 @@ int build_stack_and_run(const char* op_name, etb_value* values, int nvalues, int
         break;
       }
       case ETB_LIST_OPT_TENSOR: {
+        if (lists == nullptr) return end_call(call, outer, ETB_ERR_INVALID_TYPE);  // not announced (has_lists)
         ListStorage& l = *lists;
         std::optional<eta::Tensor>* unwrapped = l.opt_unwrapped.raw() + l.opt_unwrapped.size();
         EValue** ptrs = l.item_ptrs + l.next_item;
@@ -535,7 +536,7 @@ int build_stack_and_run(const char* op_name, etb_value* values, int nvalues, int
       s.t->resized = 1;
     }
   }
-  for (int i = 0; status == ETB_OK && (tags_seen & (1u << ETB_NONE)) && i < nvalues; i++) {
+  for (int i = 0; status == ETB_OK && has_none && i < nvalues; i++) {
     etb_value& v = values[i];
     if (v.tag != ETB_NONE) continue;  // only fresh return slots start as None
     const EValue& ev = *stack[i];
@@ -550,15 +551,15 @@ int build_stack_and_run(const char* op_name, etb_value* values, int nvalues, int
 
 int etops_bridge::call_on_stack(const char* op_name, etb_value* values, int nvalues, StackRunner run,
                                        void* self) {
-  return build_stack_and_run(op_name, values, nvalues, nullptr, [&](et::Span<EValue*> stack, et::MemoryAllocator& temp) {
+  return build_stack_and_run(op_name, values, nvalues, true, nullptr, [&](et::Span<EValue*> stack, et::MemoryAllocator& temp) {
     return run(self, stack, temp);
   });
 }
 
 extern "C" {
 
-int etb_call(etb_kernel_fn fn, const char* op_name, etb_value* values, int nvalues, int* logged) {
-  return build_stack_and_run(op_name, values, nvalues, logged, [fn](et::Span<EValue*> stack, et::MemoryAllocator& temp) {
+int etb_call(etb_kernel_fn fn, const char* op_name, etb_value* values, int nvalues, int has_lists, int* logged) {
+  return build_stack_and_run(op_name, values, nvalues, has_lists != 0, logged, [fn](et::Span<EValue*> stack, et::MemoryAllocator& temp) {
     et::KernelRuntimeContext ctx(nullptr, &temp);
     reinterpret_cast<et::OpFunction>(fn)(ctx, stack);
     return ctx.failure_state();

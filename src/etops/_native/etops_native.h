@@ -77,7 +77,8 @@ enum {
   LAYOUT_OVERLAPPING = 3, /* not dense, and elements share memory (a stride 0 over a size > 1) */
   LAYOUT_CONJUGATE = 4,   /* a complex torch tensor with its lazy conjugate or negative bit set: DLPack
                              carries neither, so the kernel gets a resolved copy (densify resolves it) */
-  LAYOUT_CONTIGUOUS = 5,  /* LAYOUT_DENSE in contiguous order, from etops_borrow_torch's inline path */
+  LAYOUT_CONTIGUOUS = 5,  /* LAYOUT_DENSE in contiguous order, from etops_borrow_torch's inline path
+                             (tensor_inline.h) */
 };
 
 /* Layout mode of the calling thread (etops.layout): 0 "programs" (the default:
@@ -99,14 +100,6 @@ extern _Thread_local int etops_layout_preserve;
  */
 int etops_borrow_tensor(etops_state* st, PyObject* obj, etb_tensor* out, etops_keep* keep,
                         const char* op, const char* what, int writable);
-
-/* etops_borrow_tensor for an object of exactly torch.Tensor's type (the caller checks
- * it, and that st->torch_api is set), with the common case inline: a contiguous
- * CPU tensor of a non-complex dtype ExecuTorch knows, whose sizes and strides fit
- * int32, returns LAYOUT_CONTIGUOUS (`out` filled in contiguous order, *numel its
- * element count); anything else returns what etops_borrow_tensor returns for it. */
-int etops_borrow_torch(etops_state* st, PyObject* obj, etb_tensor* out, const char* op, const char* what,
-                       int writable, int64_t* numel);
 
 /* Raises the ValueError for a written tensor that is expanded (LAYOUT_OVERLAPPING):
  * writing it would write some elements twice. Returns -1. */

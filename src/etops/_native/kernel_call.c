@@ -365,10 +365,10 @@ static int run_kernel(KernelObject* k, etb_kernel_fn fn, etb_value* vals, int64_
   int err;
   if (numel >= GIL_RELEASE_NUMEL) {
     Py_BEGIN_ALLOW_THREADS
-    err = etb_call(fn, k->op_name, vals, k->nslots, logged);
+    err = etb_call(fn, k->op_name, vals, k->nslots, k->has_lists, logged);
     Py_END_ALLOW_THREADS
   } else {
-    err = etb_call(fn, k->op_name, vals, k->nslots, logged);
+    err = etb_call(fn, k->op_name, vals, k->nslots, k->has_lists, logged);
   }
   return err;
 }

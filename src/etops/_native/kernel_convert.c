@@ -8,6 +8,7 @@
  * operator and the argument (list items as 'name[i]').
  */
 #include "kernel_internal.h"
+#include "tensor_inline.h"
 
 #include <string.h>
 
@@ -66,7 +67,7 @@ static Py_NO_INLINE int warn_layout(KernelObject* k, const etb_tensor* t, const 
  * (unless the thread's layout mode is "preserve"), is replaced by a contiguous copy,
  * and so is any non-contiguous one for a kernel marked contiguous_only
  * (borrow_dense_copy). Small, so that its callers inline it: the copy is the rare path. */
-static inline TensorRec* borrow(KernelObject* k, CallScratch* cs, PyObject* obj, int arg, const char* what,
+static ETOPS_ALWAYS_INLINE TensorRec* borrow(KernelObject* k, CallScratch* cs, PyObject* obj, int arg, const char* what,
                                 int writable) {
   TensorRec* r = scratch_new_rec(cs);
   if (r == NULL) return NULL;

@@ -111,6 +111,8 @@ typedef struct {
   etb_kernel_fn fallback_fn;
   CacheEntry cache[CACHE_ENTRIES];
   int cache_next;
+  /* whether an argument converts to a string or a list slot (etb_call's has_lists) */
+  int has_lists;
   /* the outs (argument indices), for setting their shape dynamism */
   int nouts;
   uint8_t out_args[ETOPS_MAX_ARGS];

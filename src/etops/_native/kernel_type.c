@@ -80,8 +80,13 @@ static int parse_plan(KernelObject* k, PyObject* plan) {
     a->default_converted.u.i = a->alias_of;
   }
   k->nouts = 0;
+  k->has_lists = 0;
   for (int i = 0; i < k->nargs; i++) {
+    int kind = k->args[i].kind;
     if (k->args[i].flags & F_OUT) k->out_args[k->nouts++] = (uint8_t)i;
+    if (kind == K_TENSOR_LIST || kind == K_OPT_TENSOR_LIST || kind == K_STR || kind == K_INT_LIST ||
+        kind == K_FLOAT_LIST || kind == K_BOOL_LIST)
+      k->has_lists = 1;
   }
   int tensors = 0;
   for (int i = 0; i < k->nargs; i++) tensors += k->args[i].kind == K_TENSOR;
