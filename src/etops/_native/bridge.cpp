@@ -199,9 +199,14 @@ std::terminate_handler g_previous_terminate = nullptr;
 // each call. It writes the two fields of the active table in place rather than
 // calling register_pal(), which would log a warning through the layer being
 // replaced (raw onto stderr for pybindings').
+// ExecuTorch's active PAL table (a static object: registering a layer copies into it),
+// asked for once, when etops installs its layer.
+const et::PalImpl* g_pal = nullptr;
+
 void claim_pal() {
   auto* pal = const_cast<et::PalImpl*>(et::get_pal_impl());
   if (pal == nullptr) return;
+  g_pal = pal;
   pal->emit_log_message = emit_log;
   pal->abort = abort_with_context;
   static std::once_flag terminate_once;
@@ -209,7 +214,7 @@ void claim_pal() {
 }
 
 inline void ensure_pal() {
-  const et::PalImpl* pal = et::get_pal_impl();
+  const et::PalImpl* pal = g_pal;  // set (with g_sink) by etb_install_pal
   if (g_sink != nullptr && pal != nullptr && pal->emit_log_message != emit_log) claim_pal();
 }
 

@@ -193,8 +193,17 @@ static inline void* scratch_alloc(CallScratch* cs, size_t n) {
   return arena_alloc_block(a, n);
 }
 
+/* Makes room for more TensorRec pointers (out of line: past ETOPS_MAX_TENSORS). */
+int scratch_grow_recs(CallScratch* cs);
+
 /* A fresh, recorded TensorRec (fields unset). */
-TensorRec* scratch_new_rec(CallScratch* cs);
+static inline TensorRec* scratch_new_rec(CallScratch* cs) {
+  if (cs->nrecs == cs->caprecs && scratch_grow_recs(cs) < 0) return NULL;
+  TensorRec* r = (TensorRec*)scratch_alloc(cs, sizeof(TensorRec));
+  if (r == NULL) return NULL;
+  cs->recs[cs->nrecs++] = r;
+  return r;
+}
 
 /* Empty scratch; cannot fail. */
 static inline void scratch_init(CallScratch* cs) {

@@ -48,13 +48,15 @@ static inline int etops_et_dtype(DLDataType t) {
  * strides and dim order and returns its element count (>= 1); otherwise returns 0
  * (those fields then unspecified) for the general path to decide. */
 static inline int64_t etops_fill_contiguous(const DLTensor* dl, etb_tensor* out) {
+  const int64_t* shape = dl->shape;
+  const int64_t* strides = dl->strides != NULL ? dl->strides : dl->shape; /* NULL: contiguous, not compared */
+  int compare = dl->strides != NULL;
   int64_t expected = 1; /* the contiguous stride of dim d */
-  const int64_t* strides = dl->strides;
   for (int d = dl->ndim - 1; d >= 0; d--) {
-    int64_t size = dl->shape[d];
-    /* size in [1, INT32_MAX], and the stride so far fits int32 */
+    int64_t size = shape[d];
+    /* size in [1, INT32_MAX], the stride so far fits int32, the stride is it (or the dim is 1 long) */
     if ((uint64_t)(size - 1) >= (uint64_t)INT32_MAX || expected > INT32_MAX) return 0;
-    if (strides != NULL && size != 1 && strides[d] != expected) return 0;
+    if ((strides[d] != expected) & compare & (size != 1)) return 0;
     out->sizes[d] = (int32_t)size;
     out->strides[d] = (int32_t)expected;
     out->dim_order[d] = (uint8_t)d;
