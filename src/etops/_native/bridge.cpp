@@ -201,9 +201,14 @@ std::terminate_handler g_previous_terminate = nullptr;
 // each call. It writes the two fields of the active table in place rather than
 // calling register_pal(), which would log a warning through the layer being
 // replaced (raw onto stderr for pybindings').
+// ExecuTorch's active PAL table (a static object: registering a layer copies into it),
+// asked for once, when etops installs its layer.
+const et::PalImpl* g_pal = nullptr;
+
 void claim_pal() {
   auto* pal = const_cast<et::PalImpl*>(et::get_pal_impl());
   if (pal == nullptr) return;
+  g_pal = pal;
   pal->emit_log_message = emit_log;
   pal->abort = abort_with_context;
   static std::once_flag terminate_once;
@@ -211,7 +216,7 @@ void claim_pal() {
 }
 
 inline void ensure_pal() {
-  const et::PalImpl* pal = et::get_pal_impl();
+  const et::PalImpl* pal = g_pal;  // set (with g_sink) by etb_install_pal
   if (g_sink != nullptr && pal != nullptr && pal->emit_log_message != emit_log) claim_pal();
 }
 
@@ -243,7 +248,7 @@ class Slots {
 };
 
 // A TensorImpl over `t`'s memory and layout, built in place in `impls`.
-TensorImpl* place_impl(Slots<TensorImpl, 8>& impls, etb_tensor* t) {
+TensorImpl* place_impl(Slots<TensorImpl, 16>& impls, etb_tensor* t) {
   return impls.emplace(static_cast<eta::ScalarType>(t->dtype), t->ndim, t->sizes, t->data, t->dim_order,
                        t->strides,
                        t->dynamism == ETB_DYNAMIC_BOUND ? ::executorch::runtime::TensorShapeDynamism::DYNAMIC_BOUND
@@ -358,6 +363,20 @@ int run_captured(const char* name, BackendStep step, void* self) {
 
 namespace {
 
+// Tensors a call's storage holds inline (beyond them, on the heap).
+constexpr int kInlineTensors = 16;
+
+// This thread's CallState, its address computed once for the whole call: without
+// the empty asm the compiler recomputes a thread_local's address (a __tls_get_addr
+// call in a shared library) at every use, four times a call.
+inline CallState& this_thread_call() {
+  CallState* c = &t_call;
+#if defined(__GNUC__) || defined(__clang__)
+  asm("" : "+r"(c));
+#endif
+  return *c;
+}
+
 // What list and string slots need besides their EValues: the boxed list items,
 // pointers to them (never null: ExecuTorch's list constructors refuse null, even
 // for empty lists), the unwrapped element buffers, and the ArrayRef /
@@ -392,34 +411,38 @@ struct ListStorage {
 // The body of every call: `run(stack, temp)` is the kernel or the delegate. A
 // template, so that etb_call's kernel call is direct and inlined like the rest.
 template <typename Run>
-int build_stack_and_run(const char* op_name, etb_value* values, int nvalues, Run&& run) {
-  // Count what the slots need, so storage is sized once.
-  size_t n_tensors = 0, n_list_items = 0, n_arrays = 0, n_none = 0;
-  for (int i = 0; i < nvalues; i++) {
-    const etb_value& v = values[i];
-    switch (v.tag) {
-      case ETB_NONE: n_none++; break;
-      case ETB_TENSOR: n_tensors++; break;
-      case ETB_LIST_TENSOR:
-      case ETB_LIST_OPT_TENSOR:
-        for (int j = 0; j < v.len; j++) n_tensors += v.u.tensors[j] != nullptr;
-        n_list_items += v.len;
-        n_arrays++;
-        break;
-      case ETB_LIST_INT: n_list_items += v.len; n_arrays++; break;
-      case ETB_STRING: case ETB_LIST_BOOL: case ETB_LIST_DOUBLE: n_arrays++; break;
-      default: break;
+int build_stack_and_run(const char* op_name, etb_value* values, int nvalues, bool has_lists, int* logged, Run&& run) {
+  // What the slots need, so storage is sized once. A stack of tensors and scalars
+  // (has_lists false: a list or string slot is then refused below) has at most
+  // nvalues tensors; only one with lists or many slots counts them exactly.
+  size_t n_tensors = static_cast<size_t>(nvalues), n_list_items = 0, n_arrays = 0;
+  if (has_lists || nvalues > kInlineTensors) {
+    n_tensors = 0;
+    for (int i = 0; i < nvalues; i++) {
+      const etb_value& v = values[i];
+      switch (v.tag) {
+        case ETB_TENSOR: n_tensors++; break;
+        case ETB_LIST_TENSOR:
+        case ETB_LIST_OPT_TENSOR:
+          for (int j = 0; j < v.len; j++) n_tensors += v.u.tensors[j] != nullptr;
+          n_list_items += v.len;
+          n_arrays++;
+          break;
+        case ETB_LIST_INT: n_list_items += v.len; n_arrays++; break;
+        case ETB_STRING: case ETB_LIST_BOOL: case ETB_LIST_DOUBLE: n_arrays++; break;
+        default: break;
+      }
     }
   }
 
   ensure_pal();
-  CallState& call = t_call;
+  CallState& call = this_thread_call();
   // A Python kernel may call another kernel: the outer call's state comes back after.
   const char* outer = begin_call(call, op_name);
 
   // Declared in the order they point at each other: destroyed in reverse, an EValue
   // of a list (whose destructor reads its BoxedEvalueList) goes before the list.
-  Slots<TensorImpl, 8> impls(n_tensors);
+  Slots<TensorImpl, kInlineTensors> impls(n_tensors);
   std::unique_ptr<ListStorage> lists;  // on the heap: a std::optional here costs every call
   if (n_arrays > 0) {
     lists.reset(new (std::nothrow) ListStorage(n_arrays, n_list_items));
@@ -447,7 +470,7 @@ int build_stack_and_run(const char* op_name, etb_value* values, int nvalues, Run
     uint8_t ndim;
     int32_t sizes[ETB_MAX_DIM];
   };
-  Slots<Saved, 8> saved(n_tensors);
+  Slots<Saved, kInlineTensors> saved(n_tensors);
   auto tensor_evalue = [&](etb_tensor* t) {
     TensorImpl* impl = place_impl(impls, t);
     t->resized = 0;
@@ -455,26 +478,31 @@ int build_stack_and_run(const char* op_name, etb_value* values, int nvalues, Run
     return eta::Tensor(impl);
   };
 
+  bool has_none = false;  // fresh return slots start as None
   for (int i = 0; i < nvalues; i++) {
     etb_value& v = values[i];
     EValue* ev = nullptr;
     switch (v.tag) {
-      case ETB_NONE: ev = evalues.emplace(); break;
+      case ETB_NONE: ev = evalues.emplace(); has_none = true; break;
       case ETB_TENSOR: ev = evalues.emplace(tensor_evalue(v.u.t)); break;
       case ETB_INT: ev = evalues.emplace(static_cast<int64_t>(v.u.i)); break;
       case ETB_DOUBLE: ev = evalues.emplace(v.u.d); break;
       case ETB_BOOL: ev = evalues.emplace(static_cast<bool>(v.u.b)); break;
       case ETB_STRING:
+        if (lists == nullptr) return end_call(call, outer, ETB_ERR_INVALID_TYPE);  // not announced (has_lists)
         ev = evalues.emplace(lists->strings.emplace(v.u.s, static_cast<size_t>(v.len)));
         break;
       case ETB_LIST_DOUBLE:
+        if (lists == nullptr) return end_call(call, outer, ETB_ERR_INVALID_TYPE);  // not announced (has_lists)
         ev = evalues.emplace(lists->doubles.emplace(v.u.doubles, static_cast<size_t>(v.len)));
         break;
       case ETB_LIST_BOOL:
+        if (lists == nullptr) return end_call(call, outer, ETB_ERR_INVALID_TYPE);  // not announced (has_lists)
         ev = evalues.emplace(
             lists->bools.emplace(reinterpret_cast<const bool*>(v.u.bools), static_cast<size_t>(v.len)));
         break;
       case ETB_LIST_INT: {
+        if (lists == nullptr) return end_call(call, outer, ETB_ERR_INVALID_TYPE);  // not announced (has_lists)
         ListStorage& l = *lists;
         int64_t* unwrapped = l.int_unwrapped.raw() + l.int_unwrapped.size();
         EValue** ptrs = l.item_ptrs + l.next_item;
@@ -487,6 +515,7 @@ int build_stack_and_run(const char* op_name, etb_value* values, int nvalues, Run
         break;
       }
       case ETB_LIST_TENSOR: {
+        if (lists == nullptr) return end_call(call, outer, ETB_ERR_INVALID_TYPE);  // not announced (has_lists)
         ListStorage& l = *lists;
         eta::Tensor* unwrapped = l.tensor_unwrapped.raw() + l.tensor_unwrapped.size();
         EValue** ptrs = l.item_ptrs + l.next_item;
@@ -500,6 +529,7 @@ int build_stack_and_run(const char* op_name, etb_value* values, int nvalues, Run
         break;
       }
       case ETB_LIST_OPT_TENSOR: {
+        if (lists == nullptr) return end_call(call, outer, ETB_ERR_INVALID_TYPE);  // not announced (has_lists)
         ListStorage& l = *lists;
         std::optional<eta::Tensor>* unwrapped = l.opt_unwrapped.raw() + l.opt_unwrapped.size();
         EValue** ptrs = l.item_ptrs + l.next_item;
@@ -526,6 +556,7 @@ int build_stack_and_run(const char* op_name, etb_value* values, int nvalues, Run
 
   MallocAllocator temp;
   int status = end_call(call, outer, run_unwinding(call, [&] { return run(et::Span<EValue*>(stack, static_cast<size_t>(nvalues)), temp); }));
+  if (logged != nullptr) *logged = call.log_len > 0;
 
   // Report resized tensors and fresh return values.
   for (size_t i = 0; i < saved.size(); i++) {
@@ -542,7 +573,7 @@ int build_stack_and_run(const char* op_name, etb_value* values, int nvalues, Run
       s.t->resized = 1;
     }
   }
-  for (int i = 0; status == ETB_OK && n_none > 0 && i < nvalues; i++) {
+  for (int i = 0; status == ETB_OK && has_none && i < nvalues; i++) {
     etb_value& v = values[i];
     if (v.tag != ETB_NONE) continue;  // only fresh return slots start as None
     const EValue& ev = *stack[i];
@@ -557,15 +588,15 @@ int build_stack_and_run(const char* op_name, etb_value* values, int nvalues, Run
 
 int etops_bridge::call_on_stack(const char* op_name, etb_value* values, int nvalues, StackRunner run,
                                        void* self) {
-  return build_stack_and_run(op_name, values, nvalues, [&](et::Span<EValue*> stack, et::MemoryAllocator& temp) {
+  return build_stack_and_run(op_name, values, nvalues, true, nullptr, [&](et::Span<EValue*> stack, et::MemoryAllocator& temp) {
     return run(self, stack, temp);
   });
 }
 
 extern "C" {
 
-int etb_call(etb_kernel_fn fn, const char* op_name, etb_value* values, int nvalues) {
-  return build_stack_and_run(op_name, values, nvalues, [fn](et::Span<EValue*> stack, et::MemoryAllocator& temp) {
+int etb_call(etb_kernel_fn fn, const char* op_name, etb_value* values, int nvalues, int has_lists, int* logged) {
+  return build_stack_and_run(op_name, values, nvalues, has_lists != 0, logged, [fn](et::Span<EValue*> stack, et::MemoryAllocator& temp) {
     et::KernelRuntimeContext ctx(nullptr, &temp);
     reinterpret_cast<et::OpFunction>(fn)(ctx, stack);
     return ctx.failure_state();

@@ -102,6 +102,8 @@ enum {
   LAYOUT_OVERLAPPING = 3, /* not dense, and elements share memory (a stride 0 over a size > 1) */
   LAYOUT_CONJUGATE = 4,   /* a complex torch tensor with its lazy conjugate or negative bit set: DLPack
                              carries neither, so the kernel gets a resolved copy (densify resolves it) */
+  LAYOUT_CONTIGUOUS = 5,  /* LAYOUT_DENSE in contiguous order, from etops_borrow_torch's inline path
+                             (tensor_inline.h) */
 };
 
 /* Layout mode of the calling thread (etops.layout): 0 "programs" (the default:

@@ -182,8 +182,24 @@ static PyObject* build_result(KernelObject* k, PyObject** bound, const etb_value
   return tup;
 }
 
+/* Binds a call whose layout (kwnames object, positional count) is the remembered
+ * one: what bind_arguments' search would give, without searching. */
+static inline void bind_remembered(const KernelObject* k, PyObject* const* args, Py_ssize_t nargs, PyObject** bound,
+                                   int* missing_out) {
+  for (Py_ssize_t i = 0; i < nargs; i++) bound[i] = args[i];
+  for (int j = 0; j < k->bind_nkw; j++) bound[k->bind_kw_arg[j]] = args[nargs + j];
+  for (int f = 0; f < k->bind_nfill; f++) bound[k->bind_fill_arg[f]] = k->bind_fill_value[f];
+  int missing = k->bind_missing_out;
+  for (int o = 0; o < k->bind_nouts_given; o++) missing |= bound[k->bind_out_given[o]] == Py_None;
+  *missing_out = missing;
+}
+
 static int bind_arguments(KernelObject* k, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames,
                           PyObject** bound, int* missing_out) {
+  if (k->bind_valid && kwnames == k->bind_kwnames && nargs == k->bind_nargs) {
+    bind_remembered(k, args, nargs, bound, missing_out);
+    return 0;
+  }
   if (nargs > k->npositional) {
     if (k->npositional < k->nargs) {
       PyErr_Format(PyExc_TypeError,
@@ -198,6 +214,7 @@ static int bind_arguments(KernelObject* k, PyObject* const* args, Py_ssize_t nar
   /* one loop (two would become memset and memcpy calls, dearer for a few args) */
   for (int i = 0; i < k->nargs; i++) bound[i] = i < nargs ? args[i] : NULL;
   Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+  uint8_t kw_arg[ETOPS_MAX_ARGS];
   for (Py_ssize_t j = 0; j < nkw; j++) {
     PyObject* key = PyTuple_GET_ITEM(kwnames, j);
     int found = -1;
@@ -224,11 +241,16 @@ static int bind_arguments(KernelObject* k, PyObject* const* args, Py_ssize_t nar
       return -1;
     }
     bound[found] = args[nargs + j];
+    kw_arg[j] = (uint8_t)found; /* nkw <= nargs: each keyword bound one argument */
   }
   *missing_out = 0;
+  int nfill = 0, nouts_given = 0;
+  uint8_t fill_arg[ETOPS_MAX_ARGS], out_given[ETOPS_MAX_ARGS];
   for (int i = 0; i < k->nargs; i++) {
     const ArgSpec* a = &k->args[i];
+    if (bound[i] != NULL && (a->flags & F_OUT)) out_given[nouts_given++] = (uint8_t)i;
     if (bound[i] != NULL && !(bound[i] == Py_None && (a->flags & F_OUT))) continue;
+    if (bound[i] == NULL) fill_arg[nfill++] = (uint8_t)i;
     if (a->flags & F_OUT) {
       *missing_out = 1;
     } else if (a->flags & F_HAS_DEFAULT) {
@@ -241,6 +263,23 @@ static int bind_arguments(KernelObject* k, PyObject* const* args, Py_ssize_t nar
       return -1;
     }
   }
+  /* remembered for the next call of this layout */
+  Py_XINCREF(kwnames);
+  Py_XSETREF(k->bind_kwnames, kwnames);
+  k->bind_nargs = (int)nargs;
+  k->bind_nkw = (int)nkw;
+  memcpy(k->bind_kw_arg, kw_arg, (size_t)nkw);
+  k->bind_nfill = nfill;
+  int missing_not_given = 0;
+  for (int f = 0; f < nfill; f++) {
+    k->bind_fill_arg[f] = fill_arg[f];
+    k->bind_fill_value[f] = bound[fill_arg[f]]; /* NULL for an out */
+    missing_not_given |= bound[fill_arg[f]] == NULL;
+  }
+  k->bind_missing_out = missing_not_given;
+  k->bind_nouts_given = nouts_given;
+  memcpy(k->bind_out_given, out_given, (size_t)nouts_given);
+  k->bind_valid = 1;
   return 0;
 }
 
@@ -341,26 +380,34 @@ static PyObject* probe_site(const Probe* probe) {
  * (TensorImpl::internal_resize_contiguous), before it computes anything. */
 #define STATIC_RESIZE_REFUSED "Attempted to resize a static tensor"
 
-/* Sets the shape dynamism of every borrowed out tensor. */
-static void set_out_dynamism(KernelObject* k, CallScratch* cs, uint8_t dynamism) {
-  for (int i = 0; i < cs->nrecs; i++) {
-    if (k->args[cs->recs[i]->arg].flags & F_OUT) cs->recs[i]->t.dynamism = dynamism;
+/* Sets the shape dynamism of every borrowed out tensor (vals: the call's converted outs). */
+static void set_out_dynamism(const KernelObject* k, etb_value* vals, uint8_t dynamism) {
+  for (int o = 0; o < k->nouts; o++) {
+    etb_value* v = &vals[k->out_args[o]];
+    if (v->tag == ETB_TENSOR) {
+      v->u.t->dynamism = dynamism;
+    } else if (v->tag == ETB_LIST_TENSOR || v->tag == ETB_LIST_OPT_TENSOR) {
+      for (int j = 0; j < v->len; j++) {
+        if (v->u.tensors[j] != NULL) v->u.tensors[j]->dynamism = dynamism;
+      }
+    }
   }
 }
 
 /* Runs `fn` on the slots, without the GIL when the tensors are big; small calls run
  * their parallel regions on this thread (etf_pool_inline: a fault is then always
- * trapped; such ranges are one task of the pool anyway). */
-static int run_kernel(KernelObject* k, etb_kernel_fn fn, etb_value* vals, int64_t numel) {
+ * trapped; such ranges are one task of the pool anyway). *logged: whether the
+ * kernel logged anything. */
+static int run_kernel(KernelObject* k, etb_kernel_fn fn, etb_value* vals, int64_t numel, int* logged) {
   int err;
   if (numel >= GIL_RELEASE_NUMEL) {
     Py_BEGIN_ALLOW_THREADS
-    err = etb_call(fn, k->op_name, vals, k->nslots);
+    err = etb_call(fn, k->op_name, vals, k->nslots, k->has_lists, logged);
     Py_END_ALLOW_THREADS
   } else {
     /* small: parallel regions inline (no pool lock held), so any fault is trapped */
     etf_pool_inline(1);
-    err = etb_call(fn, k->op_name, vals, k->nslots);
+    err = etb_call(fn, k->op_name, vals, k->nslots, k->has_lists, logged);
     etf_pool_inline(0);
   }
   return err;
@@ -405,6 +452,8 @@ PyObject* kernel_vectorcall(PyObject* self, PyObject* const* args, size_t nargsf
     }
     if (a->has_default_value && bound[i] == a->default_value) {
       vals[i] = a->default_converted; /* scalar defaults are converted once, at plan time */
+    } else if (a->kind == K_TENSOR && bound[i] != Py_None) { /* the common kind, called directly */
+      if (convert_tensor_arg(k, &cs, i, a, bound[i], &vals[i]) < 0) goto done;
     } else if (convert_arg(k, &cs, i, bound[i], &vals[i]) < 0) {
       goto done;
     }
@@ -421,15 +470,7 @@ PyObject* kernel_vectorcall(PyObject* self, PyObject* const* args, size_t nargsf
       alloc_slot = slot;
     }
   }
-  for (int i = k->nargs; i < k->nslots; i++) {
-    vals[i].len = 0;
-    if (k->args[i].alias_of >= 0) {
-      vals[i].tag = ETB_ALIAS;
-      vals[i].u.i = k->args[i].alias_of;
-    } else {
-      vals[i].tag = ETB_NONE;
-    }
-  }
+  for (int i = k->nargs; i < k->nslots; i++) vals[i] = k->args[i].default_converted; /* alias or None */
 
   /* Outs whose shapes torch fixed reach the kernel STATIC, as a program exported
    * with static shapes passes them (and ExecuTorch skips recomputing their strides);
@@ -448,7 +489,7 @@ PyObject* kernel_vectorcall(PyObject* self, PyObject* const* args, size_t nargsf
     }
     if (checked != 0) goto done; /* refused (result NULL), or made by the slow path */
     if (k->validated_static_outs[slot]) {
-      set_out_dynamism(k, &cs, ETB_STATIC);
+      set_out_dynamism(k, vals, ETB_STATIC);
       static_slot = slot;
     } else if (alloc_slot >= 0) { /* outs the kernel may resize: the slow path's call */
       result = allocate_again_in_python(k, &cs, bound, alloc_slot);
@@ -465,7 +506,8 @@ PyObject* kernel_vectorcall(PyObject* self, PyObject* const* args, size_t nargsf
   /* torch's refusals of the objects themselves (kernel_checks.c): grad, shared memory */
   if (check_written_tensors(k, &cs, bound, alloc_slot >= 0) < 0) goto done;
 
-  int err; /* ETB_OK or an ExecuTorch Error code */
+  int err;        /* ETB_OK or an ExecuTorch Error code */
+  int logged = 1; /* whether the call log may hold messages (a kernel's call tells) */
   if (k->delegate_handle != NULL) {
     /* a lowered module: its backend executes on the same stack (inputs, then outputs) */
     if (cs.numel_total >= GIL_RELEASE_NUMEL) {
@@ -484,7 +526,7 @@ PyObject* kernel_vectorcall(PyObject* self, PyObject* const* args, size_t nargsf
     /* the first call of a signature is a probe: written tensors in guarded memory */
     if (signature_slot >= 0 && !k->probed[signature_slot] && !etf_handed_over() && probe_begin(k, &cs, &probe) < 0)
       goto done;
-    err = run_kernel(k, fn, vals, cs.numel_total);
+    err = run_kernel(k, fn, vals, cs.numel_total, &logged);
     if (err != ETB_OK && err != ETB_ERR_ABORTED && err != ETB_ERR_CRASHED && static_slot >= 0 && strstr(etb_last_call_log(), STATIC_RESIZE_REFUSED) != NULL) {
       /* ExecuTorch's kernel sizes an out otherwise than torch's meta kernel (batch
        * norm's save_mean of an eval call: [0], where the meta says [C]); it refused
@@ -495,8 +537,9 @@ PyObject* kernel_vectorcall(PyObject* self, PyObject* const* args, size_t nargsf
         result = allocate_again_in_python(k, &cs, bound, alloc_slot);
         goto done;
       }
-      set_out_dynamism(k, &cs, ETB_DYNAMIC_BOUND);
-      err = run_kernel(k, fn, vals, cs.numel_total);
+      set_out_dynamism(k, vals, ETB_DYNAMIC_BOUND);
+      static_slot = -1; /* the outs may be resized now */
+      err = run_kernel(k, fn, vals, cs.numel_total, &logged);
     }
     if (probe.active) {
       if (err == ETB_ERR_CRASHED) crash_site = probe_site(&probe);
@@ -510,7 +553,7 @@ PyObject* kernel_vectorcall(PyObject* self, PyObject* const* args, size_t nargsf
       goto done;
     }
   }
-  if (etops_logs_pending || (err == ETB_OK && etb_last_call_log()[0] != '\0')) {
+  if (etops_logs_pending || (err == ETB_OK && logged && etb_last_call_log()[0] != '\0')) {
     /* queued messages from other threads, and what a successful call logged */
     PyObject* r = PyObject_CallFunction(k->st->flush_logs, "Os", k->py_name,
                                         err == ETB_OK ? etb_last_call_log() : "");
@@ -530,7 +573,8 @@ PyObject* kernel_vectorcall(PyObject* self, PyObject* const* args, size_t nargsf
     Py_DECREF(info);
     goto done;
   }
-  for (int i = 0; i < cs.nrecs; i++) {
+  /* Outs that went STATIC cannot have been resized: with no copies either, nothing to mirror */
+  for (int i = 0; (static_slot < 0 || cs.ncopies > 0) && i < cs.nrecs; i++) {
     TensorRec* r = cs.recs[i];
     if (r->t.resized) { /* mirrored first: a copy back then takes the new size */
       PyObject* sizes = etops_sizes_tuple(&r->t);

@@ -8,6 +8,7 @@
  * operator and the argument (list items as 'name[i]').
  */
 #include "kernel_internal.h"
+#include "tensor_inline.h"
 
 #include <string.h>
 
@@ -67,7 +68,7 @@ static Py_NO_INLINE int warn_layout(KernelObject* k, const etb_tensor* t, const 
  * (unless the thread's layout mode is "preserve"), is replaced by a contiguous copy,
  * and so is any non-contiguous one for a kernel marked contiguous_only
  * (borrow_dense_copy). Small, so that its callers inline it: the copy is the rare path. */
-static inline TensorRec* borrow(KernelObject* k, CallScratch* cs, PyObject* obj, int arg, const char* what,
+static ETOPS_ALWAYS_INLINE TensorRec* borrow(KernelObject* k, CallScratch* cs, PyObject* obj, int arg, const char* what,
                                 int writable) {
   TensorRec* r = scratch_new_rec(cs);
   if (r == NULL) return NULL;
@@ -76,7 +77,18 @@ static inline TensorRec* borrow(KernelObject* k, CallScratch* cs, PyObject* obj,
   r->copy_back_to = NULL;
   r->arg = arg;
   r->written = (uint8_t)writable;
-  int rc = etops_borrow_tensor(k->st, obj, &r->t, &cs->keep, k->op_name, what, writable, &r->span);
+  int rc;
+  if (Py_TYPE(obj) == (PyTypeObject*)k->st->torch_tensor_type && k->st->torch_api != NULL) {
+    int64_t numel;
+    rc = etops_borrow_torch(k->st, obj, &r->t, k->op_name, what, writable, &numel, &r->span);
+    if (rc == LAYOUT_CONTIGUOUS) { /* the common case: nothing below applies to it */
+      r->as_given = 1;
+      cs->numel_total += numel;
+      return r;
+    }
+  } else {
+    rc = etops_borrow_tensor(k->st, obj, &r->t, &cs->keep, k->op_name, what, writable, &r->span);
+  }
   if (rc < 0) return NULL;
   r->as_given = rc == LAYOUT_DENSE && !(k->contiguous_only && !is_contiguous_order(&r->t));
   if (rc == LAYOUT_DENSE && k->contiguous_only && !is_contiguous_order(&r->t)) rc = LAYOUT_PERMUTED;
@@ -216,7 +228,8 @@ static int wrap_number(KernelObject* k, CallScratch* cs, const ArgSpec* a, PyObj
   return 1;
 }
 
-static int convert_tensor(KernelObject* k, CallScratch* cs, int i, const ArgSpec* a, PyObject* o, etb_value* v) {
+int convert_tensor_arg(KernelObject* k, CallScratch* cs, int i, const ArgSpec* a, PyObject* o, etb_value* v) {
+  v->len = 0;
   if (Py_TYPE(o) != (PyTypeObject*)k->st->torch_tensor_type && !written(a)) {
     int wrapped = wrap_number(k, cs, a, o, v);
     if (wrapped != 0) return wrapped < 0 ? -1 : 0;
@@ -433,7 +446,7 @@ static int convert_enum(KernelObject* k, CallScratch* cs, int i, const ArgSpec* 
 
 /* Converter of each argument kind; NULL for kinds that are not arguments. */
 static const ArgConverter CONVERTERS[K_COUNT] = {
-    [K_TENSOR] = convert_tensor,
+    [K_TENSOR] = convert_tensor_arg,
     [K_TENSOR_LIST] = convert_tensor_list,
     [K_OPT_TENSOR_LIST] = convert_tensor_list,
     [K_SCALAR] = convert_scalar,
@@ -454,7 +467,7 @@ int convert_arg(KernelObject* k, CallScratch* cs, int i, PyObject* o, etb_value*
     v->tag = ETB_NONE;
     return 0;
   }
-  if (a->kind == K_TENSOR) return convert_tensor(k, cs, i, a, o, v); /* the common kind, called directly */
+  if (a->kind == K_TENSOR) return convert_tensor_arg(k, cs, i, a, o, v); /* the common kind, called directly */
   ArgConverter convert = a->kind > 0 && a->kind < K_COUNT ? CONVERTERS[a->kind] : NULL;
   if (convert == NULL) {
     PyErr_Format(PyExc_SystemError, "%s: argument '%s' has unknown plan kind %d", k->op_name, a->cname, a->kind);

@@ -123,6 +123,23 @@ typedef struct {
   etb_kernel_fn fallback_fn;
   CacheEntry cache[CACHE_ENTRIES];
   int cache_next;
+  /* whether an argument converts to a string or a list slot (etb_call's has_lists) */
+  int has_lists;
+  /* the outs (argument indices), for setting their shape dynamism */
+  int nouts;
+  uint8_t out_args[ETOPS_MAX_ARGS];
+  /* The layout of the last call bound without error (kernel_call.c's bind_arguments),
+   * so a loop of calls from one call site (the same keyword-names tuple object, held
+   * here so its address cannot be reused) binds without searching: where each keyword
+   * goes, what fills each argument not given (its default, None, or NULL for an out),
+   * whether an out is not given, and the outs given (None there: missing). */
+  int bind_valid;
+  PyObject* bind_kwnames; /* owned, or NULL: positional arguments only */
+  int bind_nargs, bind_nkw, bind_nfill, bind_nouts_given, bind_missing_out;
+  uint8_t bind_kw_arg[ETOPS_MAX_ARGS];
+  uint8_t bind_fill_arg[ETOPS_MAX_ARGS];
+  PyObject* bind_fill_value[ETOPS_MAX_ARGS]; /* borrowed from args[].default_value, or Py_None, or NULL */
+  uint8_t bind_out_given[ETOPS_MAX_ARGS];
 } KernelObject;
 
 /* ---- kernel_scratch.c: scratch memory of one call -------------------------------- */
@@ -192,8 +209,17 @@ static inline void* scratch_alloc(CallScratch* cs, size_t n) {
   return arena_alloc_block(a, n);
 }
 
+/* Makes room for more TensorRec pointers (out of line: past ETOPS_MAX_TENSORS). */
+int scratch_grow_recs(CallScratch* cs);
+
 /* A fresh, recorded TensorRec (fields unset). */
-TensorRec* scratch_new_rec(CallScratch* cs);
+static inline TensorRec* scratch_new_rec(CallScratch* cs) {
+  if (cs->nrecs == cs->caprecs && scratch_grow_recs(cs) < 0) return NULL;
+  TensorRec* r = (TensorRec*)scratch_alloc(cs, sizeof(TensorRec));
+  if (r == NULL) return NULL;
+  cs->recs[cs->nrecs++] = r;
+  return r;
+}
 
 /* Empty scratch; cannot fail. */
 static inline void scratch_init(CallScratch* cs) {
@@ -216,6 +242,9 @@ void scratch_release(CallScratch* cs);
 /* Converts argument i's value `o` into `v` by the plan's kind (tensors borrowed into
  * cs; cs may be NULL only for kinds that borrow nothing: plan-time defaults). */
 int convert_arg(KernelObject* k, CallScratch* cs, int i, PyObject* o, etb_value* v);
+/* convert_arg for a K_TENSOR argument `a` (= &k->args[i]) whose value is not None
+ * (the call path's common case, called directly). */
+int convert_tensor_arg(KernelObject* k, CallScratch* cs, int i, const ArgSpec* a, PyObject* o, etb_value* v);
 
 /* ---- kernel_checks.c -------------------------------------------------------------- */
 

@@ -43,19 +43,14 @@ static void arena_free(Arena* a) {
   }
 }
 
-TensorRec* scratch_new_rec(CallScratch* cs) {
-  if (cs->nrecs == cs->caprecs) {
-    int cap = cs->caprecs * 4;
-    TensorRec** grown = (TensorRec**)scratch_alloc(cs, sizeof(TensorRec*) * cap);
-    if (grown == NULL) return NULL;
-    memcpy(grown, cs->recs, sizeof(TensorRec*) * cs->nrecs);
-    cs->recs = grown;
-    cs->caprecs = cap;
-  }
-  TensorRec* r = (TensorRec*)scratch_alloc(cs, sizeof(TensorRec));
-  if (r == NULL) return NULL;
-  cs->recs[cs->nrecs++] = r;
-  return r;
+int scratch_grow_recs(CallScratch* cs) {
+  int cap = cs->caprecs * 4;
+  TensorRec** grown = (TensorRec**)scratch_alloc(cs, sizeof(TensorRec*) * cap);
+  if (grown == NULL) return -1;
+  memcpy(grown, cs->recs, sizeof(TensorRec*) * cs->nrecs);
+  cs->recs = grown;
+  cs->caprecs = cap;
+  return 0;
 }
 
 void scratch_release(CallScratch* cs) {

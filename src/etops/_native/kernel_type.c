@@ -69,10 +69,24 @@ static int parse_plan(KernelObject* k, PyObject* plan) {
     }
   }
   for (int i = k->nargs; i < k->nslots; i++) {
-    if (k->args[i].kind != K_RETURN_SLOT || k->args[i].alias_of >= k->nargs) {
+    ArgSpec* a = &k->args[i];
+    if (a->kind != K_RETURN_SLOT || a->alias_of >= k->nargs) {
       PyErr_Format(PyExc_ValueError, "%s: plan entry %d must be a return slot of a known out", k->op_name, i);
       return -1;
     }
+    /* the slot's value before each call: the out it is, or None for the kernel to fill */
+    a->default_converted.tag = a->alias_of >= 0 ? ETB_ALIAS : ETB_NONE;
+    a->default_converted.len = 0;
+    a->default_converted.u.i = a->alias_of;
+  }
+  k->nouts = 0;
+  k->has_lists = 0;
+  for (int i = 0; i < k->nargs; i++) {
+    int kind = k->args[i].kind;
+    if (k->args[i].flags & F_OUT) k->out_args[k->nouts++] = (uint8_t)i;
+    if (kind == K_TENSOR_LIST || kind == K_OPT_TENSOR_LIST || kind == K_STR || kind == K_INT_LIST ||
+        kind == K_FLOAT_LIST || kind == K_BOOL_LIST)
+      k->has_lists = 1;
   }
   int tensors = 0;
   for (int i = 0; i < k->nargs; i++) tensors += k->args[i].kind == K_TENSOR;
@@ -183,6 +197,8 @@ static int kernel_clear(KernelObject* k) {
   Py_CLEAR(k->delegate);
   Py_CLEAR(k->warn_layout);
   k->delegate_handle = NULL;
+  k->bind_valid = 0;
+  Py_CLEAR(k->bind_kwnames);
   clear_allocations(k);
   for (int i = 0; i < k->nslots; i++) {
     Py_CLEAR(k->args[i].default_value);

@@ -6,9 +6,10 @@
  * allocating. Any other producer (numpy, ...) goes through `__dlpack__`, whose
  * capsule is kept alive until the call ends. The layout is then mapped to an
  * ExecuTorch dim order: contiguous, channels-last or any other permutation of a
- * dense tensor; anything else is reported as not dense.
+ * dense tensor; anything else is reported as not dense. The common case of the call
+ * path (a contiguous torch.Tensor) is inline in its caller: tensor_inline.h.
  */
-#include "etops_native.h"
+#include "tensor_inline.h"
 
 #include <stdarg.h>
 
@@ -30,55 +31,6 @@ void etops_keep_release(etops_keep* keep) {
   for (int i = 0; i < keep->n; i++) Py_DECREF(keep->objs[i]);
   keep->n = 0;
   Py_CLEAR(keep->overflow);
-}
-
-/* DLPack dtype -> ExecuTorch ScalarType number (etb_dtype), or -1. */
-static int et_dtype_of(DLDataType t) {
-  if (t.lanes != 1) return -1;
-  switch (t.code) {
-    case kDLInt:
-      switch (t.bits) {
-        case 8: return ETB_DTYPE_CHAR;
-        case 16: return ETB_DTYPE_SHORT;
-        case 32: return ETB_DTYPE_INT;
-        case 64: return ETB_DTYPE_LONG;
-      }
-      break;
-    case kDLUInt:
-      switch (t.bits) {
-        case 8: return ETB_DTYPE_BYTE;
-        case 16: return ETB_DTYPE_UINT16;
-        case 32: return ETB_DTYPE_UINT32;
-        case 64: return ETB_DTYPE_UINT64;
-      }
-      break;
-    case kDLFloat:
-      switch (t.bits) {
-        case 16: return ETB_DTYPE_HALF;
-        case 32: return ETB_DTYPE_FLOAT;
-        case 64: return ETB_DTYPE_DOUBLE;
-      }
-      break;
-    case kDLBfloat:
-      if (t.bits == 16) return ETB_DTYPE_BFLOAT16;
-      break;
-    case kDLComplex:
-      switch (t.bits) {
-        case 32: return ETB_DTYPE_COMPLEX_HALF;
-        case 64: return ETB_DTYPE_COMPLEX_FLOAT;
-        case 128: return ETB_DTYPE_COMPLEX_DOUBLE;
-      }
-      break;
-    case kDLBool:
-      if (t.bits == 8) return ETB_DTYPE_BOOL;
-      break;
-    case kDLFloat8_e5m2: return t.bits == 8 ? ETB_DTYPE_FLOAT8_E5M2 : -1;
-    case kDLFloat8_e4m3fn: return t.bits == 8 ? ETB_DTYPE_FLOAT8_E4M3FN : -1;
-    case kDLFloat8_e5m2fnuz: return t.bits == 8 ? ETB_DTYPE_FLOAT8_E5M2FNUZ : -1;
-    case kDLFloat8_e4m3fnuz: return t.bits == 8 ? ETB_DTYPE_FLOAT8_E4M3FNUZ : -1;
-    default: break;
-  }
-  return -1;
 }
 
 /* Whether `order` describes a dense layout of (sizes, strides); size-1 dims may
@@ -126,29 +78,10 @@ static int find_dim_order(int ndim, const int64_t* sizes, const int64_t* strides
   return dense_in_order(ndim, sizes, strides, order) ? ORDER_OTHER : ORDER_NONE;
 }
 
-/* The common case in one pass: when `dl` is contiguous (size-1 dims may have any
- * stride) with non-zero sizes and strides that fit int32, fills out's sizes,
- * strides and dim order and returns 1; otherwise returns 0 (those fields then
- * unspecified) for the general path to decide. */
-static int fill_contiguous(const DLTensor* dl, etb_tensor* out, int64_t* numel) {
-  int64_t expected = 1; /* the contiguous stride of dim d */
-  for (int d = dl->ndim - 1; d >= 0; d--) {
-    int64_t size = dl->shape[d];
-    if (size <= 0 || size > INT32_MAX || expected > INT32_MAX) return 0;
-    if (dl->strides != NULL && size != 1 && dl->strides[d] != expected) return 0;
-    out->sizes[d] = (int32_t)size;
-    out->strides[d] = (int32_t)expected;
-    out->dim_order[d] = (uint8_t)d;
-    expected *= size;
-  }
-  *numel = expected;
-  return 1;
-}
-
 /* Bytes per element of a DLPack dtype. */
 static inline uint64_t item_bytes(DLDataType t) { return ((uint64_t)t.bits * t.lanes + 7) / 8; }
 
-/* The span of a tensor fill_contiguous did not place (any strides, negative ones
+/* The span of a tensor etops_fill_contiguous did not place (any strides, negative ones
  * too: the lowest and highest byte any index reaches), and in *numel its elements.
  * Out of line: the common call never runs it. */
 static Py_NO_INLINE void general_span(const DLTensor* dl, etops_span* span, int64_t* numel) {
@@ -323,7 +256,7 @@ int etops_refuse_overlapping_write(const char* op, const char* what) {
   return -1;
 }
 
-/* The layout of a tensor fill_contiguous did not place (not contiguous, empty, a
+/* The layout of a tensor etops_fill_contiguous did not place (not contiguous, empty, a
  * size or stride beyond int32, or a complex tensor of an exchange API, whose lazy
  * conjugate and negative bits are asked for): etops_borrow_tensor's result for it, `out`'s
  * layout filled unless LAYOUT_NOT_DENSE / LAYOUT_OVERLAPPING or an error. Out
@@ -396,6 +329,54 @@ int etops_unrepresentable(const char* fmt, ...) {
   return -1;
 }
 
+/* The checks and the layout of a DLTensor borrowed from `obj` (`from_api`: through
+ * an exchange API, else through __dlpack__): etops_borrow_tensor's result. */
+static int place_borrowed(PyObject* obj, int from_api, const DLTensor* dl, int read_only, etb_tensor* out,
+                          const char* op, const char* what, int writable, etops_span* span) {
+  if (dl->device.device_type != kDLCPU) {
+    PyErr_Format(PyExc_ValueError,
+                 "%s: argument '%s' is on device type %d; ExecuTorch kernels run on CPU tensors only",
+                 op, what, (int)dl->device.device_type);
+    return -1;
+  }
+  if (writable && read_only) {
+    PyErr_Format(PyExc_ValueError, "%s: argument '%s' is read-only but the kernel writes it", op, what);
+    return -1;
+  }
+  if (dl->ndim < 0 || dl->ndim > ETB_MAX_DIM) {
+    return etops_unrepresentable("%s: argument '%s' has %d dims; ExecuTorch supports at most %d", op, what,
+                                 (int)dl->ndim, ETB_MAX_DIM);
+  }
+  int dtype = etops_et_dtype(dl->dtype);
+  if (dtype < 0) {
+    return etops_unrepresentable("%s: argument '%s' has a dtype ExecuTorch cannot represent (DLPack code %d, %d bits, %d lanes)",
+                                 op, what, (int)dl->dtype.code, (int)dl->dtype.bits, (int)dl->dtype.lanes);
+  }
+  out->data = (char*)dl->data + dl->byte_offset;
+  out->dtype = (int8_t)dtype;
+  out->ndim = (uint8_t)dl->ndim;
+  out->dynamism = ETB_STATIC;
+  out->resized = 0;
+  /* torch's complex tensors may carry a lazy conjugate bit: the general path asks */
+  int64_t numel;
+  if ((!from_api || dl->dtype.code != kDLComplex) && (numel = etops_fill_contiguous(dl, out)) > 0) {
+    if (out->data == NULL) return refuse_no_data(op, what); /* numel > 0 here */
+    if (span != NULL) {
+      span->first = (uintptr_t)out->data;
+      span->end = span->first + (uintptr_t)numel * (uintptr_t)item_bytes(dl->dtype);
+    }
+    return LAYOUT_DENSE;
+  }
+  return borrow_general_layout(obj, from_api, dl, out, op, what, span);
+}
+
+int etops_borrow_torch_rest(PyObject* obj, const DLTensor* dl, etb_tensor* out, const char* op, const char* what,
+                            int writable, etops_span* span) {
+  return place_borrowed(obj, 1, dl, 0, out, op, what, writable, span);
+}
+
+int etops_borrow_failed(const char* op, const char* what) { return refuse_torch_tensor(op, what); }
+
 int etops_borrow_tensor(etops_state* st, PyObject* obj, etb_tensor* out, etops_keep* keep,
                         const char* op, const char* what, int writable, etops_span* span) {
   DLTensor dl;
@@ -410,43 +391,7 @@ int etops_borrow_tensor(etops_state* st, PyObject* obj, etb_tensor* out, etops_k
   } else if (borrow_via_dlpack_protocol(st, obj, &dl, &read_only, keep, op, what) < 0) {
     return -1;
   }
-
-  if (dl.device.device_type != kDLCPU) {
-    PyErr_Format(PyExc_ValueError,
-                 "%s: argument '%s' is on device type %d; ExecuTorch kernels run on CPU tensors only",
-                 op, what, (int)dl.device.device_type);
-    return -1;
-  }
-  if (writable && read_only) {
-    PyErr_Format(PyExc_ValueError, "%s: argument '%s' is read-only but the kernel writes it", op, what);
-    return -1;
-  }
-  if (dl.ndim < 0 || dl.ndim > ETB_MAX_DIM) {
-    return etops_unrepresentable("%s: argument '%s' has %d dims; ExecuTorch supports at most %d", op, what,
-                                 (int)dl.ndim, ETB_MAX_DIM);
-  }
-  int dtype = et_dtype_of(dl.dtype);
-  if (dtype < 0) {
-    return etops_unrepresentable("%s: argument '%s' has a dtype ExecuTorch cannot represent (DLPack code %d, %d bits, %d lanes)",
-                                 op, what, (int)dl.dtype.code, (int)dl.dtype.bits, (int)dl.dtype.lanes);
-  }
-  int ndim = dl.ndim;
-  out->data = (char*)dl.data + dl.byte_offset;
-  out->dtype = (int8_t)dtype;
-  out->ndim = (uint8_t)ndim;
-  out->dynamism = ETB_STATIC;
-  out->resized = 0;
-  /* torch's complex tensors may carry a lazy conjugate bit: the general path asks */
-  int64_t numel;
-  if ((api == NULL || dl.dtype.code != kDLComplex) && fill_contiguous(&dl, out, &numel)) {
-    if (out->data == NULL) return refuse_no_data(op, what); /* numel > 0 here */
-    if (span != NULL) {
-      span->first = (uintptr_t)out->data;
-      span->end = span->first + (uintptr_t)numel * (uintptr_t)item_bytes(dl.dtype);
-    }
-    return LAYOUT_DENSE;
-  }
-  return borrow_general_layout(obj, api != NULL, &dl, out, op, what, span);
+  return place_borrowed(obj, api != NULL, &dl, read_only, out, op, what, writable, span);
 }
 
 PyObject* etops_sizes_tuple(const etb_tensor* t) {
