@@ -155,8 +155,8 @@ def torch_allows_full_alias(info, names, values, written: str, other: str) -> st
     """None when torch's out= accepts `written` being the same tensor as input `other`
     for this operator, else torch's message. torch decides this in its CPU kernel
     (its meta kernels do not check memory), so its out variant runs once per kernel
-    and pair of arguments, on copies of the call's tensors (their storages cloned,
-    every view kept, so the alias is the same one), with grad off and the random
+    and pair of arguments, on copies of the call's tensors (their storages cloned and
+    zeroed, every view kept, so the alias is the same one), with grad off and the random
     state restored; the verdict is remembered on `info`. An operator torch has not
     (a custom kernel) keeps the alias: nothing says it may not."""
     from .schemas import torch_overload
@@ -177,7 +177,11 @@ def torch_allows_full_alias(info, names, values, written: str, other: str) -> st
             if not isinstance(t, torch.Tensor):
                 return value
             storage = t.untyped_storage()
-            cloned = clones.setdefault(storage.data_ptr(), storage.clone())
+            if storage.data_ptr() not in clones:
+                # zeros, not the call's values: torch checks overlap before it
+                # computes, and values such as INT64_MIN / -1 trap in its kernels
+                clones[storage.data_ptr()] = storage.clone().fill_(0)
+            cloned = clones[storage.data_ptr()]
             return torch.empty(0, dtype=t.dtype).set_(cloned, t.storage_offset(), t.shape, t.stride())
 
         schema = overload._schema.arguments
