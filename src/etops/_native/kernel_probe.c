@@ -66,12 +66,20 @@ static size_t page_size(void) {
 /* Maps a region for `nbytes` of `original` and copies them in. -1: MemoryError set. */
 static int map_region(ProbeRegion* g, const char* name, uintptr_t original, size_t nbytes) {
   size_t page = page_size();
-  size_t guard = GUARD_BYTES > page ? GUARD_BYTES : page;
   size_t data_len = (nbytes + PROBE_ALIGN + page - 1) / page * page;
-  size_t len = data_len + 2 * guard;
-  unsigned char* map = mmap(NULL, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  if (map == MAP_FAILED || mprotect(map + guard, data_len, PROT_READ | PROT_WRITE) != 0) {
-    if (map != MAP_FAILED) munmap(map, len);
+  unsigned char* map = MAP_FAILED;
+  size_t guard = GUARD_BYTES > page ? GUARD_BYTES : page, len = 0;
+  /* a process short of address space (an RLIMIT_AS) gets one guard page a side */
+  for (; map == MAP_FAILED && guard >= page; guard = guard > page ? page : 0) {
+    len = data_len + 2 * guard;
+    map = mmap(NULL, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (map != MAP_FAILED && mprotect(map + guard, data_len, PROT_READ | PROT_WRITE) != 0) {
+      munmap(map, len);
+      map = MAP_FAILED;
+    }
+    if (map != MAP_FAILED) break;
+  }
+  if (map == MAP_FAILED) {
     PyErr_NoMemory();
     return -1;
   }
