@@ -194,7 +194,7 @@ def test_a_fault_on_another_thread_ends_the_process_naming_the_kernel(cache):
                               schema="fault_thread.out(Tensor x, *, Tensor(a!) out) -> Tensor(a!)")
         etops.registry().get_kernel("faultlib::fault_thread.out")(torch.ones(1), out=torch.empty(1))
         print("survived")
-    """, cache)
+    """, cache, dies_of_a_fault=True)
     assert result.returncode != 0 and "survived" not in result.stdout
     assert "faultlib::fault_thread.out" in result.stderr, result.stderr[-2000:]
     assert "SIGSEGV" in result.stderr and "cannot go on" in result.stderr, result.stderr[-2000:]
@@ -211,6 +211,6 @@ def test_faults_outside_kernels_keep_their_handlers(cache):
         etops.registry().aten.add.out(torch.ones(1), torch.ones(1), out=torch.empty(1))
         ctypes.string_at(0)
         print("survived")
-    """, cache)
+    """, cache, dies_of_a_fault=True)
     assert result.returncode != 0 and "survived" not in result.stdout
     assert "Fatal Python error: Segmentation fault" in result.stderr, result.stderr[-2000:]

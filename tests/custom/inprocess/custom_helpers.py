@@ -72,9 +72,14 @@ def registry_snapshot():
     return list(etops._native.registered_kernels())
 
 
-def run_fresh(code: str, cache_path, timeout: float = 180, extra_path: str = "") -> subprocess.CompletedProcess:
-    """Runs `code` in a fresh interpreter using the kernel cache `cache_path`."""
+def run_fresh(code: str, cache_path, timeout: float = 180, extra_path: str = "",
+              dies_of_a_fault: bool = False) -> subprocess.CompletedProcess:
+    """Runs `code` in a fresh interpreter using the kernel cache `cache_path`.
+    `dies_of_a_fault`: the code ends its process with a SIGSEGV on purpose, which
+    AddressSanitizer (make test-asan) must not report as a finding of its own."""
     env = dict(os.environ)
+    if dies_of_a_fault and "ASAN_OPTIONS" in env:
+        env["ASAN_OPTIONS"] += ":handle_segv=0"
     env["PYTHONPATH"] = os.pathsep.join(p for p in (SRC, extra_path, env.get("PYTHONPATH", "")) if p)
     env["ETOPS_CACHE_DIR"] = str(cache_path)
     return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, timeout=timeout, env=env)
