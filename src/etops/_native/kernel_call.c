@@ -594,7 +594,7 @@ PyObject* kernel_vectorcall(PyObject* self, PyObject* const* args, size_t nargsf
   result = alloc_slot >= 0 && k->nreturns == 0 ? allocated_outs_result(k, bound) : build_result(k, bound, vals);
 
 done:
-  probe_end(k, &probe, 0); /* an early exit during a probe: the tensors get their memory back */
+  if (probe.active) probe_end(k, &probe, 0); /* an early exit during a probe: the tensors get their memory back */
   Py_XDECREF(crash_site);
   scratch_release(&cs);
   for (int i = 0; i < nfresh; i++) Py_DECREF(fresh[i]);
