@@ -25,14 +25,35 @@ DEFAULT_REACH = 1 << 26
 #: the largest guard region an attribution run reserves (address space only)
 MAX_REACH = 1 << 32
 _MAP_NORESERVE = getattr(mmap, "MAP_NORESERVE", 0x4000)  # Linux's value where Python does not name it
+_FLAGS = mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | _MAP_NORESERVE
 _libc = ctypes.CDLL(None, use_errno=True)
 _libc.mprotect.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
-_PROT_NONE, _PROT_READ = 0, 1
+_libc.mmap.restype = ctypes.c_void_p
+_libc.mmap.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long)
+_libc.munmap.argtypes = (ctypes.c_void_p, ctypes.c_size_t)
+_PROT_NONE, _PROT_READ, _PROT_READ_WRITE = 0, 1, 3
+_MAP_FAILED = ctypes.c_void_p(-1).value
 
 
 def _protect(address: int, length: int, prot: int) -> None:
     if _libc.mprotect(address, length, prot) != 0:
         raise OSError(ctypes.get_errno(), f"mprotect({address:#x}, {length}) failed")
+
+
+class _Mapping:
+    """One anonymous mapping, unmapped when the last object holding it goes (the
+    buffer, and the ctypes array every tensor over it holds)."""
+
+    __slots__ = ("start", "length")
+
+    def __init__(self, length: int):
+        start = _libc.mmap(None, length, _PROT_NONE, _FLAGS, -1, 0)
+        if start is None or start == _MAP_FAILED:
+            raise OSError(ctypes.get_errno(), f"mmap of {length} bytes failed")
+        self.start, self.length = start, length
+
+    def __del__(self):
+        _libc.munmap(self.start, self.length)
 
 
 def pages(nbytes: int) -> int:
@@ -50,22 +71,22 @@ class GuardedBuffer:
         self.nbytes, self.side = nbytes, side
         data_len = max(PAGE, pages(nbytes))
         self.reach = pages(min(MAX_REACH, max(reach or DEFAULT_REACH, nbytes, PAGE)))
-        self._map = mmap.mmap(-1, data_len + 2 * self.reach, flags=mmap.MAP_PRIVATE | _MAP_NORESERVE,
-                              prot=mmap.PROT_READ | mmap.PROT_WRITE)
-        self.map_start = ctypes.addressof(ctypes.c_char.from_buffer(self._map))
-        self.map_end = self.map_start + len(self._map)
-        self._data_pages_start = self.map_start + self.reach
-        self._data_pages_len = data_len
+        # all of it PROT_NONE (address space only), then the data pages made
+        # accessible: one mmap and one mprotect, as many calls as a single guard page
+        mapping = _Mapping(data_len + 2 * self.reach)
+        self.map_start, self.map_end = mapping.start, mapping.start + mapping.length
+        self._array = (ctypes.c_char * mapping.length).from_address(mapping.start)
+        self._array.mapping = mapping  # torch.frombuffer holds the array, the array the mapping
+        self._data_pages_start, self._data_pages_len = self.map_start + self.reach, data_len
         self.offset = self.reach + (data_len - nbytes if side == "after" else 0)
         self.data_start = self.map_start + self.offset
         self.data_end = self.data_start + nbytes
-        _protect(self.map_start, self.reach, _PROT_NONE)
-        _protect(self._data_pages_start + data_len, self.reach, _PROT_NONE)
+        _protect(self._data_pages_start, data_len, _PROT_READ_WRITE)
 
     def tensor_like(self, value: torch.Tensor) -> torch.Tensor:
         """A contiguous tensor over this buffer holding `value`'s values."""
         # count >= 1 so an empty tensor's data pointer is still the guarded address
-        flat = torch.frombuffer(self._map, dtype=torch.uint8, count=max(self.nbytes, 1), offset=self.offset)
+        flat = torch.frombuffer(self._array, dtype=torch.uint8, count=max(self.nbytes, 1), offset=self.offset)
         t = flat[: self.nbytes].view(value.dtype).view(value.shape)
         t.copy_(value)
         return t
