@@ -76,7 +76,7 @@ class GuardedBuffer:
         mapping = _Mapping(data_len + 2 * self.reach)
         self.map_start, self.map_end = mapping.start, mapping.start + mapping.length
         self._array = (ctypes.c_char * mapping.length).from_address(mapping.start)
-        self._array.mapping = mapping  # torch.frombuffer holds the array, the array the mapping
+        self._array.mapping = mapping  # type: ignore[attr-defined]  # torch.frombuffer holds the array, the array the mapping
         self._data_pages_start, self._data_pages_len = self.map_start + self.reach, data_len
         self.offset = self.reach + (data_len - nbytes if side == "after" else 0)
         self.data_start = self.map_start + self.offset
