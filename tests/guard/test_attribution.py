@@ -84,3 +84,22 @@ def test_a_buffer_lies_between_its_guard_regions(side):
     assert GuardedBuffer(DEFAULT_REACH + 1, side).reach == DEFAULT_REACH + PAGE  # sized to the tensor
     label, *_ = buffer.record("t")
     assert label == "t"
+
+
+def test_guard_regions_shrink_to_what_an_address_space_limit_allows():
+    """The fuzzer's workers run under RLIMIT_AS: a buffer still gets guard regions."""
+    import os
+    import resource
+
+    pid = os.fork()
+    if pid == 0:
+        try:
+            with open("/proc/self/status") as f:
+                size = next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmSize:"))
+            resource.setrlimit(resource.RLIMIT_AS, (size + (64 << 20), resource.getrlimit(resource.RLIMIT_AS)[1]))
+            buffer = GuardedBuffer(40, "after", reach=1 << 30)
+            os._exit(0 if PAGE <= buffer.reach < 1 << 30 and buffer.map_end - buffer.map_start < 64 << 20 else 1)
+        finally:
+            os._exit(2)
+    _, status = os.waitpid(pid, 0)
+    assert os.WEXITSTATUS(status) == 0

@@ -1,6 +1,6 @@
 """Guarded calls: one kernel call in the guard process (a forked child of this
 process that serves guarded calls until one kills it), every tensor argument in
-memory between two inaccessible guard regions (64 MiB each, or the tensor's size),
+memory between two inaccessible guard regions (a mebibyte each, or the tensor's size),
 its data flush against the one after it (then, in a second run, starting right
 after the one before it), every input the schema does not mark mutable mapped
 read-only. A kernel that reads or writes outside its tensors faults at the access;

@@ -19,9 +19,10 @@ import mmap
 import torch
 
 PAGE = mmap.PAGESIZE
-#: the bytes of each guard region by default: 64 MiB (16 million floats; address
-#: space only, it costs what a page costs) or the tensor's own size when larger
-DEFAULT_REACH = 1 << 26
+#: the bytes of each guard region by default: a mebibyte (a quarter of a million
+#: floats; address space only, it costs what a page costs) or the tensor's own size
+#: when larger; farther accesses are placed by an attribution run
+DEFAULT_REACH = 1 << 20
 #: the largest guard region an attribution run reserves (address space only)
 MAX_REACH = 1 << 32
 _MAP_NORESERVE = getattr(mmap, "MAP_NORESERVE", 0x4000)  # Linux's value where Python does not name it
@@ -63,7 +64,8 @@ def pages(nbytes: int) -> int:
 
 class GuardedBuffer:
     """`nbytes` of memory between two guard regions of `reach` bytes (None: the
-    default), flush against the one on `side` ("after" or "before")."""
+    default; smaller when an address-space limit leaves less), flush against the
+    one on `side` ("after" or "before")."""
 
     def __init__(self, nbytes: int, side: str, reach: int | None = None):
         if side not in ("after", "before"):
@@ -73,7 +75,14 @@ class GuardedBuffer:
         self.reach = pages(min(MAX_REACH, max(reach or DEFAULT_REACH, nbytes, PAGE)))
         # all of it PROT_NONE (address space only), then the data pages made
         # accessible: one mmap and one mprotect, as many calls as a single guard page
-        mapping = _Mapping(data_len + 2 * self.reach)
+        while True:
+            try:
+                mapping = _Mapping(data_len + 2 * self.reach)
+                break
+            except OSError:  # an address-space limit (RLIMIT_AS): regions as large as it allows
+                if self.reach <= PAGE:
+                    raise
+                self.reach = pages(self.reach // 2)
         self.map_start, self.map_end = mapping.start, mapping.start + mapping.length
         self._array = (ctypes.c_char * mapping.length).from_address(mapping.start)
         self._array.mapping = mapping  # type: ignore[attr-defined]  # torch.frombuffer holds the array, the array the mapping

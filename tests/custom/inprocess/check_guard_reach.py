@@ -71,7 +71,7 @@ def _check(n: int, at: int, argument: str, access: str) -> None:
 
 @pytest.mark.parametrize("argument", ["xs[1]", "out"])
 def test_an_access_beyond_the_default_guard_regions_is_placed_by_an_attribution_run(cache, monkeypatch, argument):
-    """120 MB before the start: past the argument's own 64 MiB guard region, into
+    """120 MB before the start: past the argument's own guard region (a mebibyte), into
     another buffer's or none; the attribution run's regions reach it."""
     from etops.guard import server
 
