@@ -45,16 +45,8 @@ def _tensors(bound: dict[str, Any]):
                     yield f"{name}[{i}]", item
 
 
-def locate(address: int, bound: dict[str, Any]) -> tuple[str, str, int] | None:
-    """(argument, where, offset) of the tensor argument nearest to `address`:
-    where is "inside" (offset: bytes into it), "past the end" or "before the start"
-    (offset: bytes beyond it, 0 for the first byte outside); None when the call has
-    no tensor with memory (or the tensors are not torch's: nothing to measure), and
-    for an address in the first NULL_PAGE_BYTES (a null pointer) or farther than
-    FARTHEST_BYTES from every tensor (a wild pointer)."""
-    if address < NULL_PAGE_BYTES:  # a null pointer plus an offset: no tensor's
-        return None
-    best: tuple[int, str, str, int] | None = None
+def _extents(bound: dict[str, Any]):
+    """(label, start, end) of the memory of every CPU tensor argument with bytes."""
     for label, t in _tensors(bound):
         try:
             if t.device.type != "cpu" or t.is_meta:
@@ -62,16 +54,46 @@ def locate(address: int, bound: dict[str, Any]) -> tuple[str, str, int] | None:
             lo, hi = _extent(t)
         except (RuntimeError, NotImplementedError):  # a tensor without storage
             continue
-        if hi == lo:
-            continue
+        if hi > lo:  # an empty tensor's pointer holds nothing of it
+            yield label, lo, hi
+
+
+def relative(address: int, extents) -> list[tuple[str, str, int]]:
+    """(label, where, offset) of `address` against each (label, start, end) of
+    `extents`, nearest first: where is "inside" (offset: bytes into it), "past the
+    end" or "before the start" (offset: bytes beyond it, 0 for the first byte
+    outside on either side)."""
+    found = []
+    for label, lo, hi in extents:
         if lo <= address < hi:
-            return label, "inside", address - lo
-        where, offset = ("past the end", address - hi) if address >= hi else ("before the start", lo - 1 - address)
-        if best is None or offset < best[0]:
-            best = (offset, label, where, offset)
-    if best is None or best[0] > FARTHEST_BYTES:  # a wild pointer, not an overrun of any argument
+            found.append((-1, label, "inside", address - lo))
+        elif address >= hi:
+            found.append((address - hi, label, "past the end", address - hi))
+        else:
+            found.append((lo - 1 - address, label, "before the start", lo - 1 - address))
+    found.sort(key=lambda f: f[0])
+    return [f[1:] for f in found]
+
+
+def locate_in(address: int, extents) -> tuple[str, str, int] | None:
+    """(label, where, offset) of the extent ((label, start, end)) holding `address`
+    or nearest to it, as `relative` gives it; None when there is no extent, and for
+    an address in the first NULL_PAGE_BYTES (a null pointer) or farther than
+    FARTHEST_BYTES from every extent (a wild pointer)."""
+    if address < NULL_PAGE_BYTES:  # a null pointer plus an offset: no tensor's
         return None
-    return best[1], best[2], best[3]
+    found = relative(address, extents)
+    if not found or found[0][2] > FARTHEST_BYTES and found[0][1] != "inside":  # a wild pointer
+        return None
+    return found[0]
+
+
+def locate(address: int, bound: dict[str, Any]) -> tuple[str, str, int] | None:
+    """(argument, where, offset) of the tensor argument nearest to `address` (see
+    locate_in; list items labelled name[i]); None when the call has no tensor with
+    memory (or the tensors are not torch's: nothing to measure), for a null pointer
+    and for a wild pointer."""
+    return locate_in(address, _extents(bound))
 
 
 class MemoryMayBeCorruptWarning(RuntimeWarning):

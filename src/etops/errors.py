@@ -157,15 +157,17 @@ class KernelCrashed(KernelError):
     faulting address, in-process only); ``memory_may_be_corrupt`` (an in-process
     fault on a write, or of unknown direction: what the kernel wrote before it is
     unchecked; a guarded call finds it); ``log`` (what the kernel logged, or the
-    last lines the guard child wrote to stderr)."""
+    last lines the guard child wrote to stderr); ``detail`` (what else the message
+    says: where a guarded call's fault lies relative to every tensor argument when
+    no guard region explains it, or "")."""
 
     def __init__(self, op: str, signal: str, argument: str | None = None, access: str | None = None,
                  where: str | None = None, offset: int | None = None, log: str = "", address: int | None = None,
-                 reason: str = "", memory_may_be_corrupt: bool = False):
+                 reason: str = "", memory_may_be_corrupt: bool = False, detail: str = ""):
         super().__init__(op, 0x1002, "Crashed", log)
         self.signal, self.argument, self.access = signal, argument, access
         self.where, self.offset, self.address, self.reason = where, offset, address, reason
-        self.memory_may_be_corrupt = memory_may_be_corrupt
+        self.memory_may_be_corrupt, self.detail = memory_may_be_corrupt, detail
         if not signal:  # no signal: etops' canary bytes around a probed tensor caught the write
             head = f"ExecuTorch kernel {op} wrote outside its memory, stopped by etops before it corrupted anything"
         elif argument is not None or address is not None:
@@ -184,6 +186,8 @@ class KernelCrashed(KernelError):
         elif address is not None and signal in ("SIGSEGV", "SIGBUS"):
             message += f": {access or 'access'} at address {address:#x}, " + (
                 "through a null pointer" if address < 65536 else "in no tensor argument")
+        if detail:
+            message += f"; {detail}"
         if address is not None:
             message += "; the call was abandoned, the process goes on"
         if memory_may_be_corrupt:
@@ -216,7 +220,7 @@ class KernelCrashed(KernelError):
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (type(self), (self.op, self.signal, self.argument, self.access, self.where, self.offset, self.log,
-                             self.address, self.reason, self.memory_may_be_corrupt))
+                             self.address, self.reason, self.memory_may_be_corrupt, self.detail))
 
 
 class DelegateError(KernelError):

@@ -1,11 +1,15 @@
 """Guarded calls: one kernel call in the guard process (a forked child of this
-process that serves guarded calls until one kills it), every tensor argument in memory that ends flush against an inaccessible guard page (then, in a
-second run, starts right after one), every input the schema does not mark mutable
-mapped read-only. A kernel that reads or writes outside its tensors faults at the
-access; the child reports the signal and address, and the call raises
-etops.KernelCrashed naming the kernel, the argument, read or write, and how far
-outside the buffer. A clean call returns what an unguarded call returns, its outs
-copied back into the caller's.
+process that serves guarded calls until one kills it), every tensor argument in
+memory between two inaccessible guard regions (a mebibyte each, or the tensor's size),
+its data flush against the one after it (then, in a second run, starting right
+after the one before it), every input the schema does not mark mutable mapped
+read-only. A kernel that reads or writes outside its tensors faults at the access;
+the child reports the signal and address, and the call raises etops.KernelCrashed
+naming the kernel, the argument, read or write, and how far outside the buffer. A
+fault farther than a page from any buffer's data is placed by an attribution run
+(attribute.py: the call again, guard regions reaching twice past the fault), or
+else given relative to every tensor argument. A clean call returns what an
+unguarded call returns, its outs copied back into the caller's.
 
     etops.guard.call(reg.aten.add.out, a, b, out=c)
     etops.guard.call("aten::add.out", a, b)
@@ -19,9 +23,10 @@ torch single-threaded; a call it does not answer in time (set_timeout), or durin
 which it stops using CPU time, raises etops.GuardTimeout, and Ctrl-C during a call
 raises KeyboardInterrupt: either way the guard process is killed, never orphaned.
 
-Files: call.py (the call: outs, fault to argument, results back), server.py (the
-guard process's lifetime), child.py (what the guard process runs), buffers.py
-(guarded memory), wire.py (what crosses the pipes), hooks.py (other tools' calls).
+Files: call.py (the call: outs, results back), attribute.py (a fault to its
+argument, attribution runs), server.py (the guard process's lifetime), child.py
+(what the guard process runs), buffers.py (guarded memory), wire.py (what crosses
+the pipes), hooks.py (other tools' calls).
 
 Extension: imports the core only (the registry, the kernel's info, errors).
 """

@@ -1,11 +1,14 @@
-"""Tensors whose memory ends flush against an inaccessible guard page (or starts
-right after one), for one guarded call in a child process (etops.guard).
+"""Tensors in memory between two inaccessible guard regions, for one guarded call
+in a child process (etops.guard).
 
-A GuardedBuffer is one anonymous mapping: the data pages, and a PROT_NONE page
-after them (side "after": the data ends where the guard page starts) or before them
-(side "before": the data starts where the guard page ends). An input the kernel
-must not write is made read-only once filled. Imports the standard library and
-torch only.
+A GuardedBuffer is one anonymous mapping: a PROT_NONE guard region, the data pages,
+another PROT_NONE guard region. The data ends flush against the region after it
+(side "after") or starts right after the region before it (side "before"). Each
+region is `reach` bytes (by default DEFAULT_REACH or the tensor's own size if
+larger), reserved without backing memory, so that an access that far outside the
+tensor faults in its own buffer's region, never in a neighbour's memory. An input
+the kernel must not write is made read-only once filled. Imports the standard
+library and torch only.
 """
 
 from __future__ import annotations
@@ -16,9 +19,21 @@ import mmap
 import torch
 
 PAGE = mmap.PAGESIZE
+#: the bytes of each guard region by default: a mebibyte (a quarter of a million
+#: floats; address space only, it costs what a page costs) or the tensor's own size
+#: when larger; farther accesses are placed by an attribution run
+DEFAULT_REACH = 1 << 20
+#: the largest guard region an attribution run reserves (address space only)
+MAX_REACH = 1 << 32
+_MAP_NORESERVE = getattr(mmap, "MAP_NORESERVE", 0x4000)  # Linux's value where Python does not name it
+_FLAGS = mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | _MAP_NORESERVE
 _libc = ctypes.CDLL(None, use_errno=True)
 _libc.mprotect.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
-_PROT_NONE, _PROT_READ = 0, 1
+_libc.mmap.restype = ctypes.c_void_p
+_libc.mmap.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long)
+_libc.munmap.argtypes = (ctypes.c_void_p, ctypes.c_size_t)
+_PROT_NONE, _PROT_READ, _PROT_READ_WRITE = 0, 1, 3
+_MAP_FAILED = ctypes.c_void_p(-1).value
 
 
 def _protect(address: int, length: int, prot: int) -> None:
@@ -26,33 +41,61 @@ def _protect(address: int, length: int, prot: int) -> None:
         raise OSError(ctypes.get_errno(), f"mprotect({address:#x}, {length}) failed")
 
 
-class GuardedBuffer:
-    """`nbytes` of memory against a guard page on `side` ("after" or "before")."""
+class _Mapping:
+    """One anonymous mapping, unmapped when the last object holding it goes (the
+    buffer, and the ctypes array every tensor over it holds)."""
 
-    def __init__(self, nbytes: int, side: str):
+    __slots__ = ("start", "length")
+
+    def __init__(self, length: int):
+        start = _libc.mmap(None, length, _PROT_NONE, _FLAGS, -1, 0)
+        if start is None or start == _MAP_FAILED:
+            raise OSError(ctypes.get_errno(), f"mmap of {length} bytes failed")
+        self.start, self.length = start, length
+
+    def __del__(self):
+        _libc.munmap(self.start, self.length)
+
+
+def pages(nbytes: int) -> int:
+    """`nbytes` rounded up to whole pages."""
+    return -(-nbytes // PAGE) * PAGE
+
+
+class GuardedBuffer:
+    """`nbytes` of memory between two guard regions of `reach` bytes (None: the
+    default; smaller when an address-space limit leaves less), flush against the
+    one on `side` ("after" or "before")."""
+
+    def __init__(self, nbytes: int, side: str, reach: int | None = None):
         if side not in ("after", "before"):
             raise ValueError(f"GuardedBuffer: argument 'side' must be 'after' or 'before', got {side!r}")
         self.nbytes, self.side = nbytes, side
-        data_pages = max(1, -(-nbytes // PAGE))
-        self._map = mmap.mmap(-1, (data_pages + 1) * PAGE, prot=mmap.PROT_READ | mmap.PROT_WRITE)
-        base = ctypes.addressof(ctypes.c_char.from_buffer(self._map))
-        if side == "after":
-            self.guard_start = base + data_pages * PAGE
-            self.offset = data_pages * PAGE - nbytes
-        else:
-            self.guard_start = base
-            self.offset = PAGE
-        self.guard_end = self.guard_start + PAGE
-        self.data_start = base + self.offset
+        data_len = max(PAGE, pages(nbytes))
+        self.reach = pages(min(MAX_REACH, max(reach or DEFAULT_REACH, nbytes, PAGE)))
+        # all of it PROT_NONE (address space only), then the data pages made
+        # accessible: one mmap and one mprotect, as many calls as a single guard page
+        while True:
+            try:
+                mapping = _Mapping(data_len + 2 * self.reach)
+                break
+            except OSError:  # an address-space limit (RLIMIT_AS): regions as large as it allows
+                if self.reach <= PAGE:
+                    raise
+                self.reach = pages(self.reach // 2)
+        self.map_start, self.map_end = mapping.start, mapping.start + mapping.length
+        self._array = (ctypes.c_char * mapping.length).from_address(mapping.start)
+        self._array.mapping = mapping  # type: ignore[attr-defined]  # torch.frombuffer holds the array, the array the mapping
+        self._data_pages_start, self._data_pages_len = self.map_start + self.reach, data_len
+        self.offset = self.reach + (data_len - nbytes if side == "after" else 0)
+        self.data_start = self.map_start + self.offset
         self.data_end = self.data_start + nbytes
-        self._data_pages_start = base + (0 if side == "after" else PAGE)
-        self._data_pages_len = data_pages * PAGE
-        _protect(self.guard_start, PAGE, _PROT_NONE)
+        _protect(self._data_pages_start, data_len, _PROT_READ_WRITE)
 
     def tensor_like(self, value: torch.Tensor) -> torch.Tensor:
         """A contiguous tensor over this buffer holding `value`'s values."""
         # count >= 1 so an empty tensor's data pointer is still the guarded address
-        flat = torch.frombuffer(self._map, dtype=torch.uint8, count=max(self.nbytes, 1), offset=self.offset)
+        flat = torch.frombuffer(self._array, dtype=torch.uint8, count=max(self.nbytes, 1), offset=self.offset)
         t = flat[: self.nbytes].view(value.dtype).view(value.shape)
         t.copy_(value)
         return t
@@ -60,14 +103,7 @@ class GuardedBuffer:
     def make_read_only(self) -> None:
         _protect(self._data_pages_start, self._data_pages_len, _PROT_READ)
 
-    def hit(self, address: int):
-        """(where, offset) when `address` is in this buffer's guard page or data:
-        "past the end" / "before the start" with the bytes beyond the data, or
-        "inside" with the offset into it; None otherwise."""
-        if self.guard_start <= address < self.guard_end:
-            if self.side == "after":
-                return "past the end", address - self.data_end
-            return "before the start", self.data_start - address
-        if self.data_start <= address < self.data_end:
-            return "inside", address - self.data_start
-        return None
+    def record(self, label: str) -> tuple:
+        """What the caller needs to map a fault back to this buffer: (label,
+        map_start, map_end, data_start, data_end, reach)."""
+        return (label, self.map_start, self.map_end, self.data_start, self.data_end, self.reach)

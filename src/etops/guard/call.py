@@ -1,18 +1,16 @@
 """etops.guard.call: bind the call, size its outs here, run it in the guard process
-(etops/guard/server.py), map a fault back to the argument, copy the outs back."""
+(etops/guard/server.py), map a fault back to the argument (attribute.py), copy the
+outs back."""
 
 from __future__ import annotations
 
-import os
-import signal as signals
 from typing import Any
 
 import torch
 
-from ..errors import KernelCrashed
 from ..out_shapes import allocate, as_torch, outs_as_result
 from ..registry import registry
-from . import server
+from . import attribute, server
 
 
 def call(op: Any, *args: Any, **kwargs: Any) -> Any:
@@ -55,40 +53,14 @@ def _sized_outs(info, bound: dict) -> dict:
 
 def _run(kernel, info, bound: dict):
     """The guard process's ("ok", written, mutated, returned) for this call, or its
-    exception raised here; KernelCrashed when it died (mapped with the layout of
-    the run that died)."""
+    exception raised here; KernelCrashed when it died (attribute.crash: the
+    argument the fault belongs to)."""
     payload = server.run(kernel, info, bound)
     if isinstance(payload, server.Died):
-        raise _crash(info.name, payload.status, payload.fault, payload.layout, payload.log)
+        raise attribute.crash(kernel, info, bound, payload)
     if payload[0] == "raised":
         raise payload[1]
     return payload
-
-
-def _crash(op: str, status: int, fault, layout, log: str) -> KernelCrashed:
-    """KernelCrashed for a child that died: the argument and access a fault record
-    points at, or the signal and the child's last log lines."""
-    if fault is not None:
-        signo, is_write, _code, address = fault
-        name = _signal_name(signo)
-        access = None if is_write < 0 else ("write" if is_write else "read")
-        for label, guard_start, guard_end, data_start, data_end, side in layout:
-            if guard_start <= address < guard_end:
-                where = "past the end" if side == "after" else "before the start"
-                offset = address - data_end if side == "after" else data_start - address
-                return KernelCrashed(op, name, label, access, where, offset, log)
-            if data_start <= address < data_end:
-                return KernelCrashed(op, name, label, access or "write", "inside a read-only input", address - data_start, log)
-        return KernelCrashed(op, name, None, access, None, None, log)
-    signo = -status if os.WIFSIGNALED(status) is False else os.WTERMSIG(status)
-    return KernelCrashed(op, _signal_name(signo) if signo > 0 else f"exit status {os.WEXITSTATUS(status)}", log=log)
-
-
-def _signal_name(signo: int) -> str:
-    try:
-        return signals.Signals(signo).name
-    except ValueError:
-        return f"signal {signo}"
 
 
 def _deliver(info, bound: dict, outs: dict, payload):

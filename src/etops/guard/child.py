@@ -4,8 +4,9 @@ guarded memory, runs the call once per guard side, and sends the outcome.
 The guard process is a fork of the caller (etops/guard/server.py). Its first call
 comes from its own memory (the fork's copy of the caller's arguments); the next
 ones arrive over the request pipe. Before each run it sends the run's layout
-(where each argument's guard page lies), so that when a fault kills it the caller
-can map the address back to the argument."""
+(where each argument's buffer and guard regions lie), so that when a fault kills it
+the caller can map the address back to the argument. A request may ask for guard
+regions of a given reach (an attribution run, etops/guard/attribute.py)."""
 
 from __future__ import annotations
 
@@ -29,16 +30,16 @@ def arguments(info):
     return [(e.name, e.kind, e.flags) for e in info._require_plan().args if e.kind != K_RETURN_SLOT]
 
 
-def _guarded(value, label, writable, side, placed):
+def _guarded(value, label, writable, side, placed, reach):
     """`value` with every tensor in it copied into guarded memory (recorded in `placed`)."""
     if isinstance(value, (list, tuple)):
-        return [None if v is None else _guarded(v, f"{label}[{i}]", writable, side, placed) for i, v in enumerate(value)]
+        return [None if v is None else _guarded(v, f"{label}[{i}]", writable, side, placed, reach) for i, v in enumerate(value)]
     t = as_torch(value)
     if not isinstance(t, torch.Tensor) or t.device.type != "cpu":
         return value  # not a CPU tensor: the call path refuses it, naming the argument
     if t.layout == torch.strided and not dense_layout(t):
         t = t.contiguous()  # as the unguarded call path gives it to the kernel
-    buffer = GuardedBuffer(t.numel() * t.element_size(), side)
+    buffer = GuardedBuffer(t.numel() * t.element_size(), side, reach)
     guarded = buffer.tensor_like(t)
     placed.append((label, buffer, writable))
     return guarded
@@ -65,8 +66,9 @@ def _returned(result, call_args, info):
     return one(result)
 
 
-def run_guarded(kernel, info, bound: dict, report_fd: int):
-    """The call on `bound` once per guard side, every tensor against a guard page,
+def run_guarded(kernel, info, bound: dict, report_fd: int, reach: int | None = None):
+    """The call on `bound` once per guard side, every tensor between guard regions
+    of `reach` bytes (None: buffers.py's default),
     the inputs not marked mutable read-only: ("ok", written outs, mutated arguments,
     the result) of the last run, or ("raised", exception)."""
     try:
@@ -76,9 +78,9 @@ def run_guarded(kernel, info, bound: dict, report_fd: int):
             for name, kind, flags in arguments(info):
                 value = bound.get(name)
                 if kind in (K_TENSOR, K_TENSOR_LIST, K_OPT_TENSOR_LIST) and value is not None:
-                    value = _guarded(value, name, bool(flags & (F_OUT | F_MUTABLE)), side, placed)
+                    value = _guarded(value, name, bool(flags & (F_OUT | F_MUTABLE)), side, placed, reach)
                 call_args[name] = value
-            layout = [(label, b.guard_start, b.guard_end, b.data_start, b.data_end, b.side) for label, b, _w in placed]
+            layout = [b.record(label) for label, b, _w in placed]
             write_all(report_fd, frame(b"L", pickle.dumps(layout)))
             for _label, buffer, writable in placed:
                 if not writable:
@@ -102,25 +104,25 @@ def _send_outcome(report_fd: int, payload) -> None:
 
 def serve(kernels: dict, first, request_fd: int, report_fd: int, preserve_layouts: bool) -> None:
     """The guard process's loop: install the fault reporter, run `first`
-    ((kernel, info, bound)), then each request (kernel id, bound arguments, layout
-    mode) from `request_fd` with the kernels of `kernels` (id -> kernel object),
+    ((kernel, info, bound, reach)), then each request (kernel id, bound arguments,
+    layout mode, reach) from `request_fd` with the kernels of `kernels` (id -> kernel object),
     until the caller closes the pipe. Never returns."""
     try:
         # torch single-threaded: the caller's OpenMP thread team did not survive the
         # fork, and libgomp would wait for it forever (a copy of 40k elements does)
         torch.set_num_threads(1)
         _native.guard_signals(report_fd)
-        kernel, info, bound = first
+        kernel, info, bound, reach = first
         while True:
             _native.set_layout_preserve(preserve_layouts)
-            _send_outcome(report_fd, run_guarded(kernel, info, bound, report_fd))
+            _send_outcome(report_fd, run_guarded(kernel, info, bound, report_fd, reach))
             del kernel, info, bound
             if read_exact(request_fd, 1) != b"C":
                 break
             body = read_frame_body(request_fd)
             if body is None:
                 break
-            kernel_id, bound, preserve_layouts = pickle.loads(body)
+            kernel_id, bound, preserve_layouts, reach = pickle.loads(body)
             kernel = kernels[kernel_id]
             info = kernel._info
     finally:

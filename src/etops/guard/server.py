@@ -97,7 +97,7 @@ class Died(NamedTuple):
 class GuardProcess:
     """One guard process: its pid, pipes, log file and the kernels it knows."""
 
-    def __init__(self, kernel, info, bound: dict):
+    def __init__(self, kernel, info, bound: dict, reach: int | None = None):
         self.generation = _native.registry_generation()
         self.kernels = {id(k): k for k in registry().loaded_kernels()}
         self.kernels[id(kernel)] = kernel  # held here: the ids stay those of the child's objects
@@ -110,7 +110,7 @@ class GuardProcess:
             os.close(self.request_w)
             os.close(self.report_r)
             os.dup2(self.log.fileno(), 2)
-            serve(self.kernels, (kernel, info, bound), request_r, report_w, preserve)
+            serve(self.kernels, (kernel, info, bound, reach), request_r, report_w, preserve)
         try:
             self.owner = os.getpid()
             os.close(request_r)
@@ -128,11 +128,11 @@ class GuardProcess:
         and the kernel object existed there."""
         return self.kernels.get(id(kernel)) is kernel and _native.registry_generation() == self.generation
 
-    def request(self, kernel, bound: dict) -> bool:
-        """Sends one call; False (nothing sent) when its arguments do not pickle or
+    def request(self, kernel, bound: dict, reach: int | None = None) -> bool:
+        """Sends one call (guard regions of `reach` bytes, None: the default); False (nothing sent) when its arguments do not pickle or
         the guard process is gone."""
         try:
-            body = dumps((id(kernel), bound, layout_is_preserved()))
+            body = dumps((id(kernel), bound, layout_is_preserved(), reach))
         except Exception:  # noqa: BLE001 - a value that only a fork can carry
             return False
         self.log_start = os.lseek(self.log.fileno(), 0, os.SEEK_END)
@@ -220,8 +220,9 @@ _lock = threading.Lock()
 _current: GuardProcess | None = None
 
 
-def run(kernel, info, bound: dict):
-    """The outcome of one guarded call (child.run_guarded's, or Died), through this
+def run(kernel, info, bound: dict, reach: int | None = None):
+    """The outcome of one guarded call (child.run_guarded's, or Died; its tensors
+    between guard regions of `reach` bytes, None: the default), through this
     process's guard process (forked here when needed). Raises GuardTimeout when it
     does not answer in time; whatever interrupts the call kills it first."""
     global _current
@@ -231,11 +232,11 @@ def run(kernel, info, bound: dict):
         # while the call is in flight: an interrupted one leaves the pipes out of step
         process, _current = _current, None
         try:
-            if process is None or not process.knows(kernel) or not process.request(kernel, bound):
+            if process is None or not process.knows(kernel) or not process.request(kernel, bound, reach):
                 if process is not None:
                     old, process = process, None
                     old.close()
-                process = GuardProcess(kernel, info, bound)
+                process = GuardProcess(kernel, info, bound, reach)
             outcome = process.outcome(deadline)
         except _TimedOut as timed_out:
             if process is not None:
