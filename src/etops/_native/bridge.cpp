@@ -292,23 +292,29 @@ void log_line(CallState& c, const char* text) {
 // returned, true when a synchronous fault (SIGSEGV, SIGBUS, SIGFPE, SIGILL) on this
 // thread abandoned its frames and jumped back here, `*fault` saying what it was.
 // Not inlined: the frame that calls sigsetjmp must stay small and outlive the body.
+// `pool_inline`: the body's parallel regions run on this thread (NoThreadPoolGuard,
+// etf_pool_flag) for the call, so that no pool lock is held when it faults.
 template <typename Body>
-__attribute__((noinline)) bool faulted(Body& body, etf_fault* fault) {
+__attribute__((noinline)) bool faulted(Body& body, etf_fault* fault, bool pool_inline) {
   etf_trap** slot = etf_thread_trap();
   if (slot == nullptr) {  // no slot for this thread (the table is full): untrapped
     body();
     return false;
   }
+  volatile bool* const inline_flag = pool_inline ? etf_pool_flag(slot) : nullptr;
+  if (inline_flag != nullptr) *inline_flag = true;
   etf_trap trap;
   trap.outer = *slot;
   if (sigsetjmp(trap.env, 0) != 0) {  // the handler popped the trap before jumping
     asm volatile("" ::: "memory");  // the handler wrote trap.fault: read it from memory
     *fault = trap.fault;
+    if (inline_flag != nullptr) *inline_flag = false;
     return true;
   }
   *slot = &trap;
   body();
   *slot = trap.outer;
+  if (inline_flag != nullptr) *inline_flag = false;
   return false;
 }
 
@@ -319,7 +325,7 @@ __attribute__((noinline)) bool faulted(Body& body, etf_fault* fault) {
 // when it faulted (c.fault says how; the kernel's frames were abandoned, nothing
 // else); else the Error as the bridge's status.
 template <typename Body>
-int run_unwinding(CallState& c, Body&& body) {
+int run_unwinding(CallState& c, Body&& body, bool pool_inline = false) {
   et::Error err = et::Error::Internal;
   bool threw = false;
   c.in_call = true;
@@ -338,7 +344,7 @@ int run_unwinding(CallState& c, Body&& body) {
       log_line(c, "the kernel threw a C++ exception of an unknown type");
     }
   };
-  bool crashed = faulted(guarded, &c.fault);
+  bool crashed = faulted(guarded, &c.fault, pool_inline);
   c.in_call = false;
   if (crashed) return ETB_ERR_CRASHED;
   if (c.aborted) return ETB_ERR_ABORTED;
@@ -411,7 +417,8 @@ struct ListStorage {
 // The body of every call: `run(stack, temp)` is the kernel or the delegate. A
 // template, so that etb_call's kernel call is direct and inlined like the rest.
 template <typename Run>
-int build_stack_and_run(const char* op_name, etb_value* values, int nvalues, bool has_lists, int* logged, Run&& run) {
+int build_stack_and_run(const char* op_name, etb_value* values, int nvalues, int flags, int* logged, Run&& run) {
+  const bool has_lists = (flags & ETB_CALL_HAS_LISTS) != 0;
   // What the slots need, so storage is sized once. A stack of tensors and scalars
   // (has_lists false: a list or string slot is then refused below) has at most
   // nvalues tensors; only one with lists or many slots counts them exactly.
@@ -555,7 +562,8 @@ int build_stack_and_run(const char* op_name, etb_value* values, int nvalues, boo
   }
 
   MallocAllocator temp;
-  int status = end_call(call, outer, run_unwinding(call, [&] { return run(et::Span<EValue*>(stack, static_cast<size_t>(nvalues)), temp); }));
+  int status = end_call(call, outer, run_unwinding(call, [&] { return run(et::Span<EValue*>(stack, static_cast<size_t>(nvalues)), temp); },
+                                                   (flags & ETB_CALL_POOL_INLINE) != 0));
   if (logged != nullptr) *logged = call.log_len > 0;
 
   // Report resized tensors and fresh return values.
@@ -588,15 +596,15 @@ int build_stack_and_run(const char* op_name, etb_value* values, int nvalues, boo
 
 int etops_bridge::call_on_stack(const char* op_name, etb_value* values, int nvalues, StackRunner run,
                                        void* self) {
-  return build_stack_and_run(op_name, values, nvalues, true, nullptr, [&](et::Span<EValue*> stack, et::MemoryAllocator& temp) {
+  return build_stack_and_run(op_name, values, nvalues, ETB_CALL_HAS_LISTS, nullptr, [&](et::Span<EValue*> stack, et::MemoryAllocator& temp) {
     return run(self, stack, temp);
   });
 }
 
 extern "C" {
 
-int etb_call(etb_kernel_fn fn, const char* op_name, etb_value* values, int nvalues, int has_lists, int* logged) {
-  return build_stack_and_run(op_name, values, nvalues, has_lists != 0, logged, [fn](et::Span<EValue*> stack, et::MemoryAllocator& temp) {
+int etb_call(etb_kernel_fn fn, const char* op_name, etb_value* values, int nvalues, int flags, int* logged) {
+  return build_stack_and_run(op_name, values, nvalues, flags, logged, [fn](et::Span<EValue*> stack, et::MemoryAllocator& temp) {
     et::KernelRuntimeContext ctx(nullptr, &temp);
     reinterpret_cast<et::OpFunction>(fn)(ctx, stack);
     return ctx.failure_state();

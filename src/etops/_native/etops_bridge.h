@@ -182,10 +182,14 @@ int etb_make_key(int ntensors, const int8_t* dtypes, const uint8_t* ndims,
  * (and `resized` set) and fresh return slots their value. `op_name` is remembered
  * while the kernel runs, for the abort notice; what the kernel logs is kept for
  * etb_last_call_log, and *logged (when the kernel ran) says whether it logged
- * anything (0: etb_last_call_log() is ""). `has_lists` 0 says no slot is a string
- * or a list (the stack is then built without counting its slots; such a slot is
- * refused with InvalidType). Never aborts on slots the caller validated. */
-int etb_call(etb_kernel_fn fn, const char* op_name, etb_value* values, int nvalues, int has_lists, int* logged);
+ * anything (0: etb_last_call_log() is ""). `flags`: ETB_CALL_HAS_LISTS unless no
+ * slot is a string or a list (the stack is then built without counting its slots;
+ * such a slot is refused with InvalidType); ETB_CALL_POOL_INLINE runs the kernel's
+ * parallel regions on this thread (a small call: a fault in it is then always
+ * trapped, fault_trap.h). Never aborts on slots the caller validated. */
+#define ETB_CALL_HAS_LISTS 1
+#define ETB_CALL_POOL_INLINE 2
+int etb_call(etb_kernel_fn fn, const char* op_name, etb_value* values, int nvalues, int flags, int* logged);
 
 /* Name of an ExecuTorch Error code ("Ok", "InvalidArgument", ..., "Unknown"): a
  * static string. */

@@ -22,6 +22,7 @@
 #include "fault_trap.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <dlfcn.h>
 #include <execinfo.h>
 #include <link.h>
@@ -40,6 +41,9 @@ typedef struct {
   volatile int used;
   pthread_t owner;
   etf_trap* volatile trap;
+  /* this thread's NoThreadPoolGuard flag (ExecuTorch's thread-local, its address
+   * asked once per thread), or NULL without the threadpool library */
+  volatile _Bool* pool_inline;
 } TrapSlot;
 static TrapSlot trap_slots[TRAP_SLOTS];
 
@@ -66,14 +70,13 @@ static uintptr_t pool_text_lo, pool_text_hi;
  * same library, runs small ranges inline and holds nothing). */
 #define POOL_RUN_SYMBOL "_ZN10executorch9extension10threadpool10ThreadPool3runENS_7runtime11FunctionRefIFvmEEEm"
 
-#define POOL_GUARD_SET_SYMBOL "_ZN10executorch9extension10threadpool17NoThreadPoolGuard11set_enabledEb"
-#define POOL_GUARD_IS_SYMBOL "_ZN10executorch9extension10threadpool17NoThreadPoolGuard10is_enabledEv"
-static void (*pool_guard_set)(_Bool);
-static _Bool (*pool_guard_is)(void);
+/* ExecuTorch's NoThreadPoolGuard state, a thread-local bool: dlsym gives the calling
+ * thread's instance, so each thread asks once (first_trap_of_thread) and then
+ * stores to it directly (two calls through the library cost more than a small
+ * kernel's call overhead). */
+#define POOL_GUARD_FLAG_SYMBOL "_ZN10executorch9extension10threadpool25NoThreadPoolGuard_enabledE"
 
 static void find_pool_run(void) {
-  pool_guard_set = (void (*)(_Bool))dlsym(RTLD_DEFAULT, POOL_GUARD_SET_SYMBOL);
-  pool_guard_is = (_Bool (*)(void))dlsym(RTLD_DEFAULT, POOL_GUARD_IS_SYMBOL);
   void* run = dlsym(RTLD_DEFAULT, POOL_RUN_SYMBOL);
   Dl_info info;
   const ElfW(Sym)* sym = NULL;
@@ -151,11 +154,10 @@ static void describe(int signo, const siginfo_t* info, const void* context, etf_
 
 /* Whether the fault happened inside ThreadPool::run holding the pool's lock: a
  * return address on this thread's stack lies in it, and no NoThreadPoolGuard is on. */
-static int in_parallel_region(void) {
+static int in_parallel_region(const TrapSlot* slot) {
   if (pool_text_hi == 0) return 0;
-  /* under NoThreadPoolGuard, ThreadPool::run runs the range inline, holding nothing
-   * (the guard's thread-local was set on this thread: reading it allocates nothing) */
-  if (pool_guard_is != NULL && pool_guard_is()) return 0;
+  /* under NoThreadPoolGuard, ThreadPool::run runs the range inline, holding nothing */
+  if (slot->pool_inline != NULL && *slot->pool_inline) return 0;
   void* frames[128];
   int n = backtrace(frames, 128);
   for (int i = 0; i < n; i++) {
@@ -229,7 +231,7 @@ static void on_fault(int signo, siginfo_t* info, void* context) {
   etf_fault f;
   describe(signo, info, context, &f);
   if (trap != NULL) {
-    if (!in_parallel_region()) {
+    if (!in_parallel_region(slot)) {
       slot->trap = trap->outer; /* popped: a fault from here on is not this call's */
       trap->fault = f;
       siglongjmp(trap->env, 1);
@@ -244,8 +246,8 @@ static void on_fault(int signo, siginfo_t* info, void* context) {
 
 /* ---- installation -------------------------------------------------------------- */
 
-void etf_pool_inline(int on) {
-  if (pool_guard_set != NULL) pool_guard_set(on != 0);
+volatile bool* etf_pool_flag(etf_trap** slot) {
+  return ((TrapSlot*)((char*)slot - offsetof(TrapSlot, trap)))->pool_inline;
 }
 
 static int handed_over; /* etf_hand_over was called: etf_install does nothing */
@@ -331,6 +333,7 @@ static Py_NO_INLINE etf_trap** first_trap_of_thread(void) {
     if (trap_slots[i].used == 0 &&
         __atomic_compare_exchange_n(&trap_slots[i].used, &expected, 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
       trap_slots[i].trap = NULL;
+      trap_slots[i].pool_inline = (volatile _Bool*)dlsym(RTLD_DEFAULT, POOL_GUARD_FLAG_SYMBOL);
       trap_slots[i].owner = pthread_self();
       thread_slot = &trap_slots[i];
       (void)pthread_setspecific(thread_key, give_altstack());

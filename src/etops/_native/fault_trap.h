@@ -14,6 +14,7 @@
 #define ETOPS_FAULT_TRAP_H
 
 #include <setjmp.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #ifdef __cplusplus
@@ -60,13 +61,13 @@ void etf_hand_over(void);
  * etops' probes, judge the kernel's writes). */
 int etf_handed_over(void);
 
-/* Makes this thread's parallel regions run inline (on: ExecuTorch's
- * NoThreadPoolGuard), or go to the pool again (off). A fault inside the pool's
+/* This thread's NoThreadPoolGuard flag (ExecuTorch's: set, its parallel regions
+ * run inline on the calling thread), or NULL without the threadpool library;
+ * `slot` is what etf_thread_trap returned. A fault inside the pool's
  * ThreadPool::run, which holds the pool's lock, cannot be trapped (fault_trap.c):
- * calls of small tensors, which gain nothing from the pool, run inline so that a
- * fault in them is always trapped. No effect while the threadpool library is not
- * loaded. */
-void etf_pool_inline(int on);
+ * calls of small tensors, which gain nothing from the pool, set the flag for the
+ * call so that a fault in them is always trapped. */
+volatile bool* etf_pool_flag(etf_trap** slot);
 
 /* Hides this thread's trap while code runs that must never be jumped out of (a
  * Python kernel called by a kernel): returns it for etf_rearm. */

@@ -395,20 +395,19 @@ static void set_out_dynamism(const KernelObject* k, etb_value* vals, uint8_t dyn
 }
 
 /* Runs `fn` on the slots, without the GIL when the tensors are big; small calls run
- * their parallel regions on this thread (etf_pool_inline: a fault is then always
+ * their parallel regions on this thread (ETB_CALL_POOL_INLINE: a fault is then always
  * trapped; such ranges are one task of the pool anyway). *logged: whether the
  * kernel logged anything. */
 static int run_kernel(KernelObject* k, etb_kernel_fn fn, etb_value* vals, int64_t numel, int* logged) {
   int err;
   if (numel >= GIL_RELEASE_NUMEL) {
     Py_BEGIN_ALLOW_THREADS
-    err = etb_call(fn, k->op_name, vals, k->nslots, k->has_lists, logged);
+    err = etb_call(fn, k->op_name, vals, k->nslots, k->has_lists ? ETB_CALL_HAS_LISTS : 0, logged);
     Py_END_ALLOW_THREADS
   } else {
     /* small: parallel regions inline (no pool lock held), so any fault is trapped */
-    etf_pool_inline(1);
-    err = etb_call(fn, k->op_name, vals, k->nslots, k->has_lists, logged);
-    etf_pool_inline(0);
+    err = etb_call(fn, k->op_name, vals, k->nslots,
+                   (k->has_lists ? ETB_CALL_HAS_LISTS : 0) | ETB_CALL_POOL_INLINE, logged);
   }
   return err;
 }
