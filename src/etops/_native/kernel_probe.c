@@ -31,17 +31,11 @@
 #define GUARD_BYTES (1u << 20)
 #define PROBE_ALIGN 64 /* the tensor's first byte is aligned like an allocator's */
 
-/* [first, end) of the bytes a dense or strided tensor covers. */
+/* [first, first + *nbytes) of the bytes a tensor covers. */
 static void tensor_bytes(const etb_tensor* t, uintptr_t* first, size_t* nbytes) {
-  uint64_t extent = 1;
-  for (int d = 0; d < t->ndim; d++) {
-    if (t->sizes[d] == 0) extent = 0;
-  }
-  if (extent != 0) {
-    for (int d = 0; d < t->ndim; d++) extent += (uint64_t)(t->sizes[d] - 1) * (uint64_t)t->strides[d];
-  }
-  *first = (uintptr_t)t->data;
-  *nbytes = (size_t)(extent * tensor_element_size(t->dtype));
+  uintptr_t end;
+  tensor_byte_range(t, first, &end);
+  *nbytes = (size_t)(end - *first);
 }
 
 static int is_written(const KernelObject* k, const TensorRec* r) {

@@ -2,7 +2,7 @@
  * kernel_specs.c - a delegate's tensor specs: what the tensor of each argument must
  * be (dtype, dim order, sizes when static), read once from Python (parse_specs) and
  * checked in C on every call (matches_specs), with the check that no out shares
- * bytes with an input (byte_range). A call that does not match goes to the slow
+ * bytes with an input (tensor_byte_range). A call that does not match goes to the slow
  * path, which raises the error naming the argument (or accepts an out to resize).
  */
 #include "kernel_internal.h"
@@ -95,8 +95,7 @@ size_t tensor_element_size(int8_t dtype) {
   return ELEMENT_SIZE[dtype];
 }
 
-/* [first, end) bytes a tensor covers. */
-static void byte_range(const etb_tensor* t, uintptr_t* first, uintptr_t* end) {
+void tensor_byte_range(const etb_tensor* t, uintptr_t* first, uintptr_t* end) {
   uint64_t extent = 1;
   for (int d = 0; d < t->ndim; d++) {
     if (t->sizes[d] == 0) extent = 0;
@@ -117,11 +116,11 @@ int matches_specs(const KernelObject* k, const etb_value* vals) {
     if (s->check_sizes && memcmp(t->sizes, s->sizes, sizeof(int32_t) * t->ndim) != 0) return 0;
     if (!(k->args[i].flags & F_OUT)) continue;
     uintptr_t first, end;
-    byte_range(t, &first, &end);
+    tensor_byte_range(t, &first, &end);
     for (int j = 0; j < k->nargs; j++) {
       if (j == i || (k->args[j].flags & F_OUT) || vals[j].tag != ETB_TENSOR) continue;
       uintptr_t other_first, other_end;
-      byte_range(vals[j].u.t, &other_first, &other_end);
+      tensor_byte_range(vals[j].u.t, &other_first, &other_end);
       if (first < other_end && other_first < end) return 0;
     }
   }
