@@ -18,6 +18,7 @@
 #include "etops_bridge.h"
 #include "bridge_internal.hpp"
 #include "fault_trap.h"
+#include "bridge_stack.hpp"
 
 #include <executorch/runtime/core/evalue.h>
 #include <executorch/runtime/core/exec_aten/exec_aten.h>
@@ -42,6 +43,8 @@ namespace et = ::executorch::runtime;
 namespace eta = ::executorch::aten;
 using et::EValue;
 using etops_bridge::MallocAllocator;
+using etops_bridge_stack::ListStorage;
+using etops_bridge_stack::Slots;
 using TensorImpl = ::executorch::runtime::etensor::TensorImpl;
 
 static_assert(sizeof(bool) == 1, "etb bool lists are passed as bytes");
@@ -220,32 +223,6 @@ inline void ensure_pal() {
   if (g_sink != nullptr && pal != nullptr && pal->emit_log_message != emit_log) claim_pal();
 }
 
-// Storage for objects without default constructors, inline up to N, heap beyond.
-template <typename T, size_t N>
-class Slots {
- public:
-  explicit Slots(size_t n) : n_(n) {
-    data_ = n <= N ? reinterpret_cast<T*>(inline_) : static_cast<T*>(::operator new(sizeof(T) * n));
-  }
-  ~Slots() {
-    for (size_t i = 0; i < built_; i++) data_[i].~T();
-    if (n_ > N) ::operator delete(data_);
-  }
-  template <typename... A>
-  T* emplace(A&&... a) {
-    T* p = new (&data_[built_]) T(std::forward<A>(a)...);
-    built_++;
-    return p;
-  }
-  T* raw() { return data_; }
-  size_t size() const { return built_; }
-
- private:
-  alignas(T) unsigned char inline_[sizeof(T) * N];
-  T* data_;
-  size_t n_;
-  size_t built_ = 0;
-};
 
 // A TensorImpl over `t`'s memory and layout, built in place in `impls`.
 TensorImpl* place_impl(Slots<TensorImpl, 16>& impls, etb_tensor* t) {
@@ -383,36 +360,6 @@ inline CallState& this_thread_call() {
   return *c;
 }
 
-// What list and string slots need besides their EValues: the boxed list items,
-// pointers to them (never null: ExecuTorch's list constructors refuse null, even
-// for empty lists), the unwrapped element buffers, and the ArrayRef /
-// BoxedEvalueList objects the EValues point to. Built only for stacks that have
-// such slots, so a call of tensors and scalars pays nothing for it.
-struct ListStorage {
-  ListStorage(size_t n_arrays, size_t n_items)
-      : items(n_items), strings(n_arrays), doubles(n_arrays), bools(n_arrays), int_lists(n_arrays),
-        tensor_lists(n_arrays), opt_lists(n_arrays), int_unwrapped(n_items), tensor_unwrapped(n_items),
-        opt_unwrapped(n_items) {
-    if (n_items > 16) {
-      item_ptrs_heap.resize(n_items);
-      item_ptrs = item_ptrs_heap.data();
-    }
-  }
-  Slots<EValue, 16> items;
-  EValue* item_ptrs_inline[16];
-  std::vector<EValue*> item_ptrs_heap;
-  EValue** item_ptrs = item_ptrs_inline;
-  size_t next_item = 0;  // index into items / item_ptrs
-  Slots<eta::ArrayRef<char>, 4> strings;
-  Slots<eta::ArrayRef<double>, 4> doubles;
-  Slots<eta::ArrayRef<bool>, 4> bools;
-  Slots<et::BoxedEvalueList<int64_t>, 4> int_lists;
-  Slots<et::BoxedEvalueList<eta::Tensor>, 4> tensor_lists;
-  Slots<et::BoxedEvalueList<std::optional<eta::Tensor>>, 4> opt_lists;
-  Slots<int64_t, 16> int_unwrapped;
-  Slots<eta::Tensor, 8> tensor_unwrapped;
-  Slots<std::optional<eta::Tensor>, 8> opt_unwrapped;
-};
 
 // The body of every call: `run(stack, temp)` is the kernel or the delegate. A
 // template, so that etb_call's kernel call is direct and inlined like the rest.

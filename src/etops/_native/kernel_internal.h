@@ -11,6 +11,8 @@
  *   kernel_specs.c    a delegate's tensor specs, checked on every call
  *   kernel_checks.c   torch's refusals that depend on the objects: shared memory, grad
  *   kernel_call.c     the call: bind, convert, run, results, slow-path hand-offs
+ *   kernel_signature.c  a call's argument signature (the hash the rings are keyed by)
+ *   kernel_probe.c    the first call of a signature, its written tensors between guard pages
  *   kernel_alloc.c    the outs of calls without out=: remembered sizes, allocation
  *   kernel_type.c     construction and the Python-visible type
  *
