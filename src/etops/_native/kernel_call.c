@@ -50,9 +50,12 @@ static const char* const SLOW_PATH_METHODS[SLOW_ENTRY_COUNT] = {
 
 /* Calls the slow path's `entry` with the bound arguments (NULL: a missing out). */
 static PyObject* slow_path(KernelObject* k, SlowEntry entry, PyObject* const* bound, PyObject* extra) {
-  /* a handler installed since (faulthandler.enable(), another library) would see
-   * kernel faults first: etops' goes back on top, chaining to it */
-  if (etf_install() != 0) return PyErr_SetFromErrno(PyExc_OSError);
+  /* a handler installed since (another library; faulthandler.enable() is wrapped at
+   * import) would see kernel faults first: etops' goes back on top, chaining to it,
+   * when a call meets a new signature (not on the prechecks every call of a guarded
+   * kernel makes: four sigaction queries each) */
+  if ((entry == SLOW_VALIDATE || entry == SLOW_ALLOCATE_AND_CALL) && etf_install() != 0)
+    return PyErr_SetFromErrno(PyExc_OSError);
   PyObject* values = PyTuple_New(k->nargs);
   if (values == NULL) return NULL;
   for (int i = 0; i < k->nargs; i++) PyTuple_SET_ITEM(values, i, Py_NewRef(bound[i] != NULL ? bound[i] : Py_None));
