@@ -192,3 +192,34 @@ def test_size_one_dim_with_any_stride_is_written_in_place(reg):
     ptr = out.data_ptr()
     reg.aten.add.out(x, x, out=out)
     assert out.data_ptr() == ptr and torch.equal(out, x + x)
+
+
+
+_OUT_AGAINST_A_GUARD_PAGE = """
+import ctypes, mmap, sys, torch, etops
+libc = ctypes.CDLL(None, use_errno=True)
+libc.mmap.restype = ctypes.c_void_p
+libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+libc.mprotect.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+page = mmap.PAGESIZE
+base = libc.mmap(None, 2 * page, mmap.PROT_READ | mmap.PROT_WRITE, mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS, -1, 0)
+assert libc.mprotect(base + page, page, 0) == 0  # PROT_NONE
+dtype = getattr(torch, sys.argv[1])
+size = torch.empty(0, dtype=dtype).element_size()
+memory = torch.frombuffer((ctypes.c_char * page).from_address(base), dtype=torch.uint8)
+out = memory[page - 6 * size:].view(dtype).view(2, 3)  # its last byte is the page's last
+etops.registry().aten.clone.out(torch.ones(2, 3, dtype=dtype), out=out)
+print("ok")
+"""
+
+
+@pytest.mark.parametrize("dtype", ["complex32", "complex64", "float16", "uint16", "bool", "float8_e5m2"])
+def test_first_call_reads_and_writes_only_the_outs_bytes(dtype):
+    """The first call of a signature is probed in etops' memory, the out's bytes copied
+    in and back: exactly its bytes for every dtype, none past its end (an out whose
+    last byte ends a page, the next page PROT_NONE, survives)."""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", _OUT_AGAINST_A_GUARD_PAGE, dtype], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-2000:]

@@ -300,6 +300,8 @@ void clear_allocations(KernelObject* k);
 /* Bytes per element of an ExecuTorch ScalarType (the widest plain size for an
  * unknown one). */
 size_t tensor_element_size(int8_t dtype);
+/* 0 when every dtype tensor.c borrows has its element size here; -1: ImportError set. */
+int check_element_sizes(void);
 /* [first, end) of the bytes a tensor covers by its sizes and (non-negative) strides. */
 void tensor_byte_range(const etb_tensor* t, uintptr_t* first, uintptr_t* end);
 

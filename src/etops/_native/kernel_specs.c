@@ -6,6 +6,7 @@
  * path, which raises the error naming the argument (or accepts an out to resize).
  */
 #include "kernel_internal.h"
+#include "tensor_inline.h"
 
 #include <string.h>
 
@@ -64,9 +65,10 @@ fail:
   return -1;
 }
 
-/* Bytes per element of each ExecuTorch ScalarType etops borrows (tensor.c); the
- * others (quantized, bit-packed) never reach a call, ELEMENT_SIZE_UNKNOWN covers them
- * with the widest plain size so an overlap check errs towards "may overlap". */
+/* Bytes per element of each ExecuTorch ScalarType etops borrows (tensor.c), checked
+ * against that map at import (check_element_sizes): a probe copies exactly these
+ * bytes. The others (quantized, bit-packed) never reach a call; ELEMENT_SIZE_UNKNOWN
+ * covers them with the widest plain size so an overlap check errs towards "may overlap". */
 #define ELEMENT_SIZE_UNKNOWN 8
 static const uint8_t ELEMENT_SIZE[ETB_DTYPE_COUNT] = {
     [ETB_DTYPE_BYTE] = 1,
@@ -77,6 +79,7 @@ static const uint8_t ELEMENT_SIZE[ETB_DTYPE_COUNT] = {
     [ETB_DTYPE_HALF] = 2,
     [ETB_DTYPE_FLOAT] = 4,
     [ETB_DTYPE_DOUBLE] = 8,
+    [ETB_DTYPE_COMPLEX_HALF] = 4,
     [ETB_DTYPE_COMPLEX_FLOAT] = 8,
     [ETB_DTYPE_COMPLEX_DOUBLE] = 16,
     [ETB_DTYPE_BOOL] = 1,
@@ -93,6 +96,19 @@ static const uint8_t ELEMENT_SIZE[ETB_DTYPE_COUNT] = {
 size_t tensor_element_size(int8_t dtype) {
   if (dtype < 0 || dtype >= ETB_DTYPE_COUNT || ELEMENT_SIZE[dtype] == 0) return ELEMENT_SIZE_UNKNOWN;
   return ELEMENT_SIZE[dtype];
+}
+
+int check_element_sizes(void) {
+  for (int code = 0; code <= kDLBool; code++) {
+    for (int b = 0; b < 5; b++) {
+      int dtype = ETOPS_DTYPE_BY_CODE_BITS[code][b];
+      if (dtype >= 0 && ELEMENT_SIZE[dtype] != (1u << b)) {
+        PyErr_Format(PyExc_ImportError, "etops internal: ScalarType %d has no element size of %u bytes", dtype, 1u << b);
+        return -1;
+      }
+    }
+  }
+  return 0;
 }
 
 void tensor_byte_range(const etb_tensor* t, uintptr_t* first, uintptr_t* end) {

@@ -316,6 +316,7 @@ static PyType_Spec kernel_spec = {
 };
 
 int etops_kernel_type_init(PyObject* module, etops_state* st) {
+  if (check_element_sizes() < 0) return -1;
   st->kernel_type = PyType_FromModuleAndSpec(module, &kernel_spec, NULL);
   if (st->kernel_type == NULL) return -1;
   return PyModule_AddObjectRef(module, "Kernel", st->kernel_type);
