@@ -1,5 +1,7 @@
-"""Shared fixtures: the process-wide registry and a fixed seed. Fresh-interpreter
-helpers are in fresh_python.py."""
+"""Shared fixtures: the process-wide registry, a fixed seed, the user's schemas
+restored, and the guard that every test module leaves the process-wide state as it
+found it (state_guard.py). Fresh-interpreter helpers are in fresh_python.py; the
+check files of an ``inprocess`` folder are collected by fresh_checks.py."""
 
 from __future__ import annotations
 
@@ -7,6 +9,9 @@ import pytest
 import torch
 
 import etops
+from etops import schemas
+from fresh_checks import collect_check_file
+from state_guard import process_state, state_changes
 
 
 @pytest.fixture(scope="session")
@@ -17,6 +22,39 @@ def reg():
 @pytest.fixture(autouse=True)
 def _seed():
     torch.manual_seed(0)
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _module_leaves_state_as_found(request):
+    """Fails the module (an error at its last test's teardown) when it changed
+    state the next modules read: a test that changes it must restore it (see
+    `user_schemas`), or tests pass or fail by the order they run in. The check
+    files of an ``inprocess`` folder share their interpreter's state on purpose:
+    they run in one of their own (fresh_checks.py)."""
+    if request.path.parent.name == "inprocess":
+        yield
+        return
+    before = process_state()
+    yield
+    changed = state_changes(before, process_state())
+    if changed:
+        pytest.fail(f"{request.node.nodeid} left process-wide state changed (restore it in a fixture): " + "; ".join(changed),
+                    pytrace=False)
+
+
+@pytest.fixture
+def user_schemas(reg, monkeypatch):
+    """Lets a test give schemas (``etops.set_schema``, ``get_kernel(name, schema=)``):
+    the user's schemas and the registry's cached kernel objects are put back after it."""
+    monkeypatch.setattr(schemas, "_user_schemas", dict(schemas._user_schemas))
+    monkeypatch.setattr(reg, "_kernels", dict(reg._kernels))
+    monkeypatch.setattr(reg, "_namespaces", {})
+
+
+def pytest_collect_file(file_path, parent):
+    """``check_*.py`` files of an ``inprocess`` folder: each test function an item,
+    run in a fresh interpreter (fresh_checks.py)."""
+    return collect_check_file(file_path, parent)
 
 
 def pytest_sessionfinish(session, exitstatus):

@@ -53,21 +53,3 @@ def start_python(code: str) -> Launched:
 def run_python(code: str, timeout: float = 300) -> subprocess.CompletedProcess:
     """Runs `code` in a fresh interpreter and waits for it."""
     return _run(textwrap.dedent(code), timeout)
-
-
-def run_check_files(folder: Path) -> None:
-    """Runs the ``check_*.py`` tests of `folder` with pytest in a fresh interpreter
-    (tests that register, override and deregister kernels in ExecuTorch's
-    process-wide registry, which the other tests expect as the wheel left it), and
-    fails with their output unless they all pass."""
-    env = dict(os.environ)
-    env["PYTHONPATH"] = SRC + os.pathsep + env.get("PYTHONPATH", "")
-    result = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:warnings",
-         "-o", "python_files=check_*.py", str(folder)],
-        capture_output=True, text=True, env=env, cwd=str(Path(__file__).resolve().parent), timeout=900,
-    )
-    summary = result.stdout.strip().splitlines()[-1] if result.stdout.strip() else ""
-    print(result.stdout[-20000:])
-    assert result.returncode == 0, f"{summary}\n{result.stdout[-20000:]}\n{result.stderr[-5000:]}"
-    assert " passed" in summary and "failed" not in summary

@@ -202,7 +202,7 @@ def test_registered_default_overload_name(reg):
     assert k.library.endswith("libexecutorch.so")
 
 
-def test_uncallable_prim_and_user_schema(reg):
+def test_uncallable_prim_and_user_schema(reg, user_schemas):
     name = "executorch_prim::floordiv.int"
     k = reg.get_kernel(name)
     if isinstance(k, etops.UncallableKernel):
@@ -215,7 +215,7 @@ def test_uncallable_prim_and_user_schema(reg):
     assert k(9, 3) == 3
 
 
-def test_user_schema_must_name_the_op(reg):
+def test_user_schema_must_name_the_op(reg, user_schemas):
     with pytest.raises(ValueError):
         etops.set_schema("executorch_prim::mod.int", "executorch_prim::floordiv.int(int a, int b) -> int")
 

@@ -139,7 +139,7 @@ def test_every_pattern_matches_a_registered_kernel_or_a_torch_operator():
             assert hasattr(torch.ops.aten, base) or any(base in k for k in dir(torch.ops.dim_order_ops)), name
 
 
-def test_every_guarded_kernel_is_built_with_the_precheck_flag_and_runs_its_guards(reg):
+def test_every_guarded_kernel_is_built_with_the_precheck_flag_and_runs_its_guards(reg, user_schemas):
     with pytest.raises(ValueError, match="argument 'self' is empty"):
         reg.aten.amax.out(torch.zeros(0, 2), [0], out=torch.zeros(2))
     with pytest.raises(ZeroDivisionError, match="argument 'b'"):
