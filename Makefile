@@ -1,6 +1,7 @@
 # etops: every command sets up what it needs on a fresh machine.
 #   make demo   - venv, install, build, list kernels, run a few against ATen
 #   make test   - the lint step and the test suite (what CI runs)
+#   make browser - Chromium for the HTML report's browser test (it skips without)
 #   make docs   - the documentation site (mkdocs --strict) into build/site
 #   make bench  - the benchmarks (benchmarks/README.md)
 #   make test-compat - etops built and run against the other verified executorch versions
@@ -12,7 +13,7 @@ DEPS   := $(VENV)/.etops-deps
 BUILT  := $(VENV)/.etops-built
 SOURCES := $(wildcard src/etops/*.py src/etops/*/*.py src/etops/*/*/*.py src/etops/_native/*.c src/etops/_native/*.cpp src/etops/_native/*.h) CMakeLists.txt pyproject.toml
 
-.PHONY: demo test bench install clean test-wheel docs lint
+.PHONY: demo test bench install clean test-wheel docs lint browser
 
 $(PY):
 	python3 -m venv $(VENV)
@@ -51,6 +52,14 @@ demo: $(BUILT)
 
 test: lint $(BUILT)
 	$(PY) -m pytest -q tests
+
+# Chromium (Debian's package) for the HTML report's browser test
+# (tests/conformance/test_conformance_html.py skips, saying so, without it): setup
+# belongs here, not in a test. Needs root (or sudo) and apt-get.
+browser:
+	@command -v chromium > /dev/null || { SUDO=$$(command -v sudo || true); \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium > /dev/null; }
+	@command -v chromium
 
 # mypy over src/etops (its configuration is [tool.mypy] in pyproject.toml).
 lint: $(TOOLS)
@@ -100,7 +109,7 @@ conformance-dim-orders: $(BUILT)
 	  $(PY) -m etops.conformance check --isolated --jobs 2 --dim-orders $$mode --report-dir build/dim_orders/$$mode \
 	    --report build/dim_orders/$$mode/report.md --json build/dim_orders/$$mode/report.json || exit 1; done
 
-# Fuzzing (issue 8): the long Hypothesis campaign over every callable kernel, in
+# Fuzzing: the long Hypothesis campaign over every callable kernel, in
 # isolated worker processes, every call guarded (etops.guard.call: a read or write
 # outside a tensor is found at the call; FUZZ_GUARD= runs them unguarded); prints
 # kernels fuzzed, cases run, aborts and memory violations found, and writes
@@ -112,9 +121,9 @@ FUZZ_GUARD ?= --guard
 fuzz: $(BUILT)
 	$(PY) -m etops.fuzz --budget $(FUZZ_BUDGET) --examples $(FUZZ_EXAMPLES) $(FUZZ_GUARD) --report build/fuzz/report.json
 
-# Corruption that shows later (issue 15): one process per callable kernel running a
+# Corruption that shows later: one process per callable kernel running a
 # sequence of valid and adversarial cases under glibc's malloc checking, then every
-# adversarial class of the kernel (issue 33, etops/fuzz/classes.py: integer extremes
+# adversarial class of the kernel (etops/fuzz/classes.py: integer extremes
 # and INT_MIN / -1, zero-size dims, wrong-dtype, too-small and overlapping outs, sizes
 # that overflow; SEQUENCE_CASES=0 runs the classes only); a sequence that dies is
 # bisected to the corrupting call (classified, a Python reproducer), replayed guarded,

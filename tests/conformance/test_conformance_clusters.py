@@ -1,10 +1,10 @@
 """Findings grouped by root cause: the keys, shrinking, the literal reproducers,
 the dim-order axis and the reports leading with the findings, on a few real
-kernels (one `etops check` run in this process, shared by the tests)."""
+kernels (the session's one `etops check` run in this process, conftest.py's
+dim_order_sweep, shared with the HTML report's test)."""
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -15,15 +15,11 @@ import pytest
 import torch
 
 import etops
-from etops.conformance import cli
 from etops.conformance.clusters import KINDS, cluster_key, dtype_class, group, headline, normalized_message, signature
 from etops.conformance.runner import CaseResult
 from etops.conformance.shrink import shrink, shrink_isolated, total_elements
 
 SRC = str(Path(etops.__file__).resolve().parent.parent)
-#: unfold_copy.out: aborts on 0-d inputs (etops' direct calls refuse them); constant_pad_nd.out: silently wrong on
-#: channels-last inputs, refuses negative pads; clone.out: honours channels-last
-KERNELS = ["aten::unfold_copy.out", "aten::constant_pad_nd.out", "aten::clone.out"]
 
 
 def _case(status, message="", dtype="float32", kernel="aten::k.out", **kw):
@@ -36,12 +32,9 @@ def _run_script(path) -> subprocess.CompletedProcess:
 
 
 @pytest.fixture(scope="module")
-def checked(tmp_path_factory):
-    out = tmp_path_factory.mktemp("clusters")
-    argv = ["check", *KERNELS, "--dtype", "float32", "--dim-order-axis", "--no-progress",
-            "--json", str(out / "r.json"), "--report", str(out / "r.md"), "--html", str(out / "r.html")]
-    assert cli.main(argv) == 0
-    return out, json.loads((out / "r.json").read_text())
+def checked(dim_order_sweep):
+    """(the sweep's folder, its JSON report)"""
+    return dim_order_sweep.out, dim_order_sweep.data
 
 
 # ---- keys ------------------------------------------------------------------------
@@ -159,11 +152,11 @@ def test_shrink_search_that_kills_its_process_gives_the_originals_back():
 # ---- the sweep's findings ----------------------------------------------------------
 
 
-def test_json_leads_with_the_findings(checked):
+def test_json_leads_with_the_findings(checked, dim_order_sweep):
     _, data = checked
     keys = list(data)
     assert keys[:3] == ["schema", "headline", "findings"]
-    assert data["headline"].startswith("3 kernels checked, ") and "distinct findings" in data["headline"]
+    assert data["headline"].startswith(f"{len(dim_order_sweep.kernels)} kernels checked, ") and "distinct findings" in data["headline"]
     assert len(data["findings"]) == int(data["headline"].split(", ")[1].split()[0])
     kinds = [f["kind"] for f in data["findings"]]
     assert kinds == sorted(kinds, key=KINDS.index)

@@ -1,10 +1,10 @@
 """The HTML report in a real headless browser (Chromium from Debian's packages):
 a screenshot whose status cells have their status colour, and the DOM after the
-page's script ran (a cell's panel opening with its cases and reproducers).
+page's script ran (a cell's panel opening with its cases and reproducers). The
+report is the session's shared sweep's (conftest.py's dim_order_sweep).
 
-Chromium is installed by .ci/run; when it is missing here the test installs it
-with apt-get, and skips only when that is impossible (not root, no apt-get, or the
-install fails)."""
+The browser is set up outside the tests (`make browser`, which .ci/run runs); the
+tests skip, saying so, when it is absent."""
 
 from __future__ import annotations
 
@@ -15,25 +15,16 @@ import subprocess
 
 import pytest
 
-from etops.conformance import cli
 from etops.conformance.html import STATUS_COLOURS, VERDICT_COLOURS
 
-KERNELS = ["aten::unfold_copy.out", "aten::constant_pad_nd.out", "aten::add.out"]
 WINDOW = "1400,1000"
 
 
-def _chromium() -> str:
+@pytest.fixture(scope="module")
+def chromium() -> str:
     path = shutil.which("chromium")
-    if path is None and hasattr(os, "geteuid") and os.geteuid() == 0 and shutil.which("apt-get"):
-        env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
-        for command in (["apt-get", "install", "-y", "-qq", "chromium"], ["apt-get", "update", "-qq"],
-                        ["apt-get", "install", "-y", "-qq", "chromium"]):
-            subprocess.run(command, env=env, capture_output=True, timeout=1200)
-            path = shutil.which("chromium")
-            if path:
-                break
     if path is None:
-        pytest.skip("chromium is not installed and could not be installed with apt-get")
+        pytest.skip("chromium is not installed: `make browser` installs it (Debian's package; .ci/run does)")
     return path
 
 
@@ -46,14 +37,11 @@ def _browser(chromium, profile, *args) -> subprocess.CompletedProcess:
 
 
 @pytest.fixture(scope="module")
-def page(tmp_path_factory):
-    chromium = _chromium()
-    out = tmp_path_factory.mktemp("html")
-    assert cli.main(["check", *KERNELS, "--dtype", "float32,int64", "--dim-order-axis", "--no-progress",
-                     "--html", str(out / "r.html")]) == 0
-    html = (out / "r.html").read_text()
+def page(chromium, dim_order_sweep, tmp_path_factory):
+    """(the browser, a folder for its profile and screenshots, the report's HTML)"""
+    html = dim_order_sweep.html.read_text()
     assert "http://" not in html and "https://" not in html and "<link" not in html  # self-contained
-    return chromium, out, out / "r.html"
+    return chromium, tmp_path_factory.mktemp("browser"), dim_order_sweep.html
 
 
 def _rgb(hex_colour: str) -> tuple:
