@@ -94,3 +94,21 @@ def test_readme_links_to_pages_that_exist():
     assert len(links) >= 10
     missing = [link for link in links if not (ROOT / link).is_file()]
     assert not missing, missing
+
+
+def test_readme_stays_a_front_page():
+    """The README is the front page (install, test, quick start, one section a
+    feature); detail goes to the manual in docs/."""
+    lines = (ROOT / "README.md").read_text().splitlines()
+    assert len(lines) <= 250, f"README.md has {len(lines)} lines: move detail to docs/"
+    assert "make test" in "\n".join(lines) and "make demo" in "\n".join(lines)
+
+
+def test_user_pages_cite_no_internal_issue_numbers():
+    """A reader has no access to this repository's issue tracker: "issue 29" in a
+    user page (README, docs, the package's help texts and messages) means nothing."""
+    pages = [*PAGES, *sorted((ROOT / "src" / "etops").rglob("*.py")), 
+             *(path for ext in ("c", "h", "cpp", "hpp") for path in sorted((ROOT / "src" / "etops").rglob(f"*.{ext}")))]
+    cited = [f"{path.relative_to(ROOT)}:{n}" for path in pages
+             for n, line in enumerate(path.read_text().splitlines(), 1) if re.search(r"\b[Ii]ssues? #?\d", line)]
+    assert not cited, cited

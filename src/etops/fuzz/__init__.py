@@ -1,10 +1,10 @@
-"""Property-based fuzzing of every registered kernel's call path (issue 8).
+"""Property-based fuzzing of every registered kernel's call path.
 
 - ``strategies``: Hypothesis strategies built from a kernel's schema plan: valid
   calls (shapes, dtypes, dim orders, scalars and lists within the schema) and
   invalid ones (one mutation of a valid call: wrong types, counts, ranks, sizes,
   devices, outs ...). A case is plain picklable data.
-- ``classes``: the adversarial classes (issue 33), derived deterministically from a
+- ``classes``: the adversarial classes, derived deterministically from a
   call a kernel accepts for every argument they apply to: integer extremes and
   INT_MIN / -1, zero-size dims, wrong-dtype, too-small and overlapping outs, sizes
   that overflow.

@@ -1,4 +1,4 @@
-"""The adversarial classes (issue 33): deterministic mutations of one call a kernel
+"""The adversarial classes: deterministic mutations of one call a kernel
 accepts, each a class of input that has killed kernels, generated for every
 argument of every kernel it applies to.
 

@@ -151,7 +151,7 @@ RULES = [
                  [("self", tensor((3,))), ("indices", ("L", [tensor((3, 0, 0, 0), "bool")]))] + extra, _MASK_ABORT)
         for op, extra in (("aten::index.Tensor_out", []), ("aten::index_put.out", [("values", tensor(())), ("accumulate", value(False))]))
     )),
-    # found by adversarial calls under glibc's malloc checking (issue 15)
+    # found by adversarial calls under glibc's malloc checking
     # torch reduces a 0-dim tensor over dim 0 (or -1); the kernel aborts on size(0) of it
     Rule(("aten::sum.IntList_out",), normalize=(n.scalar_dims_as_none("self", "dim"),), findings=(
         _finding("aten::sum.IntList_out", "sum.IntList_out aborts on a 0-dim input with dim=[0] instead of reducing it", "dim",
