@@ -87,6 +87,9 @@ class _FolderRun:
     returncode: int
 
 
+#: the outcome key of what concerns a whole check file (an error importing it)
+_FILE = ""
+
 #: folder -> its run, made when its first selected item runs
 _RUNS: dict[Path, _FolderRun] = {}
 
@@ -105,6 +108,9 @@ class CheckItem(pytest.Item):
             selected = [item for item in self.session.items if isinstance(item, CheckItem) and item.path.parent == folder]
             _RUNS[folder] = _run_folder(folder, selected, self.config.rootpath)
         run = _RUNS[folder]
+        whole_file = run.outcomes.get((self.path.name, _FILE))
+        if whole_file is not None and whole_file.failures:
+            raise CheckFailed("\n\n".join(whole_file.failures))
         outcome = run.outcomes.get((self.path.name, self.name))
         if outcome is None or outcome.ran == 0:
             raise CheckFailed(f"{self.nodeid} did not finish in the fresh interpreter (its pytest exited {run.returncode}; "
@@ -163,9 +169,12 @@ def _read_junit(xml: Path) -> dict[tuple[str, str], _Outcome]:
     for case in ET.parse(xml).getroot().iter("testcase"):
         classname, name = case.get("classname", ""), case.get("name", "")
         parts = classname.split(".")
-        module = next((p for p in reversed(parts) if p.startswith("check_")), parts[-1])
-        after = parts[parts.index(module) + 1:] if module in parts else []
-        function = after[0] if after else name.split("[")[0]  # a Test* class: the item is the class
+        module = next((p for p in reversed(parts) if p.startswith("check_")), None)
+        if module is None:  # the file itself (it failed to import): classname "", name its dotted path
+            module, after, function = name.split(".")[-1], [], _FILE
+        else:
+            after = parts[parts.index(module) + 1:]
+            function = after[0] if after else name.split("[")[0]  # a Test* class: the item is the class
         outcome = outcomes.setdefault((module + ".py", function), _Outcome())
         outcome.ran += 1
         label = f"{module}.py::{'::'.join(after + [name])}"

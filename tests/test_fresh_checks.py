@@ -1,6 +1,6 @@
 """The check files of an ``inprocess`` folder (fresh_checks.py): each test
 function is an item with its own result (a failure, a skip, a parametrized test
-failing one of its cases), selectable with -k, run in an interpreter other than
+failing one of its cases, a file that fails to import), selectable with -k, run in an interpreter other than
 the suite's; a test that kills its interpreter fails, the tests before it keep
 their results."""
 
@@ -77,6 +77,13 @@ def test_k_selects_checks(pytester, monkeypatch):
     _folder(pytester, monkeypatch, check_a=CHECKS)
     result = pytester.runpytest_subprocess("-k", "passes or skips")
     result.assert_outcomes(passed=1, skipped=1, deselected=2)
+
+
+def test_a_check_file_that_fails_to_import_fails_each_of_its_checks(pytester, monkeypatch):
+    _folder(pytester, monkeypatch, check_broken="import no_such_module_here\n\ndef test_one():\n    pass\n\ndef test_two():\n    pass\n")
+    result = pytester.runpytest_subprocess()
+    result.assert_outcomes(failed=2)
+    result.stdout.fnmatch_lines(["*No module named 'no_such_module_here'*"])
 
 
 def test_a_check_that_kills_its_interpreter_fails_and_the_earlier_ones_keep_their_results(pytester, monkeypatch):
