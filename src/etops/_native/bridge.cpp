@@ -3,17 +3,14 @@
 //
 // It turns the C description of a call (etb_value slots, see etops_bridge.h) into
 // EValues and TensorImpls living on this function's stack, runs the kernel (or,
-// for backends.cpp, a delegate) on them, and reports back. The registry queries
-// are registry_query.cpp's.
+// for backends.cpp, a delegate) on them, and reports back: the new sizes, and a
+// failure as etb_last_failure. The registry queries are registry_query.cpp's.
 //
-// Invariants the caller (kernel.c) guarantees, so no malformed slot reaches
+// Invariants the caller (kernel_convert.c) guarantees, so no malformed slot reaches
 // ExecuTorch: every tensor has ndim <= ETB_MAX_DIM, sizes and strides fit int32, a
 // dtype ExecuTorch knows and a dim order that is a permutation; every slot's tag is
 // what the schema says the kernel will read. What the kernel itself aborts on is
 // unwound (run_unwinding; docs/reliability.md).
-//
-// (bridge.cpp, registry_query.cpp and backends.cpp are the only files that touch
-// ExecuTorch's types.)
 
 #include "etops_bridge.h"
 #include "bridge_internal.hpp"
@@ -49,43 +46,7 @@ using TensorImpl = ::executorch::runtime::etensor::TensorImpl;
 
 static_assert(sizeof(bool) == 1, "etb bool lists are passed as bytes");
 
-// The numbers etops_bridge.h spells out are ExecuTorch's.
-static_assert(ETB_OK == static_cast<int>(et::Error::Ok), "ETB_OK");
-static_assert(ETB_ERR_INVALID_STATE == static_cast<int>(et::Error::InvalidState), "ETB_ERR_INVALID_STATE");
-static_assert(ETB_ERR_NOT_SUPPORTED == static_cast<int>(et::Error::NotSupported), "ETB_ERR_NOT_SUPPORTED");
-static_assert(ETB_ERR_INVALID_ARGUMENT == static_cast<int>(et::Error::InvalidArgument), "ETB_ERR_INVALID_ARGUMENT");
-static_assert(ETB_ERR_INVALID_TYPE == static_cast<int>(et::Error::InvalidType), "ETB_ERR_INVALID_TYPE");
-static_assert(ETB_ERR_NOT_FOUND == static_cast<int>(et::Error::NotFound), "ETB_ERR_NOT_FOUND");
-static_assert(ETB_ERR_MEMORY_ALLOCATION_FAILED == static_cast<int>(et::Error::MemoryAllocationFailed),
-              "ETB_ERR_MEMORY_ALLOCATION_FAILED");
-#define ETOPS_SAME_DTYPE(etb, et_name) \
-  static_assert(etb == static_cast<int>(eta::ScalarType::et_name), #etb " is ScalarType::" #et_name);
-ETOPS_SAME_DTYPE(ETB_DTYPE_BYTE, Byte)
-ETOPS_SAME_DTYPE(ETB_DTYPE_CHAR, Char)
-ETOPS_SAME_DTYPE(ETB_DTYPE_SHORT, Short)
-ETOPS_SAME_DTYPE(ETB_DTYPE_INT, Int)
-ETOPS_SAME_DTYPE(ETB_DTYPE_LONG, Long)
-ETOPS_SAME_DTYPE(ETB_DTYPE_HALF, Half)
-ETOPS_SAME_DTYPE(ETB_DTYPE_FLOAT, Float)
-ETOPS_SAME_DTYPE(ETB_DTYPE_DOUBLE, Double)
-ETOPS_SAME_DTYPE(ETB_DTYPE_COMPLEX_FLOAT, ComplexFloat)
-ETOPS_SAME_DTYPE(ETB_DTYPE_COMPLEX_DOUBLE, ComplexDouble)
-ETOPS_SAME_DTYPE(ETB_DTYPE_BOOL, Bool)
-ETOPS_SAME_DTYPE(ETB_DTYPE_BFLOAT16, BFloat16)
-ETOPS_SAME_DTYPE(ETB_DTYPE_FLOAT8_E5M2, Float8_e5m2)
-ETOPS_SAME_DTYPE(ETB_DTYPE_FLOAT8_E4M3FN, Float8_e4m3fn)
-ETOPS_SAME_DTYPE(ETB_DTYPE_FLOAT8_E5M2FNUZ, Float8_e5m2fnuz)
-ETOPS_SAME_DTYPE(ETB_DTYPE_FLOAT8_E4M3FNUZ, Float8_e4m3fnuz)
-ETOPS_SAME_DTYPE(ETB_DTYPE_UINT16, UInt16)
-ETOPS_SAME_DTYPE(ETB_DTYPE_UINT32, UInt32)
-ETOPS_SAME_DTYPE(ETB_DTYPE_UINT64, UInt64)
-#undef ETOPS_SAME_DTYPE
-
 namespace {
-
-// ---- registry generation (read on every call: kernel_select.c's cache) ---------
-
-std::atomic<uint64_t> g_generation{1};
 
 // ---- logging ------------------------------------------------------------------
 
@@ -237,7 +198,6 @@ inline void ensure_pal() {
   const et::PalImpl* pal = g_pal;  // set (with g_sink) by etb_install_pal
   if (g_sink != nullptr && pal != nullptr && pal->emit_log_message != emit_log) claim_pal();
 }
-
 
 // A TensorImpl over `t`'s memory and layout, built in place in `impls`.
 TensorImpl* place_impl(Slots<TensorImpl, 16>& impls, etb_tensor* t) {
@@ -422,7 +382,6 @@ inline CallState& this_thread_call() {
 #endif
   return *c;
 }
-
 
 // The body of every call: `run(stack, temp)` is the kernel or the delegate. A
 // template, so that etb_call's kernel call is direct and inlined like the rest.
@@ -620,10 +579,6 @@ int etb_call(etb_kernel_fn fn, const char* op_name, etb_value* values, int nvalu
     return ctx.failure_state();
   });
 }
-
-uint64_t etb_registry_generation(void) { return g_generation.load(std::memory_order_acquire); }
-
-void etb_registry_touch(void) { g_generation.fetch_add(1, std::memory_order_acq_rel); }
 
 const char* etb_last_call_log(void) { return t_call.log; }
 

@@ -186,7 +186,7 @@ typedef struct etb_failure {
 /* An opaque ExecuTorch OpFunction. */
 typedef void* etb_kernel_fn;
 
-/* ---- registry queries (bridge.cpp) -------------------------------------------- */
+/* ---- registry queries (registry_query.cpp) ------------------------------------ */
 
 /* Number of kernels registered. */
 size_t etb_kernel_count(void);
