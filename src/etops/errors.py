@@ -246,8 +246,8 @@ class DelegateError(KernelError):
     ``action`` says which step failed ("init" or "execute"); ``detail`` is etops'
     own explanation, when it has one."""
 
-    def __init__(self, op: str, error_code: int, error_name: str, log: str = "", action: str = "execute", detail: str = "",
-                 site: str = ""):
+    def __init__(self, op: str, error_code: int, error_name: str, log: str = "", site: str = "", action: str = "execute",
+                 detail: str = ""):
         super().__init__(op, error_code, error_name, log, site)
         self.action = action
         self.detail = detail
@@ -265,7 +265,7 @@ class DelegateError(KernelError):
         return self.args[0]
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (type(self), (self.op, self.error_code, self.error_name, self.log, self.action, self.detail, self.site))
+        return (type(self), (self.op, self.error_code, self.error_name, self.log, self.site, self.action, self.detail))
 
 
 # ---- custom kernels (etops.custom) -------------------------------------------------
