@@ -66,6 +66,46 @@ def test_kernel_error_log(reg, quantized_loaded, name, args, kwargs, words, capf
     assert "Check failed" not in captured.err, captured.err
 
 
+def test_a_failure_comes_as_one_structured_value(reg, monkeypatch):
+    """The bridge hands the slow path one CallFailure (kind, code, name, message,
+    file:line, kernel, fault); KernelError carries its site, pickled too."""
+    import pickle
+
+    from etops.slow_path import SLOW_PATH
+
+    seen = []
+    failed = SLOW_PATH.failed
+    monkeypatch.setattr(SLOW_PATH, "failed", lambda kernel, values, failure: seen.append(failure) or failed(kernel, values, failure))
+    with pytest.raises(etops.KernelError) as info:
+        reg.aten.cat.out([torch.ones(2, 3, dtype=torch.uint16), torch.ones(2, 5, dtype=torch.uint16)], 1, out=torch.empty(2, 8, dtype=torch.uint16))
+    (failure,) = seen
+    assert isinstance(failure, etops._native._core.CallFailure)
+    assert (failure.kind, failure.code, failure.name, failure.kernel, failure.fault) == ("error", 0x12, "InvalidArgument", "aten::cat.out", None)
+    assert "Unhandled dtype UInt16" in failure.message and failure.file == "op_cat.cpp" and failure.line > 0
+    err = info.value
+    assert err.site == f"op_cat.cpp:{failure.line}" and str(err).endswith(f"[{err.site}]")
+    again = pickle.loads(pickle.dumps(err))
+    assert (type(again), str(again), again.site) == (type(err), str(err), err.site)
+
+
+def test_failure_kinds_are_the_bridges():
+    """The kinds Python tells failures by are the ones the bridge names (call_failure.c),
+    and the type stub lists the same."""
+    import ast
+    import pathlib
+
+    from etops import slow_path
+
+    kinds = etops._native._core.FAILURE_KINDS
+    assert kinds == ("error", "resize_refused", "aborted", "exception", "crashed", "refused")
+    assert slow_path._NEVER_AGAIN <= set(kinds)
+    stub = pathlib.Path(etops._native.__file__).with_name("_core.pyi")
+    tree = ast.parse(stub.read_text())
+    (cls,) = [n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "CallFailure"]
+    (kind,) = [n for n in cls.body if isinstance(n, ast.AnnAssign) and n.target.id == "kind"]
+    assert tuple(e.value for e in kind.annotation.slice.elts) == kinds
+
+
 def test_kernel_error_repeated(reg, quantized_loaded):
     """Many failures in a row: no state leaks from one call into the next."""
     for _ in range(200):

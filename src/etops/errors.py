@@ -71,26 +71,36 @@ class UnsupportedCheck(EtopsError):
     skipped with the same reason, starting "unsupported")."""
 
 
+def _log_lines(log: str) -> list[str]:
+    """The messages of a call log worth showing, one a line (ExecuTorch's checks end
+    some with " :")."""
+    return [line.rstrip(" :") for line in log.splitlines() if line.strip(" :")]
+
+
 class KernelError(EtopsError, RuntimeError):
     """The kernel ran and reported a failure (``ctx.fail``).
 
     Attributes: ``op`` (operator name), ``error_name`` and ``error_code``
     (ExecuTorch's ``Error``), ``log`` (the messages the kernel logged before it
-    failed, possibly empty)."""
+    failed, possibly empty), ``site`` (``file:line`` of the last error it logged,
+    the check that failed; "" when it logged none)."""
 
-    def __init__(self, op: str, error_code: int, error_name: str, log: str = ""):
+    def __init__(self, op: str, error_code: int, error_name: str, log: str = "", site: str = ""):
         self.op = op
         self.error_code = error_code
         self.error_name = error_name
         self.log = log
+        self.site = site
         message = f"ExecuTorch kernel {op} failed with Error::{error_name} (0x{error_code:02x})"
-        lines = [line.rstrip(" :") for line in log.splitlines() if line.strip(" :")]
+        lines = _log_lines(log)
         if lines:
             message += ": " + "; ".join(lines)
+        if site:
+            message += f" [{site}]"
         super().__init__(message)
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (type(self), (self.op, self.error_code, self.error_name, self.log))
+        return (type(self), (self.op, self.error_code, self.error_name, self.log, self.site))
 
 
 class KernelAborted(KernelError):
@@ -104,9 +114,8 @@ class KernelAborted(KernelError):
     ``error_name`` is ``"Aborted"``."""
 
     def __init__(self, op: str, error_code: int = 0x1000, error_name: str = "Aborted", log: str = "", site: str = ""):
-        super().__init__(op, error_code, error_name, log)
-        self.site = site
-        lines = [line.rstrip(" :") for line in log.splitlines() if line.strip(" :")]
+        super().__init__(op, error_code, error_name, log, site)
+        lines = _log_lines(log)
         message = f"ExecuTorch kernel {op} aborted"
         if lines:
             message += ": " + "; ".join(lines)
@@ -118,19 +127,24 @@ class KernelAborted(KernelError):
         return (type(self), (self.op, self.error_code, self.error_name, self.log, self.site))
 
 
-def kernel_failure(error_type: type, op: str, error_code: int, error_name: str, log: str = "", site: str = "",
-                   fault: tuple | None = None, site_of: Any = None) -> KernelError:
-    """The exception for a failed call of `op` as the bridge reports it (its Error
-    code and name, the call log, the abort site, the fault): KernelAborted when
+def failure_site(failure: Any) -> str:
+    """``file:line`` of a failed call's last error or fatal message (the check that
+    failed), or "" (`failure`: the bridge's CallFailure)."""
+    return f"{failure.file}:{failure.line}" if failure.file else ""
+
+
+def kernel_failure(error_type: type, op: str, failure: Any, site_of: Any = None, **extra: Any) -> KernelError:
+    """The exception for a failed call of `op` as the bridge reports it (`failure`:
+    a CallFailure of etops._native, chosen by its ``kind``): KernelAborted when
     ExecuTorch aborted, KernelCrashed when the kernel faulted on the calling thread
-    (`fault` is (signal, si_code, address, pc, is_write); `site_of(address)`, when
-    given, places the address among the call's tensors: (argument, where, offset) or
-    None), else `error_type` (KernelError, or a delegate's DelegateError)."""
-    if error_name == "Aborted":
-        return KernelAborted(op, error_code, error_name, log, site)
-    if error_name == "Crashed" and fault is not None:
-        return KernelCrashed.in_process(op, fault, log, site_of)
-    return error_type(op, error_code, error_name, log)
+    (`site_of(address)`, when given, places the address among the call's tensors:
+    (argument, where, offset) or None), else `error_type` (KernelError, or a
+    delegate's DelegateError, given `extra` keywords)."""
+    if failure.kind == "aborted":
+        return KernelAborted(op, failure.code, failure.name, failure.message, failure_site(failure))
+    if failure.kind == "crashed" and failure.fault is not None:
+        return KernelCrashed.in_process(op, failure.fault, failure.message, site_of)
+    return error_type(op, failure.code, failure.name, failure.message, site=failure_site(failure), **extra)
 
 
 #: signal numbers a kernel can raise (Linux's), and what SIGFPE's si_code says
@@ -199,11 +213,12 @@ class KernelCrashed(KernelError):
         self.args = (message,)
 
     @classmethod
-    def in_process(cls, op: str, fault: tuple, log: str = "", site_of: Any = None) -> KernelCrashed:
+    def in_process(cls, op: str, fault: Any, log: str = "", site_of: Any = None) -> KernelCrashed:
         """The exception for a fault the bridge trapped on the calling thread
-        (`fault` as kernel_failure takes it)."""
-        signo, code, address, _pc, is_write = fault[:5]
-        guarded = fault[5] if len(fault) > 5 else None  # (argument, where, offset): a probe's guard page
+        (`fault`: a Fault of etops._native, its argument set when a probe's guard
+        page stopped the access)."""
+        signo, code, address, is_write = fault.signal, fault.code, fault.address, fault.is_write
+        guarded = (fault.argument, fault.where, fault.offset) if fault.argument is not None else None
         signal = _SIGNAL_NAMES.get(signo, f"signal {signo}")
         memory = signal in ("SIGSEGV", "SIGBUS")
         reason = _FPE_CODES.get(code, "") if signal == "SIGFPE" else ""
@@ -231,23 +246,26 @@ class DelegateError(KernelError):
     ``action`` says which step failed ("init" or "execute"); ``detail`` is etops'
     own explanation, when it has one."""
 
-    def __init__(self, op: str, error_code: int, error_name: str, log: str = "", action: str = "execute", detail: str = ""):
-        super().__init__(op, error_code, error_name, log)
+    def __init__(self, op: str, error_code: int, error_name: str, log: str = "", site: str = "", action: str = "execute",
+                 detail: str = ""):
+        super().__init__(op, error_code, error_name, log, site)
         self.action = action
         self.detail = detail
         message = f"ExecuTorch delegate {op} failed to {action} with Error::{error_name} (0x{error_code:02x})"
         if detail:
             message += f": {detail}"
-        lines = [line.rstrip(" :") for line in log.splitlines() if line.strip(" :")]
+        lines = _log_lines(log)
         if lines:
             message += ("; " if detail else ": ") + "; ".join(lines)
+        if site:
+            message += f" [{site}]"
         self.args = (message,)
 
     def __str__(self) -> str:
         return self.args[0]
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (type(self), (self.op, self.error_code, self.error_name, self.log, self.action, self.detail))
+        return (type(self), (self.op, self.error_code, self.error_name, self.log, self.site, self.action, self.detail))
 
 
 # ---- custom kernels (etops.custom) -------------------------------------------------

@@ -33,7 +33,7 @@ class SlowPathInfo(Protocol):
     ``KernelInfo`` (etops.kernel) and ``DelegateInfo`` (etops.delegate.load)."""
 
     name: str  #: the operator name, in every error
-    error_type: type  #: what a failed call raises (errors.kernel_failure): KernelError(name, code, error name, log)
+    error_type: type  #: what a failed call raises (errors.kernel_failure): KernelError(name, code, error name, log, site=)
 
     def arg_names(self) -> tuple[str, ...]:
         """The plan's argument names, in plan order (what C's bound values follow)."""
@@ -89,6 +89,11 @@ class _CallState(threading.local):
 
 
 _STATE = _CallState()
+
+#: failures (CallFailure.kind) after which a kernel is never called again with
+#: resized outs: an abort (the kernel stopped midway), and a call the bridge refused
+#: before anything ran (its arguments, not the outs' sizes, are at fault)
+_NEVER_AGAIN = frozenset({"aborted", "refused"})
 
 
 def _resized_by_torch(info, bound: dict) -> dict:
@@ -289,25 +294,26 @@ class SlowPath:
         items = [t for o in outs for t in (o if isinstance(o, (list, tuple)) else [o])]
         return bool(items) and all(t is not None and handled_in_this_call(t) for t in items)
 
-    def failed(self, kernel, values, extra):
-        """The kernel failed: when outs of the wrong size explain it, resize them as
-        torch does and call again; otherwise raise KernelError. (The error is never
-        bound to a local: a traceback -> frame -> error cycle would keep the
-        arguments alive until the garbage collector runs.)"""
+    def failed(self, kernel, values, failure):
+        """The kernel failed (`failure`: the bridge's CallFailure): when outs of the
+        wrong size explain it, resize them as torch does and call again; otherwise
+        raise KernelError. (The error is never bound to a local: a traceback ->
+        frame -> error cycle would keep the arguments alive until the garbage
+        collector runs.)"""
         info: SlowPathInfo = kernel._info
-        if extra[1] == "Crashed":  # a trapped fault: never called again; the address placed among the tensors
+        if failure.kind == "crashed":  # a trapped fault: never called again; the address placed among the tensors
             bound = bound_arguments(info, values)
-            raise warn_once_if_corrupt(kernel_failure(info.error_type, info.name, *extra,
+            raise warn_once_if_corrupt(kernel_failure(info.error_type, info.name, failure,
                                                       site_of=lambda address: locate(address, bound)))
-        if not info.out_names() or extra[1] == "Aborted":  # an abort is never called again
-            raise kernel_failure(info.error_type, info.name, *extra)
+        if not info.out_names() or failure.kind in _NEVER_AGAIN:
+            raise kernel_failure(info.error_type, info.name, failure)
         bound = bound_arguments(info, values)
         try:
             specs = info.out_specs(bound)
         except (SchemaError, ValueError):
-            raise kernel_failure(info.error_type, info.name, *extra) from None
+            raise kernel_failure(info.error_type, info.name, failure) from None
         if id(kernel) in _STATE.resizing:
-            raise kernel_failure(info.error_type, info.name, *extra)
+            raise kernel_failure(info.error_type, info.name, failure)
         resizes = []  # (label, out, shape) of every out of the wrong size
         for name in info.out_names():
             out, spec = bound[name], specs.get(name)
@@ -323,7 +329,7 @@ class SlowPath:
                 resizes.append((name, out, spec[0]))
         resizes = [(label, out, tuple(shape)) for label, out, shape in resizes if tuple(out.shape) != tuple(shape)]
         if not resizes:
-            raise kernel_failure(info.error_type, info.name, *extra)
+            raise kernel_failure(info.error_type, info.name, failure)
         return _resize_then_call(info, kernel, bound, resizes)
 
     def resized(self, kernel, obj, sizes, _has_data, name="out"):

@@ -1,13 +1,14 @@
 """Type stub of etops' C extension ``etops._native._core`` (module.c, kernel_type.c,
-custom.c, delegate.c, guard_signals.c): what each function takes and returns."""
+custom.c, delegate.c, guard_signals.c, call_failure.c): what each function takes and returns."""
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Literal
 
 MAX_DIM: int
 MAX_ARGS: int
 REG_CAPACITY: int
 REG_FREE_NAME: str
+FAILURE_KINDS: tuple[str, ...]  #: every CallFailure.kind, in the bridge's order
 
 #: (ExecuTorch ScalarType code, dim order) of one tensor, as a kernel key lists it.
 _TensorMeta = tuple[int, Sequence[int]]
@@ -36,6 +37,30 @@ class Kernel:
     @property
     def _info(self) -> Any: ...
     def _registry_state(self) -> tuple[int, bool, bool]: ...
+
+class Fault(tuple[Any, ...]):
+    """A synchronous fault trapped inside a kernel on the calling thread."""
+
+    signal: int
+    code: int  #: si_code
+    address: int
+    pc: int
+    is_write: int  #: 1 write, 0 read, -1 unknown
+    argument: str | None  #: the tensor argument whose guard page (a probe's) stopped it
+    where: str | None
+    offset: int | None
+
+class CallFailure(tuple[Any, ...]):
+    """A failed kernel or backend call, as the bridge saw it (etops_bridge.h's etb_failure)."""
+
+    kind: Literal["error", "resize_refused", "aborted", "exception", "crashed", "refused"]
+    code: int  #: ExecuTorch Error code, or 0x1000 aborted, 0x1001 C++ exception, 0x1002 crashed
+    name: str  #: its name: "InvalidArgument", ..., "Aborted", "CxxException", "Crashed"
+    message: str  #: what the call logged, a line a message
+    file: str  #: source file of the last error or fatal message logged, or ""
+    line: int
+    kernel: str
+    fault: Fault | None  #: kind "crashed" only
 
 class Delegate:
     """A backend handle initialised on a lowered module's processed blob."""
@@ -83,6 +108,6 @@ def delegate_init(
     named: list[tuple[str, Any, int]],
     method_name: str,
     /,
-) -> Delegate | tuple[int, str, str, str, tuple[int, int, int, int, int] | None]: ...
+) -> Delegate | CallFailure: ...
 def threadpool_replaced() -> None: ...
 def delegate_stats() -> tuple[int, int]: ...

@@ -156,9 +156,9 @@ int etb_delegate_init(const char* backend_name, const void* processed, size_t pr
                       const etb_compile_spec* specs, int nspecs, const etb_named_data* data, int ndata,
                       const char* method_name, etb_delegate** out) {
   et::BackendInterface* backend = et::get_backend_class(backend_name);
-  if (backend == nullptr) return status_of(et::Error::NotFound);
+  if (backend == nullptr) return etops_bridge::refused(backend_name, et::Error::NotFound);
   etb_delegate* d = new (std::nothrow) etb_delegate();
-  if (d == nullptr) return status_of(et::Error::MemoryAllocationFailed);
+  if (d == nullptr) return etops_bridge::refused(backend_name, et::Error::MemoryAllocationFailed);
   d->backend = backend;
   d->backend_name = backend_name;
   d->method_name = method_name;

@@ -3,17 +3,14 @@
 //
 // It turns the C description of a call (etb_value slots, see etops_bridge.h) into
 // EValues and TensorImpls living on this function's stack, runs the kernel (or,
-// for backends.cpp, a delegate) on them, and reports back. The registry queries
-// are registry_query.cpp's.
+// for backends.cpp, a delegate) on them, and reports back: the new sizes, and a
+// failure as etb_last_failure. The registry queries are registry_query.cpp's.
 //
-// Invariants the caller (kernel.c) guarantees, so no malformed slot reaches
+// Invariants the caller (kernel_convert.c) guarantees, so no malformed slot reaches
 // ExecuTorch: every tensor has ndim <= ETB_MAX_DIM, sizes and strides fit int32, a
 // dtype ExecuTorch knows and a dim order that is a permutation; every slot's tag is
 // what the schema says the kernel will read. What the kernel itself aborts on is
 // unwound (run_unwinding; docs/reliability.md).
-//
-// (bridge.cpp, registry_query.cpp and backends.cpp are the only files that touch
-// ExecuTorch's types.)
 
 #include "etops_bridge.h"
 #include "bridge_internal.hpp"
@@ -49,63 +46,39 @@ using TensorImpl = ::executorch::runtime::etensor::TensorImpl;
 
 static_assert(sizeof(bool) == 1, "etb bool lists are passed as bytes");
 
-// The numbers etops_bridge.h spells out are ExecuTorch's.
-static_assert(ETB_OK == static_cast<int>(et::Error::Ok), "ETB_OK");
-static_assert(ETB_ERR_INVALID_STATE == static_cast<int>(et::Error::InvalidState), "ETB_ERR_INVALID_STATE");
-static_assert(ETB_ERR_NOT_SUPPORTED == static_cast<int>(et::Error::NotSupported), "ETB_ERR_NOT_SUPPORTED");
-static_assert(ETB_ERR_INVALID_ARGUMENT == static_cast<int>(et::Error::InvalidArgument), "ETB_ERR_INVALID_ARGUMENT");
-static_assert(ETB_ERR_INVALID_TYPE == static_cast<int>(et::Error::InvalidType), "ETB_ERR_INVALID_TYPE");
-static_assert(ETB_ERR_NOT_FOUND == static_cast<int>(et::Error::NotFound), "ETB_ERR_NOT_FOUND");
-static_assert(ETB_ERR_MEMORY_ALLOCATION_FAILED == static_cast<int>(et::Error::MemoryAllocationFailed),
-              "ETB_ERR_MEMORY_ALLOCATION_FAILED");
-#define ETOPS_SAME_DTYPE(etb, et_name) \
-  static_assert(etb == static_cast<int>(eta::ScalarType::et_name), #etb " is ScalarType::" #et_name);
-ETOPS_SAME_DTYPE(ETB_DTYPE_BYTE, Byte)
-ETOPS_SAME_DTYPE(ETB_DTYPE_CHAR, Char)
-ETOPS_SAME_DTYPE(ETB_DTYPE_SHORT, Short)
-ETOPS_SAME_DTYPE(ETB_DTYPE_INT, Int)
-ETOPS_SAME_DTYPE(ETB_DTYPE_LONG, Long)
-ETOPS_SAME_DTYPE(ETB_DTYPE_HALF, Half)
-ETOPS_SAME_DTYPE(ETB_DTYPE_FLOAT, Float)
-ETOPS_SAME_DTYPE(ETB_DTYPE_DOUBLE, Double)
-ETOPS_SAME_DTYPE(ETB_DTYPE_COMPLEX_FLOAT, ComplexFloat)
-ETOPS_SAME_DTYPE(ETB_DTYPE_COMPLEX_DOUBLE, ComplexDouble)
-ETOPS_SAME_DTYPE(ETB_DTYPE_BOOL, Bool)
-ETOPS_SAME_DTYPE(ETB_DTYPE_BFLOAT16, BFloat16)
-ETOPS_SAME_DTYPE(ETB_DTYPE_FLOAT8_E5M2, Float8_e5m2)
-ETOPS_SAME_DTYPE(ETB_DTYPE_FLOAT8_E4M3FN, Float8_e4m3fn)
-ETOPS_SAME_DTYPE(ETB_DTYPE_FLOAT8_E5M2FNUZ, Float8_e5m2fnuz)
-ETOPS_SAME_DTYPE(ETB_DTYPE_FLOAT8_E4M3FNUZ, Float8_e4m3fnuz)
-ETOPS_SAME_DTYPE(ETB_DTYPE_UINT16, UInt16)
-ETOPS_SAME_DTYPE(ETB_DTYPE_UINT32, UInt32)
-ETOPS_SAME_DTYPE(ETB_DTYPE_UINT64, UInt64)
-#undef ETOPS_SAME_DTYPE
-
 namespace {
-
-// ---- registry generation (read on every call: kernel_select.c's cache) ---------
-
-std::atomic<uint64_t> g_generation{1};
 
 // ---- logging ------------------------------------------------------------------
 
 etb_log_sink g_sink = nullptr;
 
-// Per thread: whether a kernel call is running here, its name, what it logged, and
-// whether ExecuTorch aborted inside it. Plain data, reached once per call through one
-// reference.
+// Per thread: whether a kernel call is running here, its name, what it logged,
+// whether ExecuTorch aborted inside it or refused a resize, and the last failed call
+// (record_failure). Plain data, reached once per call through one reference.
 constexpr size_t kCallLogSize = 4096;
 constexpr size_t kSiteSize = 256;
 struct CallState {
   const char* current_op;
   bool in_call;
-  bool aborted;  // ExecuTorch's abort ran during this call (and was unwound)
+  bool aborted;         // ExecuTorch's abort ran during this call (and was unwound)
+  bool resize_refused;  // TensorImpl's resize refused a tensor during this call
   size_t log_len;
   char log[kCallLogSize];
-  char abort_site[kSiteSize];  // "file:line" of the last fatal message logged in the call
-  etf_fault fault;  // the last call's fault, when it returned ETB_ERR_CRASHED
+  // Where the last error or fatal message of the call was logged (ExecuTorch passes
+  // its source file as a string of the library that logged), or null.
+  const char* site_file;
+  size_t site_line;
+  // The last failed call (etb_last_failure), its strings in the buffers after it.
+  etb_failure failure;
+  char failure_file[kSiteSize];
+  char failure_kernel[kSiteSize];
 };
-thread_local CallState t_call = {nullptr, false, false, 0, {0}, {0}, {0, 0, 0, 0, 0}};
+thread_local CallState t_call = {};
+
+// The function of ExecuTorch's TensorImpl that logs (at Error level) when it refuses
+// to resize a tensor: a STATIC one to another shape, a DYNAMIC_BOUND one past its
+// memory. Where a message comes from, not what it says, makes the failure's kind.
+constexpr const char* kResizeFunction = "internal_resize_contiguous";
 
 // The last fatal message logged on this thread outside a call (a threadpool worker's
 // ET_CHECK logs here before it aborts), for the notice of an abort that ends the process.
@@ -115,15 +88,15 @@ thread_local char t_last_fatal[512] = {0};
 // abort on a thread that runs no etops call: a worker of ExecuTorch's threadpool).
 std::atomic<const char*> g_running_op{nullptr};
 
-// "file:line", the file shortened to what follows its last "executorch/" (ExecuTorch's
+// A source file as messages name it: what follows its last "executorch/" (ExecuTorch's
 // build paths are the build machine's).
-void format_site(char* buf, size_t size, const char* file, size_t line) {
-  if (file == nullptr) file = "?";
+const char* short_file(const char* file) {
+  if (file == nullptr) return "?";
   const char* tail = file;
   for (const char* p = std::strstr(file, "executorch/"); p != nullptr; p = std::strstr(p + 1, "executorch/")) {
     tail = p + std::strlen("executorch/");
   }
-  std::snprintf(buf, size, "%s:%zu", tail, line);
+  return tail;
 }
 
 void emit_log(et_timestamp_t, et_pal_log_level_t level, const char* file,
@@ -137,13 +110,16 @@ void emit_log(et_timestamp_t, et_pal_log_level_t level, const char* file,
     std::memcpy(c.log + c.log_len, msg, n);
     c.log_len += n;
     c.log[c.log_len] = '\0';
-    if (level == kFatal) format_site(c.abort_site, kSiteSize, file, line);
+    if (level == kError || level == kFatal) {
+      c.site_file = file;
+      c.site_line = line;
+      if (func != nullptr && std::strcmp(func, kResizeFunction) == 0) c.resize_refused = true;
+    }
     return;
   }
   if (level == kFatal) {
-    char site[kSiteSize];
-    format_site(site, sizeof site, file, line);
-    std::snprintf(t_last_fatal, sizeof t_last_fatal, "%.*s (%s)", static_cast<int>(len), msg, site);
+    std::snprintf(t_last_fatal, sizeof t_last_fatal, "%.*s (%s:%zu)", static_cast<int>(len), msg, short_file(file),
+                  line);
   }
   if (g_sink != nullptr) {
     g_sink(static_cast<char>(level), file, func, line, msg, len);
@@ -223,7 +199,6 @@ inline void ensure_pal() {
   if (g_sink != nullptr && pal != nullptr && pal->emit_log_message != emit_log) claim_pal();
 }
 
-
 // A TensorImpl over `t`'s memory and layout, built in place in `impls`.
 TensorImpl* place_impl(Slots<TensorImpl, 16>& impls, etb_tensor* t) {
   return impls.emplace(static_cast<eta::ScalarType>(t->dtype), t->ndim, t->sizes, t->data, t->dim_order,
@@ -241,20 +216,63 @@ inline const char* begin_call(CallState& c, const char* op_name) {
   const char* outer = c.current_op;
   c.current_op = op_name;
   c.aborted = false;
+  c.resize_refused = false;
   c.log_len = 0;
   c.log[0] = '\0';
-  c.abort_site[0] = '\0';
+  c.site_file = nullptr;
   if (outer == nullptr) g_running_op.store(op_name, std::memory_order_relaxed);
   return outer;
 }
 
-// Ends the call begun by begin_call (`outer` is what it returned) and passes `status`
-// through: the enclosing call, if any, is running its kernel again.
-inline int end_call(CallState& c, const char* outer, int status) {
+// The failure of the call running on this thread (status not ETB_OK) as
+// etb_last_failure gives it: its kind, the call log, where the last error or fatal
+// message was logged, the kernel; `fault` was written by run_unwinding for
+// ETB_FAILURE_CRASHED. Only failed calls come here.
+__attribute__((noinline, cold)) void record_failure(CallState& c, int status, etb_failure_kind kind) {
+  etb_failure& f = c.failure;
+  f.kind = kind;
+  f.code = status;
+  f.message = c.log;
+  std::snprintf(c.failure_file, kSiteSize, "%s", c.site_file != nullptr ? short_file(c.site_file) : "");
+  f.file = c.failure_file;
+  f.line = c.site_file != nullptr ? static_cast<uint32_t>(c.site_line) : 0;
+  std::snprintf(c.failure_kernel, kSiteSize, "%s", c.current_op != nullptr ? c.current_op : "");
+  f.kernel = c.failure_kernel;
+  if (kind != ETB_FAILURE_CRASHED) f.fault = etf_fault{};
+}
+
+// The kind of a failure the kernel (or backend) returned: `status` is not ETB_OK.
+inline etb_failure_kind kind_of(const CallState& c, int status) {
+  switch (status) {
+    case ETB_ERR_ABORTED: return ETB_FAILURE_ABORTED;
+    case ETB_ERR_CRASHED: return ETB_FAILURE_CRASHED;
+    case ETB_ERR_CXX_EXCEPTION: return ETB_FAILURE_CXX_EXCEPTION;
+    default: return c.resize_refused ? ETB_FAILURE_RESIZE_REFUSED : ETB_FAILURE_ERROR;
+  }
+}
+
+// Restores the state the call begun by begin_call found (`outer` is what it
+// returned): the enclosing call, if any, is running its kernel again.
+inline void leave_call(CallState& c, const char* outer) {
   c.current_op = outer;
   c.in_call = outer != nullptr;
   c.aborted = false;
   if (outer == nullptr) g_running_op.store(nullptr, std::memory_order_relaxed);
+}
+
+// Ends the call begun by begin_call and passes `status` through, recorded as the
+// thread's last failure when it is not ETB_OK.
+inline int end_call(CallState& c, const char* outer, int status) {
+  if (__builtin_expect(status != ETB_OK, 0)) record_failure(c, status, kind_of(c, status));
+  leave_call(c, outer);
+  return status;
+}
+
+// Ends the call begun by begin_call that the bridge refused before any ExecuTorch
+// code ran (a malformed slot, no memory): `status` (not ETB_OK) is its failure.
+int refuse_call(CallState& c, const char* outer, int status) {
+  record_failure(c, status, ETB_FAILURE_REFUSED);
+  leave_call(c, outer);
   return status;
 }
 
@@ -299,7 +317,7 @@ __attribute__((noinline)) bool faulted(Body& body, etf_fault* fault, bool pool_i
 // unwinding to here and synchronous faults trapped: ETB_ERR_ABORTED when it aborted
 // (the throw reached here, or a kernel wrapper caught it and failed the context),
 // ETB_ERR_CXX_EXCEPTION when it threw a C++ exception of its own, ETB_ERR_CRASHED
-// when it faulted (c.fault says how; the kernel's frames were abandoned, nothing
+// when it faulted (c.failure.fault says how; the kernel's frames were abandoned, nothing
 // else); else the Error as the bridge's status.
 template <typename Body>
 int run_unwinding(CallState& c, Body&& body, bool pool_inline = false) {
@@ -321,7 +339,7 @@ int run_unwinding(CallState& c, Body&& body, bool pool_inline = false) {
       log_line(c, "the kernel threw a C++ exception of an unknown type");
     }
   };
-  bool crashed = faulted(guarded, &c.fault, pool_inline);
+  bool crashed = faulted(guarded, &c.failure.fault, pool_inline);
   c.in_call = false;
   if (crashed) return ETB_ERR_CRASHED;
   if (c.aborted) return ETB_ERR_ABORTED;
@@ -342,6 +360,11 @@ int run_captured(const char* name, BackendStep step, void* self) {
   return end_call(c, outer, run_unwinding(c, [&] { return step(self); }));
 }
 
+int refused(const char* name, et::Error error) {
+  CallState& c = t_call;
+  return refuse_call(c, begin_call(c, name), status_of(error));
+}
+
 }  // namespace etops_bridge
 
 namespace {
@@ -359,7 +382,6 @@ inline CallState& this_thread_call() {
 #endif
   return *c;
 }
-
 
 // The body of every call: `run(stack, temp)` is the kernel or the delegate. A
 // template, so that etb_call's kernel call is direct and inlined like the rest.
@@ -401,7 +423,7 @@ int build_stack_and_run(const char* op_name, etb_value* values, int nvalues, int
   if (n_arrays > 0) {
     lists.reset(new (std::nothrow) ListStorage(n_arrays, n_list_items));
     if (lists == nullptr) {
-      return end_call(call, outer, static_cast<int>(et::Error::MemoryAllocationFailed));
+      return refuse_call(call, outer, static_cast<int>(et::Error::MemoryAllocationFailed));
     }
   }
   Slots<EValue, 16> evalues(static_cast<size_t>(nvalues));
@@ -443,20 +465,20 @@ int build_stack_and_run(const char* op_name, etb_value* values, int nvalues, int
       case ETB_DOUBLE: ev = evalues.emplace(v.u.d); break;
       case ETB_BOOL: ev = evalues.emplace(static_cast<bool>(v.u.b)); break;
       case ETB_STRING:
-        if (lists == nullptr) return end_call(call, outer, ETB_ERR_INVALID_TYPE);  // not announced (has_lists)
+        if (lists == nullptr) return refuse_call(call, outer, ETB_ERR_INVALID_TYPE);  // not announced (has_lists)
         ev = evalues.emplace(lists->strings.emplace(v.u.s, static_cast<size_t>(v.len)));
         break;
       case ETB_LIST_DOUBLE:
-        if (lists == nullptr) return end_call(call, outer, ETB_ERR_INVALID_TYPE);  // not announced (has_lists)
+        if (lists == nullptr) return refuse_call(call, outer, ETB_ERR_INVALID_TYPE);  // not announced (has_lists)
         ev = evalues.emplace(lists->doubles.emplace(v.u.doubles, static_cast<size_t>(v.len)));
         break;
       case ETB_LIST_BOOL:
-        if (lists == nullptr) return end_call(call, outer, ETB_ERR_INVALID_TYPE);  // not announced (has_lists)
+        if (lists == nullptr) return refuse_call(call, outer, ETB_ERR_INVALID_TYPE);  // not announced (has_lists)
         ev = evalues.emplace(
             lists->bools.emplace(reinterpret_cast<const bool*>(v.u.bools), static_cast<size_t>(v.len)));
         break;
       case ETB_LIST_INT: {
-        if (lists == nullptr) return end_call(call, outer, ETB_ERR_INVALID_TYPE);  // not announced (has_lists)
+        if (lists == nullptr) return refuse_call(call, outer, ETB_ERR_INVALID_TYPE);  // not announced (has_lists)
         ListStorage& l = *lists;
         int64_t* unwrapped = l.int_unwrapped.raw() + l.int_unwrapped.size();
         EValue** ptrs = l.item_ptrs + l.next_item;
@@ -469,7 +491,7 @@ int build_stack_and_run(const char* op_name, etb_value* values, int nvalues, int
         break;
       }
       case ETB_LIST_TENSOR: {
-        if (lists == nullptr) return end_call(call, outer, ETB_ERR_INVALID_TYPE);  // not announced (has_lists)
+        if (lists == nullptr) return refuse_call(call, outer, ETB_ERR_INVALID_TYPE);  // not announced (has_lists)
         ListStorage& l = *lists;
         eta::Tensor* unwrapped = l.tensor_unwrapped.raw() + l.tensor_unwrapped.size();
         EValue** ptrs = l.item_ptrs + l.next_item;
@@ -483,7 +505,7 @@ int build_stack_and_run(const char* op_name, etb_value* values, int nvalues, int
         break;
       }
       case ETB_LIST_OPT_TENSOR: {
-        if (lists == nullptr) return end_call(call, outer, ETB_ERR_INVALID_TYPE);  // not announced (has_lists)
+        if (lists == nullptr) return refuse_call(call, outer, ETB_ERR_INVALID_TYPE);  // not announced (has_lists)
         ListStorage& l = *lists;
         std::optional<eta::Tensor>* unwrapped = l.opt_unwrapped.raw() + l.opt_unwrapped.size();
         EValue** ptrs = l.item_ptrs + l.next_item;
@@ -497,12 +519,12 @@ int build_stack_and_run(const char* op_name, etb_value* values, int nvalues, int
       }
       case ETB_ALIAS:
         if (v.u.i < 0 || v.u.i >= i) {
-          return end_call(call, outer, ETB_ERR_INVALID_ARGUMENT);
+          return refuse_call(call, outer, ETB_ERR_INVALID_ARGUMENT);
         }
         ev = stack[v.u.i];
         break;
       default: {
-        return end_call(call, outer, ETB_ERR_INVALID_TYPE);
+        return refuse_call(call, outer, ETB_ERR_INVALID_TYPE);
       }
     }
     stack[i] = ev;
@@ -558,15 +580,9 @@ int etb_call(etb_kernel_fn fn, const char* op_name, etb_value* values, int nvalu
   });
 }
 
-uint64_t etb_registry_generation(void) { return g_generation.load(std::memory_order_acquire); }
-
-void etb_registry_touch(void) { g_generation.fetch_add(1, std::memory_order_acq_rel); }
-
 const char* etb_last_call_log(void) { return t_call.log; }
 
-const char* etb_last_abort_site(void) { return t_call.abort_site; }
-
-void etb_last_fault(etf_fault* out) { *out = t_call.fault; }
+const etb_failure* etb_last_failure(void) { return &t_call.failure; }
 
 // Read in a signal handler: the global only (a thread_local of a shared library may
 // allocate on a thread's first use).

@@ -63,9 +63,15 @@ struct KernelAbort {};
 using BackendStep = et::Error (*)(void* self);
 
 // Runs `step` as an etops call named `name`: ExecuTorch's log captured into the call
-// log (etb_last_call_log), an abort unwound (ETB_ERR_ABORTED) and a C++ exception
-// caught (ETB_ERR_CXX_EXCEPTION). Returns the bridge's status.
+// log, an abort unwound (ETB_ERR_ABORTED) and a C++ exception caught
+// (ETB_ERR_CXX_EXCEPTION). Returns the bridge's status; a failure is the thread's
+// last (etb_last_failure).
 int run_captured(const char* name, BackendStep step, void* self);
+
+// A call named `name` refused before any ExecuTorch code ran (no such backend, no
+// memory): `error` (not Ok) becomes the thread's last failure, of kind
+// ETB_FAILURE_REFUSED. Returns it as the bridge's status.
+int refused(const char* name, et::Error error);
 
 // An ExecuTorch Error as the bridge's int return code (etops_bridge.h).
 int status_of(et::Error error);

@@ -12,7 +12,9 @@
  *     positive error code. Registry edits (registry_edit.cpp) return ETB_REG_*
  *     codes; everything else returns an ExecuTorch Error number (etb_error_name
  *     names it; the few C callers test for are ETB_ERR_*). Results come back
- *     through pointer parameters, written only on success.
+ *     through pointer parameters, written only on success. A call that runs
+ *     ExecuTorch code (etb_call, etb_delegate_init, etb_delegate_execute) and fails
+ *     also leaves a structured account of why: etb_last_failure.
  *   - A function that cannot fail (a count, a name, a generation, a yes/no
  *     question about a valid object) returns its value; a yes/no answer is an int,
  *     1 or 0.
@@ -57,13 +59,12 @@ enum {
   ETB_ERR_MEMORY_ALLOCATION_FAILED = 0x21,
 };
 
-/* Statuses of a call that are not ExecuTorch Errors: ExecuTorch aborted inside the
- * kernel (ET_CHECK, ET_ASSERT_UNREACHABLE, a failed resize) and etops unwound it; the
- * kernel threw a C++ exception of its own. The call log says why. */
+/* Statuses of a call that are not ExecuTorch Errors (etb_failure.kind says the
+ * same): ExecuTorch aborted inside the kernel and etops unwound it; the kernel threw
+ * a C++ exception of its own; a synchronous fault on the calling thread inside the
+ * kernel abandoned its frames (fault_trap.h). */
 #define ETB_ERR_ABORTED 0x1000
 #define ETB_ERR_CXX_EXCEPTION 0x1001
-/* A synchronous fault (SIGSEGV, SIGBUS, SIGFPE, SIGILL) on the calling thread inside
- * the kernel: its frames were abandoned (fault_trap.h); etb_last_fault says what. */
 #define ETB_ERR_CRASHED 0x1002
 
 /* ExecuTorch ScalarType numbers (etb_tensor.dtype), the ones etops borrows
@@ -143,10 +144,49 @@ typedef struct etb_value {
   } u;
 } etb_value;
 
+/* What a trapped fault was: the signal, si_code, the faulting address (si_addr:
+ * the memory accessed for SIGSEGV/SIGBUS, the instruction for SIGFPE/SIGILL), the
+ * program counter, and whether a SIGSEGV was a write (1), a read (0) or unknown (-1). */
+typedef struct etf_fault {
+  int32_t signo;
+  int32_t code;
+  int32_t is_write;
+  uint64_t address;
+  uint64_t pc;
+} etf_fault;
+
+/* Why a call failed: one kind per way ExecuTorch code can fail (etb_failure.kind). */
+typedef enum etb_failure_kind {
+  ETB_FAILURE_ERROR = 1,      /* the kernel or backend returned an Error (ctx.fail) */
+  ETB_FAILURE_RESIZE_REFUSED, /* the same, after ExecuTorch refused to resize a tensor the kernel
+                                 resized (TensorImpl's resize logged it: a STATIC tensor to another
+                                 shape, a DYNAMIC_BOUND one past its memory) */
+  ETB_FAILURE_ABORTED,        /* ExecuTorch aborted inside (ET_CHECK, ET_ASSERT_UNREACHABLE), unwound:
+                                 code ETB_ERR_ABORTED; file:line is the check's */
+  ETB_FAILURE_CXX_EXCEPTION,  /* the kernel threw a C++ exception: code ETB_ERR_CXX_EXCEPTION,
+                                 the message says what */
+  ETB_FAILURE_CRASHED,        /* a synchronous fault, trapped: code ETB_ERR_CRASHED, `fault` says what */
+  ETB_FAILURE_REFUSED,        /* the bridge refused the call before any ExecuTorch code ran (a
+                                 malformed slot, no such backend, no memory) */
+  ETB_FAILURE_KIND_COUNT      /* one past the last kind (table sizes) */
+} etb_failure_kind;
+
+/* A failed call, as the bridge saw it. Strings are NUL-terminated, never NULL. */
+typedef struct etb_failure {
+  int32_t kind;        /* etb_failure_kind */
+  int32_t code;        /* the call's status: an ExecuTorch Error or ETB_ERR_ABORTED / _CXX_EXCEPTION / _CRASHED */
+  const char* message; /* what ExecuTorch and the kernel logged during the call, a line a message ("": nothing) */
+  const char* file;    /* the source file of the last error or fatal message logged (the failing check;
+                          ExecuTorch's own paths from "executorch/" on), "" when none was */
+  uint32_t line;       /* its line, 0 when none */
+  const char* kernel;  /* the kernel (or backend) the call ran */
+  etf_fault fault;     /* ETB_FAILURE_CRASHED: the fault; zeros otherwise */
+} etb_failure;
+
 /* An opaque ExecuTorch OpFunction. */
 typedef void* etb_kernel_fn;
 
-/* ---- registry queries (bridge.cpp) -------------------------------------------- */
+/* ---- registry queries (registry_query.cpp) ------------------------------------ */
 
 /* Number of kernels registered. */
 size_t etb_kernel_count(void);
@@ -178,15 +218,17 @@ int etb_make_key(int ntensors, const int8_t* dtypes, const uint8_t* ndims,
 
 /* Runs `fn` on `values` (nvalues slots) and returns the kernel's failure state (an
  * ExecuTorch Error; InvalidType / InvalidArgument for a malformed slot, before any
- * kernel runs). On return, tensors passed ETB_DYNAMIC_BOUND have their new sizes
- * (and `resized` set) and fresh return slots their value. `op_name` is remembered
- * while the kernel runs, for the abort notice; what the kernel logs is kept for
- * etb_last_call_log, and *logged (when the kernel ran) says whether it logged
- * anything (0: etb_last_call_log() is ""). `flags`: ETB_CALL_HAS_LISTS unless no
- * slot is a string or a list (the stack is then built without counting its slots;
- * such a slot is refused with InvalidType); ETB_CALL_POOL_INLINE runs the kernel's
- * parallel regions on this thread (a small call: a fault in it is then always
- * trapped, fault_trap.h). Never aborts on slots the caller validated. */
+ * kernel runs), etb_last_failure saying why when it is not ETB_OK. On return,
+ * tensors passed ETB_DYNAMIC_BOUND have their new sizes (and `resized` set) and
+ * fresh return slots their value. `op_name` is remembered while the kernel runs,
+ * for the abort notice and the failure; what the kernel logs is kept (the failure's
+ * message, or etb_last_call_log after a success), and *logged (when the kernel ran)
+ * says whether it logged anything (0: etb_last_call_log() is ""). `flags`:
+ * ETB_CALL_HAS_LISTS unless no slot is a string or a list (the stack is then built
+ * without counting its slots; such a slot is refused with InvalidType);
+ * ETB_CALL_POOL_INLINE runs the kernel's parallel regions on this thread (a small
+ * call: a fault in it is then always trapped, fault_trap.h). Never aborts on slots
+ * the caller validated. */
 #define ETB_CALL_HAS_LISTS 1
 #define ETB_CALL_POOL_INLINE 2
 int etb_call(etb_kernel_fn fn, const char* op_name, etb_value* values, int nvalues, int flags, int* logged);
@@ -209,17 +251,14 @@ typedef void (*etb_log_sink)(char level, const char* file, const char* func, siz
  * layer back before each call when another library installed its own since. */
 void etb_install_pal(etb_log_sink sink);
 
-/* Messages logged by the last failed call on this thread, joined by newlines;
- * valid until the next call on this thread. */
+/* Messages the last call on this thread logged, joined by newlines (a call that
+ * succeeded may log warnings: they go to Python's logging); valid until the next
+ * call on this thread. A failure's are its message. */
 const char* etb_last_call_log(void);
 
-/* "file:line" of the last fatal message (an ET_CHECK's) logged by the last call on
- * this thread, or "". */
-const char* etb_last_abort_site(void);
-
-/* The fault of the last call on this thread that returned ETB_ERR_CRASHED. */
-struct etf_fault;
-void etb_last_fault(struct etf_fault* out);
+/* The last call on this thread that failed (returned other than ETB_OK): valid,
+ * unchanged by calls that succeed, until the next call on this thread fails. */
+const etb_failure* etb_last_failure(void);
 
 /* The kernel of the outermost etops call running on any thread, or NULL
  * (async-signal-safe: fault_trap.c's notices). */
@@ -303,8 +342,8 @@ typedef struct etb_delegate etb_delegate;
  * and the named data (indexed, not copied), and sets *out. The blob and the named
  * data bytes must stay valid and unchanged until etb_delegate_destroy. Errors:
  * NotFound (no such backend), NotSupported (the backend is not available),
- * MemoryAllocationFailed, else the backend's init error. The call log
- * (etb_last_call_log) holds what the backend logged. */
+ * MemoryAllocationFailed, else the backend's init error; etb_last_failure says why
+ * (its message: what the backend logged). */
 int etb_delegate_init(const char* backend, const void* processed, size_t processed_size,
                       const etb_compile_spec* specs, int nspecs, const etb_named_data* data, int ndata,
                       const char* method_name, etb_delegate** out);

@@ -1,6 +1,8 @@
 /*
- * etops_native.h - what the C files of the extension share: module state, the
- * argument plan's encoding, and the tensor borrowing helpers (tensor.c).
+ * etops_native.h - the extension's internals, what its C files share: module state,
+ * the argument plan's encoding, the tensor borrowing helpers (tensor.c), failures as
+ * Python objects (call_failure.c). The C<->C++ bridge's ABI (slots, statuses, a
+ * call's failure) is etops_bridge.h's, included here and not restated.
  */
 #ifndef ETOPS_NATIVE_H
 #define ETOPS_NATIVE_H
@@ -45,6 +47,8 @@ enum {
 typedef struct etops_state {
   PyObject* kernel_type;          /* the Kernel type */
   PyObject* delegate_type;        /* the Delegate type (delegate.c) */
+  PyObject* failure_type;         /* CallFailure, a failed call (call_failure.c) */
+  PyObject* fault_type;           /* Fault, a crashed call's fault (call_failure.c) */
   PyObject* torch_tensor_type;    /* torch.Tensor, set by configure() */
   const DLPackExchangeAPI* torch_api;
   PyObject* densify;              /* callable(obj) -> contiguous copy */
@@ -156,9 +160,12 @@ int etops_delegate_type_init(PyObject* module, etops_state* st);
 /* The backend handle of a Delegate object (NULL with TypeError for anything else). */
 etb_delegate* etops_delegate_handle(etops_state* st, PyObject* obj);
 
-/* (code, name, log, abort site, fault or None) of the call on this thread that just
- * failed with `err` (fault: (signal, si_code, address, pc, is_write) for
- * ETB_ERR_CRASHED): what the slow path's `failed` and delegate_init's caller get. */
-PyObject* etops_failure_info(int err); /* kernel_call.c */
+/* Creates the CallFailure and Fault types (module attributes). */
+int etops_failure_types_init(PyObject* module, etops_state* st);
+/* The CallFailure of the call on this thread that just failed (etb_last_failure),
+ * its fault placed at `placed` ((argument, where, offset): a probe's guard page
+ * stopped it) unless NULL: what the slow path's `failed` and delegate_init's caller
+ * get. */
+PyObject* etops_last_failure(etops_state* st, PyObject* placed);
 
 #endif /* ETOPS_NATIVE_H */

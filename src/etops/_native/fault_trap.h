@@ -17,20 +17,11 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "etops_bridge.h" /* etf_fault: what a trapped fault was, part of a call's failure */
+
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-/* What a trapped fault was: the signal, si_code, the faulting address (si_addr:
- * the memory accessed for SIGSEGV/SIGBUS, the instruction for SIGFPE/SIGILL), the
- * program counter, and whether a SIGSEGV was a write (1), a read (0) or unknown (-1). */
-typedef struct etf_fault {
-  int32_t signo;
-  int32_t code;
-  int32_t is_write;
-  uint64_t address;
-  uint64_t pc;
-} etf_fault;
 
 /* One armed region on one thread: jumped back to on a fault. Lives on the stack of
  * the frame that pushed it; `outer` is the trap it hides (a Python kernel calling a

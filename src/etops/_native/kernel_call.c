@@ -22,9 +22,8 @@
  * method per entry point below. Each takes (kernel, bound, extra): `bound` is the
  * arguments exactly as this call bound them, one item per plan argument in plan
  * order (defaults filled, missing outs as None), so Python never binds again;
- * `extra` is the failure (code, name, log, abort site, fault) for SLOW_FAILED, else None
- * (fault: (signal, si_code, address, pc, is_write) when the kernel crashed, else None). SLOW_RESIZED
- * takes (kernel, out object, new sizes, has data, argument name) instead. */
+ * `extra` is the failure (a CallFailure, call_failure.c) for SLOW_FAILED, else None.
+ * SLOW_RESIZED takes (kernel, out object, new sizes, has data, argument name) instead. */
 typedef enum {
   SLOW_ALLOCATE_AND_CALL, /* outs are missing: size them, allocate, call again */
   SLOW_PRECHECK,          /* before every call of a kernel known to abort on some inputs */
@@ -311,36 +310,17 @@ static int any_resized(const CallScratch* cs) {
   return 0;
 }
 
-/* What the slow path's `failed` gets for a failed call on this thread (see the
- * hand-offs above): (code, name, log, abort site, fault or None). */
-PyObject* etops_failure_info(int err) {
-  if (err != ETB_ERR_CRASHED) {
-    return Py_BuildValue("(isssO)", err, etb_error_name(err), etb_last_call_log(), etb_last_abort_site(), Py_None);
-  }
-  etf_fault f;
-  etb_last_fault(&f);
-  return Py_BuildValue("(isss(iiKKi))", err, etb_error_name(err), etb_last_call_log(), etb_last_abort_site(),
-                       (int)f.signo, (int)f.code, (unsigned long long)f.address, (unsigned long long)f.pc,
-                       (int)f.is_write);
-}
-
-/* A 1-tuple ((argument, where, offset),) when the last call's fault lies in the
- * probe's guarded memory (a write past a tensor the guard page stopped), else NULL. */
+/* (argument, where, offset) when the last call's fault lies in the probe's guarded
+ * memory (a write past a tensor the guard page stopped), else NULL. */
 static PyObject* probe_site(const Probe* probe) {
-  etf_fault f;
-  etb_last_fault(&f);
   const char *name, *where;
   int64_t offset;
-  if (!probe_locate(probe, f.address, &name, &where, &offset)) return NULL;
-  return Py_BuildValue("((ssL))", name, where, (long long)offset);
+  if (!probe_locate(probe, etb_last_failure()->fault.address, &name, &where, &offset)) return NULL;
+  return Py_BuildValue("(ssL)", name, where, (long long)offset);
 }
 
 /* Releasing the GIL costs about as much as a tiny kernel: only for big ones. */
 #define GIL_RELEASE_NUMEL 32768
-
-/* What ExecuTorch logs when a kernel resizes a STATIC tensor to another shape
- * (TensorImpl::internal_resize_contiguous), before it computes anything. */
-#define STATIC_RESIZE_REFUSED "Attempted to resize a static tensor"
 
 /* Sets the shape dynamism of every borrowed out tensor (vals: the call's converted outs). */
 static void set_out_dynamism(const KernelObject* k, etb_value* vals, uint8_t dynamism) {
@@ -488,10 +468,11 @@ PyObject* kernel_vectorcall(PyObject* self, PyObject* const* args, size_t nargsf
     if (signature_slot >= 0 && !k->probed[signature_slot] && !etf_handed_over() && probe_begin(k, &cs, &probe) < 0)
       goto done;
     err = run_kernel(k, fn, vals, cs.numel_total, &logged);
-    if (err != ETB_OK && err != ETB_ERR_ABORTED && err != ETB_ERR_CRASHED && static_slot >= 0 && strstr(etb_last_call_log(), STATIC_RESIZE_REFUSED) != NULL) {
+    if (err != ETB_OK && static_slot >= 0 && etb_last_failure()->kind == ETB_FAILURE_RESIZE_REFUSED) {
       /* ExecuTorch's kernel sizes an out otherwise than torch's meta kernel (batch
-       * norm's save_mean of an eval call: [0], where the meta says [C]); it refused
-       * before computing. This signature's outs go DYNAMIC_BOUND from now on, and the call
+       * norm's save_mean of an eval call: [0], where the meta says [C]): ExecuTorch
+       * refused to resize the STATIC out, before the kernel computed anything. This
+       * signature's outs go DYNAMIC_BOUND from now on, and the call
        * runs again as before, the kernel shrinking the out and etops mirroring it. */
       k->validated_static_outs[static_slot] = 0;
       if (alloc_slot >= 0) { /* outs etops allocated: the slow path's call from now on, run once */
@@ -522,12 +503,8 @@ PyObject* kernel_vectorcall(PyObject* self, PyObject* const* args, size_t nargsf
     Py_DECREF(r);
   }
   if (err != ETB_OK) {
-    PyObject* info = etops_failure_info(err);
-    if (info != NULL && crash_site != NULL) { /* the fault hit a probe's guard page: named here */
-      PyObject* fault = PyTuple_GET_ITEM(info, 4);
-      PyObject* placed = PySequence_Concat(fault, crash_site);
-      if (placed == NULL || PyTuple_SetItem(info, 4, placed) < 0) Py_CLEAR(info);
-    }
+    /* crash_site: the fault hit a probe's guard page, named here */
+    PyObject* info = etops_last_failure(k->st, crash_site);
     if (info == NULL) goto done;
     etops_keep_release(&cs.keep); /* the slow path may resize what we borrowed */
     result = slow_path(k, SLOW_FAILED, bound, info);

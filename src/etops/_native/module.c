@@ -362,6 +362,7 @@ static int module_exec(PyObject* module) {
   if (st->str_dlpack == NULL || st->str_dlpack_device == NULL) return -1;
   if (etops_kernel_type_init(module, st) < 0) return -1;
   if (etops_delegate_type_init(module, st) < 0) return -1;
+  if (etops_failure_types_init(module, st) < 0) return -1;
   if (PyModule_AddIntConstant(module, "MAX_DIM", ETB_MAX_DIM) < 0) return -1;
   if (PyModule_AddIntConstant(module, "MAX_ARGS", ETOPS_MAX_ARGS) < 0) return -1;
   return 0;
@@ -371,6 +372,8 @@ static int module_traverse(PyObject* module, visitproc visit, void* arg) {
   etops_state* st = state_of(module);
   Py_VISIT(st->kernel_type);
   Py_VISIT(st->delegate_type);
+  Py_VISIT(st->failure_type);
+  Py_VISIT(st->fault_type);
   Py_VISIT(st->torch_tensor_type);
   Py_VISIT(st->densify);
   Py_VISIT(st->copy_back);
@@ -385,6 +388,8 @@ static int module_clear(PyObject* module) {
   etops_state* st = state_of(module);
   Py_CLEAR(st->kernel_type);
   Py_CLEAR(st->delegate_type);
+  Py_CLEAR(st->failure_type);
+  Py_CLEAR(st->fault_type);
   Py_CLEAR(st->torch_tensor_type);
   Py_CLEAR(st->densify);
   Py_CLEAR(st->copy_back);

@@ -1,7 +1,8 @@
 // registry_query.cpp - the registry queries of the bridge: the registered kernels,
 // ExecuTorch's kernel selection for a list of tensor metas, kernel key strings, and
-// the names of ExecuTorch's Error codes. (The registry's generation counter, read on
-// every call, stays with the call path in bridge.cpp.)
+// the names of ExecuTorch's Error codes; and the proof that the numbers
+// etops_bridge.h spells out (Errors, ScalarTypes) are ExecuTorch's. (The registry's
+// generation counter, kernel_select.c's cache key, is here too.)
 //
 // Touches ExecuTorch's types (as bridge.cpp and backends.cpp do); imports nothing of
 // the call path.
@@ -9,14 +10,51 @@
 #include "etops_bridge.h"
 
 #include <executorch/runtime/core/error.h>
+#include <executorch/runtime/core/exec_aten/exec_aten.h>
 #include <executorch/runtime/kernel/operator_registry.h>
 
+#include <atomic>
 #include <cstdint>
 
 namespace et = ::executorch::runtime;
 namespace eta = ::executorch::aten;
 
+// The numbers etops_bridge.h spells out are ExecuTorch's.
+static_assert(ETB_OK == static_cast<int>(et::Error::Ok), "ETB_OK");
+static_assert(ETB_ERR_INVALID_STATE == static_cast<int>(et::Error::InvalidState), "ETB_ERR_INVALID_STATE");
+static_assert(ETB_ERR_NOT_SUPPORTED == static_cast<int>(et::Error::NotSupported), "ETB_ERR_NOT_SUPPORTED");
+static_assert(ETB_ERR_INVALID_ARGUMENT == static_cast<int>(et::Error::InvalidArgument), "ETB_ERR_INVALID_ARGUMENT");
+static_assert(ETB_ERR_INVALID_TYPE == static_cast<int>(et::Error::InvalidType), "ETB_ERR_INVALID_TYPE");
+static_assert(ETB_ERR_NOT_FOUND == static_cast<int>(et::Error::NotFound), "ETB_ERR_NOT_FOUND");
+static_assert(ETB_ERR_MEMORY_ALLOCATION_FAILED == static_cast<int>(et::Error::MemoryAllocationFailed),
+              "ETB_ERR_MEMORY_ALLOCATION_FAILED");
+#define ETOPS_SAME_DTYPE(etb, et_name) \
+  static_assert(etb == static_cast<int>(eta::ScalarType::et_name), #etb " is ScalarType::" #et_name);
+ETOPS_SAME_DTYPE(ETB_DTYPE_BYTE, Byte)
+ETOPS_SAME_DTYPE(ETB_DTYPE_CHAR, Char)
+ETOPS_SAME_DTYPE(ETB_DTYPE_SHORT, Short)
+ETOPS_SAME_DTYPE(ETB_DTYPE_INT, Int)
+ETOPS_SAME_DTYPE(ETB_DTYPE_LONG, Long)
+ETOPS_SAME_DTYPE(ETB_DTYPE_HALF, Half)
+ETOPS_SAME_DTYPE(ETB_DTYPE_FLOAT, Float)
+ETOPS_SAME_DTYPE(ETB_DTYPE_DOUBLE, Double)
+ETOPS_SAME_DTYPE(ETB_DTYPE_COMPLEX_FLOAT, ComplexFloat)
+ETOPS_SAME_DTYPE(ETB_DTYPE_COMPLEX_DOUBLE, ComplexDouble)
+ETOPS_SAME_DTYPE(ETB_DTYPE_BOOL, Bool)
+ETOPS_SAME_DTYPE(ETB_DTYPE_BFLOAT16, BFloat16)
+ETOPS_SAME_DTYPE(ETB_DTYPE_FLOAT8_E5M2, Float8_e5m2)
+ETOPS_SAME_DTYPE(ETB_DTYPE_FLOAT8_E4M3FN, Float8_e4m3fn)
+ETOPS_SAME_DTYPE(ETB_DTYPE_FLOAT8_E5M2FNUZ, Float8_e5m2fnuz)
+ETOPS_SAME_DTYPE(ETB_DTYPE_FLOAT8_E4M3FNUZ, Float8_e4m3fnuz)
+ETOPS_SAME_DTYPE(ETB_DTYPE_UINT16, UInt16)
+ETOPS_SAME_DTYPE(ETB_DTYPE_UINT32, UInt32)
+ETOPS_SAME_DTYPE(ETB_DTYPE_UINT64, UInt64)
+#undef ETOPS_SAME_DTYPE
+
 namespace {
+
+// Bumped by every registry edit etops makes (read on every call: kernel_select.c's cache).
+std::atomic<uint64_t> g_generation{1};
 
 const char* error_name(et::Error e) {
   switch (e) {
@@ -95,6 +133,10 @@ int etb_make_key(int ntensors, const int8_t* dtypes, const uint8_t* ndims,
   return static_cast<int>(et::internal::make_kernel_key_string(
       et::Span<const et::TensorMeta>(metas, static_cast<size_t>(ntensors)), buf, buf_size));
 }
+
+uint64_t etb_registry_generation(void) { return g_generation.load(std::memory_order_acquire); }
+
+void etb_registry_touch(void) { g_generation.fetch_add(1, std::memory_order_acq_rel); }
 
 const char* etb_error_name(int32_t error) {
   if (error == ETB_ERR_ABORTED) return "Aborted";

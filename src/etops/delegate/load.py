@@ -328,18 +328,17 @@ def load(lowered, *, name: str | None = None, method: str = "forward"):
     inputs, outputs = _specs(lowered)
     info = DelegateInfo(label, lowered, inputs, outputs)
     handle = _native._core.delegate_init(lowered.backend_id, lowered.processed_bytes, compile_specs(lowered), named_data(lowered), method)
-    if isinstance(handle, tuple):
-        code, error_name, log, site, fault = handle
-        if error_name in ("Aborted", "Crashed"):
-            raise kernel_failure(DelegateError, label, code, error_name, log, site, fault)
+    if isinstance(handle, _native._core.CallFailure):
+        if handle.kind in ("aborted", "crashed"):
+            raise kernel_failure(DelegateError, label, handle)
         registered = _backends.backend_names()
         if lowered.backend_id not in registered:
             detail = f"no backend named {lowered.backend_id!r} is registered (registered: {', '.join(registered) or 'none'})"
-        elif error_name == "NotSupported":
+        elif handle.name == "NotSupported":
             detail = f"backend {lowered.backend_id} is not available on this machine"
         else:
             detail = f"backend {lowered.backend_id} refused the processed blob ({len(lowered.processed_bytes)} bytes)"
-        raise DelegateError(label, code, error_name, log, action="init", detail=detail)
+        raise kernel_failure(DelegateError, label, handle, action="init", detail=detail)
     info._handle = handle
     # dtypes, dim orders, static sizes and overlaps are checked in C on every call;
     # symbolic sizes (ranges, one size per symbol) in Python, by precheck

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from custom_helpers import cache, registry_snapshot, run_fresh  # noqa: F401
+from custom_helpers import cache, failures, registry_snapshot, run_fresh  # noqa: F401
 
 import etops
 
@@ -77,13 +77,18 @@ def _assert_planted(error: BaseException, op: str = "abortlib::planted.out") -> 
     assert error.site, "the file:line of the check"
 
 
-def test_direct_call_raises_and_the_next_call_works(planted):
+def test_direct_call_raises_and_the_next_call_works(planted, failures):
     before = registry_snapshot()
     for _ in range(3):
         with pytest.raises(etops.KernelAborted) as caught:
             planted(torch.tensor([-1.0, 2.0]), out=torch.empty(2))
         _assert_planted(caught.value)
         assert "x[0] is -1" in str(caught.value)
+        # the bridge's failure, by kind: the check's message and site, the kernel
+        failure = failures[-1]
+        assert (failure.kind, failure.code, failure.name, failure.kernel) == ("aborted", 0x1000, "Aborted", "abortlib::planted.out")
+        assert "x[0] is -1" in failure.message and failure.line > 0 and failure.fault is None
+        assert caught.value.site == f"{failure.file}:{failure.line}"
         assert planted(torch.tensor([1.0, 2.0]), out=torch.empty(2)).tolist() == [2.0, 3.0]
         assert etops.registry().aten.add.out(torch.ones(2), torch.ones(2), out=torch.empty(2)).tolist() == [2.0, 2.0]
     assert registry_snapshot() == before
@@ -155,7 +160,7 @@ def test_a_python_kernel_calling_an_aborting_kernel(planted):
         h.deregister()
 
 
-def test_a_cxx_exception_of_the_kernel_is_a_kernel_error(cache):
+def test_a_cxx_exception_of_the_kernel_is_a_kernel_error(cache, failures):
     h = etops.register_kernel("abortlib::throws.out", THROWS, function="throws_out",
                               schema="throws.out(Tensor x, *, Tensor(a!) out) -> Tensor(a!)")
     try:
@@ -163,6 +168,7 @@ def test_a_cxx_exception_of_the_kernel_is_a_kernel_error(cache):
             etops.registry().get_kernel("abortlib::throws.out")(torch.ones(1), out=torch.empty(1))
         assert not isinstance(caught.value, etops.KernelAborted)
         assert "planted exception" in str(caught.value)
+        assert [(f.kind, f.name) for f in failures] == [("exception", "CxxException")]
     finally:
         h.deregister()
 

@@ -8,7 +8,7 @@ import threading
 
 import pytest
 import torch
-from custom_helpers import INSTRUMENTED_ADD, SCALE_SOURCE, TWICE_SCHEMA, cache, registry_snapshot, run_fresh  # noqa: F401
+from custom_helpers import INSTRUMENTED_ADD, SCALE_SOURCE, TWICE_SCHEMA, cache, failures, registry_snapshot, run_fresh  # noqa: F401
 
 import etops
 from etops import custom
@@ -147,6 +147,9 @@ Tensor& shrinking_add(KernelRuntimeContext& ctx, const Tensor& self, const Tenso
 }
 """
 
+#: aten::add.out (1-D float) that grows its out by one element, past its memory
+GROWING_ADD = SHRINKING_ADD.replace("shrinking_add", "growing_add").replace("out.size(0) - 1", "out.size(0) + 1")
+
 
 def _add_like(name, source):
     """A compiled kernel with aten::add.out's schema under ctest::<name>.out."""
@@ -168,7 +171,7 @@ def test_outs_whose_shape_torch_fixed_reach_the_kernel_static(cache):
     assert torch.equal(etops.registry().ctest.dynamism_probe.out(a, a, out=torch.empty(3)), torch.full((3,), 2.0))
 
 
-def test_a_kernel_that_resizes_a_static_out_runs_again_dynamic(cache):
+def test_a_kernel_that_resizes_a_static_out_runs_again_dynamic(cache, failures):
     """A kernel that sizes an out otherwise than torch (ExecuTorch's eval batch norm
     shrinks save_mean to [0]) refuses the STATIC out before computing; etops calls it
     again with the out DYNAMIC_BOUND, as before outs went STATIC, and remembers that
@@ -185,6 +188,18 @@ def test_a_kernel_that_resizes_a_static_out_runs_again_dynamic(cache):
             assert out.shape == (4,) and torch.equal(out, torch.full((4,), 2.0))
     with etops.override("aten::add.out", probe.address):  # the signature stays DYNAMIC_BOUND
         assert torch.equal(add(a, a, out=torch.empty(5)), torch.full((5,), 2.0))
+    assert failures == [], "the refused resize was told by its kind and run again in C"
+
+
+def test_a_resize_executorch_refuses_is_the_failures_kind(cache, failures):
+    """ExecuTorch refuses to grow a DYNAMIC_BOUND out past its memory: the bridge
+    tells it by where the refusal was logged (TensorImpl's resize), not by its words."""
+    _add_like("growing_add", GROWING_ADD)
+    a = torch.ones(3)  # under ctest torch has no checks: the out reaches the kernel DYNAMIC_BOUND
+    with pytest.raises(etops.KernelError) as caught:
+        etops.registry().ctest.growing_add.out(a, a, out=torch.empty(3))
+    assert [(f.kind, f.name, f.kernel) for f in failures] == [("resize_refused", "InvalidArgument", "ctest::growing_add.out")]
+    assert caught.value.site == f"{failures[0].file}:{failures[0].line}" and str(caught.value).endswith(f"[{caught.value.site}]")
 
 
 def test_override_restored_on_exception(instrumented):

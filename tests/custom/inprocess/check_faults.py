@@ -12,7 +12,7 @@ import warnings
 
 import pytest
 import torch
-from custom_helpers import cache, registry_snapshot, run_fresh  # noqa: F401
+from custom_helpers import cache, failures, registry_snapshot, run_fresh  # noqa: F401
 
 import etops
 
@@ -80,11 +80,14 @@ def _long(*values: int) -> torch.Tensor:
     return torch.tensor(values, dtype=torch.long)
 
 
-def test_an_integer_division_by_zero_raises_and_the_next_call_works(divides):
+def test_an_integer_division_by_zero_raises_and_the_next_call_works(divides, failures):
     before = registry_snapshot()
     for _ in range(3):
         with pytest.raises(etops.KernelCrashed) as caught:
             divides(_long(7, 8), _long(1, 0), out=torch.empty(2, dtype=torch.long))
+        failure = failures[-1]  # the bridge's, by kind: the fault's fields by name
+        assert (failure.kind, failure.name, failure.kernel) == ("crashed", "Crashed", "faultlib::divides.out")
+        assert failure.fault.signal == 8 and failure.fault.argument is None
         error = caught.value
         assert isinstance(error, etops.KernelError)
         assert error.op == "faultlib::divides.out" and error.signal == "SIGFPE"

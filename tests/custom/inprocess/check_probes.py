@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from custom_helpers import cache  # noqa: F401
+from custom_helpers import cache, failures  # noqa: F401
 
 import etops
 
@@ -58,7 +58,7 @@ def _kernel(name: str, source: str, function: str):
     (0, -1, "before the start"),     # one element before
     (0, -3000, "before the start"),  # pages before
 ])
-def test_a_write_outside_the_out_is_stopped_and_nothing_changes(cache, extra, at, where):
+def test_a_write_outside_the_out_is_stopped_and_nothing_changes(cache, failures, extra, at, where):
     source = OVERRUN.replace("EXTRA", str(extra)).replace("AT", f"({at})")
     op = _kernel(f"overrun_{extra}_{-at}", source, "overrun_out")
     buffer = torch.full((20000,), -1.0)
@@ -70,6 +70,8 @@ def test_a_write_outside_the_out_is_stopped_and_nothing_changes(cache, extra, at
         assert error.argument == "out" and error.where == where and error.access == "write"
         assert not error.memory_may_be_corrupt and "stopped" in str(error)
         assert torch.equal(buffer, torch.full((20000,), -1.0)), "the out and its neighbours are unchanged"
+    if abs(extra + at) > 1:  # the guard page, not the canary: a fault the bridge placed in the out
+        assert [(f.kind, f.fault.argument, f.fault.where) for f in failures] == [("crashed", "out", where)] * 2
 
 
 def test_a_kernel_writing_wider_elements_than_its_out_is_stopped(cache):

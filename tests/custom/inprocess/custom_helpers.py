@@ -144,3 +144,20 @@ def run_pte():
 
 
 _COUNTER = iter(range(10**9))
+
+
+@pytest.fixture
+def failures(monkeypatch):
+    """The failures (etops._native's CallFailure) the bridge hands the slow path
+    during the test, in order; the slow path handles each as before."""
+    from etops.slow_path import SLOW_PATH
+
+    seen: list = []
+    failed = SLOW_PATH.failed
+
+    def record(kernel, values, failure):
+        seen.append(failure)
+        return failed(kernel, values, failure)
+
+    monkeypatch.setattr(SLOW_PATH, "failed", record)
+    return seen
