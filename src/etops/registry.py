@@ -91,7 +91,7 @@ class Registry:
         ``as_program`` kernels), without making more."""
         with self._lock:
             made = list(self._kernels.values())
-        return made + [twin for k in made for twin in getattr(getattr(k, "_info", None), "program_twins", list)()]
+        return made + [twin for k in made for twin in getattr(getattr(k, "_info", None), "other_policies", list)()]
 
     # ---- lookup --------------------------------------------------------------------
 
