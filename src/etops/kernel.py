@@ -21,7 +21,7 @@ import torch
 from . import _native, dtypes, layouts
 from .registered import KernelOrigin, RegisteredKernel, Selection, builtin_origins, decode_key, library_of, select_kernel  # noqa: F401 - kernel's API too
 from .plan import F_HAS_DEFAULT, F_MUTABLE, F_OUT, K_OPT_TENSOR_LIST, K_RETURN_SLOT, K_TENSOR, K_TENSOR_LIST, Plan, build_plan
-from .ops import DIRECT, PROGRAM, CallPolicy, policy_of
+from .ops import DIRECT, CallPolicy, policy_of
 from .ops.policy import workaround_note
 from .errors import KernelError, SchemaError
 from .hooks import origin_provider
@@ -503,24 +503,4 @@ def _layout_warning(name: str, judging):
     return warn
 
 
-def as_program(kernel: Any) -> Any:
-    """The kernel as an exported program calls it (what etops' judges call: ``etops
-    check``, the fuzzer, ``etops.testing``): the kernel made with the PROGRAM policy
-    (etops.ops): the direct part of its entry (guards and workarounds for known
-    kernel bugs) does not apply, so the verdict is the kernel's own (an ExecuTorch
-    abort raises KernelAborted). Only the safety part stays, as refusals: inputs
-    that would corrupt memory or kill the process; torch's checks still refuse what
-    torch refuses. `kernel` is a kernel
-    object or a name; the result is made once and cached. A delegate or an
-    uncallable kernel comes back as it is (there is nothing to switch off)."""
-    if isinstance(kernel, str):
-        from .registry import registry
-
-        kernel = registry().get_kernel(kernel)
-    info = getattr(kernel, "_info", None)
-    if not isinstance(info, KernelInfo) or isinstance(kernel, UncallableKernel):
-        return kernel
-    return info.made_with(PROGRAM, kernel)
-
-
-__all__ = ["KernelInfo", "as_program", "RegisteredKernel", "Selection", "UncallableKernel", "decode_key", "library_of", "make_kernel"]
+__all__ = ["KernelInfo", "RegisteredKernel", "Selection", "UncallableKernel", "decode_key", "library_of", "make_kernel"]

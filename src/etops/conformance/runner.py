@@ -389,7 +389,7 @@ class TaskRunner:
         self._kept: dict = {}
 
     def use_kernel(self, name: str, kernel) -> None:
-        from ..kernel import as_program
+        from ..registry import as_program
 
         self._kernels[name] = as_program(kernel)  # a kernel object made with a given schema
 
