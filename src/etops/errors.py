@@ -102,7 +102,7 @@ class GuardZeroDivisionRefusal(GuardRefusal, ZeroDivisionError):
 
 
 #: the exception types a guard raises -> the GuardRefusal that is one too
-_REFUSALS = {ValueError: GuardRefusal, TypeError: GuardTypeRefusal, IndexError: GuardIndexRefusal,
+_REFUSALS: dict[type, type] = {ValueError: GuardRefusal, TypeError: GuardTypeRefusal, IndexError: GuardIndexRefusal,
              ZeroDivisionError: GuardZeroDivisionRefusal}
 
 

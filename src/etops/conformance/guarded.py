@@ -48,9 +48,9 @@ def refusing_rule(kernel_name: str, exc: BaseException) -> str | None:
     known finding about the same argument when there is one (``; finding: ...``).
     None when `exc` is not a guard refusal."""
     guard = refusing_guard(kernel_name, exc)
-    if guard is None:
+    if guard is None or not isinstance(exc, GuardRefusal):
         return None
     text = _describe_guard(guard)
-    if exc.finding is not None:  # type: ignore[attr-defined] - a GuardRefusal
-        return f"{text}; finding: {exc.finding.summary}"  # type: ignore[attr-defined]
+    if exc.finding is not None:
+        return f"{text}; finding: {exc.finding.summary}"
     return text
