@@ -34,11 +34,11 @@ def counted(name: str):
     """The registry's kernel `name` (e.g. "add.out") built again, as make_kernel
     builds it, with a CountingSlowPath: (kernel, its slow path)."""
     real = etops.registry().get_kernel(f"aten::{name}")._info
-    rules = rules_for(real.name)
+    calls = rules_for(real.name).calls(real.policy)
     slow = CountingSlowPath()
     kernel = _native.Kernel(real.name, real._plan.args, real._plan.returns, real, slow,
-                            precheck=rules.has_precheck, validate=torch_overload(real.name) is not None,
-                            contiguous_only=rules.contiguous_only)
+                            precheck=calls.has_precheck, validate=torch_overload(real.name) is not None,
+                            contiguous_only=calls.contiguous_only)
     return kernel, slow
 
 

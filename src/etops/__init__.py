@@ -35,6 +35,7 @@ from .errors import (
     DelegateError,
     DuplicateKernelError,
     EtopsError,
+    GuardRefusal,
     GuardTimeout,
     KernelAborted,
     KernelCrashed,
@@ -48,11 +49,11 @@ from .errors import (
     UnsupportedNodeError,
 )
 from .crash_site import MemoryMayBeCorruptWarning
-from .kernel import KernelInfo, KernelOrigin, RegisteredKernel, UncallableKernel, as_program
+from .kernel import KernelInfo, KernelOrigin, RegisteredKernel, UncallableKernel
 from .layouts import layout
 from .out_shapes import from_dlpack
 from .torch_checks import check_bounds
-from .registry import Namespace, OpPacket, Registry, get_kernel, registry
+from .registry import Namespace, OpPacket, Registry, as_program, get_kernel, registry
 from .schemas import set_schema
 
 __version__ = "0.1.0"
@@ -198,6 +199,7 @@ __all__ = [
     "DelegateError",
     "DuplicateKernelError",
     "EtopsError",
+    "GuardRefusal",
     "GuardTimeout",
     "Kernel",
     "KernelAborted",

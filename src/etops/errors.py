@@ -65,6 +65,57 @@ class UnrepresentableError(EtopsError, TypeError, ValueError):
     it ``unsupported``. The message names the argument."""
 
 
+
+class GuardRefusal(EtopsError, ValueError):
+    """The rules table (etops.ops) refused a call before the kernel ran: an input the
+    kernel is known to abort on, corrupt memory on or mishandle. The message names
+    the argument, like any argument check; the exception carries what refused it:
+
+    ``op`` (the operator), ``argument`` (the argument the message names), ``rule``
+    (the table's declaration, an etops.ops.Rule), ``guard`` (its guard function),
+    ``finding`` (the table's known finding about that argument, an etops.ops.Finding,
+    or None) and ``policy`` ("direct" or "program": how the kernel was called).
+    A guard that raised TypeError, IndexError or ZeroDivisionError gives the
+    subclass that is one too (``refusal_type``), so ``except TypeError`` still
+    catches it. Pickled, it keeps all but ``rule`` and ``guard`` (functions)."""
+
+    def __init__(self, message: str, op: str = "", *, argument: str | None = None, rule: Any = None, guard: Any = None,
+                 finding: Any = None, policy: str | None = None):
+        super().__init__(message)
+        self.op, self.argument, self.rule, self.guard, self.finding, self.policy = op, argument, rule, guard, finding, policy
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        state = {"argument": self.argument, "finding": self.finding, "policy": self.policy}
+        return (_rebuild_refusal, (type(self), str(self), self.op, state))
+
+
+class GuardTypeRefusal(GuardRefusal, TypeError):
+    """A GuardRefusal of an argument of the wrong type or dtype."""
+
+
+class GuardIndexRefusal(GuardRefusal, IndexError):
+    """A GuardRefusal of an index or dim out of range."""
+
+
+class GuardZeroDivisionRefusal(GuardRefusal, ZeroDivisionError):
+    """A GuardRefusal of an integer zero divisor."""
+
+
+#: the exception types a guard raises -> the GuardRefusal that is one too
+_REFUSALS: dict[type, type] = {ValueError: GuardRefusal, TypeError: GuardTypeRefusal, IndexError: GuardIndexRefusal,
+             ZeroDivisionError: GuardZeroDivisionRefusal}
+
+
+def refusal_type(exc: BaseException) -> type | None:
+    """The GuardRefusal class standing for `exc` as a guard raised it (a plain
+    ValueError, TypeError, IndexError or ZeroDivisionError), or None for any other
+    exception (a guard's own failure stays what it is)."""
+    return _REFUSALS.get(type(exc))
+
+
+def _rebuild_refusal(cls: type, message: str, op: str, state: dict) -> GuardRefusal:
+    return cls(message, op, **state)
+
 class UnsupportedCheck(EtopsError):
     """etops.testing: the kernel refused every case of a check (``unsupported``:
     it does not take the dtype), raised outside pytest (under pytest the check is

@@ -4,13 +4,15 @@ The callable is the C ``Kernel`` (``etops._native``), built once per operator fr
 its argument plan (``plan``); its fast path handles a call with correctly sized
 outs alone and hands the rest to ``slow_path``. Attributes the C object lacks
 (``_schema``, ``kernels``, ``explain`` ...) are looked up on its KernelInfo:
+what a call does before the kernel runs is the call policy the kernel is made with
+(etops.ops: ``DIRECT`` for etops' direct calls, ``PROGRAM`` for the kernel as an
+exported program calls it, ``as_program``), one C kernel per operator and policy;
 registered kernels and their keys, ExecuTorch's kernel selection (``select``,
 ``explain``), the functional overload torch sizes outs with (``out_shapes``).
 """
 
 from __future__ import annotations
 
-import copy
 import warnings
 from typing import Any, Union
 
@@ -19,8 +21,8 @@ import torch
 from . import _native, dtypes, layouts
 from .registered import KernelOrigin, RegisteredKernel, Selection, builtin_origins, decode_key, library_of, select_kernel  # noqa: F401 - kernel's API too
 from .plan import F_HAS_DEFAULT, F_MUTABLE, F_OUT, K_OPT_TENSOR_LIST, K_RETURN_SLOT, K_TENSOR, K_TENSOR_LIST, Plan, build_plan
-from .ops import rules_for
-from .ops.rules import workaround_kind
+from .ops import DIRECT, CallPolicy, policy_of
+from .ops.policy import workaround_note
 from .errors import KernelError, SchemaError
 from .hooks import origin_provider
 from .out_shapes import as_torch, infer_outs
@@ -43,20 +45,22 @@ class KernelInfo:
     #: the registry name calls look the function up under when not `name` (a kernel an
     #: override replaced, registered privately; see make_kernel)
     registered_as: str | None = None
-    #: whether calls get the whole rules table (guards, normalizers, no_work,
-    #: contiguous_only): a direct call does; the kernel as a program calls it
-    #: (``as_program``, the judge's) gets only its ``memory`` rules
-    workarounds = True
 
-    def __init__(self, name: str, schema, schema_source: str, plan: Plan | None, plan_error: str | None):
+    def __init__(self, name: str, schema, schema_source: str, plan: Plan | None, plan_error: str | None,
+                 policy: CallPolicy = DIRECT, registered_as: str | None = None):
         self.name = name
+        #: what this info's kernel does before the kernel runs (etops.ops.DIRECT or PROGRAM)
+        self.policy = policy
+        if registered_as is not None:
+            self.registered_as = registered_as
         self.namespace, self.op, self.overload = split_name(name)
         self._schema = schema
         self.schema_source = schema_source
         self._plan = plan
         self._plan_error = plan_error
         self._functional = None
-        self._as_program: Any = None  # the kernel as a program calls it (program_twin)
+        #: policy -> the C kernel of this operator made with it (made_with), shared by the infos of each
+        self._made: dict = {}
 
     # ---- introspection -------------------------------------------------------------
 
@@ -206,10 +210,10 @@ class KernelInfo:
         """Lines warning of each tensor (of `metas`, as bound_tensor_metas gives them)
         reaching the kernel in a layout the rules table records it as silently
         wrong on (whether or not the user opted in)."""
-        rules = self.rules
+        judging = self.entry.judging
         lines = []
         for label, _dtype, order in metas:
-            finding = rules.wrong_on(layouts.layout_name(order))
+            finding = judging.wrong_on(layouts.layout_name(order))
             if finding is not None:
                 opted = " (you opted in: etops.layout('preserve'))" if layouts.layout_is_preserved() else ""
                 lines.append("warning: " + wrong_layout_message(self.name, finding, label) + opted)
@@ -291,72 +295,65 @@ class KernelInfo:
         return infer_outs(self, bound)
 
     @property
-    def rules(self):
-        """The rules table's record of this operator as this info's calls use it: all
-        of it for direct calls, only the rules that keep memory errors away for the
-        kernel as a program calls it (``rules_for(name, program=True)``)."""
-        return rules_for(self.name, program=not self.workarounds)
+    def entry(self):
+        """The operator's entry in the policy table (etops.ops.policy_of): its
+        sizing, direct, safety and judging parts."""
+        return policy_of(self.name)
+
+    @property
+    def calls(self):
+        """What this info's kernel runs before each call (the entry's CallRules
+        under this info's policy)."""
+        return self.entry.calls(self.policy)
 
     @property
     def contiguous_only(self) -> bool:
-        """Whether every tensor reaches the kernel as a contiguous copy (the rules
+        """Whether every tensor reaches the kernel as a contiguous copy (the policy
         table's workaround for kernels that mishandle other dim orders)."""
-        return self.rules.contiguous_only
+        return self.calls.contiguous_only
 
     def precheck(self, bound: dict) -> dict | None:
-        """The arguments rewritten by the normalizers of its record in etops.ops
-        (the caller calls again with them), or None after its guards accepted the
-        arguments; a guard's refusal raises, naming the argument."""
-        rules = self.rules
-        normalized = rules.normalized(bound, self)
+        """The arguments rewritten by the normalizers of this info's policy (the
+        caller calls again with them), or None after its guards accepted the
+        arguments; a guard's refusal raises a GuardRefusal, naming the argument."""
+        calls = self.calls
+        normalized = calls.normalized(bound, self)
         if normalized is not None:
             return normalized
-        rules.check(bound, self)
+        calls.check(bound, self)
         return None
 
     def nothing_to_compute(self, bound: dict) -> bool:
-        """Whether the rules table says this call has nothing to compute (its outs
-        are only sized, the kernel is not called)."""
-        no_work = self.rules.no_work
-        return no_work is not None and bool(no_work(bound))
+        """Whether this info's policy says this call has nothing to compute (its
+        outs are only sized, the kernel is not called)."""
+        return self.calls.nothing_to_compute(bound)
 
     def workaround(self, bound: dict) -> str | None:
-        """What etops' direct calls do about a call with these arguments that a
-        program's call does not (a guard's refusal naming the argument, a normalizer's
-        rewrite, a call with nothing to compute skipped), or None when a direct call
-        gets no workaround for it."""
-        direct = rules_for(self.name)
-        if direct is self.rules:
+        """For a kernel made with PROGRAM: what one made with DIRECT does about a
+        call with these arguments that it does not (etops.ops.policy.workaround_note),
+        a note beside the judge's verdict; None for a DIRECT kernel."""
+        if self.policy is DIRECT:
             return None
-        try:
-            kind = workaround_kind(direct, bound, self, tensors=False)
-            if kind == "normalize":
-                return "etops' direct calls work around this (a normalizer rewrites the arguments)"
-            if kind == "no_work":
-                return "etops' direct calls work around this (nothing to compute: the kernel is not called)"
-            direct.check(bound, self)
-        except Exception as exc:  # noqa: BLE001 - a guard's refusal is the workaround
-            return f"etops' direct calls refuse this naming the argument ({exc})"
-        if kind == "contiguous":
-            return "etops' direct calls work around this (every tensor reaches the kernel contiguous)"
-        return None
+        return workaround_note(self.entry, bound, self)
 
-    def program_twin(self, kernel):
-        """`kernel` (this info's C kernel) as an exported program calls it: without
-        the rules table's guards and workarounds except those that keep memory
-        errors away (torch's checks still refuse what torch refuses). Made once;
-        `kernel` itself when it is that already."""
-        if not self.workarounds:
+    def made_with(self, policy: CallPolicy, kernel):
+        """The C kernel of this operator made with `policy` (`kernel` is this info's
+        own): `kernel` itself when it is made with `policy`, else one made once, with
+        an info of its own that shares the plan and schema."""
+        if policy is self.policy:
             return kernel
-        if self._as_program is None:
-            info = copy.copy(self)
-            info.workarounds = False
-            info._as_program = self._as_program = _make_c_kernel(info)
-        return self._as_program
+        made = self._made.get(policy)
+        if made is None:
+            info = KernelInfo(self.name, self._schema, self.schema_source, self._plan, self._plan_error,
+                              policy=policy, registered_as=self.registered_as)
+            info._made = self._made
+            made = self._made[policy] = _make_c_kernel(info)
+        return made
 
-    def program_twins(self) -> list:
-        """The kernel made by program_twin, if it was made."""
-        return [self._as_program] if self._as_program is not None and self.workarounds else []
+    def other_policies(self) -> list:
+        """The kernels of this operator made with another policy than this info's
+        (by made_with), if any were made."""
+        return [k for policy, k in self._made.items() if policy is not self.policy]
 
     def validate(self, bound: dict, meta_checked: bool = False) -> dict | None:
         """torch's checks of a call: its meta kernel of this out variant with the
@@ -376,7 +373,7 @@ class KernelInfo:
             refusal, resizes = check_with_torch(self.name, overload, bound, self.out_names())
             if refusal is not None:
                 raise refusal
-        rules_for(self.name).check_like_torch(bound, self)
+        self.entry.check_like_torch(bound, self)
         return resizes
 
     def explain_mismatch(self, bound: dict) -> None:
@@ -459,25 +456,24 @@ def make_kernel(name: str, schema: Any, schema_source: str, registered_as: str |
             plan = build_plan(name, schema)
         except SchemaError as exc:
             error = str(exc).split(": ", 1)[-1]
-    info = KernelInfo(name, schema, schema_source, plan, error)
-    info.registered_as = registered_as
+    info = KernelInfo(name, schema, schema_source, plan, error, registered_as=registered_as)
     if plan is None:
         return UncallableKernel(info)
     return _make_c_kernel(info)
 
 
 def _make_c_kernel(info: KernelInfo):
-    """The C kernel object of a plannable `info`, its prechecks as the info says."""
+    """The C kernel object of a plannable `info`, its prechecks as its policy says."""
     name, plan = info.name, info._require_plan()
     # torch checks calls of its own operators (aten::) before the kernel sees them;
     # torch_checks.check_values also a dim order of ExecuTorch's dim-order ops
     validate = (name.startswith("aten::") and torch_overload(name) is not None) or any(a.name == "dim_order" for a in plan.args)
-    rules = info.rules
+    calls, judging = info.calls, info.entry.judging
     # only a channels-last tensor reaches the kernel in another order than contiguous
     # outside etops.layout("preserve") (where the user opted in): no callback otherwise
-    warn = _layout_warning(name, rules) if rules.wrong_on("channels-last") is not None and not rules.contiguous_only else None
-    return _native.Kernel(info.registered_as or name, plan.args, plan.returns, info, SLOW_PATH, precheck=rules.has_precheck,
-                          validate=validate, contiguous_only=rules.contiguous_only, warn_layout=warn)
+    warn = _layout_warning(name, judging) if judging.wrong_on("channels-last") is not None and not calls.contiguous_only else None
+    return _native.Kernel(info.registered_as or name, plan.args, plan.returns, info, SLOW_PATH, precheck=calls.has_precheck,
+                          validate=validate, contiguous_only=calls.contiguous_only, warn_layout=warn)
 
 
 #: (kernel, layout) pairs warned about in this process
@@ -492,13 +488,13 @@ def wrong_layout_message(name: str, finding, argument: str) -> str:
             f"etops.layout('preserve') to pass it as it is on purpose (no warning then)")
 
 
-def _layout_warning(name: str, rules):
+def _layout_warning(name: str, judging):
     """The C kernel's warn_layout(argument, dim order): warns once per kernel and
-    layout (a WrongLayoutWarning) when `rules` record the kernel wrong on it."""
+    layout (a WrongLayoutWarning) when `judging` records the kernel wrong on it."""
 
     def warn(argument: str, dim_order: tuple) -> None:
         layout = layouts.layout_name(dim_order)
-        finding = rules.wrong_on(layout)
+        finding = judging.wrong_on(layout)
         if finding is None or (name, layout) in _WARNED_LAYOUTS:
             return
         _WARNED_LAYOUTS.add((name, layout))
@@ -507,23 +503,4 @@ def _layout_warning(name: str, rules):
     return warn
 
 
-def as_program(kernel: Any) -> Any:
-    """The kernel as an exported program calls it (what etops' judges call: ``etops
-    check``, the fuzzer, ``etops.testing``): the rules table's guards and workarounds
-    for known kernel bugs (normalizers, no_work, contiguous_only) do not apply, so the
-    verdict is the kernel's own (an ExecuTorch abort raises KernelAborted). Only the
-    rules marked ``memory`` stay, whose inputs would corrupt memory or kill the
-    process; torch's checks still refuse what torch refuses. `kernel` is a kernel
-    object or a name; the result is made once and cached. A delegate or an
-    uncallable kernel comes back as it is (there is nothing to switch off)."""
-    if isinstance(kernel, str):
-        from .registry import registry
-
-        kernel = registry().get_kernel(kernel)
-    info = getattr(kernel, "_info", None)
-    if not isinstance(info, KernelInfo) or isinstance(kernel, UncallableKernel):
-        return kernel
-    return info.program_twin(kernel)
-
-
-__all__ = ["KernelInfo", "as_program", "RegisteredKernel", "Selection", "UncallableKernel", "decode_key", "library_of", "make_kernel"]
+__all__ = ["KernelInfo", "RegisteredKernel", "Selection", "UncallableKernel", "decode_key", "library_of", "make_kernel"]

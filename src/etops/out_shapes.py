@@ -88,8 +88,8 @@ def is_data_dependent(name: str) -> bool:
     size) or says the outs are sized from the data. Never cached by signature."""
     from .ops import rules_for  # etops.ops imports this module
 
-    rules = rules_for(name)
-    return rules.upper_bound is not None or rules.sized_from_data
+    sizing = rules_for(name).sizing
+    return sizing.upper_bound is not None or sizing.sized_from_data
 
 
 def _fake_says_data_dependent(functional, positional, keywords) -> bool:
@@ -161,7 +161,7 @@ def infer_outs(info, bound: dict) -> dict:
 def _infer_outs_uncached(info, bound: dict) -> dict:
     from .ops import rules_for  # etops.ops imports this module
 
-    upper_bound = rules_for(info.name).upper_bound
+    upper_bound = rules_for(info.name).sizing.upper_bound
     if upper_bound is not None:
         return {n: (tuple(s), d, None) for n, (s, d) in upper_bound(bound).items()}
     functional = info.functional_overload()
@@ -172,7 +172,7 @@ def _infer_outs_uncached(info, bound: dict) -> dict:
     try:
         result = functional(*positional, **keywords)
     except Exception as meta_exc:  # noqa: BLE001
-        if not (rules_for(info.name).sized_from_data and _fake_says_data_dependent(functional, positional, keywords)):
+        if not (rules_for(info.name).sizing.sized_from_data and _fake_says_data_dependent(functional, positional, keywords)):
             if isinstance(meta_exc, NotImplementedError):
                 raise SchemaError(f"{info.name}: etops cannot infer the out shapes (torch's meta kernel says: {meta_exc}); pass the outs") from meta_exc
             from .torch_checks import refusal_error  # torch_checks imports this module

@@ -3,7 +3,8 @@
 A plan is computed once per kernel object from torch's FunctionSchema. It is a
 tuple of ``PlanEntry`` (one per schema argument, then the return slot): the C call
 path reads each as the plain tuple ``(name, kind, flags, default, extra,
-fixed_len)``. The kinds and flags mirror ``etops_native.h``: change both together.
+fixed_len)``. The kinds and flags mirror ``etops_native.h``: change both together
+(tests/test_plan_header.py parses the header and fails when they differ).
 """
 
 from __future__ import annotations

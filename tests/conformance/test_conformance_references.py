@@ -16,7 +16,7 @@ import etops
 from etops import conformance, testing
 from etops.conformance import references
 from etops.conformance.references import Reference, Sample, invalid
-from etops.ops.inputs import INPUTS, InputConstraints, input_constraints
+from etops.ops import INPUTS, InputConstraints, input_constraints, policy_of
 
 #: one or two kernels of every namespace the wheel registers
 FAST = [
@@ -103,11 +103,12 @@ def test_quantized_inputs_respect_ranges():
 
 def test_input_constraints_table():
     assert input_constraints("aten::bitwise_left_shift.Tensor_Scalar_out").scalar_range == (0, 7)
+    assert policy_of("aten::var.out").judging.inputs is INPUTS["aten::var.out"]  # the entry's judging part
     assert input_constraints("aten::add.out") is None
     with pytest.raises(TypeError, match="'op'"):
         input_constraints(3)
     with pytest.raises(ValueError, match="scalar_range"):
-        InputConstraints("aten::x.out", ("float32",), scalar_range=(3, 1))
+        InputConstraints(("float32",), scalar_range=(3, 1))
     shifts = references.find("aten::bitwise_left_shift.Tensor_Scalar_out")
     amounts = [s.args[1] for s in shifts.samples(torch.int64)]
     assert amounts and all(0 <= a <= 7 for a in amounts)

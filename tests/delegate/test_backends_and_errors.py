@@ -172,6 +172,7 @@ def test_bad_inputs_name_the_delegate_and_argument(linear, make_args, error, mes
         run(*make_args(x))
     assert f"XnnpackBackend::{attr}" in str(info.value)
     torch.testing.assert_close(run(x), linear.pte_outputs[0], rtol=0, atol=0)
+    assert etops.as_program(run) is run  # a delegate runs its lowered program whatever the call policy
 
 
 def test_wrong_dim_order_is_refused(conv):

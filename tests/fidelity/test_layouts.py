@@ -172,8 +172,8 @@ def test_the_rules_table_is_the_one_list_of_silently_wrong_layouts():
 
     table = wrong_layouts()
     assert {f.layout for f in table["aten::_log_softmax.out"]} == {"channels-last"}
-    assert rules_for("aten::constant_pad_nd.out").wrong_on("channels-last") is not None
-    assert rules_for("aten::mm.out").wrong_on("permuted") is not None and rules_for("aten::add.out").wrong_layouts == ()
+    assert rules_for("aten::constant_pad_nd.out").judging.wrong_on("channels-last") is not None
+    assert rules_for("aten::mm.out").judging.wrong_on("permuted") is not None and rules_for("aten::add.out").judging.wrong_layouts == ()
 
 
 @pytest.mark.parametrize("kernel, args", [

@@ -8,7 +8,7 @@ from torch.testing import assert_close
 
 import etops
 from etops import out_shapes
-from etops.ops import Rule, rules_for
+from etops.ops import Rule, Sizing, rules_for
 from etops.ops.rules import merge
 
 
@@ -46,8 +46,8 @@ def test_repeat_interleave_is_sized_from_the_data(reg):
 
 def test_sized_from_data_ops_are_never_cached_by_signature():
     assert out_shapes.is_data_dependent("aten::index.Tensor_out")
-    assert rules_for("aten::index.Tensor_out").sized_from_data
-    assert not rules_for("aten::add.out").sized_from_data
+    assert rules_for("aten::index.Tensor_out").sizing.sized_from_data
+    assert not rules_for("aten::add.out").sizing.sized_from_data
 
 
 def test_invalid_arguments_to_a_sized_from_data_op_raise(reg):
@@ -58,7 +58,7 @@ def test_invalid_arguments_to_a_sized_from_data_op_raise(reg):
 
 
 def test_upper_bound_and_sized_from_data_conflict():
-    rules = [Rule(("aten::nonzero.out",), upper_bound=lambda bound: {}), Rule(("aten::nonzero.out",), sized_from_data=True)]
+    rules = [Rule(("aten::nonzero.out",), sizing=Sizing(upper_bound=lambda bound: {})), Rule(("aten::nonzero.out",), sizing=Sizing(sized_from_data=True))]
     with pytest.raises(ValueError, match="sized from the data"):
         merge("aten::nonzero.out", rules)
 

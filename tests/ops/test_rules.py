@@ -1,6 +1,7 @@
-"""The per-operator rules table (etops.ops): every guard constructor refuses a bad
-call naming the argument and passes a good one, records merge as documented, every
-exact name is a registered kernel, and the consumers read the table."""
+"""The per-operator policy table (etops.ops): every guard constructor refuses a bad
+call naming the argument and passes a good one, declarations merge part by part into
+one entry as documented, every exact name is a registered kernel, and the consumers
+read the table."""
 
 from __future__ import annotations
 
@@ -13,7 +14,8 @@ import etops
 from etops import ops, out_shapes
 from etops.compare import METADATA, TIES, VALUES
 from etops.ops import guards as g
-from etops.ops.rules import Finding, Rule, is_pattern, merge
+from etops.ops import DIRECT, PROGRAM, Direct, Finding, Judging, Safety
+from etops.ops.rules import Rule, is_pattern, merge
 
 OP = types.SimpleNamespace(name="test::op.out")
 T = torch.zeros
@@ -82,40 +84,45 @@ def test_torch_meta_guard_refuses_an_out_of_the_wrong_rank_and_passes_a_right_on
 def test_an_operator_named_by_two_rules_gets_both_guard_sets_in_order():
     calls = []
     first, second = (lambda b, i: calls.append("first")), (lambda b, i: calls.append("second"))
-    record = merge("ns::op.out", [Rule(("ns::*",), guards=(first,)), Rule(("other::op.out",), guards=(first,)), Rule(("ns::op.out",), guards=(second,))])
-    record.check({}, OP)
-    assert calls == ["first", "second"] and record.has_guards
+    record = merge("ns::op.out", [Rule(("ns::*",), direct=Direct(guards=(first,))), Rule(("other::op.out",), direct=Direct(guards=(first,))),
+                                  Rule(("ns::op.out",), safety=Safety(guards=(second,)))])
+    record.calls(DIRECT).check({}, OP)
+    assert calls == ["first", "second"] and record.calls(DIRECT).has_guards
+    record.calls(PROGRAM).check({}, OP)  # the judge's: the safety part only
+    assert calls == ["first", "second", "second"]
 
 
 def test_conflicting_comparison_kinds_for_one_operator_are_refused():
     with pytest.raises(ValueError, match="'compare'"):
-        merge("ns::op.out", [Rule(("ns::*",), compare=METADATA), Rule(("ns::op.out",), compare=TIES)])
+        merge("ns::op.out", [Rule(("ns::*",), judging=Judging(compare=METADATA)), Rule(("ns::op.out",), judging=Judging(compare=TIES))])
 
 
 def test_rule_refuses_bad_records_naming_the_argument():
     with pytest.raises(TypeError, match="'names'"):
         Rule("aten::add.out")
     with pytest.raises(ValueError, match="'compare'"):
-        Rule(("aten::add.out",), compare="bitwise")
+        Judging(compare="bitwise")
     with pytest.raises(ValueError, match="finding"):
-        Rule(("aten::add.out",), findings=(Finding("aten::mul.out", "s", "self", {}, "abort"),))
+        Rule(("aten::add.out",), judging=Judging(findings=(Finding("aten::mul.out", "s", "self", {}, "abort"),)))
+    with pytest.raises(TypeError, match="'safety'"):
+        Rule(("aten::add.out",), safety=Direct())  # a part in the wrong place
     with pytest.raises(TypeError, match="'name'"):
         ops.rules_for(None)
 
 
 def test_an_operator_without_entries_gets_the_default_record():
     record = ops.rules_for("aten::add.out")
-    assert (record.guards, record.upper_bound, record.compare, record.findings) == ((), None, VALUES, ())
-    assert not record.has_guards
+    assert (record.direct.guards, record.sizing.upper_bound, record.judging.compare, record.judging.findings) == ((), None, VALUES, ())
+    assert not record.calls(DIRECT).has_guards and not record.calls(PROGRAM).has_precheck
 
 
 def test_comparison_kinds_and_upper_bounds_come_from_the_table():
-    assert ops.rules_for("aten::randn.out").compare == METADATA
-    assert ops.rules_for("aten::empty.memory_format").compare == METADATA  # torch's functional, for the conformance sweep
-    assert ops.rules_for("dim_order_ops::_empty_dim_order.out").compare == METADATA
-    assert ops.rules_for("aten::argmax.out").compare == TIES
+    assert ops.rules_for("aten::randn.out").judging.compare == METADATA
+    assert ops.rules_for("aten::empty.memory_format").judging.compare == METADATA  # torch's functional, for the conformance sweep
+    assert ops.rules_for("dim_order_ops::_empty_dim_order.out").judging.compare == METADATA
+    assert ops.rules_for("aten::argmax.out").judging.compare == TIES
     assert out_shapes.is_data_dependent("aten::nonzero.out") and not out_shapes.is_data_dependent("aten::add.out")
-    bound = ops.rules_for("aten::nonzero.out").upper_bound({"self": T(2, 3)})
+    bound = ops.rules_for("aten::nonzero.out").sizing.upper_bound({"self": T(2, 3)})
     assert bound == {"out": ((6, 2), torch.int64)}
 
 
@@ -152,19 +159,19 @@ def test_every_finding_names_an_argument_of_its_operator_and_its_reproducer_call
         kernel = etops.registry().get_kernel(finding.op)
         assert finding.argument in {name for name, _ in finding.case["args"]} | set(kernel.out_names()), finding
         record = ops.rules_for(finding.op)
-        assert (record.has_precheck or record.torch_checks) and finding in record.findings
+        assert (record.calls(DIRECT).has_precheck or record.torch_checks) and finding in record.judging.findings
 
 
 def test_a_tolerance_override_reaches_every_comparison(monkeypatch):
     from etops.compare import FUZZ, TORCH
     from etops.fuzz import worker
 
-    loose = Rule(("aten::add.out",), tolerance=(0.5, 0.5))
-    record = merge("aten::add.out", [loose])
+    loose = Rule(("aten::add.out",), judging=Judging(tolerance=(0.5, 0.5)))
+    record = merge("aten::add.out", [loose]).judging
     assert record.tolerance == (0.5, 0.5)
     assert record.tolerance_of(FUZZ).pair(torch.float32) == (0.5, 0.5)
     assert record.tolerance_of(TORCH.override(rtol=0.0, atol=0.0)).pair(torch.float32) == (0.0, 0.0)  # the user's wins
-    assert merge("aten::sub.out", [loose]).tolerance_of(FUZZ) is FUZZ
+    assert merge("aten::sub.out", [loose]).judging.tolerance_of(FUZZ) is FUZZ
     want, got = torch.ones(4), torch.full((4,), 1.25)
     assert worker.compare("aten::add.out", got, want) is not None  # the fuzzer's own policy refuses 25%
     monkeypatch.setattr(worker, "rules_for", lambda name: merge(name, [loose]))
@@ -173,9 +180,9 @@ def test_a_tolerance_override_reaches_every_comparison(monkeypatch):
 
 def test_tolerances_given_twice_differently_are_refused():
     with pytest.raises(ValueError, match="tolerance"):
-        merge("aten::add.out", [Rule(("aten::add.out",), tolerance=(0.1, 0.0)), Rule(("aten::*",), tolerance=(0.2, 0.0))])
+        merge("aten::add.out", [Rule(("aten::add.out",), judging=Judging(tolerance=(0.1, 0.0))), Rule(("aten::*",), judging=Judging(tolerance=(0.2, 0.0)))])
     with pytest.raises(ValueError, match="'tolerance'"):
-        Rule(("aten::add.out",), tolerance=(-1, 0))
+        Judging(tolerance=(-1, 0))
 
 
 def test_torch_checks_run_once_per_signature_and_refuse_what_torch_refuses(reg):
@@ -187,4 +194,4 @@ def test_torch_checks_run_once_per_signature_and_refuse_what_torch_refuses(reg):
         reg.aten.sub.out(torch.ones(2), True, out=torch.empty(2))
     with pytest.raises(TypeError, match="aten::sub.out: argument 'self' is a bool"):
         reg.aten.sub.out(torch.ones(2, dtype=torch.bool), 1)
-    assert not ops.rules_for("aten::sub.out").has_guards  # no per-call Python guard
+    assert not ops.rules_for("aten::sub.out").calls(DIRECT).has_guards  # no per-call Python guard

@@ -13,6 +13,7 @@ import pytest
 import torch
 
 import etops
+from etops import ops
 from etops.ops import rules_for
 
 
@@ -45,7 +46,7 @@ def test_direct_calls_keep_the_workarounds_the_judge_does_not():
     assert torch.equal(direct(x, -1, 1, 2, out=torch.empty(3, 2)), x[:, 1:3])  # normalized to dim 1
     judged = etops.as_program(direct)
     assert judged is etops.as_program("aten::narrow_copy.out") and judged is not direct
-    assert judged._info.workarounds is False and direct._info.workarounds is True
+    assert judged._info.policy is ops.PROGRAM and direct._info.policy is ops.DIRECT
     with pytest.raises(etops.KernelAborted):
         judged(x, -1, 1, 2, out=torch.empty(3, 2))
     assert "normalizer" in judged._info.workaround(judged._info.bind((x, -1, 1, 2), {}))
@@ -58,15 +59,15 @@ def test_direct_calls_keep_the_workarounds_the_judge_does_not():
 
 
 def test_memory_rules_refuse_for_the_judge_and_never_work_around():
-    """A rule marked `memory` keeps what kills the process by a signal or corrupts
+    """An entry's safety part keeps what kills the process by a signal or corrupts
     memory away from the kernel for the judge too, by refusing it: a workaround's
     result (no_work's torch-sized outs, contiguous_only's copy) would read as the
-    kernel's pass. The other rules do not apply."""
-    assert rules_for("aten::max_pool2d_with_indices_backward.grad_input", program=True).guards
+    kernel's pass. The direct part does not apply."""
+    assert rules_for("aten::max_pool2d_with_indices_backward.grad_input").calls(ops.PROGRAM).guards
     for name in ("aten::topk.values", "aten::_log_softmax.out"):
-        judged = rules_for(name, program=True)
+        judged = rules_for(name).calls(ops.PROGRAM)
         assert not judged.contiguous_only and judged.no_work is None and not judged.normalize and judged.guards
-    assert not rules_for("aten::unfold_copy.out", program=True).guards
+    assert not rules_for("aten::unfold_copy.out").calls(ops.PROGRAM).guards
     empty = torch.empty(0)
     assert etops.get_kernel("aten::_log_softmax.out")(empty, -1, False).shape == (0,)  # direct: worked around
     with pytest.raises(ValueError, match="not called as a program calls it.*divides by the size of an empty"):
@@ -76,8 +77,8 @@ def test_memory_rules_refuse_for_the_judge_and_never_work_around():
     assert torch.equal(values, torch.topk(x, 2).values)  # direct: a contiguous copy
     with pytest.raises(ValueError, match="not called as a program calls it.*not contiguous"):
         etops.as_program("aten::topk.values")(x, 2)
-    assert not rules_for("aten::narrow_copy.out", program=True).normalize
-    assert rules_for("aten::narrow_copy.out").normalize
+    assert not rules_for("aten::narrow_copy.out").calls(ops.PROGRAM).normalize
+    assert rules_for("aten::narrow_copy.out").calls(ops.DIRECT).normalize
 
 
 def test_check_reports_aborts_as_findings(tmp_path):

@@ -175,7 +175,7 @@ class Axis:
         out = []
         for kernel in self.base.reached():
             for name in self.runs:
-                if self.verdict(name, kernel) == "silently wrong" and rules_for(kernel).wrong_on(TABLE_LAYOUT[name]) is None:
+                if self.verdict(name, kernel) == "silently wrong" and rules_for(kernel).judging.wrong_on(TABLE_LAYOUT[name]) is None:
                     out.append((kernel, TABLE_LAYOUT[name]))
         return out
 

@@ -1,27 +1,28 @@
 """Telling a refusal by etops' own pre-call guards from an ordinary argument error.
 
-The rules table (etops.ops) guards kernels known to abort or corrupt memory on some
-inputs: a guard is a closure made by a constructor of etops.ops.guards, and it
-raises a plain TypeError / ValueError / IndexError naming the argument, like any
-other argument check. What tells the two apart is where the exception was raised:
-a guard refusal has, in its traceback, the frame of one of the guards the
-operator's record lists. ``refusing_rule`` finds that guard and words it, with the
-known finding of the table it stands for when one names the same argument.
+The policy table (etops.ops) guards kernels known to abort or corrupt memory on
+some inputs. A guard's refusal is an ``etops.GuardRefusal`` (a ValueError, and the
+TypeError / IndexError / ZeroDivisionError its guard raised) carrying the
+operator, the declaration and the guard that refused and the known finding about
+the argument; any other exception is an ordinary argument error. ``refusing_rule``
+words the refusal for a report: the guard, with the table's known finding when
+there is one.
 
-Imports etops.ops only."""
+Imports etops.errors only."""
 
 from __future__ import annotations
 
-from ..ops import rules_for
+from ..errors import GuardRefusal
 
 
 def _describe_guard(guard) -> str:
     """``min_dim(low=1, name='self')``: the constructor and the values it closed over."""
-    code = guard.__code__
+    code = getattr(guard, "__code__", None)
+    if code is None:
+        return getattr(guard, "__name__", repr(guard))
     constructor = code.co_qualname.split(".<locals>", 1)[0] if hasattr(code, "co_qualname") else code.co_name
-    cells = guard.__closure__ or ()
     values = []
-    for name, cell in zip(code.co_freevars, cells):
+    for name, cell in zip(code.co_freevars, guard.__closure__ or ()):
         try:
             value = cell.cell_contents
         except ValueError:  # an empty cell
@@ -32,36 +33,12 @@ def _describe_guard(guard) -> str:
     return f"{constructor}({', '.join(values)})"
 
 
-def _same_closure(guard, frame) -> bool:
-    cells = guard.__closure__ or ()
-    for name, cell in zip(guard.__code__.co_freevars, cells):
-        try:
-            if frame.f_locals.get(name, cell.cell_contents) is not cell.cell_contents:
-                return False
-        except ValueError:
-            continue
-    return True
-
-
 def refusing_guard(kernel_name: str, exc: BaseException):
-    """The guard of `kernel_name`'s record in the rules table that raised `exc`,
-    or None when `exc` was raised anywhere else (an ordinary argument error)."""
-    guards = rules_for(kernel_name).guards + rules_for(kernel_name, program=True).guards  # a direct call's or the judge's
-    if not guards:
-        return None
-    by_code: dict = {}
-    for guard in guards:
-        if hasattr(guard, "__code__"):
-            by_code.setdefault(guard.__code__, []).append(guard)
-    tb = exc.__traceback__
-    while tb is not None:
-        candidates = by_code.get(tb.tb_frame.f_code)
-        if candidates:
-            for guard in candidates:
-                if _same_closure(guard, tb.tb_frame):
-                    return guard
-            return candidates[0]
-        tb = tb.tb_next
+    """The guard of `kernel_name`'s entry that refused the call `exc` stands for,
+    or None when `exc` is no guard refusal of that operator (an ordinary argument
+    error, or another operator's refusal)."""
+    if isinstance(exc, GuardRefusal) and exc.op == kernel_name:
+        return exc.guard
     return None
 
 
@@ -71,11 +48,9 @@ def refusing_rule(kernel_name: str, exc: BaseException) -> str | None:
     known finding about the same argument when there is one (``; finding: ...``).
     None when `exc` is not a guard refusal."""
     guard = refusing_guard(kernel_name, exc)
-    if guard is None:
+    if guard is None or not isinstance(exc, GuardRefusal):
         return None
     text = _describe_guard(guard)
-    message = str(exc)
-    for finding in rules_for(kernel_name).findings:
-        if f"argument '{finding.argument}'" in message and not finding.computes:
-            return f"{text}; finding: {finding.summary}"
+    if exc.finding is not None:
+        return f"{text}; finding: {exc.finding.summary}"
     return text

@@ -389,7 +389,7 @@ class TaskRunner:
         self._kept: dict = {}
 
     def use_kernel(self, name: str, kernel) -> None:
-        from ..kernel import as_program
+        from ..registry import as_program
 
         self._kernels[name] = as_program(kernel)  # a kernel object made with a given schema
 
@@ -483,7 +483,7 @@ class TaskRunner:
             result.message = clip(f"{type(exc).__name__}: {exc}", 500) + where
             return result
         atol, rtol = self.atol, self.rtol
-        override = rules_for(target).tolerance  # the rules table's (rtol, atol) for this kernel, if any
+        override = rules_for(target).judging.tolerance  # the table's (rtol, atol) for this kernel, if any (its judging part)
         if override is not None:
             rtol, atol = max(rtol or 0.0, override[0]), max(atol or 0.0, override[1])
         why = compare(actual, reference, atol, rtol, values_compared(func))

@@ -9,7 +9,8 @@ raises with the registry unchanged; the edits themselves are registry_edit.cpp's
 - ``override`` swaps an entry's function in place and remembers the one it
   replaced; ``restore`` (or leaving ``with``) puts exactly that back, also when
   overrides are restored out of order;
-- ``KernelHandle.deregister`` turns the entry into a free slot that the next
+- ``KernelHandle`` is what both return (``undo()`` either way);
+  ``deregister`` turns the entry into a free slot that the next
   registration reuses, so register/deregister cycles never fill the registry.
 
 Each change is seen at once by etops calls and by every ``.pte`` Method loaded
@@ -272,16 +273,40 @@ def _raise_for(rc: int, name: str, key):
 
 
 class KernelHandle:
-    """A kernel etops registered: calls and attributes go to the operator's kernel
-    object (``handle.kernel``); ``deregister()`` removes this registration."""
+    """One function etops installed in an entry of ExecuTorch's registry, and how
+    to undo it: a registration (``register_kernel``: the entry is etops'; ``deregister()``
+    frees it, ``replace()`` swaps its function) or an override (``override``: swapped
+    in over the entry's function; ``restore()`` puts back exactly the function it
+    replaced, ``previous`` calls that one). ``undo()`` (or leaving a ``with`` block)
+    does whichever applies. Calls and attributes go to the operator's kernel object
+    (``handle.kernel``). ``Override`` is the same class."""
 
-    def __init__(self, name, key, index, address, origin):
+    def __init__(self, name, key, index, address, origin, *, token=None, previous_address=0, schema=None):
         self.name = name
         self.key = key
         self.index = index
         self.address = address
         self.origin = origin
-        self.active = True
+        #: the override's place on the entry's stack (None: a registration)
+        self._token = token
+        self._registered = token is None
+        #: the function an override replaced (the built-in kernel, or an earlier
+        #: override): C++ sources built by etops get it as etops::previous_kernel(name)
+        self.previous_address = previous_address
+        self._schema = schema
+        self._previous = None
+
+    @property
+    def overrides(self) -> bool:
+        """Whether this is an override (else a registration of etops')."""
+        return self._token is not None
+
+    @property
+    def active(self) -> bool:
+        """Whether the edit is still in force (not deregistered, not restored)."""
+        if not self.overrides:
+            return self._registered
+        return any(e[0] == self._token for e in _stacks.get(self.index) or [])
 
     @property
     def kernel(self):
@@ -303,30 +328,50 @@ class KernelHandle:
             raise AttributeError(attr)
         return getattr(self.kernel, attr)
 
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.undo()
+        return False
+
+    def undo(self) -> None:
+        """Restores an override; deregisters a registration still in force."""
+        if self.overrides:
+            self.restore()
+        elif self.active:
+            self.deregister()
+
+    def _registration_only(self, what: str) -> None:
+        if self.overrides:
+            raise RegistrationError(f"{self.name}: {what} is for a kernel etops registered; an override is undone by restore()")
+
     def deregister(self) -> None:
         """Removes this kernel: later lookups (etops calls, .pte programs loaded
         afterwards) no longer find it. Its registry slot is reused by the next
         registration."""
+        self._registration_only("deregister()")
         with registry_lock:
-            if not self.active:
+            if not self._registered:
                 raise RegistrationError(f"{self.name} ({self.key or 'fallback'}) was already deregistered")
             if _core.reg_find(self.name, self.key) != self.index:
-                self.active = False
+                self._registered = False
                 raise RegistrationError(f"{self.name} ({self.key or 'fallback'}) is no longer registered")
             rc = _core.reg_free(self.index, 0)
             _raise_for(rc, self.name, self.key)
             _registered.pop(self.index, None)
             for entry in [[0, 0, self.origin]] + _stacks.pop(self.index, []):
                 _release(entry[2])
-            self.active = False
+            self._registered = False
 
     def replace(self, impl, **kw) -> None:
         """Installs a new implementation in this registration's slot (the
         edit-compile-run loop): same name and key, at once for new lookups."""
+        self._registration_only("replace()")
         sch, _ = find_schema(self.name)
         address, origin = _resolve(self.name, impl, sch, **kw)
         with registry_lock:
-            if not self.active:
+            if not self._registered:
                 raise RegistrationError(f"{self.name} was deregistered")
             stack = _stacks.get(self.index)
             current = stack[-1][1] if stack else self.address
@@ -341,28 +386,6 @@ class KernelHandle:
             self.origin = origin
             _registered[self.index] = origin
 
-    def __repr__(self):
-        state = "registered" if self.active else "deregistered"
-        return f"<etops custom kernel {self.name} ({self.key or 'fallback'}), {self.origin.get('kind')}, {state}>"
-
-
-class Override:
-    """An override applied to one registry entry; ``restore()`` or leaving the
-    ``with`` block puts back exactly the function it replaced."""
-
-    def __init__(self, name, index, key, token, address, origin, previous_address=0, schema=None):
-        self.name = name
-        self.index = index
-        self.key = key
-        self._token = token
-        self.address = address
-        self.origin = origin
-        #: the function this override replaced (the built-in kernel, or an earlier
-        #: override): C++ sources built by etops get it as etops::previous_kernel(name)
-        self.previous_address = previous_address
-        self._schema = schema
-        self._previous = None
-
     @property
     def previous(self):
         """The kernel this override replaced, as a callable kernel object (registered
@@ -371,21 +394,17 @@ class Override:
         built-in side of A/B checks and timings."""
         if self._previous is None:
             if not self.previous_address:
-                raise RegistrationError(f"{self.name}: this override does not know the kernel it replaced")
+                raise RegistrationError(f"{self.name}: this {'override' if self.overrides else 'registration'} does not know the kernel it replaced")
             if self._schema is None:
                 raise RegistrationError(f"{self.name}: no schema known, so the previous kernel cannot be called")
             self._previous = callable_function(self.name, self._schema, self.previous_address, f"prev{self._token}")
         return self._previous
-    @property
-    def active(self) -> bool:
-        stack = _stacks.get(self.index) or []
-        return any(e[0] == self._token for e in stack)
-
-    @property
-    def kernel(self):
-        return registry().get_kernel(self.name)
 
     def restore(self) -> None:
+        """Puts back exactly the function this override replaced (also when
+        overrides of the entry are restored out of order); nothing once restored."""
+        if not self.overrides:
+            raise RegistrationError(f"{self.name}: restore() is for an override; a registration is undone by deregister()")
         with registry_lock:
             stack = _stacks.get(self.index)
             if not stack:
@@ -402,18 +421,18 @@ class Override:
             if len(stack) == 1:
                 del _stacks[self.index]
 
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.restore()
-        return False
-
     def __repr__(self):
-        return f"<etops override of {self.name} ({self.key or 'fallback'}) by a {self.origin.get('kind')} kernel{'' if self.active else ', restored'}>"
+        if self.overrides:
+            return f"<etops override of {self.name} ({self.key or 'fallback'}) by a {self.origin.get('kind')} kernel{'' if self.active else ', restored'}>"
+        state = "registered" if self.active else "deregistered"
+        return f"<etops custom kernel {self.name} ({self.key or 'fallback'}), {self.origin.get('kind')}, {state}>"
 
 
-def override(name, impl, kernel_key=None, *, schema=None, function=None, sources=None, cflags=(), ldflags=()) -> Override:
+#: an override is a KernelHandle (``handle.overrides``); the name stays for isinstance and annotations
+Override = KernelHandle
+
+
+def override(name, impl, kernel_key=None, *, schema=None, function=None, sources=None, cflags=(), ldflags=()) -> KernelHandle:
     """Replaces the kernel registered for `name` (and `kernel_key`, None: the
     fallback) by `impl` (any form register_kernel takes), built-in kernels included.
     Takes effect at once; ``with etops.override(...):`` restores the previous kernel
@@ -441,7 +460,7 @@ def override(name, impl, kernel_key=None, *, schema=None, function=None, sources
         if stack is None:
             stack = _stacks[index] = [[0, current, {"kind": "original"}]]
         stack.append([token, address, origin])
-    return Override(name, index, key, token, address, origin, current, sch)
+    return KernelHandle(name, key, index, address, origin, token=token, previous_address=current, schema=sch)
 
 
 def _tell_previous(origin: dict, address: int) -> None:

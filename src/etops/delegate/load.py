@@ -161,6 +161,11 @@ class DelegateInfo(KernelInfo):
     def kernels(self):
         return []
 
+    def made_with(self, policy, kernel):
+        """A delegate runs its lowered program whatever the call policy: `kernel`
+        (etops.as_program gives it back as it is)."""
+        return kernel
+
     @property
     def library(self) -> str:
         return f"backend {self.backend}"

@@ -25,7 +25,7 @@ import time
 import types
 
 from ..errors import BuildError
-from ..kernel import as_program
+from ..registry import as_program
 from .checkout import CheckoutError, NoOperators
 from .report import DevResult, FileResult
 from .watch import watch

@@ -26,7 +26,7 @@ from ..conformance.runner import (
     plan_call,
 )
 from ..errors import KernelError, NoMatchingKernelError
-from ..kernel import as_program
+from ..registry import as_program
 from ..schemas import split_name
 
 #: Detailed cases kept per operator and comparison (the counts are complete).

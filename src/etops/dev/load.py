@@ -111,14 +111,12 @@ def unload_all() -> None:
     """Puts back what the specs loaded in this process replaced or added (kernel
     files; overrides and registrations a Python function returned; a library stays
     loaded: ExecuTorch cannot unregister) and forgets the specs."""
-    from ..custom import KernelHandle, Override
+    from ..custom import KernelHandle
 
     for kept in reversed(_kept):
         for item in kept if isinstance(kept, (list, tuple)) else [kept]:
-            if isinstance(item, Override):
-                item.restore()
-            elif isinstance(item, KernelHandle) and item.active:
-                item.deregister()
+            if isinstance(item, KernelHandle):  # an override restored, a registration deregistered
+                item.undo()
             elif hasattr(item, "restore") and hasattr(item, "replaced"):  # a kernel file's dev.install.Installed
                 item.restore()
     _kept.clear()

@@ -135,7 +135,7 @@ class _CompareExecutor:
     def _record(self, node, name, kernel_name, status, failure, actual, expected, args_kwargs, inputs, *, source=None, **extra):
         first = pytree.tree_leaves(expected)
         tensor = next((t for t in first if isinstance(t, torch.Tensor)), None)
-        tolerance = rules_for(kernel_name).tolerance_of(self.tolerance) if kernel_name else self.tolerance
+        tolerance = rules_for(kernel_name).judging.tolerance_of(self.tolerance) if kernel_name else self.tolerance
         rtol, atol = tolerance.pair(tensor.dtype if tensor is not None else torch.int64)
         d = _comparison.Diff()
         if status == "ok":

@@ -280,8 +280,8 @@ def compare(op, got, want):
         got = torch.from_numpy(got)
     if not isinstance(want, (torch.Tensor, bool, int, float)):
         return None
-    rules = rules_for(op)
-    d = diff(got, want, rules.tolerance_of(FUZZ), rules.compare)
+    judging = rules_for(op).judging
+    d = diff(got, want, judging.tolerance_of(FUZZ), judging.compare)
     if d.ok:
         return None
     problem = d.structural
@@ -549,7 +549,7 @@ def run_case(case):
                 v.append(("unexpected_exception", outcome["exc"]))
             elif case["target"] and not issubclass(etype, etops.KernelError) and case["target"] not in msg and not _names_an_argument(msg, plan):
                 v.append(("unnamed_arg", f"{etype.__name__} does not name argument '{case['target']}': {msg[:300]}"))
-        elif ref_status[0] == "ok" and not issubclass(etype, ALLOWED_VALID_REFUSAL) and not (info.rules.has_guards and issubclass(etype, ALLOWED_INVALID)):
+        elif ref_status[0] == "ok" and not issubclass(etype, ALLOWED_VALID_REFUSAL) and not (info.calls.has_guards and issubclass(etype, ALLOWED_INVALID)):
             v.append(("refused", f"ATen accepts this call; etops raised {outcome['exc']}"))
         elif not issubclass(etype, ALLOWED_INVALID):
             v.append(("unexpected_exception", outcome["exc"]))

@@ -10,13 +10,14 @@ from ..compare import METADATA, TIES
 from . import guards as g
 from . import normalizers as n
 from .cases import case, tensor, value
-from .rules import Finding, LayoutFinding, Rule
+from .parts import Direct, Finding, InputConstraints, Judging, LayoutFinding, Safety, Sizing
+from .rules import Rule
 
 _SIZE_ABORT = "size(): Dimension out of range (0-dim input)"
 
 
-def _finding(op, summary, argument, args, abort, outs=("out",), computes=False):
-    return Finding(op, summary, argument, case(op, args, outs), abort, computes)
+def _finding(op, summary, argument, args, abort, outs=("out",), computes=False, memory=False):
+    return Finding(op, summary, argument, case(op, args, outs), abort, computes, memory)
 
 
 def _upper_bound_nonzero(bound):
@@ -89,114 +90,154 @@ _WRONG_LAYOUTS = {
     "aten::_upsample_bilinear2d_aa.out": _wrong(permuted=8),
 }
 
+_INTEGRAL = ("int64", "int32", "uint8", "bool")
+_FLOATING = ("float32", "float64", "float16", "bfloat16")
+
+
+def _inputs(op, *args, **kwargs) -> Rule:
+    """The declaration of `op`'s input constraints (InputConstraints' arguments)."""
+    return Rule((op,), judging=Judging(inputs=InputConstraints(*args, **kwargs)))
+
+
+#: how the conformance sweep makes the inputs of the operators no OpInfo sample
+#: reaches (etops.conformance.references.aten): converted OpInfo samples, or
+#: generated from the schema
+_INPUTS = [
+    _inputs("aten::bitwise_and.Scalar_out", _INTEGRAL, "bitwise_and", scalar="other"),
+    _inputs("aten::bitwise_or.Scalar_out", _INTEGRAL, "bitwise_or", scalar="other"),
+    _inputs("aten::bitwise_xor.Scalar_out", _INTEGRAL, "bitwise_xor", scalar="other"),
+    # shifting by the bit width or more is undefined in C: amounts in [0, 8) hold for every integral dtype
+    _inputs("aten::bitwise_left_shift.Tensor_Scalar_out", _INTEGRAL[:3], "bitwise_left_shift", scalar="other", scalar_range=(0, 7)),
+    _inputs("aten::bitwise_right_shift.Tensor_Scalar_out", _INTEGRAL[:3], "bitwise_right_shift", scalar="other", scalar_range=(0, 7)),
+    _inputs("aten::fmod.Scalar_out", ("float32", "float64", "int64", "int32"), "fmod", scalar="other", nonzero=True,
+             invalid=(("other", "an integer zero divisor"),)),
+    _inputs("aten::div.Scalar_mode_out", ("float32", "float64", "int64"), "div.floor_rounding", scalar="other", nonzero=True),
+    _inputs("aten::pow.Scalar_out", ("float32", "float64", "int64"), "pow", scalar="self", scalar_range=(-3, 3)),
+    _inputs("aten::linear.out", _FLOATING[:3], "nn.functional.linear"),
+    _inputs("aten::upsample_bilinear2d.vec_out", ("float32", "float64"), "nn.functional.interpolate.bilinear"),
+    _inputs("aten::upsample_nearest2d.vec_out", ("float32", "float64", "uint8"), "nn.functional.interpolate.nearest"),
+    _inputs("aten::var.out", _FLOATING[:2], "var"),
+    _inputs("aten::copy.out", ("float32", "int64", "bool", "float16"), ranks=(0, 3), invalid=(("src", "a shape that does not broadcast to self"),)),
+    _inputs("aten::fill.Tensor_out", ("float32", "int64", "bool"), ranks=(0, 3), invalid=(("value", "a tensor with more than 0 dims"),)),
+    _inputs("aten::index_put_", ("float32", "int64"), ranks=(1, 3)),
+    _inputs("aten::native_dropout.out", ("float32",), ranks=(1, 3)),
+    _inputs("aten::sym_numel", ("float32",), ranks=(0, 4)),
+    _inputs("aten::sym_size.int", ("float32",), ranks=(1, 4), invalid=(("dim", "a dim out of range"),)),
+    _inputs("aten::_native_batch_norm_legit_no_training.out", ("float32", "float64"), ranks=(2, 4), positive=("running_var",)),
+    _inputs("aten::convolution_backward.out", ("float32", "float64"), ranks=(3, 4)),
+]
+
+
 RULES = [
     # found by the conformance sweep's shrinking (double free), then by etops.guard.call:
     # "read past the end of argument 'grad_input'"
-    Rule(("aten::max_pool2d_with_indices_backward.grad_input",), guards=(_pool_indices_in_range,), memory=True, findings=(
+    Rule(("aten::max_pool2d_with_indices_backward.grad_input",), safety=Safety(guards=(_pool_indices_in_range,)), judging=Judging(findings=(
         _finding("aten::max_pool2d_with_indices_backward.grad_input",
                  "max_pool2d_with_indices_backward.grad_input writes outside grad_input for indices beyond a plane of self",
                  "indices",
                  [("grad_output", tensor((1, 1, 1, 1))), ("self", tensor((1, 1, 2, 2))), ("kernel_size", value([2, 2])),
                   ("stride", value([2, 2])), ("padding", value([0, 0])), ("dilation", value([1, 1])), ("ceil_mode", value(False)),
                   ("indices", tensor((1, 1, 1, 1), "int64", values="oob_high"))],
-                 "heap corruption (double free or corruption) / SIGSEGV past the end of grad_input", outs=("grad_input",)),
-    )),
-    Rule(("aten::_fft_r2c.out",), guards=(g.floating("self"),), findings=(
+                 "heap corruption (double free or corruption) / SIGSEGV past the end of grad_input", outs=("grad_input",), memory=True),
+    ))),
+    Rule(("aten::_fft_r2c.out",), direct=Direct(guards=(g.floating("self"),)), judging=Judging(findings=(
         _finding("aten::_fft_r2c.out", "_fft_r2c.out aborts on an integer input instead of failing", "self",
                  [("self", tensor((0, 0, 0, 0, 0), "int64")), ("dim", value([0])), ("normalization", value(0)), ("onesided", value(True))], _FFT_ABORT),
-    )),
-    Rule(("aten::_fft_c2r.out",), guards=(g.complex_("self"),), findings=(
+    ))),
+    Rule(("aten::_fft_c2r.out",), direct=Direct(guards=(g.complex_("self"),)), judging=Judging(findings=(
         _finding("aten::_fft_c2r.out", "_fft_c2r.out aborts on an integer input instead of failing", "self",
                  [("self", tensor((0,), "int64")), ("dim", value([0])), ("normalization", value(0)), ("last_dim_size", value(1))], _FFT_ABORT),
-    )),
+    ))),
     # an empty input has nothing to compute; the optimized kernel divides by its empty dim
-    Rule(("aten::_log_softmax.out",), no_work=g.is_empty("self"), memory=True, findings=(
+    Rule(("aten::_log_softmax.out",), safety=Safety(no_work=g.is_empty("self")), judging=Judging(findings=(
         _finding("aten::_log_softmax.out", "the optimized _log_softmax.out divides by the size of an empty reduced dim", "self",
                  [("self", tensor((0,))), ("dim", value(-1)), ("half_to_float", value(False))], "SIGFPE: integer division by zero on an empty input",
-                 outs=(), computes=True),
-    )),
-    Rule(("aten::narrow_copy.out",), normalize=(n.nonnegative_dim("self", "dim"),), guards=(g.dim_in_range("self", "dim"),), findings=(
+                 outs=(), computes=True, memory=True),
+    ))),
+    Rule(("aten::narrow_copy.out",), direct=Direct(normalize=(n.nonnegative_dim("self", "dim"),), guards=(g.dim_in_range("self", "dim"),)), judging=Judging(findings=(
         _finding("aten::narrow_copy.out", "narrow_copy.out passes a negative dim to size() unnormalized", "dim",
                  [("self", tensor((0,))), ("dim", value(-1)), ("start", value(0)), ("length", value(0))],
                  "size(): Dimension out of range (a negative dim is passed to size() unnormalized)", computes=True),
-    )),
-    Rule(("aten::arange.out", "aten::arange.start_out"), guards=(g.arange_length(),), findings=(
+    ))),
+    Rule(("aten::arange.out", "aten::arange.start_out"), direct=Direct(guards=(g.arange_length(),)), judging=Judging(findings=(
         _finding("aten::arange.start_out", "arange.start_out aborts when the length overflows int32 instead of failing", "step",
                  [("start", value(0)), ("end", value(1)), ("step", value(3.614981244061654e-210))],
                  "compute_arange_out_size(): numel >= 0 (the length overflows int32)"),
-    )),
-    Rule(("aten::amax.out", "aten::amin.out"), guards=(g.nonempty("self"),), findings=tuple(
+    ))),
+    Rule(("aten::amax.out", "aten::amin.out"), direct=Direct(guards=(g.nonempty("self"),)), judging=Judging(findings=tuple(
         _finding(op, f"{op.split('::')[1]} aborts on an empty input instead of failing", "self",
                  [("self", tensor((0, 0))), ("dim", value([0]))], _EMPTY_REDUCTION)
         for op in ("aten::amax.out", "aten::amin.out")
-    )),
-    Rule(("aten::bmm.out",), guards=(g.exact_dim(3, "self", "mat2"),), findings=(
+    ))),
+    Rule(("aten::bmm.out",), direct=Direct(guards=(g.exact_dim(3, "self", "mat2"),)), judging=Judging(findings=(
         _finding("aten::bmm.out", "bmm.out reads size(0) of a 0-dim input before checking its rank", "self",
                  [("self", tensor(())), ("mat2", tensor(()))], _SIZE_ABORT),
-    )),
-    Rule(("aten::native_group_norm.out",), guards=(g.min_dim("input", 2),), findings=(
+    ))),
+    Rule(("aten::native_group_norm.out",), direct=Direct(guards=(g.min_dim("input", 2),)), judging=Judging(findings=(
         _finding("aten::native_group_norm.out", "native_group_norm.out reads the size of a 0-dim input before checking its rank", "input",
                  [("input", tensor(())), ("weight", value(None)), ("bias", value(None)), ("N", value(0)), ("C", value(0)),
                   ("HxW", value(0)), ("group", value(0)), ("eps", value(1e-5))], _SIZE_ABORT, outs=("out0", "out1", "out2")),
-    )),
-    Rule(("aten::unfold_copy.out",), guards=(g.min_dim("self", 1), g.dim_valid("self", "dimension")), findings=(
+    ))),
+    Rule(("aten::unfold_copy.out",), direct=Direct(guards=(g.min_dim("self", 1), g.dim_valid("self", "dimension"))), judging=Judging(findings=(
         _finding("aten::unfold_copy.out", "unfold_copy.out reads the size of a 0-dim input before checking its rank", "self",
                  [("self", tensor(())), ("dimension", value(0)), ("size", value(0)), ("step", value(0))], _SIZE_ABORT),
         _finding("aten::unfold_copy.out", "unfold_copy.out normalizes an out-of-range negative dim into another negative one", "dimension",
                  [("self", tensor((0, 0, 0))), ("dimension", value(-4)), ("size", value(0)), ("step", value(0))],
                  "size(): Dimension out of range (dimension -4 of a 3-d tensor normalized to -1)"),
-    )),
-    Rule(("aten::index.Tensor_out", "aten::index_put.out"), guards=(g.mask_indices("self", "indices"),), findings=tuple(
+    ))),
+    Rule(("aten::index.Tensor_out", "aten::index_put.out"), direct=Direct(guards=(g.mask_indices("self", "indices"),)), judging=Judging(findings=tuple(
         _finding(op, f"{op.split('::')[1]} reads sizes of dims a bool mask index covers beyond self's rank", "indices",
                  [("self", tensor((3,))), ("indices", ("L", [tensor((3, 0, 0, 0), "bool")]))] + extra, _MASK_ABORT)
         for op, extra in (("aten::index.Tensor_out", []), ("aten::index_put.out", [("values", tensor(())), ("accumulate", value(False))]))
-    )),
+    ))),
     # found by adversarial calls under glibc's malloc checking
     # torch reduces a 0-dim tensor over dim 0 (or -1); the kernel aborts on size(0) of it
-    Rule(("aten::sum.IntList_out",), normalize=(n.scalar_dims_as_none("self", "dim"),), findings=(
+    Rule(("aten::sum.IntList_out",), direct=Direct(normalize=(n.scalar_dims_as_none("self", "dim"),)), judging=Judging(findings=(
         _finding("aten::sum.IntList_out", "sum.IntList_out aborts on a 0-dim input with dim=[0] instead of reducing it", "dim",
                  [("self", tensor(())), ("dim", value([0])), ("keepdim", value(False))], _SIZE_ABORT, computes=True),
-    )),
+    ))),
     # torch's sub refuses bools (sub_check) in its CPU kernel, not in its meta kernel
     Rule(("aten::sub.out", "aten::sub.Scalar_out", "aten::rsub.Scalar_out"), torch_checks=(
         g.not_bool("self", "other", why="torch does not subtract bools (use ~ or logical_xor)"),
     )),
     # torch's meta of add/sub.Scalar_out fails on its alpha (torch_checks.py): castability checked here
     Rule(("aten::add.Scalar_out", "aten::sub.Scalar_out"), torch_checks=(g.castable_out("out", "self", "other"),)),
-    Rule(("aten::div.out",), torch_checks=(g.castable_out("out", "self", "other"),), memory=True, findings=(
+    Rule(("aten::div.out",), torch_checks=(g.castable_out("out", "self", "other"),), judging=Judging(findings=(
         _finding("aten::div.out", "div.out writes a complex result into a real out without checking castability", "out",
                  [("self", tensor((4,), "complex64")), ("other", tensor((4,)))],
-                 "returns success and writes complex values past the end of a float32 out (heap corruption)"),
-    )),
-    Rule(("aten::embedding.out",), guards=(g.dtype_in("indices", (torch.int64, torch.int32), "int64 or int32"),), findings=(
+                 "returns success and writes complex values past the end of a float32 out (heap corruption)", memory=True),
+    ))),
+    Rule(("aten::embedding.out",), direct=Direct(guards=(g.dtype_in("indices", (torch.int64, torch.int32), "int64 or int32"),)), judging=Judging(findings=(
         _finding("aten::embedding.out", "embedding.out asserts on non-integer indices instead of failing", "indices",
                  [("weight", tensor((5, 3))), ("indices", tensor((2,)))],
                  "assert failed (ix_type == ScalarType::Long || ix_type == ScalarType::Int)"),
-    )),
+    ))),
     # data-dependent out shapes: upper bounds the kernel shrinks the out to
-    Rule(("aten::nonzero.out",), upper_bound=_upper_bound_nonzero),
-    Rule(("aten::masked_select.out",), upper_bound=_upper_bound_masked_select),
+    Rule(("aten::nonzero.out",), sizing=Sizing(upper_bound=_upper_bound_nonzero)),
+    Rule(("aten::masked_select.out",), sizing=Sizing(upper_bound=_upper_bound_masked_select)),
     # data-dependent out shapes without a bound: ATen sizes them on the real inputs
     # (bool-mask indices; repeats without output_size)
-    Rule(("aten::index.Tensor_out", "aten::repeat_interleave.Tensor_out"), sized_from_data=True),
+    Rule(("aten::index.Tensor_out", "aten::repeat_interleave.Tensor_out"), sizing=Sizing(sized_from_data=True)),
     # random outputs: only shape and dtype compare
-    Rule(("aten::rand.out", "aten::randn.out", "aten::native_dropout.out"), compare=METADATA),
+    Rule(("aten::rand.out", "aten::randn.out", "aten::native_dropout.out"), judging=Judging(compare=METADATA)),
     # uninitialized outputs, every namespace and overload (the conformance sweep asks
     # for torch's functional overloads too)
-    Rule(("*::empty.*", "*::empty_like.*", "*::empty_strided.*", "*::new_empty.*", "*::new_empty_strided.*", "*::_empty_dim_order.*"), compare=METADATA),
+    Rule(("*::empty.*", "*::empty_like.*", "*::empty_strided.*", "*::new_empty.*", "*::new_empty_strided.*", "*::_empty_dim_order.*"),
+         judging=Judging(compare=METADATA)),
     # etops.fuzz.sequences: torch skips its checks for an empty index; the kernel then
     # calls size() with the index's dims and aborts. Nothing to compute: only sized.
-    Rule(("aten::gather.out",), no_work=g.is_empty("index"), findings=(
+    Rule(("aten::gather.out",), direct=Direct(no_work=g.is_empty("index")), judging=Judging(findings=(
         _finding("aten::gather.out", "gather.out aborts on an empty index of another rank than self", "index",
                  [("self", tensor((1, 1, 0, 1))), ("dim", value(-3)), ("index", tensor((0, 3, 0), "int64", values="index"))],
                  "size(): Dimension out of range (an empty index with fewer dims than self)", computes=True),
-    )),
+    ))),
     # etops check --dim-orders: topk computes wrong values and corrupts the heap on a
     # channels-last or permuted input (free(): invalid pointer under glibc's malloc check)
-    Rule(("aten::topk.values",), contiguous_only=True, memory=True),
+    Rule(("aten::topk.values",), safety=Safety(contiguous_only=True)),
     # kernels silently wrong on a layout (below)
-    *(Rule((name,), wrong_layouts=found) for name, found in sorted(_WRONG_LAYOUTS.items())),
+    *(Rule((name,), judging=Judging(wrong_layouts=found)) for name, found in sorted(_WRONG_LAYOUTS.items())),
     # index outputs where any index of equal values is right
     Rule(("aten::topk.values", "aten::max.dim_max", "aten::min.dim_min", "aten::argmax.out", "aten::argmin.out",
-          "aten::max_pool2d_with_indices.out"), compare=TIES),
+          "aten::max_pool2d_with_indices.out"), judging=Judging(compare=TIES)),
+    *_INPUTS,
 ]

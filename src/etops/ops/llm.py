@@ -5,6 +5,7 @@ against the aborts the reference sweep found."""
 from __future__ import annotations
 
 from . import guards as g
+from .parts import Direct, Safety
 from .rules import Rule
 
 _LIBRARY = "executorch.extension.llm.custom_ops.custom_ops"
@@ -29,8 +30,8 @@ RULES = [
     # found by the reference sweep: query (1, 2, 4, 16), key/value (1, 32, 4, 16), start_pos 32 aborted in
     # cpu_flash_attention (num_keys_for_causal_attention must be <= kvSize); no Finding record: the table's
     # findings are replayed without the library loaded. The check runs inside the kernel's parallel_for, where
-    # an abort on a worker thread cannot be unwound (docs/reliability.md): memory=True keeps the guard for the judge
-    Rule(("llama::custom_sdpa.out", "llama::custom_quantized_sdpa.out"), guards=(_causal_keys_fit,), optional=_LIBRARY, memory=True),
+    # an abort on a worker thread cannot be unwound (docs/reliability.md): the safety part keeps the guard for the judge
+    Rule(("llama::custom_sdpa.out", "llama::custom_quantized_sdpa.out"), safety=Safety(guards=(_causal_keys_fit,)), optional=_LIBRARY),
     # the kernel ET_CHECKs its shapes; x is (tokens, dim)
-    Rule(("llama::quantized_moe_ffn.out",), guards=(g.exact_dim(2, "x"),), optional=_LIBRARY),
+    Rule(("llama::quantized_moe_ffn.out",), direct=Direct(guards=(g.exact_dim(2, "x"),)), optional=_LIBRARY),
 ]

@@ -13,7 +13,8 @@ import torch
 
 from . import guards as g
 from .cases import case, tensor, value
-from .rules import Finding, Rule
+from .parts import Direct, Finding, Judging, Safety
+from .rules import Rule
 
 _NS = "quantized_decomposed::"
 _EMBEDDINGS = tuple(f"{_NS}embedding_{bits}.{overload}" for bits in ("byte", "2bit", "4bit") for overload in ("out", "dtype_out"))
@@ -27,8 +28,8 @@ _EMB = [("weight", tensor(())), ("weight_scales", tensor(())), ("weight_zero_poi
         ("weight_quant_max", value(127)), ("indices", tensor((), "int64", values="index"))]
 
 
-def _finding(op, summary, argument, args, abort, outs=("out",)):
-    return Finding(op, summary, argument, case(op, args, outs), abort)
+def _finding(op, summary, argument, args, abort, outs=("out",), memory=False):
+    return Finding(op, summary, argument, case(op, args, outs), abort, memory=memory)
 
 
 def _embedding_tables(bound, info):
@@ -63,11 +64,11 @@ def _add_ranges(bound, info):
 
 RULES = [
     # per-token kernels read input.size(input.dim() - 1)
-    Rule(_PER_TOKEN[:2], guards=(g.min_dim("input", 1),)),
+    Rule(_PER_TOKEN[:2], direct=Direct(guards=(g.min_dim("input", 1),))),
     # quantize_per_channel_out() (quantize_per_token calls it) ET_CHECKs Double scales and Long zero points
-    Rule((f"{_NS}quantize_per_channel.out", f"{_NS}quantize_per_token.out"), guards=(
+    Rule((f"{_NS}quantize_per_channel.out", f"{_NS}quantize_per_token.out"), direct=Direct(guards=(
         g.dtype_in("scales", (torch.float64,), "torch.float64"), g.dtype_in("zero_points", (torch.int64,), "torch.int64"),
-    ), findings=(
+    )), judging=Judging(findings=(
         _finding(f"{_NS}quantize_per_token.out", "quantize_per_token.out aborts on scales that are not float64 (etops fuzz --guard)", "scales",
                  [("input", tensor((1,), "bfloat16")), ("scales", tensor((1,), "int8")), ("zero_points", tensor((1,), "int64", values="index")),
                   ("quant_min", value(-8)), ("quant_max", value(127)), ("dtype", value("torch.int32"))],
@@ -75,21 +76,21 @@ RULES = [
         _finding(f"{_NS}quantize_per_token.out", "quantize_per_token.out aborts on float32 scales (torch's reference accepts them)", "scales",
                  [("input", tensor((2, 4))), ("scales", tensor((2, 1))), ("zero_points", tensor((2, 1), "int64", values="index"))] + _QT[:2]
                  + [("dtype", value("torch.int8"))], "quantize_per_channel_out(): scale.scalar_type() is not double type (ET_CHECK)"),
-    )),
-    Rule(_QUANTIZE, guards=(
+    ))),
+    Rule(_QUANTIZE, direct=Direct(guards=(
         g.dtype_in("input", g.FLOATING + (torch.bfloat16,), "floating point"), g.quant_range("dtype"), g.dtype_equals_argument("out", "dtype"),
-    ), findings=(
+    )), judging=Judging(findings=(
         _finding(f"{_NS}quantize_per_tensor.out", "quantize_per_tensor.out aborts on a float dtype argument and a 0-dim out", "dtype",
                  [("input", tensor(())), ("scale", value(0.0)), ("zero_point", value(0))] + _QT, _RESIZE_ABORT),
         _finding(f"{_NS}quantize_per_token.out", "quantize_per_token.out reads the last dim of a 0-dim input", "input",
                  [("input", tensor(())), ("scales", tensor(())), ("zero_points", tensor((), "int64", values="index"))] + _QT,
                  "size(): Dimension out of range (0-dim input)"),
-    )),
-    Rule(_DEQUANTIZE, guards=(
+    ))),
+    Rule(_DEQUANTIZE, direct=Direct(guards=(
         g.dtype_in("input", tuple(g.QUANT_RANGES), "quantized (" + ", ".join(str(d) for d in g.QUANT_RANGES) + ")"),
         g.dtype_equals_argument("input", "dtype"), g.ordered("quant_min", "quant_max", strict=False),
         g.dtype_equals_argument("out", "out_dtype", "output_dtype"),
-    ), findings=(
+    )), judging=Judging(findings=(
         _finding(f"{_NS}dequantize_per_tensor.out", "dequantize_per_tensor.out aborts on a float input and a 0-dim out", "input",
                  [("input", tensor(())), ("scale", value(0.0)), ("zero_point", value(0))] + _QT, _RESIZE_ABORT),
         _finding(f"{_NS}dequantize_per_tensor.Tensor_out", "dequantize_per_tensor.Tensor_out aborts on a float input", "input",
@@ -98,30 +99,30 @@ RULES = [
         _finding(f"{_NS}dequantize_per_channel.out", "dequantize_per_channel.out aborts on a float input", "input",
                  [("input", tensor(())), ("scales", tensor(())), ("zero_points", value(None)), ("axis", value(0))] + _QT,
                  "check_dequantize_per_tensor_args() / axis checks (ET_CHECK)"),
-    )),
+    ))),
     # choose_qparams.Tensor_out reads the min and max of its input: an empty one faults (SIGSEGV; torch refuses it too)
-    Rule(_CHOOSE[:1], guards=(g.nonempty("input"),), memory=True, findings=(
+    Rule(_CHOOSE[:1], safety=Safety(guards=(g.nonempty("input"),)), judging=Judging(findings=(
         _finding(f"{_NS}choose_qparams.Tensor_out", "choose_qparams.Tensor_out reads past an empty input (SIGSEGV, etops fuzz --guard)", "input",
                  [("input", tensor((0, 0, 1, 0, 0))), ("quant_min", value(-128)), ("quant_max", value(127)), ("eps", value(0.001)),
                   ("dtype", value("torch.float32"))],
-                 "SIGSEGV reading the min and max of an empty input", outs=("scale_out", "zero_point_out")),
-    )),
-    Rule(_CHOOSE, guards=(
+                 "SIGSEGV reading the min and max of an empty input", outs=("scale_out", "zero_point_out"), memory=True),
+    ))),
+    Rule(_CHOOSE, direct=Direct(guards=(
         g.ordered("quant_min", "quant_max", strict=True), g.dtype_in("input", (torch.float32,), "float32"),
         g.dtype_in("scale_out", (torch.float64,), "torch.float64"), g.dtype_in("zero_point_out", (torch.int64,), "torch.int64"),
-    ), findings=(
+    )), judging=Judging(findings=(
         _finding(f"{_NS}choose_qparams.Tensor_out", "choose_qparams.Tensor_out aborts on a float32 scale_out", "scale_out",
                  [("input", tensor(())), ("quant_min", value(-128)), ("quant_max", value(127)), ("eps", value(1e-5)), ("dtype", value("torch.float32"))],
                  "check_quantize_per_tensor_args(): Expected scale to be Double tensor (ET_CHECK)", outs=("scale_out", "zero_point_out")),
-    )),
-    Rule(_PER_TOKEN[2:], guards=(g.min_dim("input", 1),)),
-    Rule(_EMBEDDINGS, guards=(g.exact_dim(2, "weight"), _embedding_tables), findings=tuple(
+    ))),
+    Rule(_PER_TOKEN[2:], direct=Direct(guards=(g.min_dim("input", 1),))),
+    Rule(_EMBEDDINGS, direct=Direct(guards=(g.exact_dim(2, "weight"), _embedding_tables)), judging=Judging(findings=tuple(
         _finding(op, f"{op.split('::')[1]} reads the size of a 0-dim weight before checking its rank", "weight", _EMB,
                  "size(): Dimension out of range (weight must be 2-D)")
         for op in _EMBEDDINGS if op != f"{_NS}embedding_byte.out"
-    )),
+    ))),
     # ET_CHECK_MSG in quantized_add_out: same numel, rank and dtype for a, b and out
-    Rule((f"{_NS}add.out",), guards=(_add_ranges, g.same_dtype_and_shape("a", "b", "out")), findings=(
+    Rule((f"{_NS}add.out",), direct=Direct(guards=(_add_ranges, g.same_dtype_and_shape("a", "b", "out"))), judging=Judging(findings=(
         _finding(f"{_NS}add.out", "quantized add.out aborts unless a, b and out have the same numel, rank and dtype", "out",
                  [("a", tensor(())), ("a_scale", value(0.0)), ("a_zero_point", value(0)), ("a_quant_min", value(0)), ("a_quant_max", value(0)),
                   ("b", tensor(())), ("b_scale", value(0.0)), ("b_zero_point", value(0)), ("b_quant_min", value(0)), ("b_quant_max", value(0)),
@@ -133,7 +134,7 @@ RULES = [
                   ("b_quant_min", value(-128)), ("b_quant_max", value(127)), ("out_scale", value(0.1)), ("out_zero_point", value(0)),
                   ("out_quant_min", value(-128)), ("out_quant_max", value(127))],
                  "quantized_add_out(): invalid quant_min/quant_max for input tensor a (ET_CHECK)"),
-    )),
+    ))),
     # last for every one: torch's meta kernel accepts the call and the outs' ranks match
-    Rule((f"{_NS}add.out",) + _QUANTIZE + _DEQUANTIZE + _CHOOSE + _EMBEDDINGS, guards=(g.torch_meta_accepts(),)),
+    Rule((f"{_NS}add.out",) + _QUANTIZE + _DEQUANTIZE + _CHOOSE + _EMBEDDINGS, direct=Direct(guards=(g.torch_meta_accepts(),))),
 ]

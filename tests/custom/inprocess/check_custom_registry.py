@@ -120,6 +120,27 @@ def test_override_builtin_and_restore(instrumented):
     assert not add.origins[0].overridden
 
 
+
+def test_one_handle_for_registrations_and_overrides(instrumented):
+    """register_kernel and override return the same kind of handle: each undoes its
+    own edit (undo(), or leaving with), and refuses the other's."""
+    x = torch.ones(2)
+    schema = TWICE_SCHEMA.replace("twice", "undone")
+    with etops.register_kernel("ctest::undone.out", SCALE_SOURCE.replace("K *", "2 *"), schema=schema) as h:
+        assert isinstance(h, etops.KernelHandle) and not h.overrides and h.active
+        with pytest.raises(etops.RegistrationError, match="restore"):
+            h.restore()
+        assert h(x, out=torch.empty(2)).tolist() == [2.0, 2.0]
+    assert not h.active and "ctest::undone.out" not in etops.registry()
+    original = registry_snapshot()
+    ov = etops.override("aten::add.out", instrumented.address)
+    assert isinstance(ov, etops.Override) and isinstance(ov, etops.KernelHandle) and ov.overrides and ov.active
+    with pytest.raises(etops.RegistrationError, match="deregister"):
+        ov.deregister()
+    assert ov.previous(x, x, out=torch.empty(2)).tolist() == [2.0, 2.0]  # the built-in it replaced
+    ov.undo()
+    assert not ov.active and registry_snapshot() == original
+
 #: aten::add.out (1-D float) whose out says how it arrived: 1 where the out is
 #: STATIC, 2 where it is DYNAMIC_BOUND
 DYNAMISM_PROBE = r"""

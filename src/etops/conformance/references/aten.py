@@ -1,6 +1,6 @@
 """References of the aten kernels no OpInfo sample reaches, against ATen (the
 functional or in-place overload of the same op). Inputs follow each op's
-entry in etops.ops.inputs: converted from the OpInfo samples of the related
+entry's input constraints in etops.ops (its judging part): converted from the OpInfo samples of the related
 functional op (a Scalar overload takes the sample's tensor as a number; a
 ``.vec`` overload its size list), or generated from the schema within the
 entry's ranks and value ranges, valid and invalid."""
@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import torch
 
-from ...ops.inputs import INPUTS
+from ...compare import VALUES
+from ...ops import INPUTS, policy_of
 from .spec import Reference, Sample, invalid
 
 aten = torch.ops.aten
@@ -181,7 +182,11 @@ def _conv_backward_samples(dtype):
 
 
 def _ref(name, fn, samples, **extra):
-    return Reference(name, fn, samples, INPUTS[name].dtypes, **extra)
+    """The reference of `name`, judged as its entry's judging part says (inputs'
+    dtypes, comparison kind: random results compare shape and dtype only)."""
+    judging = policy_of(name).judging
+    compare = judging.compare if judging.compare != VALUES else None
+    return Reference(name, fn, samples, judging.inputs.dtypes, compare=compare, **extra)
 
 
 REFERENCES = [
@@ -198,7 +203,7 @@ REFERENCES = [
     _ref("aten::copy.out", aten.copy.default, _copy_samples),
     _ref("aten::fill.Tensor_out", aten.fill.Tensor, _fill_samples),
     _ref("aten::index_put_", aten.index_put_.default, _index_put_samples),
-    _ref("aten::native_dropout.out", aten.native_dropout.default, _dropout_samples, compare="metadata"),
+    _ref("aten::native_dropout.out", aten.native_dropout.default, _dropout_samples),
     _ref("aten::sym_numel", aten.sym_numel.default, _numel_samples),
     _ref("aten::sym_size.int", aten.sym_size.int, _size_samples),
     _ref("aten::_native_batch_norm_legit_no_training.out", aten._native_batch_norm_legit_no_training.default, _batch_norm_samples),
