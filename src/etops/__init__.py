@@ -48,11 +48,11 @@ from .errors import (
     UnsupportedNodeError,
 )
 from .crash_site import MemoryMayBeCorruptWarning
-from .kernel import KernelInfo, KernelOrigin, RegisteredKernel, UncallableKernel, as_program
+from .kernel import KernelInfo, KernelOrigin, RegisteredKernel, UncallableKernel
 from .layouts import layout
-from .out_shapes import from_dlpack
+from .tensors import from_dlpack
 from .torch_checks import check_bounds
-from .registry import Namespace, OpPacket, Registry, get_kernel, registry
+from .registry import Namespace, OpPacket, Registry, as_program, get_kernel, registry
 from .schemas import set_schema
 
 __version__ = "0.1.0"

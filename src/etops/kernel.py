@@ -23,7 +23,8 @@ from .ops import rules_for
 from .ops.rules import workaround_kind
 from .errors import KernelError, SchemaError
 from .hooks import origin_provider
-from .out_shapes import as_torch, infer_outs
+from .out_shapes import infer_outs
+from .tensors import as_torch
 from .schemas import split_name, torch_overload
 from .slow_path import SLOW_PATH
 from .torch_checks import check_values, check_with_torch
@@ -507,23 +508,4 @@ def _layout_warning(name: str, rules):
     return warn
 
 
-def as_program(kernel: Any) -> Any:
-    """The kernel as an exported program calls it (what etops' judges call: ``etops
-    check``, the fuzzer, ``etops.testing``): the rules table's guards and workarounds
-    for known kernel bugs (normalizers, no_work, contiguous_only) do not apply, so the
-    verdict is the kernel's own (an ExecuTorch abort raises KernelAborted). Only the
-    rules marked ``memory`` stay, whose inputs would corrupt memory or kill the
-    process; torch's checks still refuse what torch refuses. `kernel` is a kernel
-    object or a name; the result is made once and cached. A delegate or an
-    uncallable kernel comes back as it is (there is nothing to switch off)."""
-    if isinstance(kernel, str):
-        from .registry import registry
-
-        kernel = registry().get_kernel(kernel)
-    info = getattr(kernel, "_info", None)
-    if not isinstance(info, KernelInfo) or isinstance(kernel, UncallableKernel):
-        return kernel
-    return info.program_twin(kernel)
-
-
-__all__ = ["KernelInfo", "as_program", "RegisteredKernel", "Selection", "UncallableKernel", "decode_key", "library_of", "make_kernel"]
+__all__ = ["KernelInfo", "RegisteredKernel", "Selection", "UncallableKernel", "decode_key", "library_of", "make_kernel"]
