@@ -114,6 +114,35 @@ def test_input_constraints_table():
     assert all(name in references.references() for name in INPUTS)
 
 
+def test_the_aten_references_are_the_input_table():
+    """etops.ops.inputs states how each aten kernel no OpInfo sample reaches is
+    judged (its reference, dtypes, inputs); the references are made from it, their
+    comparison kind is the rules table's, and the samples keep to its ranks and
+    invalid arguments."""
+    from etops.conformance.references.run import compared_as
+    from etops.ops import rules_for
+
+    aten_refs = {k: r for k, r in references.references().items() if k in INPUTS}
+    assert set(aten_refs) == set(INPUTS)
+    for name, constraints in INPUTS.items():
+        ref = aten_refs[name]
+        schema = ref.reference._schema
+        assert f"{schema.name}.{schema.overload_name or 'default'}" == constraints.reference, name
+        assert ref.dtypes == constraints.dtypes and ref.compare is None, name
+        assert compared_as(ref) == rules_for(name).compare, name
+        samples = list(ref.samples(getattr(torch, constraints.dtypes[0])))
+        assert samples, name
+        if constraints.ranks is not None:
+            low, high = constraints.ranks
+            ranks = {s.args[0].dim() for s in samples if isinstance(s.args[0], torch.Tensor)}
+            assert ranks and all(low <= r <= high for r in ranks), (name, ranks)
+        wrong = {s.why for s in samples if not s.valid}
+        assert wrong <= {f"argument '{a}' {what}" for a, what in constraints.invalid}, (name, wrong)
+    assert compared_as(aten_refs["aten::native_dropout.out"]) == "metadata"  # stated once: the rules table's record
+    with pytest.raises(ValueError, match="'reference'"):
+        InputConstraints("aten::x.out", ("float32",), reference="x")
+
+
 def test_reference_record_refuses_bad_arguments():
     with pytest.raises(ValueError, match="'kernel'"):
         Reference("add", lambda: 0, lambda d: ())

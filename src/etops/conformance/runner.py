@@ -162,6 +162,7 @@ class TaskRunner:
         self.comparisons = tuple(comparisons)
         self.deadline = deadline
         self.left_out = 0
+        self.sample_index = self.call_index = 0  # where in the task the next call is (set by the task's source)
 
     def kernel(self, name: str):
         """The kernel of `name` as an exported program calls it (etops.as_program):

@@ -36,6 +36,12 @@ def kernel_of(ref):
     return registry().get_kernel(ref.kernel)
 
 
+def compared_as(ref) -> str:
+    """The comparison kind of `ref`'s cases (an etops.compare kind): the one the
+    reference gives, else the rules table's record of its kernel."""
+    return ref.compare or rules_for(ref.kernel).compare
+
+
 def run_reference_task(runner, task_id: str, dtype: torch.dtype):
     """Runs the samples of the reference named by `task_id` (``ref:<kernel>``) at
     `dtype` on `runner` (a conformance TaskRunner in any of its modes) and
@@ -51,8 +57,7 @@ def run_reference_task(runner, task_id: str, dtype: torch.dtype):
     try:
         kernel = kernel_of(ref)
         runner.use_kernel(ref.kernel, kernel)
-        # compared as the reference says, else as the rules table's record of the kernel does
-        func = ReferenceOp(ref.reference, kernel._info._schema, ref.compare or rules_for(ref.kernel).compare)
+        func = ReferenceOp(ref.reference, kernel._info._schema, compared_as(ref))
         with warnings.catch_warnings(), (layout(ref.layout) if ref.layout else nullcontext()):
             warnings.simplefilter("ignore")
             for index, sample in enumerate(ref.samples(dtype)):

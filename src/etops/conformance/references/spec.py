@@ -40,7 +40,8 @@ class Reference:
     label for scalar ops); `dtypes`: the dtype names a sweep runs; `schema`: the
     kernel's schema when no installed package defines one (etops.set_schema);
     `library`: a module to import first (the library that registers the kernel);
-    `compare`: an etops.compare kind ("metadata" for uninitialized results);
+    `compare`: an etops.compare kind ("metadata" for uninitialized results; None:
+    the kind the rules table's record of the kernel gives);
     `tolerance`: (rtol, atol) or None (torch.testing's defaults); `layout`:
     "preserve" to call the kernel under etops.layout("preserve") (true dim orders);
     `outs_from_reference`: the kernel's outs are sized as the reference's results
