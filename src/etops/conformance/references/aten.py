@@ -1,12 +1,13 @@
-"""References of the aten kernels no OpInfo sample reaches, one per entry of
-etops.ops.inputs, which says everything about how each is judged: its reference
-(the ATen overload computing what the kernel must return), its dtypes and the
-constraints on its inputs (the comparison kind is the rules table's). This module
-holds only how the samples are made, one generator per entry (``_SAMPLES``):
-converted from the OpInfo samples of the related functional op (a Scalar overload
-takes the sample's tensor as a number; a ``.vec`` overload its size list), or
-generated from the schema within the entry's ranks and value ranges, valid and
-invalid (worded as the entry's ``invalid`` pairs)."""
+"""References of the aten kernels no OpInfo sample reaches, one per operator with
+input constraints in etops.ops (INPUTS), which says how each is judged: its dtypes
+and the constraints on its inputs; the comparison kind is its rules record's, and
+the reference is ATen's functional counterpart of the kernel (the overload etops
+sizes its outs with: ``Reference.reference`` None). This module holds only how the
+samples are made, one generator per operator (``_SAMPLES``): converted from the
+OpInfo samples of the related functional op (a Scalar overload takes the sample's
+tensor as a number; a ``.vec`` overload its size list), or generated from the
+schema within the entry's ranks and value ranges, valid and invalid (the invalid
+ones worded as the entry's ``invalid`` pairs)."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ from .spec import Reference, Sample, invalid
 
 aten = torch.ops.aten
 
-#: operator -> its sample generator, (InputConstraints, dtype) -> Samples
+#: operator -> its sample generator, (its InputConstraints, dtype) -> Samples
 _SAMPLES: dict = {}
 
 
@@ -36,7 +37,7 @@ def _samples_of(*ops):
 
 def _why(constraints, argument: str) -> str:
     """The words of an invalid sample: the entry's ``invalid`` pair of `argument`."""
-    return f"argument '{argument}' {dict(constraints.invalid)[argument]}"
+    return f"argument '{argument}' is {dict(constraints.invalid)[argument]}"
 
 
 def _opinfo_samples(constraints, dtype):
@@ -100,11 +101,19 @@ def _pair(value):
     return None if value is None else [value] * 2 if isinstance(value, (int, float)) else list(value)
 
 
-@_samples_of("aten::upsample_bilinear2d.vec_out", "aten::upsample_nearest2d.vec_out")
-def _upsample_samples(constraints, dtype):
+@_samples_of("aten::upsample_bilinear2d.vec_out")
+def _bilinear_samples(constraints, dtype):
+    return _upsample_samples(constraints, dtype, align_corners=True)
+
+
+@_samples_of("aten::upsample_nearest2d.vec_out")
+def _nearest_samples(constraints, dtype):
+    return _upsample_samples(constraints, dtype, align_corners=False)
+
+
+def _upsample_samples(constraints, dtype, align_corners: bool):
     """The .vec overloads: the interpolate sample's size (or scale factors) as a
-    list (and align_corners where the reference takes it: bilinear)."""
-    align_corners = any(a.name == "align_corners" for a in _overload(constraints.reference)._schema.arguments)
+    list (and align_corners where the overload takes it: bilinear)."""
     for s in _opinfo_samples(constraints, dtype):
         if s.input.dim() != 4:
             continue
@@ -209,23 +218,12 @@ def _conv_backward_samples(constraints, dtype):
                       [True, True, True]))
 
 
-def _overload(name: str):
-    """torch's OpOverload of ``namespace::op.overload``."""
-    namespace, rest = name.split("::", 1)
-    op, _, overload = rest.partition(".")
-    return getattr(getattr(getattr(torch.ops, namespace), op), overload or "default")
-
-
 def _references() -> list:
-    missing = sorted(set(INPUTS) ^ set(_SAMPLES))
-    if missing:
-        raise ValueError(f"etops.ops.inputs and the sample generators of {__name__} differ: {', '.join(missing)}")
-    found = []
-    for c in INPUTS.values():
-        if c.reference is None:
-            raise ValueError(f"etops.ops.inputs: {c.op} names no reference")
-        found.append(Reference(c.op, _overload(c.reference), functools.partial(_SAMPLES[c.op], c), c.dtypes))
-    return found
+    """One Reference per operator of INPUTS, its reference ATen's functional counterpart."""
+    differ = sorted(set(INPUTS) ^ set(_SAMPLES))
+    if differ:
+        raise ValueError(f"the operators of etops.ops' input constraints and the sample generators of {__name__} differ: {', '.join(differ)}")
+    return [Reference(name, None, functools.partial(_SAMPLES[name], constraints), constraints.dtypes) for name, constraints in INPUTS.items()]
 
 
 REFERENCES = _references()

@@ -42,6 +42,17 @@ def compared_as(ref) -> str:
     return ref.compare or rules_for(ref.kernel).compare
 
 
+def reference_of(ref, kernel):
+    """The callable `ref`'s cases compare with: its own, else ATen's functional
+    counterpart of `kernel` (ValueError when torch has none)."""
+    if ref.reference is not None:
+        return ref.reference
+    functional = kernel._info.functional_overload()
+    if functional is None:
+        raise ValueError(f"{ref.kernel}: the reference names no callable and torch has no functional counterpart of the kernel")
+    return functional
+
+
 def run_reference_task(runner, task_id: str, dtype: torch.dtype):
     """Runs the samples of the reference named by `task_id` (``ref:<kernel>``) at
     `dtype` on `runner` (a conformance TaskRunner in any of its modes) and
@@ -57,7 +68,7 @@ def run_reference_task(runner, task_id: str, dtype: torch.dtype):
     try:
         kernel = kernel_of(ref)
         runner.use_kernel(ref.kernel, kernel)
-        func = ReferenceOp(ref.reference, kernel._info._schema, compared_as(ref))
+        func = ReferenceOp(reference_of(ref, kernel), kernel._info._schema, compared_as(ref))
         with warnings.catch_warnings(), (layout(ref.layout) if ref.layout else nullcontext()):
             warnings.simplefilter("ignore")
             for index, sample in enumerate(ref.samples(dtype)):
