@@ -37,12 +37,20 @@ def specs_of_result(result, out_names) -> dict:
 # ---- data-dependent output shapes --------------------------------------------------
 
 
-def is_data_dependent(rules) -> bool:
-    """Whether the out shapes of the operator whose record in the rules table is
-    `rules` (etops.ops.rules_for; a kernel's ``info.rules``) depend on the input
-    values: the record has an upper bound (the kernel shrinks its outs to the real
-    size) or says the outs are sized from the data. Never cached by signature."""
-    return rules.upper_bound is not None or rules.sized_from_data
+def sizing_of(info):
+    """What sizes the outs of `info`'s operator (a KernelInfo; any object with the
+    operator's record as ``rules``): its record in the rules table, read for
+    ``upper_bound`` and ``sized_from_data``. The one place this module reads it."""
+    return info.rules
+
+
+def is_data_dependent(info) -> bool:
+    """Whether the out shapes of `info`'s operator depend on the input values: its
+    record in the rules table has an upper bound (the kernel shrinks its outs to
+    the real size) or says the outs are sized from the data. Never cached by
+    signature."""
+    sizing = sizing_of(info)
+    return sizing.upper_bound is not None or sizing.sized_from_data
 
 
 def _fake_says_data_dependent(functional, positional, keywords) -> bool:
@@ -91,11 +99,10 @@ _OUT_CACHE_SIZE = 256
 def infer_outs(info, bound: dict) -> dict:
     """out name -> (shape, dtype, stride or None) or list of those for tensor-list
     outs, from torch's meta kernels (cached per argument signature on `info`, a
-    KernelInfo, whose ``rules`` is its record in the rules table); data-dependent
-    ops get an upper bound. None for an out torch's functional does not compute (it
+    KernelInfo); data-dependent ops get an upper bound. None for an out torch's functional does not compute (it
     returns None for it: convolution_backward's output_mask), which the kernel
     leaves alone too."""
-    if is_data_dependent(info.rules):
+    if is_data_dependent(info):
         return _infer_outs_uncached(info, bound)
     outs = set(info.out_names())
     try:
@@ -113,8 +120,8 @@ def infer_outs(info, bound: dict) -> dict:
 
 
 def _infer_outs_uncached(info, bound: dict) -> dict:
-    rules = info.rules
-    upper_bound = rules.upper_bound
+    sizing = sizing_of(info)
+    upper_bound = sizing.upper_bound
     if upper_bound is not None:
         return {n: (tuple(s), d, None) for n, (s, d) in upper_bound(bound).items()}
     functional = info.functional_overload()
@@ -125,7 +132,7 @@ def _infer_outs_uncached(info, bound: dict) -> dict:
     try:
         result = functional(*positional, **keywords)
     except Exception as meta_exc:  # noqa: BLE001
-        if not (rules.sized_from_data and _fake_says_data_dependent(functional, positional, keywords)):
+        if not (sizing.sized_from_data and _fake_says_data_dependent(functional, positional, keywords)):
             if isinstance(meta_exc, NotImplementedError):
                 raise SchemaError(f"{info.name}: etops cannot infer the out shapes (torch's meta kernel says: {meta_exc}); pass the outs") from meta_exc
             raise refusal_error(info.name, meta_exc, bound, info.out_names()) from meta_exc

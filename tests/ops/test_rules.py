@@ -114,7 +114,7 @@ def test_comparison_kinds_and_upper_bounds_come_from_the_table():
     assert ops.rules_for("aten::empty.memory_format").compare == METADATA  # torch's functional, for the conformance sweep
     assert ops.rules_for("dim_order_ops::_empty_dim_order.out").compare == METADATA
     assert ops.rules_for("aten::argmax.out").compare == TIES
-    assert out_shapes.is_data_dependent(ops.rules_for("aten::nonzero.out")) and not out_shapes.is_data_dependent(ops.rules_for("aten::add.out"))
+    assert out_shapes.is_data_dependent(etops.registry().aten.nonzero.out._info) and not out_shapes.is_data_dependent(etops.registry().aten.add.out._info)
     bound = ops.rules_for("aten::nonzero.out").upper_bound({"self": T(2, 3)})
     assert bound == {"out": ((6, 2), torch.int64)}
 

@@ -194,7 +194,7 @@ def _positional_index(schema, name: str) -> int:
 
 
 def _no_shape_inference(info) -> bool:
-    return not is_data_dependent(info.rules) and info.functional_overload() is None
+    return not is_data_dependent(info) and info.functional_overload() is None
 
 
 def _empty_like(value):
