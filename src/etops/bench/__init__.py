@@ -13,7 +13,8 @@
     etops.bench_delegate(edge_program_manager, example_inputs)
 
 Inputs come from PyTorch's OpInfo samples (``etops.bench.inputs``), scaled to the
-sizes asked for; ``inputs=`` gives your own. Timing: ``etops.bench.core``.
+sizes asked for (``etops.bench.sampling``); ``inputs=`` gives your own. Timing:
+``etops.bench.core``; the machine's facts beside a figure: ``etops.bench.host``.
 Nothing heavy is imported until a benchmark runs.
 
 May import: the core and etops.edge / etops.delegate (delegate benchmarks); nothing imports it but the CLI and the package's lazy names.
