@@ -107,7 +107,7 @@ def test_every_exception_class_lives_in_errors():
                     found.append(f"{'/'.join(parts)}.{node.name}")
     # Control flow inside one module, never raised to a user's code: the command
     # line's usage errors (printed as usage) and a fuzz worker's crash record.
-    internal = {"cli.UsageError", "fuzz/runner.Crash"}
+    internal = {"cli/usage.UsageError", "fuzz/runner.Crash"}
     assert sorted(set(found) - internal) == []
     public = [v for v in vars(errors).values() if isinstance(v, type) and issubclass(v, Exception) and v.__module__ == errors.__name__]
     assert all(issubclass(v, errors.EtopsError) for v in public)
@@ -159,3 +159,71 @@ def test_origins_are_answered_by_the_core_before_custom_loads():
         """
     )
     assert result.returncode == 0, result.stderr
+
+
+def _module_graph() -> dict:
+    """module (a tuple of names under etops) -> the modules of etops it imports,
+    at module level or inside a function: ``from . import x`` names module x when
+    there is one, the package otherwise; a module's own package is not counted
+    (importing etops.a.b runs etops/a/__init__.py, which is no choice of b's)."""
+    modules = {parts: path for path, parts in _modules()}
+    graph: dict = {parts: set() for parts in modules}
+    for parts, path in modules.items():
+        for _line, target, names in _imports(path, parts):
+            found = [target + (n,) for n in names if target + (n,) in modules]
+            if len(found) < len(names) or not names:
+                found.append(target)
+            graph[parts] |= {t for t in found if t in modules and t != parts}
+    return graph
+
+
+def _cycles(graph: dict) -> list:
+    """The strongly connected components of more than one module (Tarjan's), each
+    sorted: every import cycle lies inside one of them."""
+    index: dict = {}
+    low: dict = {}
+    stack: list = []
+    on_stack: set = set()
+    found = []
+
+    def visit(node):
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for succ in sorted(graph[node]):
+            if succ not in index:
+                visit(succ)
+                low[node] = min(low[node], low[succ])
+            elif succ in on_stack:
+                low[node] = min(low[node], index[succ])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(".".join(m) or "etops" for m in component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def test_no_import_cycles():
+    """No module of etops imports, directly or through others, a module that
+    imports it back (function-level imports included): each layer can be read,
+    tested and changed on top of the ones below it."""
+    graph = _module_graph()
+    assert ("kernel",) in graph[("registry",)]  # a module-level import
+    assert ("dev", "loop") in graph[("dev", "load")]  # one inside a function
+    assert _cycles(graph) == []
+
+
+def test_the_cycle_finder_finds_a_cycle():
+    graph = {("a",): {("b",)}, ("b",): {("c",)}, ("c",): {("a",)}, ("d",): {("a",)}}
+    assert _cycles(graph) == [["a", "b", "c"]]
+    assert _cycles({("a",): {("b",)}, ("b",): set()}) == []

@@ -51,7 +51,7 @@ from .errors import (
 from .crash_site import MemoryMayBeCorruptWarning
 from .kernel import KernelInfo, KernelOrigin, RegisteredKernel, UncallableKernel
 from .layouts import layout
-from .out_shapes import from_dlpack
+from .tensors import from_dlpack
 from .torch_checks import check_bounds
 from .registry import Namespace, OpPacket, Registry, as_program, get_kernel, registry
 from .schemas import set_schema

@@ -25,7 +25,8 @@ from .ops import DIRECT, CallPolicy, policy_of
 from .ops.policy import workaround_note
 from .errors import KernelError, SchemaError
 from .hooks import origin_provider
-from .out_shapes import as_torch, infer_outs
+from .out_shapes import infer_outs
+from .tensors import as_torch
 from .schemas import split_name, torch_overload
 from .slow_path import SLOW_PATH
 from .torch_checks import check_values, check_with_torch

@@ -4,7 +4,8 @@ torch's meta kernel of the op's functional counterpart gives every out's shape,
 dtype and strides (cached per argument signature); operators whose out shape
 depends on the data get an upper bound the kernel shrinks the out to (ExecuTorch
 never grows a tensor). Used by the slow path (allocation, resize) and by
-``etops.edge`` (outs of edge ops). Core module: imports torch and the core only.
+``etops.edge`` (outs of edge ops). Core module: imports torch and the core only,
+never etops.ops: the operator's record in the rules table comes with the kernel's info.
 """
 
 from __future__ import annotations
@@ -14,54 +15,8 @@ from typing import Any
 
 from .errors import SchemaError
 from .layouts import is_dense, strides_for
-
-
-def python_scalar(value):
-    """numpy scalars (np.float32(1.5)) as the Python numbers torch's parser takes;
-    a 0-d array stays a tensor."""
-    if (
-        not isinstance(value, (torch.Tensor, bool, int, float, complex))
-        and type(value).__name__ != "ndarray"
-        and getattr(value, "shape", None) == ()
-        and hasattr(value, "item")
-    ):
-        return value.item()
-    return value
-
-
-def from_dlpack(value) -> torch.Tensor:
-    """torch.from_dlpack(value), except that a numpy array with negative strides
-    (which torch.from_dlpack cannot take: it ends the process) comes as a
-    contiguous copy: its values, not its memory."""
-    if type(value).__module__ == "numpy" and any(s < 0 for s in getattr(value, "strides", ())):
-        import numpy
-
-        return torch.from_numpy(numpy.ascontiguousarray(value))
-    return torch.from_dlpack(value)
-
-
-def to_meta(value):
-    """`value` with every tensor (torch or DLPack producer) replaced by a meta tensor
-    of the same shape, strides and dtype; lists and tuples keep their type."""
-    value = python_scalar(value)
-    if isinstance(value, torch.Tensor):
-        return torch.empty_strided(value.shape, value.stride(), dtype=value.dtype, device="meta")
-    if isinstance(value, (list, tuple)):
-        return type(value)(to_meta(v) for v in value)
-    if hasattr(value, "__dlpack__") and not isinstance(value, type):
-        return to_meta(from_dlpack(value))
-    return value
-
-
-def as_torch(value):
-    """`value` with DLPack producers (numpy arrays) and numpy scalars as torch
-    objects; torch tensors and everything else unchanged."""
-    value = python_scalar(value)
-    if isinstance(value, (list, tuple)):
-        return type(value)(as_torch(v) for v in value)
-    if isinstance(value, torch.Tensor) or not hasattr(value, "__dlpack__"):
-        return value
-    return from_dlpack(value)
+from .tensors import as_torch, from_dlpack, to_meta
+from .torch_checks import refusal_error
 
 
 def specs_of_result(result, out_names) -> dict:
@@ -82,13 +37,19 @@ def specs_of_result(result, out_names) -> dict:
 # ---- data-dependent output shapes --------------------------------------------------
 
 
-def is_data_dependent(name: str) -> bool:
-    """Whether the out shapes of operator `name` depend on the input values: its
-    record in etops.ops has an upper bound (the kernel shrinks its outs to the real
-    size) or says the outs are sized from the data. Never cached by signature."""
-    from .ops import rules_for  # etops.ops imports this module
+def sizing_of(info):
+    """What sizes the outs of `info`'s operator (a KernelInfo; any object with the
+    operator's policy entry as ``entry``): its entry's sizing part, read for
+    ``upper_bound`` and ``sized_from_data``. The one place this module reads it."""
+    return info.entry.sizing
 
-    sizing = rules_for(name).sizing
+
+def is_data_dependent(info) -> bool:
+    """Whether the out shapes of `info`'s operator depend on the input values: its
+    record in the rules table has an upper bound (the kernel shrinks its outs to
+    the real size) or says the outs are sized from the data. Never cached by
+    signature."""
+    sizing = sizing_of(info)
     return sizing.upper_bound is not None or sizing.sized_from_data
 
 
@@ -138,10 +99,10 @@ _OUT_CACHE_SIZE = 256
 def infer_outs(info, bound: dict) -> dict:
     """out name -> (shape, dtype, stride or None) or list of those for tensor-list
     outs, from torch's meta kernels (cached per argument signature on `info`, a
-    KernelInfo); data-dependent ops get an upper bound. None for an out torch's
-    functional does not compute (it returns None for it: convolution_backward's
-    output_mask), which the kernel leaves alone too."""
-    if is_data_dependent(info.name):
+    KernelInfo); data-dependent ops get an upper bound. None for an out torch's functional does not compute (it
+    returns None for it: convolution_backward's output_mask), which the kernel
+    leaves alone too."""
+    if is_data_dependent(info):
         return _infer_outs_uncached(info, bound)
     outs = set(info.out_names())
     try:
@@ -159,9 +120,8 @@ def infer_outs(info, bound: dict) -> dict:
 
 
 def _infer_outs_uncached(info, bound: dict) -> dict:
-    from .ops import rules_for  # etops.ops imports this module
-
-    upper_bound = rules_for(info.name).sizing.upper_bound
+    sizing = sizing_of(info)
+    upper_bound = sizing.upper_bound
     if upper_bound is not None:
         return {n: (tuple(s), d, None) for n, (s, d) in upper_bound(bound).items()}
     functional = info.functional_overload()
@@ -172,11 +132,9 @@ def _infer_outs_uncached(info, bound: dict) -> dict:
     try:
         result = functional(*positional, **keywords)
     except Exception as meta_exc:  # noqa: BLE001
-        if not (rules_for(info.name).sizing.sized_from_data and _fake_says_data_dependent(functional, positional, keywords)):
+        if not (sizing.sized_from_data and _fake_says_data_dependent(functional, positional, keywords)):
             if isinstance(meta_exc, NotImplementedError):
                 raise SchemaError(f"{info.name}: etops cannot infer the out shapes (torch's meta kernel says: {meta_exc}); pass the outs") from meta_exc
-            from .torch_checks import refusal_error  # torch_checks imports this module
-
             raise refusal_error(info.name, meta_exc, bound, info.out_names()) from meta_exc
         # The out shapes depend on the values, and the arguments are valid: ATen sizes them.
         real = {n: as_torch(v) for n, v in bound.items() if n not in info.out_names()}
@@ -184,8 +142,6 @@ def _infer_outs_uncached(info, bound: dict) -> dict:
             real_positional, real_keywords = functional_arguments(functional, real)
             result = functional(*real_positional, **real_keywords)
         except Exception as exc:  # noqa: BLE001 - torch's checks refused the arguments
-            from .torch_checks import refusal_error
-
             raise refusal_error(info.name, exc, bound, info.out_names()) from meta_exc
     return specs_of_result(result, info.out_names())
 

@@ -86,7 +86,7 @@ def _bytes(t: torch.Tensor) -> tuple[int, int]:
 
 
 def _as_torch(value):
-    from .out_shapes import from_dlpack
+    from .tensors import from_dlpack
 
     if isinstance(value, torch.Tensor) or not hasattr(value, "__dlpack__"):
         return value

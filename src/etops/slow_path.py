@@ -23,7 +23,8 @@ import torch
 
 from .crash_site import locate, warn_once_if_corrupt
 from .errors import NoMatchingKernelError, SchemaError, kernel_failure
-from .out_shapes import allocate, allocated_strides, as_torch, is_data_dependent, outs_as_result
+from .out_shapes import allocate, allocated_strides, is_data_dependent, outs_as_result
+from .tensors import as_torch
 from .overlaps import refuse_overlaps
 from .resize import check_resizes, handled_in_this_call, kept_memory_format, quiet_ids, resize_like_torch, warn_resized
 
@@ -34,6 +35,7 @@ class SlowPathInfo(Protocol):
 
     name: str  #: the operator name, in every error
     error_type: type  #: what a failed call raises (errors.kernel_failure): KernelError(name, code, error name, log, site=)
+    entry: Any  #: the operator's entry in the policy table (etops.ops): its sizing part says what sizes the outs
 
     def arg_names(self) -> tuple[str, ...]:
         """The plan's argument names, in plan order (what C's bound values follow)."""
@@ -101,7 +103,7 @@ def _resized_by_torch(info, bound: dict) -> dict:
     (out name -> shape, a list for tensor-list outs): torch's out= resizes those
     before computing. Empty when the shapes match or the functional cannot say
     (then torch's meta kernel of the out variant tells, in validate)."""
-    if is_data_dependent(info.name):
+    if is_data_dependent(info):
         return {}
     try:
         specs = info.out_specs(bound)
@@ -194,7 +196,7 @@ class SlowPath:
         does not compute, a tensor list); False when no call of this kernel has
         out shapes its signature fixes (they depend on the data)."""
         info: SlowPathInfo = kernel._info
-        if is_data_dependent(info.name):
+        if is_data_dependent(info):
             return False
         specs = info.out_specs(bound_arguments(info, values))
         remembered = []
@@ -267,7 +269,7 @@ class SlowPath:
             # that sized them) and the data cannot change it, so the kernel gets the
             # outs as STATIC tensors, as a program exported with static shapes does;
             # None: DYNAMIC_BOUND, the kernel may shrink them (etops mirrors it)
-            return True if more is not None and not is_data_dependent(info.name) else None
+            return True if more is not None and not is_data_dependent(info) else None
         return (_resize_then_call(info, kernel, bound, listed),)
 
     def explain_mismatch(self, kernel, values, _extra):
@@ -322,7 +324,7 @@ class SlowPath:
             if isinstance(out, (list, tuple)):
                 if isinstance(spec, list) and len(spec) == len(out):
                     resizes += [(f"{name}[{i}]", o, s[0]) for i, (o, s) in enumerate(zip(out, spec))]
-            elif is_data_dependent(info.name):  # .shape: the out may be a numpy array (_check_resizes refuses it)
+            elif is_data_dependent(info):  # .shape: the out may be a numpy array (_check_resizes refuses it)
                 if torch.Size(out.shape).numel() < torch.Size(spec[0]).numel() or len(out.shape) != len(spec[0]):
                     resizes.append((name, out, spec[0]))
             else:

@@ -189,7 +189,7 @@ def reference_cases(kernel, reference, samples, *, dtypes=("float32",), schema=N
     uninitialized results; tolerance: (rtol, atol); guard: every call made by
     etops.guard.call (a fault fails the case as a crash, naming the argument)."""
     from .conformance.references import Reference
-    from .conformance.runner import dtype_from_name
+    from .conformance.opinfos import dtype_from_name
 
     name = kernel.name if hasattr(kernel, "_info") else kernel
     if not isinstance(name, str):
@@ -237,7 +237,7 @@ def opinfo_cases(kernel: Any = None, op: str | Iterable[str] | None = None, *, a
     dtypes: torch dtypes or names (default: every dtype the OpInfo lists for CPU);
     guard: every kernel call made by etops.guard.call (a kernel that faults fails
     its case as a crash naming the argument instead of killing the process)."""
-    from .conformance.runner import dtype_from_name, opinfo_dtypes, opinfos
+    from .conformance.opinfos import dtype_from_name, opinfo_dtypes, opinfos
     from .conformance.sweep import discover, resolve_kernels
 
     ops = opinfos()

@@ -16,7 +16,7 @@ import threading
 import warnings
 from typing import Any
 
-from .out_shapes import to_meta
+from .tensors import to_meta
 
 #: torch messages that say the meta kernel cannot run at all (not a refusal)
 _NO_META = (

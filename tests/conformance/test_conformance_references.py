@@ -115,6 +115,35 @@ def test_input_constraints_table():
     assert all(name in references.references() for name in INPUTS)
 
 
+def test_the_aten_references_are_the_input_table():
+    """etops.ops' input constraints state how each aten kernel no OpInfo sample
+    reaches is judged (its dtypes, inputs); the references are made from them, one
+    per operator, against ATen's functional counterpart of the kernel, compared as
+    the rules table says, their samples within the entry's ranks and invalid
+    arguments."""
+    from etops.conformance.references.run import compared_as, reference_of
+    from etops.ops import rules_for
+
+    aten_refs = {k: r for k, r in references.references().items() if k in INPUTS}
+    assert set(aten_refs) == set(INPUTS)
+    for name, constraints in INPUTS.items():
+        ref = aten_refs[name]
+        assert ref.reference is None and ref.compare is None and ref.dtypes == constraints.dtypes, name
+        functional = reference_of(ref, etops.registry().get_kernel(name))
+        assert functional is etops.registry().get_kernel(name)._info.functional_overload() is not None, name
+        assert compared_as(ref) == rules_for(name).judging.compare, name
+        samples = list(ref.samples(getattr(torch, constraints.dtypes[0])))
+        assert samples, name
+        if constraints.ranks is not None:
+            low, high = constraints.ranks
+            ranks = {s.args[0].dim() for s in samples if isinstance(s.args[0], torch.Tensor)}
+            assert ranks and all(low <= r <= high for r in ranks), (name, ranks)
+        wrong = {s.why for s in samples if not s.valid}
+        assert wrong <= {f"argument '{a}' is {what}" for a, what in constraints.invalid}, (name, wrong)
+    assert compared_as(aten_refs["aten::native_dropout.out"]) == "metadata"  # stated once: the rules table's record
+    assert reference_of(references.find("executorch_prim::floordiv.Scalar"), None)(-7, 2) == -4  # a reference's own callable
+
+
 def test_reference_record_refuses_bad_arguments():
     with pytest.raises(ValueError, match="'kernel'"):
         Reference("add", lambda: 0, lambda d: ())

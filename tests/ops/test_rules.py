@@ -121,7 +121,7 @@ def test_comparison_kinds_and_upper_bounds_come_from_the_table():
     assert ops.rules_for("aten::empty.memory_format").judging.compare == METADATA  # torch's functional, for the conformance sweep
     assert ops.rules_for("dim_order_ops::_empty_dim_order.out").judging.compare == METADATA
     assert ops.rules_for("aten::argmax.out").judging.compare == TIES
-    assert out_shapes.is_data_dependent("aten::nonzero.out") and not out_shapes.is_data_dependent("aten::add.out")
+    assert out_shapes.is_data_dependent(etops.registry().aten.nonzero.out._info) and not out_shapes.is_data_dependent(etops.registry().aten.add.out._info)
     bound = ops.rules_for("aten::nonzero.out").sizing.upper_bound({"self": T(2, 3)})
     assert bound == {"out": ((6, 2), torch.int64)}
 

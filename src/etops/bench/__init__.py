@@ -13,7 +13,8 @@
     etops.bench_delegate(edge_program_manager, example_inputs)
 
 Inputs come from PyTorch's OpInfo samples (``etops.bench.inputs``), scaled to the
-sizes asked for; ``inputs=`` gives your own. Timing: ``etops.bench.core``.
+sizes asked for (``etops.bench.sampling``); ``inputs=`` gives your own. Timing:
+``etops.bench.core``; the machine's facts beside a figure: ``etops.bench.host``.
 Nothing heavy is imported until a benchmark runs.
 
 May import: the core and etops.edge / etops.delegate (delegate benchmarks); nothing imports it but the CLI and the package's lazy names.
@@ -25,6 +26,8 @@ import os
 import platform
 import time
 
+from .host import machine
+from .sampling import base_sample, parse_dtype, sized  # noqa: F401 - the benchmarks' API too
 from .threads import default_num_threads, get_num_threads, set_num_threads
 
 __all__ = ["BenchResult", "DelegateBenchResult", "bench", "bench_all", "bench_delegate", "default_num_threads", "get_num_threads", "machine", "set_num_threads"]
@@ -42,97 +45,12 @@ def __getattr__(name):
     raise AttributeError(name)
 
 
-def machine() -> dict:
-    """The facts a benchmark figure needs next to it."""
-    import torch
-
-    try:
-        import executorch.version as ev
-
-        et_version = ev.__version__
-    except Exception:  # noqa: BLE001
-        et_version = "?"
-    cpu = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    cpu = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
-    try:
-        load = os.getloadavg()[0]
-    except OSError:
-        load = None
-    return {
-        "date": time.strftime("%Y-%m-%d %H:%M:%S"),
-        "cpu": cpu,
-        "cores": os.cpu_count(),
-        "load_average": load,
-        "python": platform.python_version(),
-        "torch": torch.__version__,
-        "executorch": et_version,
-    }
-
-
-def parse_dtype(value):
-    """A torch.dtype from a dtype or a name ("float32", "torch.half", "f16", ...)."""
-    import torch
-
-    if isinstance(value, torch.dtype):
-        return value
-    name = str(value).strip().replace("torch.", "")
-    aliases = {"float": "float32", "half": "float16", "double": "float64", "int": "int32", "long": "int64", "bf16": "bfloat16", "f32": "float32", "f16": "float16"}
-    name = aliases.get(name, name)
-    dt = getattr(torch, name, None)
-    if not isinstance(dt, torch.dtype):
-        raise ValueError(f"unknown dtype {value!r} (try float32, float16, bfloat16, int64, ...)")
-    return dt
-
-
 def _kernel(name_or_kernel):
     from ..registry import registry
 
     if isinstance(name_or_kernel, str):
         return registry().get_kernel(name_or_kernel)
     return name_or_kernel
-
-
-def base_sample(kernel, dtype):
-    """The OpInfo sample for `kernel` at `dtype` (None: OpInfo has none)."""
-    from . import inputs as _inputs
-
-    if dtype is None:
-        found = _inputs.derive([kernel], only_named=True) or _inputs.derive([kernel])
-        return found.get(kernel.name)
-    for only_named in (True, False):
-        found = _inputs.derive([kernel], dtypes=[dtype], only_named=only_named)
-        if kernel.name in found:
-            return found[kernel.name]
-    if dtype.is_floating_point:  # an OpInfo without this dtype: convert its float sample
-        found = _inputs.derive([kernel], only_named=True) or _inputs.derive([kernel])
-        if kernel.name in found and found[kernel.name].dtype is not None and found[kernel.name].dtype.is_floating_point:
-            s = _inputs.with_dtype(found[kernel.name], dtype)
-            s.notes.append(f"converted to {str(dtype).replace('torch.', '')}")
-            return s
-    return None
-
-
-def sized(kernel, sample, size: int | None, with_pair: bool = False):
-    """A sample of about `size` elements that both sides accept: the OpInfo sample
-    scaled, else 1-D inputs; None if neither works. ``with_pair``: returns
-    (sample, its core.Pair) instead."""
-    from . import core, inputs as _inputs
-
-    if size is None or size == sample.size:
-        return (sample, None) if with_pair else sample
-    for make in (_inputs.scaled, _inputs.flat):
-        candidate = make(sample, size)
-        pair = core.Pair.try_make(kernel, candidate) if candidate is not None else None
-        if pair is not None:
-            return (candidate, pair) if with_pair else candidate
-    return (None, None) if with_pair else None
 
 
 def _user_sample(kernel, inputs, size, dtype):

@@ -82,7 +82,8 @@ def describe_ratio(ratio: dict | None, verdict_text: str, other: str) -> str:
 def ab_sample(kernel, size: str | int | None = "64k", dtype="float32"):
     """An input for A/B timing: OpInfo's sample for the operator at `dtype`, scaled
     to about `size` elements (None when no sample works)."""
-    from . import base_sample, inputs, parse_dtype, sized
+    from . import inputs
+    from .sampling import base_sample, parse_dtype, sized
 
     base = base_sample(kernel, parse_dtype(dtype) if dtype is not None else None)
     if base is None:

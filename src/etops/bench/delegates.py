@@ -372,7 +372,7 @@ def bench_delegate(program, inputs=None, *, method: str = "forward", label: str 
             del case  # the delegate's handle goes while the threadpool it uses is the one in place
         if progress:
             progress(len(subjects), len(subjects), "done")
-    from . import machine
+    from .host import machine
 
     return DelegateBenchResult(rows, dict(used), machine(), {"repeats": repeats, "warmup": warmup, "target": target})
 
@@ -469,7 +469,7 @@ def bench_models(models, *, repeats: int = 11, warmup: int = 2, target: float = 
     if used is None:
         n = threads or core.DEFAULT_THREADS
         used = {"torch": n, "executorch": n}
-    from . import machine
+    from .host import machine
 
     return DelegateBenchResult(rows, used, machine(), settings)
 

@@ -40,7 +40,8 @@ def _row_stub(kernel, **extra) -> dict:
 
 def _measure_task(task: dict, deadline: float, remaining: int) -> dict:
     """Runs in the worker: one kernel, its time slice from what is left."""
-    from . import core, sized
+    from . import core
+    from .sampling import sized
     from ..registry import registry
 
     kernel = registry().get_kernel(task["kernel"])
@@ -136,7 +137,7 @@ def run_all(budget: float = 120.0, size="16k", dtype="float32", kernels=None, th
     rows: list = [None] * len(objs)
     if progress:
         progress(0, len(objs), "deriving inputs from OpInfo samples")
-    from . import parse_dtype
+    from .sampling import parse_dtype
 
     dtypes = None if dtype in (None, "", "any") else [parse_dtype(dtype)] + [d for d in _inputs.DEFAULT_DTYPES if d != parse_dtype(dtype)]
     # Derivation may take half of the budget at most (more would leave nothing to time).
@@ -191,7 +192,7 @@ def run_all(budget: float = 120.0, size="16k", dtype="float32", kernels=None, th
 
         n = threads or DEFAULT_THREADS
         used = {"torch": n, "executorch": n}
-    from . import machine
+    from .host import machine
 
     return BenchResult(rows, used, machine(), settings)
 

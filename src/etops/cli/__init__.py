@@ -24,11 +24,9 @@ from __future__ import annotations
 import argparse
 import sys
 
+from .usage import UsageError
+
 EXIT_ERROR = 2
-
-
-class UsageError(Exception):
-    """A mistake on the command line (one line, exit code 2)."""
 
 
 class _Parser(argparse.ArgumentParser):

@@ -8,7 +8,7 @@ import json
 import os
 import sys
 
-from . import UsageError
+from .usage import UsageError
 
 
 # ---- output helpers ------------------------------------------------------------------

@@ -24,7 +24,9 @@ May import: the core (registry, kernel, compare, out_shapes) and torch's OpInfo 
 from __future__ import annotations
 
 from .mapping import KernelMap
-from .runner import STATUSES, CaseInfo, CaseResult, TaskResult, TaskRunner, tolerance
+from .case import STATUSES, CaseInfo, CaseResult, TaskResult
+from .opinfos import tolerance
+from .runner import TaskRunner
 from .sweep import Report, discover, plan_tasks, run
 
 

@@ -23,7 +23,8 @@ def _send(channel: int, obj) -> None:
 def _child(channel: int, config: dict, kmap, kernels: dict) -> None:
     import torch
 
-    from .runner import TaskRunner, dtype_from_name
+    from .opinfos import dtype_from_name
+    from .runner import TaskRunner
 
     torch.set_num_threads(1)
     selected = config.get("selected")
@@ -63,7 +64,8 @@ def main() -> None:
 
     from ..dev.load import from_environment
     from .hooks import load_hooks
-    from .runner import default_kmap, opinfos
+    from .opinfos import opinfos
+    from .runner import default_kmap
 
     from_environment()  # the kernels the parent loaded with --load
     kmap = default_kmap()

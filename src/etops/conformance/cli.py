@@ -105,7 +105,7 @@ def main(argv=None) -> int:
 
     from .. import KernelNotFoundError
     from .report import terminal, write_json, write_markdown
-    from .runner import dtype_from_name
+    from .opinfos import dtype_from_name
     from .sweep import run
 
     dtypes = None
@@ -144,7 +144,7 @@ def main(argv=None) -> int:
     try:
         kernels = resolve_kernels(args.kernels or None, default_kmap()) if args.kernels else None
         if args.opinfos:
-            from .runner import opinfos
+            from .opinfos import opinfos
 
             unknown = [o for o in args.opinfos if o not in opinfos()]
             if unknown:

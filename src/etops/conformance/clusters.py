@@ -286,7 +286,8 @@ def build(report, *, report_dir=None, hooks=None, layout: str | None = None, pre
     still fails (under `hooks`, the sweep's, e.g. a dim-order layout) and its
     literal reproducer written to REPORT_DIR/findings/ (`preserve`: the kernel
     call runs under etops.layout("preserve"))."""
-    from .runner import capture, default_kmap, dtype_from_name
+    from .opinfos import dtype_from_name
+    from .runner import capture, default_kmap
 
     clusters = group(report.details if cases is None else cases, layout)
     if report_dir is None:
@@ -330,7 +331,8 @@ def _checker(case, hooks):
 
 
 def _recheck(runner, case, func, args, kwargs):
-    from .runner import CaseInfo, exact_clone
+    from .case import CaseInfo
+    from .values import exact_clone
 
     expected = func(*exact_clone(args), **exact_clone(kwargs))
     info = CaseInfo(case.kernel, case.aten_op, case.opinfo, case.dtype, case.sample, case.call)
@@ -370,7 +372,8 @@ def _shrunk(cluster, case, func, args, kwargs, hooks):
 def _reproduce(cluster, case, func, args, kwargs, hooks, preserve, directory, index) -> None:
     from .hooks import load_hooks
     from .reproducer import write_literal_reproducer
-    from .runner import CaseInfo, describe_call, exact_clone, values_compared
+    from .case import CaseInfo, describe_call
+    from .values import exact_clone, values_compared
 
     loaded = load_hooks(hooks)
     shown_args, shown_kwargs = list(args), dict(kwargs)

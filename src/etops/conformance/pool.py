@@ -21,7 +21,7 @@ import threading
 import time
 from pathlib import Path
 
-from .runner import CaseResult, TaskResult
+from .case import CaseResult, TaskResult
 
 #: Seconds a task may go without any news before its worker counts as hung.
 DEFAULT_TIMEOUT = 120.0

@@ -7,7 +7,7 @@ import json
 
 import torch
 
-from .runner import STATUSES
+from .case import STATUSES
 from .values import clip
 from .sweep import Report
 

@@ -76,7 +76,7 @@ def script_name(kernel: str, opinfo: str, dtype: str, sample: int, call: int, st
 
 def write_reproducer(report_dir, result, func, args, kwargs, reference=None, values: bool = True) -> str:
     """Writes the script and its inputs; returns the script's path."""
-    from .runner import bind, plan_call
+    from .case import bind, plan_call
 
     directory = Path(report_dir) / "reproducers"
     directory.mkdir(parents=True, exist_ok=True)
@@ -202,7 +202,7 @@ def literal_reproducer(case, func, args, kwargs, *, summary: str, values: bool =
     `reference`, a tensor, instead of ATen's result when given: a test hook's)."""
     import etops
 
-    from .runner import plan_call
+    from .case import plan_call
 
     kernel = etops.registry().get_kernel(case.kernel)
     plan = plan_call(kernel, func, args, kwargs)

@@ -14,19 +14,10 @@ from pathlib import Path
 
 import torch
 
-from .runner import (
-    STATUSES,
-    CaseResult,
-    Tally,
-    TaskResult,
-    TaskRunner,
-    capture,
-    dtype_name,
-    opinfo_dtypes,
-    opinfos,
-    tolerance,
-    values_compared,
-)
+from .case import STATUSES, CaseResult, Tally, TaskResult
+from .opinfos import opinfo_dtypes, opinfos, tolerance
+from .runner import TaskRunner, capture
+from .values import dtype_name, values_compared
 from .mapping import KernelMap
 from .values import clip
 
@@ -316,7 +307,7 @@ def run(kernels=None, *, dtypes=None, isolated: bool = False, jobs: int = 1, rep
     kmap = default_kmap()
     selected = resolve_kernels(kernels, kmap)
     if dtypes is not None:
-        from .runner import dtype_from_name
+        from .opinfos import dtype_from_name
 
         dtypes = [d if isinstance(d, torch.dtype) else dtype_from_name(d) for d in dtypes]
     report = Report(selected, [dtype_name(d) for d in dtypes] if dtypes else None, isolated, jobs,
@@ -391,7 +382,7 @@ def _crash_reproducer(kmap, selected, crash: CaseResult, report_dir) -> None:
             crash.message += " (inputs not found again: no reproducer)"
             return
         func, _target, args, kwargs = found
-        from .runner import describe_call
+        from .case import describe_call
 
         crash.inputs = describe_call(args, kwargs)
         crash.atol, crash.rtol = tolerance(opinfos()[crash.opinfo], torch.__dict__[crash.dtype])

@@ -25,7 +25,7 @@ from .. import _native, dtypes
 from ..plan import build_plan
 from ..errors import DelegateError, SchemaError, kernel_failure
 from ..kernel import KernelInfo
-from ..out_shapes import as_torch
+from ..tensors import as_torch
 from ..overlaps import overlaps
 from ..resize import handled_in_this_call
 from ..slow_path import SLOW_PATH

@@ -14,17 +14,10 @@ from dataclasses import dataclass, field
 
 import torch
 
-from ..conformance.runner import (
-    CaseResult,
-    TaskResult,
-    TaskRunner,
-    call_kernel,
-    default_kmap,
-    exact_clone,
-    opinfo_dtypes,
-    opinfos,
-    plan_call,
-)
+from ..conformance.case import TaskResult, call_kernel, plan_call
+from ..conformance.opinfos import dtype_from_name, opinfo_dtypes, opinfos
+from ..conformance.runner import AGAINST_ATEN, NO_REFERENCE, TaskRunner, default_kmap
+from ..conformance.values import exact_clone
 from ..errors import KernelError, NoMatchingKernelError
 from ..registry import as_program
 from ..schemas import split_name
@@ -36,56 +29,27 @@ MAX_DETAILS = 5
 FINDINGS = ("mismatch", "error", "crash", "abort")
 
 
-class _Reference:
-    """Hooks whose reference is a fixed value (the replaced kernel's result)."""
+class AgainstReplaced:
+    """The new kernel's result against what the kernel it replaced computes on its
+    own copy of the inputs (``previous``: operator -> that kernel, judged as a
+    program calls it: etops' workarounds never reach the verdict). A case the
+    replaced kernel refuses (or aborts on) is left out: the new kernel may accept
+    more; so is an operator with no replaced kernel (a new one)."""
 
-    def __init__(self, value) -> None:
-        self.value = value
+    name = "builtin"
 
-    def reference(self, case, expected):
-        return self.value
-
-
-class ABRunner(TaskRunner):
-    """A TaskRunner that also checks each case against the replaced kernel:
-    ``previous`` maps an operator to the callable kernel it replaced."""
-
-    def __init__(self, kmap, selected, previous: dict, deadline: float | None = None, **kw) -> None:
-        super().__init__(kmap, selected, max_details=MAX_DETAILS, **kw)
-        # judged as programs call them: etops' workarounds never reach the verdict
+    def __init__(self, previous: dict) -> None:
         self.previous = {name: as_program(kernel) for name, kernel in previous.items()}
-        self.deadline = deadline  #: time.monotonic() after which cases are left out (counted)
-        self.left_out = 0
 
-    def handle(self, func, target, args, kwargs):
-        if self.deadline is not None and self.mode == "check" and time.monotonic() > self.deadline:
-            self.left_out += 1
-            return func(*args, **kwargs)  # the sample goes on with ATen's result, the kernel is not called
-        return super().handle(func, target, args, kwargs)
-
-    def begin(self, task_id, dtype, atol, rtol, op=None) -> None:
-        super().begin(task_id, dtype, atol, rtol, op=op)
-        self.vs_previous = TaskResult(task_id, self.dname)
-
-    def check(self, case, func, target, args, kwargs, expected) -> CaseResult:
-        previous = self.previous.get(target)
+    def reference(self, runner, case, func, args, kwargs, expected):
+        previous = self.previous.get(case.kernel)
         if previous is None:
-            return super().check(case, func, target, args, kwargs, expected)
-        copies = exact_clone(args), exact_clone(kwargs)
-        result = super().check(case, func, target, args, kwargs, expected)
+            return NO_REFERENCE
         try:
-            p_args, p_kwargs = exact_clone(copies[0]), exact_clone(copies[1])
-            reference = call_kernel(previous, plan_call(previous, func, p_args, p_kwargs), expected)
+            p_args, p_kwargs = exact_clone(args), exact_clone(kwargs)
+            return call_kernel(previous, plan_call(previous, func, p_args, p_kwargs), expected)
         except (KernelError, NoMatchingKernelError):  # KernelAborted too
-            return result  # the replaced kernel refuses (or aborts on) this case: nothing to compare with
-        hooks, self.hooks = self.hooks, _Reference(reference)
-        try:
-            against = super().check(case, func, target, copies[0], copies[1], expected)
-        finally:
-            self.hooks = hooks
-        kept = against.status != "pass" and len([d for d in self.vs_previous.details if d.kernel == target]) < MAX_DETAILS
-        self.vs_previous.record(against, kept)
-        return result
+            return NO_REFERENCE
 
 
 def opinfo_ids(name: str) -> list[str]:
@@ -156,7 +120,6 @@ def _first(dtype: torch.dtype) -> tuple:
 
 
 def _tasks(name: str, dtypes) -> list[tuple[str, torch.dtype]]:
-    from ..conformance.runner import dtype_from_name
     from ..conformance.sweep import reference_tasks
 
     wanted = None if dtypes is None else [d if isinstance(d, torch.dtype) else dtype_from_name(str(d)) for d in dtypes]
@@ -188,16 +151,18 @@ def check(names: list[str], previous: dict, dtypes=None, budget: float | None = 
     out = []
     for name in names:
         conf = Conformance(name)
-        runner = ABRunner(kmap, [name], {name: previous[name]} if name in previous else {}, deadline=deadline)
+        against_replaced = AgainstReplaced({name: previous[name]} if name in previous else {})
+        runner = TaskRunner(kmap, [name], max_details=MAX_DETAILS, comparisons=(AGAINST_ATEN, against_replaced), deadline=deadline)
         for task, dtype in _tasks(name, dtypes):
             if deadline is not None and time.monotonic() > deadline:
                 conf.left_out += 1  # a task not started: counted as one
                 continue
             result = runner.run(task, dtype)
             _add(conf.vs_aten, result, name)
-            _add(conf.vs_builtin, runner.vs_previous, name)
+            vs_previous = runner.results[against_replaced.name]
+            _add(conf.vs_builtin, vs_previous, name)
             conf.details_aten += [d for d in result.details if d.kernel == name][: MAX_DETAILS - len(conf.details_aten)]
-            conf.details_builtin += [d for d in runner.vs_previous.details if d.kernel == name][: MAX_DETAILS - len(conf.details_builtin)]
+            conf.details_builtin += [d for d in vs_previous.details if d.kernel == name][: MAX_DETAILS - len(conf.details_builtin)]
             if task not in conf.sources:
                 conf.sources.append(task)
         conf.left_out += runner.left_out

@@ -62,7 +62,7 @@ def load(spec: str) -> list[str]:
     if (suffix in SOURCE_SUFFIXES or library) and not Path(spec).is_file():
         raise LoadError(f"--load {spec}: no such file")
     if suffix in SOURCE_SUFFIXES:
-        from . import run_file
+        from .loop import run_file
 
         result = run_file(spec, check=False, timing=False)
         if result.error:

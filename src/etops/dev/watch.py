@@ -44,7 +44,7 @@ def watch(paths, on_round=print, *, rounds: int | None = None, poll: float = 0.2
     round. Stops after `rounds` rounds, after `idle_timeout` seconds without a
     change, or on KeyboardInterrupt; returns the last round's DevResult (its
     kernels stay swapped in)."""
-    from . import dev
+    from .loop import dev
 
     files = kernel_files([paths] if isinstance(paths, (str, Path)) else paths)
     root = options.get("root")

@@ -30,7 +30,8 @@ from torchgen.model import SchemaKind
 from .. import registry
 from ..errors import KernelNotFoundError
 from ..layouts import is_dense
-from ..out_shapes import specs_of_result, to_meta
+from ..out_shapes import specs_of_result
+from ..tensors import to_meta
 from ..resize import quiet_ids
 
 __all__ = ["call", "kernel_for", "kernel_name", "on_executorch", "resolve"]

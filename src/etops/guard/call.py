@@ -8,7 +8,8 @@ from typing import Any
 
 import torch
 
-from ..out_shapes import allocate, as_torch, outs_as_result
+from ..out_shapes import allocate, outs_as_result
+from ..tensors import as_torch
 from ..registry import registry
 from . import attribute, server
 

@@ -16,7 +16,7 @@ import pickle
 import torch
 
 from .. import _native
-from ..out_shapes import as_torch
+from ..tensors import as_torch
 from ..plan import F_MUTABLE, F_OUT, K_OPT_TENSOR_LIST, K_RETURN_SLOT, K_TENSOR, K_TENSOR_LIST
 from .buffers import GuardedBuffer
 from .wire import dense_layout, dumps, frame, read_exact, read_frame_body, write_all

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import torch
 
-from .. import out_shapes
+from .. import tensors
 from ..compare import METADATA, TIES
 from . import guards as g
 from . import normalizers as n
@@ -21,12 +21,12 @@ def _finding(op, summary, argument, args, abort, outs=("out",), computes=False, 
 
 
 def _upper_bound_nonzero(bound):
-    x = out_shapes.as_torch(bound["self"])
+    x = tensors.as_torch(bound["self"])
     return {"out": ((x.numel(), x.dim()), torch.int64)}
 
 
 def _upper_bound_masked_select(bound):
-    x, mask = out_shapes.as_torch(bound["self"]), out_shapes.as_torch(bound["mask"])
+    x, mask = tensors.as_torch(bound["self"]), tensors.as_torch(bound["mask"])
     try:
         shape = torch.broadcast_shapes(x.shape, mask.shape)
     except RuntimeError as exc:
@@ -41,7 +41,7 @@ _MASK_ABORT = "check_mask_indices(): size() out of range (a bool mask index with
 def _pool_indices_in_range(bound, info):
     """Every value of `indices` addresses an element of one plane of `self` (the
     kernel adds grad_output there without a bounds check; torch does not check)."""
-    idx, src = bound.get("indices"), out_shapes.as_torch(bound.get("self"))
+    idx, src = bound.get("indices"), tensors.as_torch(bound.get("self"))
     if not isinstance(idx, torch.Tensor) or not isinstance(src, torch.Tensor) or not idx.numel() or src.dim() < 2:
         return
     if idx.dtype.is_floating_point or idx.dtype.is_complex or idx.dtype == torch.bool:

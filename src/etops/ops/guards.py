@@ -11,7 +11,7 @@ import math
 
 import torch
 
-from .. import out_shapes
+from .. import out_shapes, tensors
 from ..errors import SchemaError
 
 FLOATING = (torch.float16, torch.float32, torch.float64)
@@ -34,7 +34,7 @@ def shape_dtype(value):
         return tuple(value.shape), value.dtype
     if hasattr(value, "__dlpack__") and not isinstance(value, type):
         try:
-            t = out_shapes.from_dlpack(value)
+            t = tensors.from_dlpack(value)
         except Exception:  # noqa: BLE001 - the call path reports it
             return None
         return tuple(t.shape), t.dtype
@@ -113,7 +113,7 @@ def castable_out(out: str, *inputs: str):
 
     def guard(bound, info):
         o = shape_dtype(bound.get(out))
-        values = [out_shapes.as_torch(bound.get(n)) for n in inputs]
+        values = [tensors.as_torch(bound.get(n)) for n in inputs]
         if o is None or not all(isinstance(v, (torch.Tensor, bool, int, float, complex)) for v in values):
             return
         try:

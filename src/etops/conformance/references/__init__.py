@@ -12,7 +12,8 @@ implementations their library registers, when it is loaded). spec.py has the
 record types (Reference, Sample), run.py runs one reference task.
 
 May import: torch, the core (etops.ops, errors, registry) and the conformance
-runner; imported by the sweep and etops.testing. Importing this package does
+case, values and opinfos modules, never the runner (run.py is one of its task
+sources: the runner imports it); imported by the sweep and etops.testing. Importing this package does
 not import executorch.exir (the modules are imported when first asked for).
 """
 

@@ -1,7 +1,10 @@
 """Running one reference task (one kernel at one dtype) with the sweep's
 TaskRunner: each valid Sample is one case, checked exactly as an OpInfo call is
 (the reference's result stands for ATen's); each invalid Sample is one case
-that passes when the kernel refuses it as the reference does."""
+that passes when the kernel refuses it as the reference does.
+
+A task source of the runner (etops.conformance.runner.SOURCES): takes the runner
+as an argument and never imports it."""
 
 from __future__ import annotations
 
@@ -12,7 +15,12 @@ import zlib
 
 import torch
 
+from ...errors import KernelAborted, KernelCrashed
 from ...layouts import layout
+from ...ops import rules_for
+from ...registry import registry
+from ..case import CaseInfo, CaseResult, describe_call
+from ..values import dtype_name
 from .spec import TASK_PREFIX, ReferenceOp
 
 
@@ -21,20 +29,34 @@ def kernel_of(ref):
     loads the kernel's library first."""
     import importlib
 
-    import etops
-
     if ref.library:
         importlib.import_module(ref.library)
     if ref.schema:
-        return etops.registry().get_kernel(ref.kernel, schema=ref.schema)
-    return etops.registry().get_kernel(ref.kernel)
+        return registry().get_kernel(ref.kernel, schema=ref.schema)
+    return registry().get_kernel(ref.kernel)
+
+
+def compared_as(ref) -> str:
+    """The comparison kind of `ref`'s cases (an etops.compare kind): the one the
+    reference gives, else the rules table's record of its kernel."""
+    return ref.compare or rules_for(ref.kernel).judging.compare
+
+
+def reference_of(ref, kernel):
+    """The callable `ref`'s cases compare with: its own, else ATen's functional
+    counterpart of `kernel` (ValueError when torch has none)."""
+    if ref.reference is not None:
+        return ref.reference
+    functional = kernel._info.functional_overload()
+    if functional is None:
+        raise ValueError(f"{ref.kernel}: the reference names no callable and torch has no functional counterpart of the kernel")
+    return functional
 
 
 def run_reference_task(runner, task_id: str, dtype: torch.dtype):
     """Runs the samples of the reference named by `task_id` (``ref:<kernel>``) at
     `dtype` on `runner` (a conformance TaskRunner in any of its modes) and
     returns its TaskResult."""
-    from ..runner import dtype_name
     from . import find
 
     ref = find(task_id[len(TASK_PREFIX):])
@@ -46,7 +68,7 @@ def run_reference_task(runner, task_id: str, dtype: torch.dtype):
     try:
         kernel = kernel_of(ref)
         runner.use_kernel(ref.kernel, kernel)
-        func = ReferenceOp(ref.reference, kernel._info._schema, ref.compare)
+        func = ReferenceOp(reference_of(ref, kernel), kernel._info._schema, compared_as(ref))
         with warnings.catch_warnings(), (layout(ref.layout) if ref.layout else nullcontext()):
             warnings.simplefilter("ignore")
             for index, sample in enumerate(ref.samples(dtype)):
@@ -84,9 +106,6 @@ def _check_refusal(runner, func, target, kernel, sample, on_meta: bool = False) 
     """An invalid sample: pass when both refuse it, mismatch when the kernel
     accepts it, error when the reference accepts it (a wrong sample). The
     reference sees meta copies of the tensors when `on_meta`."""
-    from ...errors import KernelAborted, KernelCrashed
-    from ..runner import CaseInfo, CaseResult, describe_call
-
     sample_index, call = runner.sample_index, runner.call_index
     runner.call_index += 1
     runner.reached.add(target)

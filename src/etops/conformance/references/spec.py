@@ -36,11 +36,13 @@ class Reference:
 
     `reference(*args, **kwargs)` computes what the kernel must return for a
     sample's arguments (a torch operator or a Python function; it raises where
-    the input is invalid); `samples(dtype)` yields the Samples of one dtype (a
+    the input is invalid; None: ATen's functional counterpart of the kernel,
+    the overload etops sizes its outs with); `samples(dtype)` yields the Samples of one dtype (a
     label for scalar ops); `dtypes`: the dtype names a sweep runs; `schema`: the
     kernel's schema when no installed package defines one (etops.set_schema);
     `library`: a module to import first (the library that registers the kernel);
-    `compare`: an etops.compare kind ("metadata" for uninitialized results);
+    `compare`: an etops.compare kind ("metadata" for uninitialized results; None:
+    the kind the rules table's record of the kernel gives);
     `tolerance`: (rtol, atol) or None (torch.testing's defaults); `layout`:
     "preserve" to call the kernel under etops.layout("preserve") (true dim orders);
     `outs_from_reference`: the kernel's outs are sized as the reference's results
@@ -49,7 +51,7 @@ class Reference:
     would abort the process)."""
 
     kernel: str
-    reference: Callable
+    reference: Callable | None
     samples: Callable[[torch.dtype], Iterable[Sample]]
     dtypes: tuple = ("float32",)
     schema: str | None = None
@@ -63,7 +65,7 @@ class Reference:
     def __post_init__(self):
         if "::" not in self.kernel:
             raise ValueError(f"Reference: argument 'kernel' must be a 'namespace::op.overload' name, got {self.kernel!r}")
-        if not callable(self.reference):
+        if self.reference is not None and not callable(self.reference):
             raise TypeError(f"Reference: argument 'reference' for {self.kernel} must be callable, got {type(self.reference).__name__}")
         if not callable(self.samples):
             raise TypeError(f"Reference: argument 'samples' for {self.kernel} must be callable (dtype -> Samples)")

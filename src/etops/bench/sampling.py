@@ -1,0 +1,56 @@
+"""How a benchmark gets its input: a dtype from its name, the OpInfo sample of a
+kernel at a dtype, and that sample scaled to a size both sides accept. Imports
+etops.bench's inputs and core modules when asked (none imports this one back)."""
+
+from __future__ import annotations
+
+
+def parse_dtype(value):
+    """A torch.dtype from a dtype or a name ("float32", "torch.half", "f16", ...)."""
+    import torch
+
+    if isinstance(value, torch.dtype):
+        return value
+    name = str(value).strip().replace("torch.", "")
+    aliases = {"float": "float32", "half": "float16", "double": "float64", "int": "int32", "long": "int64", "bf16": "bfloat16", "f32": "float32", "f16": "float16"}
+    name = aliases.get(name, name)
+    dt = getattr(torch, name, None)
+    if not isinstance(dt, torch.dtype):
+        raise ValueError(f"unknown dtype {value!r} (try float32, float16, bfloat16, int64, ...)")
+    return dt
+
+
+def base_sample(kernel, dtype):
+    """The OpInfo sample for `kernel` at `dtype` (None: OpInfo has none)."""
+    from . import inputs as _inputs
+
+    if dtype is None:
+        found = _inputs.derive([kernel], only_named=True) or _inputs.derive([kernel])
+        return found.get(kernel.name)
+    for only_named in (True, False):
+        found = _inputs.derive([kernel], dtypes=[dtype], only_named=only_named)
+        if kernel.name in found:
+            return found[kernel.name]
+    if dtype.is_floating_point:  # an OpInfo without this dtype: convert its float sample
+        found = _inputs.derive([kernel], only_named=True) or _inputs.derive([kernel])
+        if kernel.name in found and found[kernel.name].dtype is not None and found[kernel.name].dtype.is_floating_point:
+            s = _inputs.with_dtype(found[kernel.name], dtype)
+            s.notes.append(f"converted to {str(dtype).replace('torch.', '')}")
+            return s
+    return None
+
+
+def sized(kernel, sample, size: int | None, with_pair: bool = False):
+    """A sample of about `size` elements that both sides accept: the OpInfo sample
+    scaled, else 1-D inputs; None if neither works. ``with_pair``: returns
+    (sample, its core.Pair) instead."""
+    from . import core, inputs as _inputs
+
+    if size is None or size == sample.size:
+        return (sample, None) if with_pair else sample
+    for make in (_inputs.scaled, _inputs.flat):
+        candidate = make(sample, size)
+        pair = core.Pair.try_make(kernel, candidate) if candidate is not None else None
+        if pair is not None:
+            return (candidate, pair) if with_pair else candidate
+    return (None, None) if with_pair else None

@@ -1,0 +1,71 @@
+"""The conformance runner takes its task sources and comparisons as arguments
+(``etops check`` passes ATen's result; ``etops dev`` adds the replaced kernel's):
+each comparison gets its own TaskResult, a comparison with no reference for a
+case leaves it out, a task no source runs is refused, and past the deadline
+cases are left out and counted."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+import torch
+
+from etops.conformance.runner import AGAINST_ATEN, COMPARISONS, NO_REFERENCE, SOURCES, TaskRunner, default_kmap
+
+
+class _Shifted:
+    """ATen's result plus one: every case mismatches."""
+
+    name = "shifted"
+
+    def reference(self, runner, case, func, args, kwargs, expected):
+        return expected + 1
+
+
+class _Absent:
+    """No reference for any case: nothing is recorded."""
+
+    name = "absent"
+
+    def reference(self, runner, case, func, args, kwargs, expected):
+        return NO_REFERENCE
+
+
+def _two_adds(runner, task_id, dtype):
+    """A task source: two ATen calls of add, each one case of aten::add.out."""
+    runner.begin(task_id, dtype, None, None)
+    for index in range(2):
+        runner.sample_index, runner.call_index = index, 0
+        x = torch.arange(6, dtype=dtype).reshape(2, 3)
+        runner.handle(torch.ops.aten.add.Tensor, "aten::add.out", [x, x], {})
+    return runner.result
+
+
+def _counts(result):
+    return {s: n for tally in result.tallies.values() for s, n in tally.counts.items() if n}
+
+
+def test_each_comparison_has_its_own_result():
+    runner = TaskRunner(default_kmap(), None, sources=(("adds:", _two_adds),), comparisons=(AGAINST_ATEN, _Shifted(), _Absent()))
+    first = runner.run("adds:1", torch.float32)
+    assert first is runner.results["aten"] is runner.result
+    assert _counts(runner.results["aten"]) == {"pass": 2}
+    assert _counts(runner.results["shifted"]) == {"mismatch": 2}
+    assert [d.status for d in runner.results["shifted"].details] == ["mismatch", "mismatch"]
+    assert _counts(runner.results["absent"]) == {}
+
+
+def test_a_task_no_source_runs_is_refused():
+    runner = TaskRunner(default_kmap(), None, sources=(("adds:", _two_adds),))
+    with pytest.raises(ValueError, match="no task source"):
+        runner.run("add", torch.float32)
+    assert [prefix for prefix, _ in SOURCES] == ["ref:", ""] and COMPARISONS == (AGAINST_ATEN,)
+    with pytest.raises(ValueError, match="'comparisons'"):
+        TaskRunner(default_kmap(), None, comparisons=(AGAINST_ATEN, AGAINST_ATEN))
+
+
+def test_cases_past_the_deadline_are_left_out_and_counted():
+    runner = TaskRunner(default_kmap(), None, sources=(("adds:", _two_adds),), deadline=time.monotonic() - 1)
+    runner.run("adds:1", torch.float32)
+    assert runner.left_out == 2 and _counts(runner.result) == {}
