@@ -78,7 +78,7 @@ def test_no_meta_kernel_asks_for_the_outs():
 
     class Info:
         name = "etops_test::no_meta.out"
-        rules = rules_for(name)
+        entry = rules_for(name)
 
         def out_names(self):
             return ("out",)
