@@ -177,8 +177,9 @@ def test_testing_reference_callable():
         testing.reference_cases("aten::add.out", abs, [1, 2])
 
 
-def test_testing_reference_for_a_schema_given_kernel():
-    """A prim kernel no package defines a schema for, with the schema given."""
+def test_testing_reference_for_a_schema_given_kernel(user_schemas):
+    """A prim kernel no package defines a schema for, with the schema given (the
+    reference run gives it to etops.set_schema: put back after the test)."""
     cases = testing.reference_cases("executorch_prim::floordiv.int", lambda a, b: a // b, lambda d: [(7, 2), (9, 3), (8, 5)],
                                     dtypes="int64", schema="executorch_prim::floordiv.int(int a, int b) -> int")
     assert cases[0].check().samples == 3
