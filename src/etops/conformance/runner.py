@@ -28,6 +28,7 @@ from ..ops import rules_for
 from .hooks import load_hooks
 from .mapping import KernelMap, overload_name
 from .references.spec import TASK_PREFIX as REFERENCE_TASK_PREFIX
+from .effective import judge, merged, note
 from .values import WRONG, clip, compare, describe, dtype_name, errors, exact_clone, precision_verdict, reported_errors, values_compared  # noqa: F401 - runner's API too
 
 #: guarded: etops' own pre-call guard refused the call (the kernel is known to
@@ -132,6 +133,12 @@ class CaseResult(CaseInfo):
     #: mismatch: ExecuTorch's and ATen's max abs error against the higher-precision reference
     reference_error: float | None = None
     aten_reference_error: float | None = None
+    #: floating results: the worst error in ulps of the dtype at the output's scale, ExecuTorch's and ATen's,
+    #: the reference they were measured against, and why a wrong result is wrong (etops.conformance.effective)
+    ulps: float | None = None
+    aten_ulps: float | None = None
+    reference: str | None = None
+    reason: str | None = None
 
     def to_json(self) -> dict:
         return dataclasses.asdict(self)
@@ -145,6 +152,7 @@ class Tally:
     max_abs_error: float | None = None
     max_rel_error: float | None = None
     opinfos: set = field(default_factory=set)
+    ulps: dict | None = None  #: effective precision (etops.conformance.effective.note)
 
     def add(self, status: str, opinfo: str, abs_err=None, rel_err=None, n: int = 1) -> None:
         self.counts[status] = self.counts.get(status, 0) + n
@@ -158,17 +166,19 @@ class Tally:
         for k, v in other.counts.items():
             self.counts[k] = self.counts.get(k, 0) + v
         self.opinfos |= other.opinfos
+        self.ulps = merged(self.ulps, other.ulps)
         for attr in ("max_abs_error", "max_rel_error"):
             theirs = getattr(other, attr)
             if theirs is not None:
                 setattr(self, attr, max(getattr(self, attr) or 0.0, theirs))
 
     def to_json(self) -> dict:
-        return {"counts": self.counts, "max_abs_error": self.max_abs_error, "max_rel_error": self.max_rel_error, "opinfos": sorted(self.opinfos)}
+        return {"counts": self.counts, "max_abs_error": self.max_abs_error, "max_rel_error": self.max_rel_error, "opinfos": sorted(self.opinfos),
+                **({"ulps": self.ulps} if self.ulps else {})}
 
     @classmethod
     def from_json(cls, d: dict) -> "Tally":
-        return cls(dict(d["counts"]), d.get("max_abs_error"), d.get("max_rel_error"), set(d.get("opinfos", ())))
+        return cls(dict(d["counts"]), d.get("max_abs_error"), d.get("max_rel_error"), set(d.get("opinfos", ())), d.get("ulps"))
 
 
 @dataclass
@@ -187,6 +197,7 @@ class TaskResult:
     def record(self, result: CaseResult, keep: bool) -> None:
         tally = self.tallies.setdefault((result.kernel, result.dtype), Tally())
         tally.add(result.status, result.opinfo, result.max_abs_error, result.max_rel_error)
+        tally.ulps = note(tally.ulps, result)
         if keep:
             self.details.append(result)
 
@@ -422,7 +433,13 @@ class TaskRunner:
         case = CaseInfo(target, overload_name(func), self.opinfo, self.dname, sample, call)
         if not getattr(self.hooks, "applies", lambda *_: True)(case, inputs_args, inputs_kwargs):
             return expected  # the hooks leave this case out (e.g. no input to lay out anew)
-        result = self.check(case, func, target, inputs_args, inputs_kwargs, expected)
+        case_expected = expected
+        if hasattr(self.hooks, "transform"):  # the numerics axis: ATen and the kernel on the same new values
+            moved = self.hooks.transform(case, func, inputs_args, inputs_kwargs)
+            if moved is None:
+                return expected  # nothing to transform, or ATen refuses the new values
+            inputs_args, inputs_kwargs, case_expected = moved
+        result = self.check(case, func, target, inputs_args, inputs_kwargs, case_expected)
         keep = self.keep(result)
         if keep:
             if result.status == "mismatch" and self.report_dir is not None:
@@ -487,14 +504,13 @@ class TaskRunner:
         if override is not None:
             rtol, atol = max(rtol or 0.0, override[0]), max(atol or 0.0, override[1])
         why = compare(actual, reference, atol, rtol, values_compared(func))
+        if reference is expected and values_compared(func):  # against a more precise reference (etops.conformance.effective)
+            why = judge(result, func, self._saved_args, self._saved_kwargs, actual, expected, why)
         if why is not None:
             result.status = "mismatch"
             result.message = clip(why, 500)
             result.max_abs_error, result.max_rel_error = reported_errors(why, actual, reference)
-            result.verdict = WRONG
-            if reference is expected:  # ATen's result: judged against ATen in higher precision
-                result.verdict, result.reference_error, result.aten_reference_error = precision_verdict(
-                    func, self._saved_args, self._saved_kwargs, actual, expected)
+            result.verdict = result.verdict or WRONG
         return result
 
 
