@@ -153,3 +153,12 @@ def merged(mine: dict | None, theirs: dict | None) -> dict | None:
         return dict(theirs)
     return {"worst": max(mine["worst"], theirs["worst"]), "aten": max(mine["aten"], theirs["aten"]),
             "cases": mine["cases"] + theirs["cases"], "longdouble": mine["longdouble"] + theirs["longdouble"]}
+
+
+def wrong_by_ulps(func, args, kwargs, actual, expected) -> str | None:
+    """Why `actual` (a float64 kernel's result) is wrong against the more precise
+    reference, as the sweep judges a case that passes OpInfo's tolerance; None
+    otherwise (the reproducers of float64 findings call it)."""
+    class _Scratch:
+        verdict = reason = ulps = aten_ulps = reference = reference_error = aten_reference_error = None
+    return judge(_Scratch(), func, args, kwargs, actual, expected, None)
