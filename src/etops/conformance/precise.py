@@ -135,6 +135,15 @@ _EVALUATORS = {
 }
 
 
+#: the overloads whose arguments the evaluators take (any other overload has none)
+_OVERLOADS = {
+    "aten::sum": {"default", "dim_IntList"}, "aten::mean": {"default", "dim"},
+    "aten::var": {"correction"}, "aten::std": {"correction"},
+    "aten::add": {"Tensor", "Scalar"}, "aten::sub": {"Tensor", "Scalar"}, "aten::mul": {"Tensor", "Scalar"},
+    "aten::div": {"Tensor", "Scalar", "Tensor_mode", "Scalar_mode"},
+}
+
+
 def op_name(func) -> str:
     """``aten::sum`` for ``torch.ops.aten.sum.dim_IntList`` (its overload packet's name)."""
     schema = getattr(func, "_schema", None)
@@ -142,7 +151,11 @@ def op_name(func) -> str:
 
 
 def has_evaluator(func) -> bool:
-    return WIDER and op_name(func) in _EVALUATORS
+    """An evaluator takes this overload's arguments (longdouble wider than float64 here)."""
+    name = op_name(func)
+    if not WIDER or name not in _EVALUATORS:
+        return False
+    return func._schema.overload_name in _OVERLOADS.get(name, {"", "default"})
 
 
 def _all_double(values) -> bool:
