@@ -245,7 +245,8 @@ def summary(cluster: Cluster) -> str:
         if example is not None and example.max_abs_error is not None:
             errs = f" (max abs err {example.max_abs_error:.3g}, rel {example.max_rel_error:.3g}"
             if getattr(example, "ulps", None) is not None:
-                errs += (f"; against a {example.reference} reference ExecuTorch's error {example.ulps:.3g} ulps, "
+                against = "a longdouble reference" if example.reference == "longdouble" else "ATen's float64 result"
+                errs += (f"; against {against} ExecuTorch's error {example.ulps:.3g} ulps, "
                          f"ATen's {example.aten_ulps:.3g}")
             elif getattr(example, "reference_error", None) is not None:
                 errs += (f"; against a float64 reference ExecuTorch's error {example.reference_error:.3g}, "

@@ -12,7 +12,8 @@ all look right. The transforms (``TRANSFORMS``), each one sweep:
 - ``huge``: scaled so max |x| is sqrt(max(dtype)) x 4: squares overflow to inf in
   an intermediate that the result does not need;
 - ``tiny``: scaled so max |x| is 16 x the smallest normal: denormals;
-- ``long``: the last dim repeated to at least 2048 elements (long reductions).
+- ``long``: the last dim repeated to at least 2048 elements (long reductions);
+  only the tensors of rank 2 or more when the call has any.
 
 A transform is deterministic (a function of the inputs), so a finding's inputs
 are found again, shrunk and reproduced as the other findings are (the
@@ -94,6 +95,10 @@ def long(t: torch.Tensor) -> torch.Tensor:
     return t.repeat(*([1] * (t.dim() - 1)), times)
 
 
+def _long_of_rank_2(t: torch.Tensor) -> torch.Tensor:
+    return long(t) if t.dim() >= 2 else t
+
+
 TRANSFORMS = {"offset": offset, "cancel": cancel, "huge": huge, "tiny": tiny, "long": long}
 
 
@@ -110,8 +115,13 @@ class Transform:
         return any(True for _ in _tensors(list(args) + list(kwargs.values())))
 
     def values(self, args, kwargs):
-        """`args`, `kwargs` with every floating tensor (2 elements or more) transformed."""
-        return [_map(a, self._fn) for a in args], {k: _map(v, self._fn) for k, v in kwargs.items()}
+        """`args`, `kwargs` with every floating tensor (2 elements or more) transformed;
+        ``long`` lengthens only the tensors of rank 2 or more when there are any (a
+        batch norm's per-channel weights keep their size)."""
+        fn = self._fn
+        if fn is long and any(t.dim() >= 2 for t in _tensors(list(args) + list(kwargs.values()))):
+            fn = _long_of_rank_2
+        return [_map(a, fn) for a in args], {k: _map(v, fn) for k, v in kwargs.items()}
 
     def transform(self, case, func, args, kwargs):
         new_args, new_kwargs = self.values(args, kwargs)
