@@ -8,10 +8,12 @@ ulps of float64 at the output's scale. The verdict (``judge``):
 - *within ATen's error*: at most 2 x ATen's error + 1 ulp;
 - *precision loss*: at most ``LOSS_MULTIPLE`` (16) x ATen's error +
   ``LOSS_ULPS`` (1024) ulps: a different rounding, a longer accumulation;
-- *wrong* beyond that. When the error matches (within a factor of
-  ``MATCH_FACTOR``, 16) the error of the same ATen computation carried out in
-  the narrower dtype (the inputs cast to float32, ``NARROWER``) the reason says
-  so: "computes float64 in float32". A float64 case that passes OpInfo's
+- *wrong* beyond that. When the error is the size of the narrower dtype's
+  rounding (``NARROWER``: float32; from 1/16 of a float32 ulp to 1024 of them), as
+  is the error of the same ATen computation carried out in float32 (the inputs
+  cast down), and is not 16 times smaller than that one, the reason says so:
+  "computes float64 in float32". Garbage (larger) and a poor float64 algorithm
+  (smaller) get no reason. A float64 case that passes OpInfo's
   tolerance (torch.testing's 1e-7 is about 10^9 ulps) is still a mismatch when
   it is wrong this way: measured against the longdouble reference, or against
   ATen's float64 result when the narrower computation matches.
@@ -77,6 +79,14 @@ def _worst(pairs, dtype) -> float | None:
     return max(found) if found else None
 
 
+def _narrow_sized(ulps: float, dtype: torch.dtype) -> bool:
+    """An error (ulps of `dtype`) the size of the narrower dtype's rounding: from
+    1/MATCH_FACTOR of its ulp up to LOSS_ULPS of them (float32 in float64: 2^25 to
+    2^39 ulps); garbage is larger, a poor float64 algorithm smaller."""
+    one = torch.finfo(NARROWER[dtype]).eps / torch.finfo(dtype).eps
+    return math.isfinite(ulps) and one / MATCH_FACTOR <= ulps <= LOSS_ULPS * one
+
+
 def reason_words(dtype: torch.dtype) -> str:
     """``computes float64 in float32``."""
     return f"computes {str(dtype)[6:]} in {str(NARROWER[dtype])[6:]}"
@@ -114,9 +124,9 @@ def judge(result, func, args, kwargs, actual, expected, why: str | None) -> str 
     else:
         verdict = WRONG
     reason = None
-    if verdict == WRONG and math.isfinite(et):
+    if verdict == WRONG and _narrow_sized(et, dtype):
         narrow = narrow_ulps(func, args, kwargs, refs, dtype)
-        if narrow and narrow / MATCH_FACTOR <= et <= narrow * MATCH_FACTOR:
+        if narrow and _narrow_sized(narrow, dtype) and et >= narrow / MATCH_FACTOR:
             reason = reason_words(dtype)
     if why is None:
         if verdict != WRONG or (evaluated is None and reason is None):
