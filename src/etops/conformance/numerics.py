@@ -125,11 +125,36 @@ class Transform:
 
     def transform(self, case, func, args, kwargs):
         new_args, new_kwargs = self.values(args, kwargs)
+        if not _meta_accepts(func, new_args, new_kwargs):
+            return None  # torch's checks refuse the new shapes (ATen's CPU kernel may not check them all)
         try:
             expected = func(*exact_clone(new_args), **exact_clone(new_kwargs))
         except Exception:  # noqa: BLE001 - ATen refuses the new values (a shape no longer fits, a domain)
             return None
         return new_args, new_kwargs, expected
+
+
+def _on_meta(value):
+    if isinstance(value, torch.Tensor):
+        return value.to("meta")
+    if isinstance(value, (list, tuple)):
+        return type(value)(_on_meta(v) for v in value)
+    return value
+
+
+def _meta_accepts(func, args, kwargs) -> bool:
+    """False when torch's meta kernel refuses the call (a per-channel weight no longer
+    the size of its channels); True when it accepts it or cannot say (no meta
+    kernel, a data-dependent shape)."""
+    from torch._subclasses.fake_tensor import DynamicOutputShapeException
+
+    try:
+        func(*_on_meta(list(args)), **{k: _on_meta(v) for k, v in kwargs.items()})
+    except (NotImplementedError, DynamicOutputShapeException):
+        return True
+    except Exception:  # noqa: BLE001 - refused
+        return False
+    return True
 
 
 offset_hooks, cancel_hooks, huge_hooks, tiny_hooks, long_hooks = (Transform(n) for n in TRANSFORMS)
