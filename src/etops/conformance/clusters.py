@@ -124,7 +124,7 @@ def cluster_key(case, layout: str | None = None) -> tuple:
     return (case.kernel, case.status, signature(case), layout)
 
 
-_INPUT_DTYPE = re.compile(r"Tensor\[[\d, ]*\]:(\w+)|tensor\([^,()]*, (\w+)\)")
+_INPUT_DTYPE = re.compile(r"Tensor\[[\d, ]*\]:(\w+)|tensor\((?:\([^()]*\)|[^,()]*), (\w+)\)")
 
 
 def input_dtypes(case) -> list:

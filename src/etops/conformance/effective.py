@@ -9,7 +9,7 @@ ulps of float64 at the output's scale. The verdict (``judge``):
 - *precision loss*: at most ``LOSS_MULTIPLE`` (16) x ATen's error +
   ``LOSS_ULPS`` (1024) ulps: a different rounding, a longer accumulation;
 - *wrong* beyond that. When the error is the size of the narrower dtype's
-  rounding (``NARROWER``: float32; from 1/16 of a float32 ulp to 1024 of them), as
+  rounding (``NARROWER``: float32; from 1/256 of a float32 ulp to 1024 of them), as
   is the error of the same ATen computation carried out in float32 (the inputs
   cast down), and is not 16 times smaller than that one, the reason says so:
   "computes float64 in float32". Garbage (larger) and a poor float64 algorithm
@@ -39,6 +39,8 @@ NARROWER = {torch.float64: torch.float32}
 LOSS_MULTIPLE = 16
 LOSS_ULPS = 1024
 MATCH_FACTOR = 16
+#: the smallest error (in ulps of the narrower dtype) that reads as its rounding
+NARROW_FLOOR = 1 / 256
 
 
 def _narrowed(value, narrow):
@@ -81,10 +83,10 @@ def _worst(pairs, dtype) -> float | None:
 
 def _narrow_sized(ulps: float, dtype: torch.dtype) -> bool:
     """An error (ulps of `dtype`) the size of the narrower dtype's rounding: from
-    1/MATCH_FACTOR of its ulp up to LOSS_ULPS of them (float32 in float64: 2^25 to
+    NARROW_FLOOR of its ulp up to LOSS_ULPS of them (float32 in float64: 2^21 to
     2^39 ulps); garbage is larger, a poor float64 algorithm smaller."""
     one = torch.finfo(NARROWER[dtype]).eps / torch.finfo(dtype).eps
-    return math.isfinite(ulps) and one / MATCH_FACTOR <= ulps <= LOSS_ULPS * one
+    return math.isfinite(ulps) and one * NARROW_FLOOR <= ulps <= LOSS_ULPS * one
 
 
 def reason_words(dtype: torch.dtype) -> str:

@@ -47,8 +47,10 @@ def rows(data: dict, dtype: str = "float64") -> list[dict]:
             bound = "within the loss bound"
         else:
             bound = "beyond"
+        mismatched = kernel["by_dtype"][dtype]["counts"].get("mismatch", 0)  # a finding only where a case at dtype mismatched
         out.append({"kernel": kernel["kernel"], "worst": worst, "aten": aten, "cases": ulps["cases"],
-                    "longdouble": ulps["longdouble"], "bound": bound, "finding": findings.get(kernel["kernel"], (0, ""))[1]})
+                    "longdouble": ulps["longdouble"], "bound": bound,
+                    "finding": findings.get(kernel["kernel"], (0, ""))[1] if mismatched else ""})
     out.sort(key=lambda r: (-r["worst"], r["kernel"]))
     return out
 
