@@ -97,7 +97,16 @@ clean:
 # root cause, reports (markdown, JSON, HTML) and reproducers in build/conformance/.
 .PHONY: conformance
 conformance: $(BUILT)
-	$(PY) -m etops.conformance check --isolated --jobs 2 --report build/conformance/report.md --json build/conformance/report.json --html build/conformance/report.html
+	$(PY) -m etops.conformance check --isolated --jobs 2 --report-only --report build/conformance/report.md --json build/conformance/report.json --html build/conformance/report.html
+
+# The sweep with the numerics axis (every float32/float64 case also offset, cancelling,
+# huge, tiny, long; about four times the sweep's time) and the effective precision of
+# every float64 kernel (docs/conformance-findings.md), in build/conformance-numerics/.
+.PHONY: conformance-numerics
+conformance-numerics: $(BUILT)
+	$(PY) -m etops.conformance check --isolated --jobs 2 --numerics-axis --report-only --report-dir build/conformance-numerics \
+	  --report build/conformance-numerics/report.md --json build/conformance-numerics/report.json
+	$(PY) -m etops.conformance.precision_table build/conformance-numerics/report.json > build/conformance-numerics/float64-precision.md
 
 # Which kernels honour dim orders: the same sweep twice, every dense input laid out
 # channels-last (rank 4/5, as programs may give them), then in the reversed dim order
@@ -106,7 +115,7 @@ conformance: $(BUILT)
 .PHONY: conformance-dim-orders
 conformance-dim-orders: $(BUILT)
 	for mode in channels-last reversed; do \
-	  $(PY) -m etops.conformance check --isolated --jobs 2 --dim-orders $$mode --report-dir build/dim_orders/$$mode \
+	  $(PY) -m etops.conformance check --isolated --jobs 2 --report-only --dim-orders $$mode --report-dir build/dim_orders/$$mode \
 	    --report build/dim_orders/$$mode/report.md --json build/dim_orders/$$mode/report.json || exit 1; done
 
 # Fuzzing: the long Hypothesis campaign over every callable kernel, in

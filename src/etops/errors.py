@@ -245,7 +245,10 @@ class KernelCrashed(KernelError):
         if argument is not None:
             message += f": {access or 'access'} {where} of argument '{argument}'"
             if offset is not None:
-                message += f" ({offset} bytes {'into it' if where in ('inside a read-only input', 'inside') else 'beyond it'})"
+                if where in ("inside a read-only input", "inside"):
+                    message += f" ({offset} bytes into it)"
+                else:  # offset 0 is the first byte outside it
+                    message += " (its first byte beyond it)" if offset == 0 else f" ({offset} bytes beyond it)"
             if address is not None:
                 message += f" at address {address:#x}"
         elif address is not None and signal in ("SIGSEGV", "SIGBUS"):

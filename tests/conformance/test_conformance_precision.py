@@ -7,6 +7,8 @@ from __future__ import annotations
 import torch
 
 from etops import conformance
+from etops.conformance.effective import judge, wrong_by_ulps
+from etops.conformance.runner import CaseResult
 from etops.conformance.values import AS_PRECISE, PRECISION_LOSS, WRONG, precision_verdict, reported_errors
 
 ADD = torch.ops.aten.add.Tensor
@@ -33,11 +35,19 @@ def test_an_ill_conditioned_product_off_as_much_as_atens_is_not_wrong():
     assert verdict in (AS_PRECISE, PRECISION_LOSS)
 
 
-def test_float64_computed_in_float32_is_a_precision_loss_and_an_offset_is_wrong():
+def test_float64_computed_in_float32_is_wrong_and_so_is_an_offset():
     x = torch.linspace(0.1, 3.0, 12, dtype=torch.float64).reshape(3, 4)
     expected = torch.ops.aten.sum.dim_IntList(x, [1])
     in_float32 = torch.ops.aten.sum.dim_IntList(x.float(), [1]).double()
-    assert precision_verdict(torch.ops.aten.sum.dim_IntList, (x, [1]), {}, in_float32, expected)[0] == PRECISION_LOSS
+    # within torch.testing's float64 tolerance, and about 10^8 ulps of float64: a float32 computation
+    torch.testing.assert_close(in_float32, expected, rtol=1e-6, atol=1e-6)
+    why = wrong_by_ulps(torch.ops.aten.sum.dim_IntList, (x, [1]), {}, in_float32, expected)
+    assert why and why.endswith(": computes float64 in float32") and "(longdouble; ATen: " in why
+    assert wrong_by_ulps(torch.ops.aten.sum.dim_IntList, (x, [1]), {}, expected, expected) is None
+    result = CaseResult("k", "aten::sum.dim_IntList", "sum", "float64", 0, 0)
+    assert judge(result, torch.ops.aten.sum.dim_IntList, (x, [1]), {}, in_float32, expected, None) == why
+    assert (result.verdict, result.reason, result.reference) == (WRONG, "computes float64 in float32", "longdouble")
+    assert result.ulps > 1e6 and result.aten_ulps < 4
     assert precision_verdict(torch.ops.aten.sum.dim_IntList, (x, [1]), {}, expected + 0.5, expected)[0] == WRONG
     # garbage where the reference is zero, a non-finite value, an integer difference: wrong
     zeros = torch.zeros(3, 5)
@@ -47,17 +57,21 @@ def test_float64_computed_in_float32_is_a_precision_loss_and_an_offset_is_wrong(
     assert precision_verdict(ADD, (i, i), {}, ADD(i, i) + 1, ADD(i, i))[0] == WRONG
 
 
-def test_a_sweep_tells_precision_losses_from_wrong_results():
-    """ExecuTorch's sum and remainder on float64 lose precision (float32 figures);
-    remainder on int64 rounds the division toward zero: wrong."""
+def test_a_sweep_finds_float64_kernels_computing_in_float32():
+    """ExecuTorch's sum and remainder on float64 compute in float32 (an error of
+    about 10^8 ulps of float64, as the float32 computation's): wrong, with that
+    reason; remainder on int64 rounds the division toward zero: wrong."""
     report = conformance.run(["aten::sum.IntList_out", "aten::remainder.Tensor_out"], dtypes=["float64", "int64"],
                              opinfo_filter={"sum", "remainder"}, progress=False)
-    verdicts = {(c.kernel, c.dtype, c.verdict) for c in report.details if c.status == "mismatch"}
-    assert ("aten::sum.IntList_out", "float64", PRECISION_LOSS) in verdicts
-    assert ("aten::remainder.Tensor_out", "int64", WRONG) in verdicts
+    verdicts = {(c.kernel, c.dtype, c.verdict, c.reason) for c in report.details if c.status == "mismatch"}
+    assert ("aten::sum.IntList_out", "float64", WRONG, "computes float64 in float32") in verdicts
+    assert ("aten::remainder.Tensor_out", "float64", WRONG, "computes float64 in float32") in verdicts
+    assert ("aten::remainder.Tensor_out", "int64", WRONG, None) in verdicts
     for c in report.details:
-        if c.status == "mismatch" and c.verdict == PRECISION_LOSS:
-            assert 0 < c.reference_error < 1e-5 and c.aten_reference_error == 0.0
+        if c.status == "mismatch" and c.dtype == "float64":
+            assert c.ulps > 1e6 and c.aten_ulps < 16, c
+    sums = report.tallies[("aten::sum.IntList_out", "float64")].ulps
+    assert sums["worst"] > 1e6 and sums["aten"] < 16 and sums["longdouble"] == sums["cases"] > 0
 
 
 def test_the_errors_reported_are_those_of_the_message():

@@ -44,7 +44,7 @@ def test_errors_come_through_as_unguarded(reg):
 
 def test_kernel_crashed_carries_the_fault_and_pickles():
     err = etops.KernelCrashed("test::op.out", "SIGSEGV", "out", "write", "past the end", 0, "log line\n")
-    assert "write past the end of argument 'out' (0 bytes beyond it)" in str(err)
+    assert "write past the end of argument 'out' (its first byte beyond it)" in str(err)
     again = pickle.loads(pickle.dumps(err))
     assert (again.argument, again.access, again.where, again.offset) == ("out", "write", "past the end", 0)
     assert isinstance(err, RuntimeError) and isinstance(err, etops.EtopsError)

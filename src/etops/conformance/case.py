@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 import torch
 
 from ..out_shapes import is_data_dependent
+from .effective import merged, note
 from .values import clip, describe
 
 #: guarded: etops' own pre-call guard refused the call (the kernel is known to
@@ -60,6 +61,12 @@ class CaseResult(CaseInfo):
     #: mismatch: ExecuTorch's and ATen's max abs error against the higher-precision reference
     reference_error: float | None = None
     aten_reference_error: float | None = None
+    #: floating results: the worst error in ulps of the dtype at the output's scale, ExecuTorch's and ATen's,
+    #: the reference they were measured against, and why a wrong result is wrong (etops.conformance.effective)
+    ulps: float | None = None
+    aten_ulps: float | None = None
+    reference: str | None = None
+    reason: str | None = None
 
     def to_json(self) -> dict:
         return dataclasses.asdict(self)
@@ -73,6 +80,7 @@ class Tally:
     max_abs_error: float | None = None
     max_rel_error: float | None = None
     opinfos: set = field(default_factory=set)
+    ulps: dict | None = None  #: effective precision (etops.conformance.effective.note)
 
     def add(self, status: str, opinfo: str, abs_err=None, rel_err=None, n: int = 1) -> None:
         self.counts[status] = self.counts.get(status, 0) + n
@@ -86,17 +94,19 @@ class Tally:
         for k, v in other.counts.items():
             self.counts[k] = self.counts.get(k, 0) + v
         self.opinfos |= other.opinfos
+        self.ulps = merged(self.ulps, other.ulps)
         for attr in ("max_abs_error", "max_rel_error"):
             theirs = getattr(other, attr)
             if theirs is not None:
                 setattr(self, attr, max(getattr(self, attr) or 0.0, theirs))
 
     def to_json(self) -> dict:
-        return {"counts": self.counts, "max_abs_error": self.max_abs_error, "max_rel_error": self.max_rel_error, "opinfos": sorted(self.opinfos)}
+        return {"counts": self.counts, "max_abs_error": self.max_abs_error, "max_rel_error": self.max_rel_error, "opinfos": sorted(self.opinfos),
+                **({"ulps": self.ulps} if self.ulps else {})}
 
     @classmethod
     def from_json(cls, d: dict) -> "Tally":
-        return cls(dict(d["counts"]), d.get("max_abs_error"), d.get("max_rel_error"), set(d.get("opinfos", ())))
+        return cls(dict(d["counts"]), d.get("max_abs_error"), d.get("max_rel_error"), set(d.get("opinfos", ())), d.get("ulps"))
 
 
 @dataclass
@@ -115,6 +125,7 @@ class TaskResult:
     def record(self, result: CaseResult, keep: bool) -> None:
         tally = self.tallies.setdefault((result.kernel, result.dtype), Tally())
         tally.add(result.status, result.opinfo, result.max_abs_error, result.max_rel_error)
+        tally.ulps = note(tally.ulps, result)
         if keep:
             self.details.append(result)
 

@@ -3,8 +3,10 @@ kernels against ATen on PyTorch's OpInfo samples, and every kernel with a refere
 (etops.conformance.references) against it on its own inputs.
 
 ``main(argv)`` takes the arguments after ``check`` (a leading ``check`` is
-accepted too) and returns the exit status: 0 the sweep ran (whatever it found;
-with ``--strict`` 1 if it found a mismatch, guarded case, error, crash or abort), 2 usage error."""
+accepted too) and returns the exit status: 1 when a kernel crashed, aborted or
+computed a wrong result, or etops could not make a call (``--strict``: any
+mismatch or guarded case too), else 0; ``--report-only``: 0 whatever the sweep
+found; 2 usage error."""
 
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ examples:
   python -m etops check aten::add.out --dtype float16 --verbose
   python -m etops check --isolated --jobs 2 --report report.md --json report.json
   python -m etops check aten::cat.out --dim-order-axis --html report.html
+  python -m etops check aten::native_layer_norm.out --numerics-axis
   python -m etops check --llm-custom-ops llama::custom_sdpa.out
 
 Kernels are called as an exported program calls them (etops.as_program): etops'
@@ -50,7 +53,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--verbose", "-v", action="store_true", help="one line per task and per failing case as they finish")
     p.add_argument("--quiet", "-q", action="store_true", help="no table, only the summary line")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
-    p.add_argument("--strict", action="store_true", help="exit 1 if any case is a mismatch, guarded, error, crash or abort")
+    p.add_argument("--strict", action="store_true", help="exit 1 if any case is a mismatch, guarded, error, crash or abort "
+                   "(default: 1 on a crash, an abort, a wrong result or an error)")
+    p.add_argument("--report-only", action="store_true", help="exit 0 whatever the sweep found (the report is the result)")
     p.add_argument("--timeout", type=float, default=None, metavar="S", help="isolated mode: seconds without news before a worker counts as hung (120)")
     p.add_argument("--max-details", type=int, default=3, metavar="N", help="recorded cases (and reproducers) per kernel, OpInfo, dtype and status (3)")
     p.add_argument("--refresh-discovery", action="store_true", help="rediscover which OpInfos reach which kernels (cached otherwise)")
@@ -65,6 +70,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="run every case also in each dense layout other than contiguous (channels-last for rank 4 and 5, "
                         "the last two dims transposed for rank >= 2) under etops.layout('preserve'); per kernel the report "
                         "says: silently wrong / crashes / refuses (KernelError) / honours, with a reproducer (three sweeps)")
+    p.add_argument("--numerics-axis", action="store_true",
+                   help="run every float32/float64 case also with its floating inputs transformed to expose numerics (a large "
+                        "offset, magnitudes that cancel, values near the dtype's limits, long reductions; ATen on the same "
+                        "values); findings keyed as root causes, with reproducers (five more sweeps of the floating cases)")
     p.add_argument("--html", metavar="PATH.html",
                    help="write a self-contained HTML report: a kernel x dtype matrix coloured by status, each cell opening "
                         "its cases and reproducers, the dim-order axis beside it")
@@ -159,9 +168,10 @@ def main(argv=None) -> int:
             print(f"{parser.prog}: error: --guard goes with neither --dim-orders nor --hooks", file=sys.stderr)
             return 2
         hooks = "etops.guard.hooks:guarded"
-    if args.dim_order_axis and (hooks is not None or args.dim_orders != "programs"):
-        print(f"{parser.prog}: error: --dim-order-axis goes with neither --dim-orders, --guard nor --hooks", file=sys.stderr)
-        return 2
+    for flag, given in (("--dim-order-axis", args.dim_order_axis), ("--numerics-axis", args.numerics_axis)):
+        if given and (hooks is not None or args.dim_orders != "programs"):
+            print(f"{parser.prog}: error: {flag} goes with neither --dim-orders, --guard nor --hooks", file=sys.stderr)
+            return 2
     if args.dim_orders != "programs":
         from .dim_orders import MODES
 
@@ -177,6 +187,10 @@ def main(argv=None) -> int:
         from .dim_orders import AXIS_MAX_DETAILS
 
         max_details = max(max_details, AXIS_MAX_DETAILS)
+    if args.numerics_axis:
+        from .numerics import AXIS_MAX_DETAILS as NUMERICS_MAX_DETAILS
+
+        max_details = max(max_details, NUMERICS_MAX_DETAILS)
     report = run(kernels, report_dir=report_dir, hooks=hooks, max_details=max_details, **options)
     del torch
     from .clusters import build
@@ -187,6 +201,11 @@ def main(argv=None) -> int:
         from .dim_orders import run_axis
 
         axis = run_axis(kernels, report, report_dir=report_dir, shrink=not args.no_shrink, **options)
+    numerics = None
+    if args.numerics_axis:
+        from .numerics import run_axis as run_numerics_axis
+
+        numerics = run_numerics_axis(kernels, report, report_dir=report_dir, shrink=not args.no_shrink, **options)
     if args.quiet:
         from .clusters import headline
         from .report import summary_line
@@ -194,14 +213,16 @@ def main(argv=None) -> int:
         print(headline(report, clusters))
         if axis is not None:
             print("\n".join(axis.terminal_lines()[:1 + len(axis.runs)]))  # the verdict counts per layout
+        if numerics is not None:
+            print(numerics.headline())
         print(summary_line(report))
     else:
-        print(terminal(report, clusters=clusters, axis=axis))
+        print(terminal(report, clusters=clusters, axis=axis, numerics=numerics))
     if args.report:
-        write_markdown(report, args.report, clusters, axis)
+        write_markdown(report, args.report, clusters, axis, numerics)
         print(f"markdown report: {args.report}")
     if args.json:
-        write_json(report, args.json, clusters, axis)
+        write_json(report, args.json, clusters, axis, numerics)
         print(f"JSON report: {args.json}")
     if args.html:
         from .html import write_html
@@ -211,10 +232,20 @@ def main(argv=None) -> int:
     n_repro = sum(1 for c in report.details if c.reproducer)
     if n_repro:
         print(f"reproducers: {n_repro} in {Path(report_dir) / 'reproducers'}")
-    if args.strict:
-        t = report.totals()
-        if t["mismatch"] or t["guarded"] or t["error"] or t["crash"] or t.get("abort"):
-            return 1
+    return exit_status(report, clusters + (numerics.all_clusters() if numerics is not None else []), args.strict, args.report_only)
+
+
+def exit_status(report, clusters, strict: bool = False, report_only: bool = False) -> int:
+    """0 or 1 (see the module doc): 1 when a case crashed, aborted or was an etops
+    error, or a finding is a wrong result; `strict`: any mismatch or guarded case
+    too; `report_only`: always 0."""
+    if report_only:
+        return 0
+    t = report.totals()
+    if t["error"] or t["crash"] or t.get("abort") or any(c.category == "wrong" for c in clusters):
+        return 1
+    if strict and (t["mismatch"] or t["guarded"]):
+        return 1
     return 0
 
 

@@ -77,7 +77,8 @@ def _mismatch_signature(case) -> str:
         return where + "not a tensor"
     if case.max_abs_error == float("inf"):
         return f"{where}values differ: non-finite where ATen's are finite"
-    return f"{where}values differ: {verdict_of(case)}"
+    reason = getattr(case, "reason", None)
+    return f"{where}values differ: {verdict_of(case)}" + (f" ({reason})" if reason else "")
 
 
 def verdict_of(case) -> str:
@@ -123,6 +124,16 @@ def cluster_key(case, layout: str | None = None) -> tuple:
     return (case.kernel, case.status, signature(case), layout)
 
 
+_INPUT_DTYPE = re.compile(r"Tensor\[[\d, ]*\]:(\w+)|tensor\((?:\([^()]*\)|[^,()]*), (\w+)\)")
+
+
+def input_dtypes(case) -> list:
+    """The dtypes of the tensors among a case's inputs (its description), the
+    case's task dtype when it shows none."""
+    found = {a or b for a, b in _INPUT_DTYPE.findall(getattr(case, "inputs", "") or "")}
+    return sorted(found) or [case.dtype]
+
+
 def _elements(inputs: str) -> int:
     """Elements of the tensors a case's input description lists (its size)."""
     total = 0
@@ -165,11 +176,12 @@ class Cluster:
 
     @property
     def dtypes(self) -> list:
-        return sorted({c.dtype for c in self.cases})
+        """The dtypes of the inputs the cases saw (not the OpInfo variant's)."""
+        return sorted({d for c in self.cases for d in input_dtypes(c)})
 
     @property
     def dtype_classes(self) -> list:
-        return sorted({dtype_class(c.dtype) for c in self.cases})
+        return sorted({dtype_class(d) for d in self.dtypes})
 
     @property
     def opinfos(self) -> list:
@@ -225,19 +237,28 @@ def summary(cluster: Cluster) -> str:
     the figures of that input."""
     op, dts = _short(cluster.kernel), _dtypes_phrase(cluster)
     where = f" with {cluster.layout} inputs" if cluster.layout else ""
+    if cluster.layout and cluster.layout.startswith("numerics:"):
+        where = f" transformed by the numerics axis ({cluster.layout.split(':', 1)[1]})"
     example = cluster.example if cluster.example is not None else (cluster.cases[0] if cluster.cases else None)
     if cluster.kind == "mismatch":
         errs = ""
         if example is not None and example.max_abs_error is not None:
             errs = f" (max abs err {example.max_abs_error:.3g}, rel {example.max_rel_error:.3g}"
-            if getattr(example, "reference_error", None) is not None:
+            if getattr(example, "ulps", None) is not None:
+                against = "a longdouble reference" if example.reference == "longdouble" else "ATen's float64 result"
+                errs += (f"; against {against} ExecuTorch's error {example.ulps:.3g} ulps, "
+                         f"ATen's {example.aten_ulps:.3g}")
+            elif getattr(example, "reference_error", None) is not None:
                 errs += (f"; against a float64 reference ExecuTorch's error {example.reference_error:.3g}, "
                          f"ATen's {example.aten_reference_error:.3g}")
             errs += ")"
         what = {WRONG: "computes wrong values", "precision loss": "loses precision (within the dtype's tolerance)",
                 "within ATen's error": "differs from ATen within ATen's own error"}
         doing = what.get(cluster.category, "disagrees with ATen")
-        if cluster.category == WRONG and not cluster.signature.endswith(WRONG):
+        reason = getattr(example, "reason", None)
+        if cluster.category == WRONG and reason:
+            doing = f"is wrong ({reason})"
+        elif cluster.category == WRONG and not cluster.signature.endswith(WRONG):
             doing = "disagrees with ATen"
         text = f"{op} {doing} on {dts} inputs{where}: {cluster.signature}{errs}"
     elif cluster.kind == "crash":
@@ -248,9 +269,10 @@ def summary(cluster: Cluster) -> str:
         workaround = example.rule if example is not None else None
         if workaround:
             text += f" ({workaround.split(' (', 1)[0]})"
-    elif cluster.kind == "guarded":
+    elif cluster.kind == "guarded":  # what was seen: the guard refused these inputs (not every input of these dtypes)
         guard, _, finding = cluster.signature.partition("; finding: ")
-        text = f"{finding or op + ' is known to abort'} on {dts} inputs{where} (etops refuses it: guard {guard})"
+        said = re.sub(r"^\w+Error: \S+: ", "", _message(example))  # the guard's own words: the condition it refused
+        text = f"etops refuses {op} on {dts} inputs{where} (guard {guard.split('(', 1)[0]}): {said}" + (f" (known: {finding})" if finding else "")
     elif cluster.kind == "unsupported":
         text = f"{op} refuses {dts} inputs{where} that ATen accepts: {_message(example)}"
     else:
@@ -334,8 +356,11 @@ def _recheck(runner, case, func, args, kwargs):
     from .case import CaseInfo
     from .values import exact_clone
 
-    expected = func(*exact_clone(args), **exact_clone(kwargs))
     info = CaseInfo(case.kernel, case.aten_op, case.opinfo, case.dtype, case.sample, case.call)
+    if hasattr(runner.hooks, "transform"):  # the numerics axis: the same transform as the sweep's
+        args, kwargs, expected = runner.hooks.transform(info, func, args, kwargs)
+        return runner.check(info, func, case.kernel, exact_clone(args), exact_clone(kwargs), expected)
+    expected = func(*exact_clone(args), **exact_clone(kwargs))
     return runner.check(info, func, case.kernel, exact_clone(args), exact_clone(kwargs), expected)
 
 
@@ -380,6 +405,8 @@ def _reproduce(cluster, case, func, args, kwargs, hooks, preserve, directory, in
     if loaded is not None and hasattr(loaded, "inputs"):  # the reproducer shows the tensors as the kernel got them
         info = CaseInfo(case.kernel, case.aten_op, case.opinfo, case.dtype, case.sample, case.call)
         shown_args, shown_kwargs = loaded.inputs(info, shown_args, shown_kwargs)
+    if loaded is not None and hasattr(loaded, "values"):  # the numerics axis: ATen and the kernel on the new values
+        shown_args, shown_kwargs = args, kwargs = loaded.values(shown_args, shown_kwargs)
     cluster.inputs = describe_call(shown_args, shown_kwargs)
     cluster.summary = summary(cluster)
     reference = None

@@ -27,10 +27,26 @@ def _describe_guard(guard) -> str:
             value = cell.cell_contents
         except ValueError:  # an empty cell
             continue
-        if callable(value):
-            value = getattr(value, "__name__", "<function>")
-        values.append(f"{name}={value!r}")
+        values.append(f"{name}={_word(value)}")
     return f"{constructor}({', '.join(values)})"
+
+
+def _word(value) -> str:
+    """A value a guard closed over, in words that are the same in every process:
+    literals as their repr, a function by its name, a rules-table record by the
+    names it covers (never a repr carrying an address)."""
+    if value is None or isinstance(value, (str, int, float, bool)):
+        return repr(value)
+    if isinstance(value, (tuple, list, frozenset, set)):
+        items = sorted(map(_word, value)) if isinstance(value, (set, frozenset)) else [_word(v) for v in value]
+        return f"({', '.join(items)})"
+    if callable(value):
+        return getattr(value, "__qualname__", getattr(value, "__name__", type(value).__name__)).replace(".<locals>", "")
+    names = getattr(value, "names", None)
+    if names:
+        return f"{type(value).__name__}({', '.join(map(str, names))})"
+    summary = getattr(value, "summary", None)
+    return repr(summary) if isinstance(summary, str) else type(value).__name__
 
 
 def refusing_guard(kernel_name: str, exc: BaseException):

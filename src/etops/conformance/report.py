@@ -35,7 +35,8 @@ JSON_SCHEMA = {
 }
 KERNEL_KEYS = ("kernel", "cases", *STATUSES, "dtypes", "dtypes_passing", "opinfos", "max_abs_error", "max_rel_error", "by_dtype")
 CASE_KEYS = ("kernel", "aten_op", "opinfo", "dtype", "sample", "call", "status", "message", "inputs", "max_abs_error",
-             "max_rel_error", "atol", "rtol", "reproducer", "rule", "verdict", "reference_error", "aten_reference_error")
+             "max_rel_error", "atol", "rtol", "reproducer", "rule", "verdict", "reference_error", "aten_reference_error",
+             "ulps", "aten_ulps", "reference", "reason")
 
 
 def _versions() -> dict:
@@ -59,7 +60,7 @@ def _clusters(report: Report, clusters):
     return group(report.details)
 
 
-def to_json(report: Report, clusters=None, axis=None) -> dict:
+def to_json(report: Report, clusters=None, axis=None, numerics=None) -> dict:
     """The report as JSON, the findings (clusters) first; `axis`: a dim-order
     axis (etops.conformance.dim_orders.Axis) when one ran."""
     clusters = _clusters(report, clusters)
@@ -70,6 +71,7 @@ def to_json(report: Report, clusters=None, axis=None) -> dict:
         "headline": headline(report, clusters),
         "findings": [c.to_json() for c in clusters],
         **({"dim_order_axis": axis.to_json()} if axis is not None else {}),
+        **({"numerics_axis": numerics.to_json()} if numerics is not None else {}),
         "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "versions": _versions(),
         "options": {"kernels": report.selected, "dtypes": report.dtypes, "isolated": report.isolated, "jobs": report.jobs,
@@ -92,9 +94,9 @@ def to_json(report: Report, clusters=None, axis=None) -> dict:
     }
 
 
-def write_json(report: Report, path, clusters=None, axis=None) -> None:
+def write_json(report: Report, path, clusters=None, axis=None, numerics=None) -> None:
     with open(path, "w") as f:
-        json.dump(to_json(report, clusters, axis), f, indent=1)
+        json.dump(to_json(report, clusters, axis, numerics), f, indent=1)
 
 
 def _fmt(x) -> str:
@@ -139,11 +141,21 @@ def table_rows(report: Report) -> list[list[str]]:
 HEADER = ["kernel", "cases", *STATUSES, "max abs err", "max rel err", "dtypes"]
 
 
-def finding_lines(clusters, limit: int | None = None) -> list[str]:
+def case_count(cluster, report: Report | None = None) -> str:
+    """The cases of a finding: those recorded, and how many cases of its kind the
+    kernel had in all when the report counted more ("56 recorded of 724")."""
+    total = None
+    if report is not None:
+        total = sum(t.counts.get(cluster.kind, 0) for (k, _), t in report.tallies.items() if k == cluster.kernel)
+    n = len(cluster.cases)
+    return f"{n} recorded of the kernel's {total} {cluster.kind} cases" if total and total > n else f"{n} cases"
+
+
+def finding_lines(clusters, limit: int | None = None, report: Report | None = None) -> list[str]:
     """One line per cluster (its summary), with its reproducer beneath."""
     lines = []
     for c in clusters[:limit]:
-        lines.append(f"  [{c.category}] {c.summary}" + (f" ({len(c.cases)} cases)" if len(c.cases) > 1 else ""))
+        lines.append(f"  [{c.category}] {c.summary}" + (f" ({case_count(c, report)})" if len(c.cases) > 1 or report is not None else ""))
         if c.reproducer:
             lines.append(f"      reproducer: {c.reproducer}")
     if limit is not None and len(clusters) > limit:
@@ -151,17 +163,18 @@ def finding_lines(clusters, limit: int | None = None) -> list[str]:
     return lines
 
 
-def terminal(report: Report, width: int | None = None, clusters=None, axis=None) -> str:
+def terminal(report: Report, width: int | None = None, clusters=None, axis=None, numerics=None) -> str:
     """The findings (clusters, worst kind first), the dim-order axis when one ran,
     a plain-text table (one row per kernel reached) and the summary."""
     from .clusters import headline
 
     clusters = _clusters(report, clusters)
     lines = [headline(report, clusters)]
-    lines.extend(finding_lines(clusters, 40))
-    if axis is not None:
-        lines.append("")
-        lines.extend(axis.terminal_lines())
+    lines.extend(finding_lines(clusters, 40, report))
+    for extra in (axis, numerics):
+        if extra is not None:
+            lines.append("")
+            lines.extend(extra.terminal_lines())
     lines.append("")
     rows = table_rows(report)
     widths = [max(len(HEADER[i]), *(len(r[i]) for r in rows)) if rows else len(HEADER[i]) for i in range(len(HEADER) - 1)]
@@ -197,7 +210,7 @@ def _md_escape(text: str) -> str:
     return (text or "").replace("|", "\\|").replace("\n", " ")
 
 
-def markdown(report: Report, clusters=None, axis=None) -> str:
+def markdown(report: Report, clusters=None, axis=None, numerics=None) -> str:
     """The markdown report: the findings first (one row per cluster), the
     dim-order axis when one ran, then the counts and the cases."""
     from .clusters import headline
@@ -223,10 +236,11 @@ def markdown(report: Report, clusters=None, axis=None) -> str:
         out.append("|---|---|---|---|---|---|")
         for c in clusters:
             repro = f"`findings/{c.reproducer.rsplit('/', 1)[-1]}`" if c.reproducer else ""
-            out.append(f"| {c.category} | `{c.kernel}` | {' '.join(c.dtypes)} | {len(c.cases)} | {_md_escape(c.summary)} | {repro} |")
-    if axis is not None:
-        out.append("")
-        out.extend(axis.markdown_lines())
+            out.append(f"| {c.category} | `{c.kernel}` | {' '.join(c.dtypes)} | {case_count(c, report)} | {_md_escape(c.summary)} | {repro} |")
+    for extra in (axis, numerics):
+        if extra is not None:
+            out.append("")
+            out.extend(extra.markdown_lines())
     out.append("")
     out.append("## Summary")
     out.append("")
@@ -302,6 +316,6 @@ def markdown(report: Report, clusters=None, axis=None) -> str:
     return "\n".join(out)
 
 
-def write_markdown(report: Report, path, clusters=None, axis=None) -> None:
+def write_markdown(report: Report, path, clusters=None, axis=None, numerics=None) -> None:
     with open(path, "w") as f:
-        f.write(markdown(report, clusters, axis))
+        f.write(markdown(report, clusters, axis, numerics))

@@ -147,6 +147,15 @@ print("no mismatch")
 '''
 
 
+_PRECISE_COMPARE = '''\
+from etops.conformance.effective import wrong_by_ulps  # in ulps against a more precise reference (longdouble)
+args, kwargs = (lambda *a, **k: (list(a), k))({aten_args})
+why = wrong_by_ulps(torch.ops.{aten_attr}, args, kwargs, actual, expected)
+if why:
+    sys.exit(f"WRONG: {{why}}")
+'''
+
+
 def _layout_expr(t: torch.Tensor, literal: str) -> str:
     """`literal` (the values, contiguous) given `t`'s strides."""
     if t.is_contiguous():
@@ -237,6 +246,9 @@ def literal_reproducer(case, func, args, kwargs, *, summary: str, values: bool =
         compare = _LITERAL_COMPARE.format(tolerance=tolerance)
     else:
         compare = _COMPARE_META
+    if values and getattr(case, "ulps", None) is not None:  # float64: judged in ulps against a more precise reference
+        compare = _PRECISE_COMPARE.format(aten_attr=f"aten.{op}.{overload or 'default'}",
+                                          aten_args=_call_literal(args, kwargs, names, clone=True)) + compare
     text = _LITERAL_TEMPLATE.format(
         summary=summary.replace('"""', "'''"), status=case.status, kernel=case.kernel, aten_op=case.aten_op,
         script_name="reproducer.py", tensors="\n".join(lines), aten_attr=f"aten.{op}.{overload or 'default'}",

@@ -66,7 +66,8 @@ def _check(n: int, at: int, argument: str, access: str) -> None:
     err = _crash(n, at, argument, access)
     where, offset = _expected(at)
     assert (err.signal, err.argument, err.access, err.where, err.offset) == ("SIGSEGV", argument, access, where, offset), str(err)
-    assert f"{access} {where} of argument '{argument}' ({offset} bytes beyond it)" in str(err)
+    beyond = "its first byte beyond it" if offset == 0 else f"{offset} bytes beyond it"
+    assert f"{access} {where} of argument '{argument}' ({beyond})" in str(err)
 
 
 @pytest.mark.parametrize("argument", ["xs[1]", "out"])

@@ -1,0 +1,245 @@
+"""The numerics axis of a sweep (``etops check --numerics-axis``): every case with a
+floating input again, its floating tensors transformed to expose numerics, ATen
+and the kernel both on the new values. OpInfo's samples are small values near
+zero, on which a one-pass variance, a float32 accumulator or an unscaled square
+all look right. The transforms (``TRANSFORMS``), each one sweep:
+
+- ``offset``: a large offset added (mean >> spread): 1024 x (1 + max |x|), at most
+  max(dtype) / 256: ``E[x^2] - E[x]^2`` cancels catastrophically;
+- ``cancel``: mixed magnitudes that cancel: +B, -B added to neighbouring
+  elements along the last dim (B = 2^12 x (1 + max |x|)): a sum is what it was,
+  its partial sums are not;
+- ``huge``: scaled so max |x| is sqrt(max(dtype)) x 4: squares overflow to inf in
+  an intermediate that the result does not need;
+- ``tiny``: scaled so max |x| is 16 x the smallest normal: denormals;
+- ``long``: the last dim repeated to at least 2048 elements (long reductions);
+  only the tensors of rank 2 or more when the call has any.
+
+A transform is deterministic (a function of the inputs), so a finding's inputs
+are found again, shrunk and reproduced as the other findings are (the
+reproducer shows the transformed values). A case ATen refuses after the
+transform, or with no floating input, is left out. A **finding** is a case that
+fails transformed (a wrong result or a precision loss against the
+higher-precision reference, a crash, an abort, an error) and does not fail the
+same way in the sweep of the samples as they are; findings are keyed as root
+causes (layout ``numerics:<transform>``).
+
+Imports torch and the conformance sweep (clusters, sweep) when it runs.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from .values import AS_PRECISE, exact_clone
+
+#: the dtypes the axis transforms (half precision has too few digits to say more)
+DTYPES = ("float32", "float64")
+LONG = 2048
+
+
+def _floating(value) -> bool:
+    return isinstance(value, torch.Tensor) and value.is_floating_point() and value.numel() >= 2
+
+
+def _tensors(values):
+    for v in values:
+        if isinstance(v, (list, tuple)):
+            yield from _tensors(v)
+        elif _floating(v):
+            yield v
+
+
+def _map(value, fn):
+    if isinstance(value, (list, tuple)):
+        return type(value)(_map(v, fn) for v in value)
+    return fn(value) if _floating(value) else value
+
+
+def _biggest(t: torch.Tensor) -> float:
+    finite = t[torch.isfinite(t)]
+    return float(finite.abs().max()) if finite.numel() else 0.0
+
+
+def offset(t: torch.Tensor) -> torch.Tensor:
+    c = min(1024.0 * (1.0 + _biggest(t)), torch.finfo(t.dtype).max / 256)
+    return t + c
+
+
+def cancel(t: torch.Tensor) -> torch.Tensor:
+    if t.dim() == 0 or t.shape[-1] < 2:
+        return t
+    big = 4096.0 * (1.0 + _biggest(t))
+    signs = torch.zeros(t.shape[-1], dtype=t.dtype)
+    pairs = t.shape[-1] // 2 * 2
+    signs[:pairs:2], signs[1:pairs:2] = 1.0, -1.0
+    return t + big * signs
+
+
+def huge(t: torch.Tensor) -> torch.Tensor:
+    top = _biggest(t)
+    return t * (4.0 * math.sqrt(torch.finfo(t.dtype).max) / top) if top > 0 else t
+
+
+def tiny(t: torch.Tensor) -> torch.Tensor:
+    top = _biggest(t)
+    return t * (16.0 * torch.finfo(t.dtype).tiny / top) if top > 0 else t
+
+
+def long(t: torch.Tensor) -> torch.Tensor:
+    if t.dim() == 0 or t.shape[-1] == 0 or t.shape[-1] >= LONG:
+        return t
+    times = -(-LONG // t.shape[-1])
+    return t.repeat(*([1] * (t.dim() - 1)), times)
+
+
+def _long_of_rank_2(t: torch.Tensor) -> torch.Tensor:
+    return long(t) if t.dim() >= 2 else t
+
+
+TRANSFORMS = {"offset": offset, "cancel": cancel, "huge": huge, "tiny": tiny, "long": long}
+
+
+class Transform:
+    """The hooks of one transform (etops.conformance.hooks): ``applies`` leaves out
+    cases with no floating input; ``transform(case, func, args, kwargs)`` returns
+    the new (args, kwargs, ATen's result on them), or None when ATen refuses them
+    or nothing changed."""
+
+    def __init__(self, name: str):
+        self.name, self._fn = name, TRANSFORMS[name]
+
+    def applies(self, case, args, kwargs) -> bool:
+        return any(True for _ in _tensors(list(args) + list(kwargs.values())))
+
+    def values(self, args, kwargs):
+        """`args`, `kwargs` with every floating tensor (2 elements or more) transformed;
+        ``long`` lengthens only the tensors of rank 2 or more when there are any (a
+        batch norm's per-channel weights keep their size)."""
+        fn = self._fn
+        if fn is long and any(t.dim() >= 2 for t in _tensors(list(args) + list(kwargs.values()))):
+            fn = _long_of_rank_2
+        return [_map(a, fn) for a in args], {k: _map(v, fn) for k, v in kwargs.items()}
+
+    def transform(self, case, func, args, kwargs):
+        new_args, new_kwargs = self.values(args, kwargs)
+        if not _meta_accepts(func, new_args, new_kwargs):
+            return None  # torch's checks refuse the new shapes (ATen's CPU kernel may not check them all)
+        try:
+            expected = func(*exact_clone(new_args), **exact_clone(new_kwargs))
+        except Exception:  # noqa: BLE001 - ATen refuses the new values (a shape no longer fits, a domain)
+            return None
+        return new_args, new_kwargs, expected
+
+
+def _on_meta(value):
+    if isinstance(value, torch.Tensor):
+        return value.to("meta")
+    if isinstance(value, (list, tuple)):
+        return type(value)(_on_meta(v) for v in value)
+    return value
+
+
+def _meta_accepts(func, args, kwargs) -> bool:
+    """False when torch's meta kernel refuses the call (a per-channel weight no longer
+    the size of its channels); True when it accepts it or cannot say (no meta
+    kernel, a data-dependent shape)."""
+    from torch._subclasses.fake_tensor import DynamicOutputShapeException
+
+    try:
+        func(*_on_meta(list(args)), **{k: _on_meta(v) for k, v in kwargs.items()})
+    except (NotImplementedError, DynamicOutputShapeException):
+        return True
+    except Exception:  # noqa: BLE001 - refused
+        return False
+    return True
+
+
+offset_hooks, cancel_hooks, huge_hooks, tiny_hooks, long_hooks = (Transform(n) for n in TRANSFORMS)
+#: transform -> hooks spec (a sweep's worker loads it by name)
+AXIS_TRANSFORMS = {name: f"{__name__}:{name}_hooks" for name in TRANSFORMS}
+AXIS_MAX_DETAILS = 50
+
+
+def layout_name(transform: str) -> str:
+    return f"numerics:{transform}"
+
+
+def _failing(case) -> bool:
+    return case.status != "pass" and not (case.status == "mismatch" and case.verdict == AS_PRECISE)
+
+
+class NumericsAxis:
+    """What the numerics axis found: per transform its sweep, its findings (cases
+    failing transformed that do not fail the same way as they are) and their
+    clusters; ``seconds``: what the axis cost."""
+
+    def __init__(self, base, runs: dict, seconds: float = 0.0):
+        self.base, self.runs, self.seconds = base, runs, seconds
+        failing = {(c.id, c.status, c.verdict) for c in base.details}
+        self.findings = {name: [c for c in r.details if _failing(c) and (c.id, c.status, c.verdict) not in failing]
+                         for name, r in runs.items()}
+        self.clusters: dict = {name: [] for name in runs}
+
+    def all_clusters(self) -> list:
+        return [c for name in self.runs for c in self.clusters[name]]
+
+    def headline(self) -> str:
+        from .clusters import _WORDS, counts_by_category
+
+        found = self.all_clusters()
+        counts = counts_by_category(found)
+        words = ", ".join(f"{n} {_WORDS.get(k, (k, k))[n > 1]}" for k, n in counts.items() if n)
+        return (f"numerics axis ({', '.join(self.runs)}; {self.seconds:.0f} s): {len(found)} distinct findings"
+                + (f" ({words})" if words else ""))
+
+    def terminal_lines(self) -> list[str]:
+        lines = [self.headline()]
+        for c in self.all_clusters():
+            lines.append(f"  [{c.category}] {c.summary}")
+            if c.reproducer:
+                lines.append(f"      reproducer: {c.reproducer}")
+        return lines
+
+    def markdown_lines(self) -> list[str]:
+        from .report import _md_escape
+
+        out = ["## Numerics axis", "", self.headline(), "",
+               "| transform | category | kernel | dtypes | summary | reproducer |", "|---|---|---|---|---|---|"]
+        for name in self.runs:
+            for c in self.clusters[name]:
+                repro = f"`findings/{c.reproducer.rsplit('/', 1)[-1]}`" if c.reproducer else ""
+                out.append(f"| {name} | {c.category} | `{c.kernel}` | {' '.join(c.dtypes)} | {_md_escape(c.summary)} | {repro} |")
+        return out
+
+    def to_json(self) -> dict:
+        return {"transforms": list(self.runs), "seconds": round(self.seconds, 2), "headline": self.headline(),
+                "findings": {name: [c.to_json() for c in cl] for name, cl in self.clusters.items()}}
+
+
+def run_axis(kernels, base, *, report_dir=None, shrink: bool = True, transforms=None, **run_options) -> NumericsAxis:
+    """The numerics axis of a sweep: `base` (the sweep of the samples as they are)
+    and one sweep per transform (``TRANSFORMS``, or the names in `transforms`) at
+    the floating dtypes of DTYPES the sweep asked for, with its other options; the
+    findings clustered (shrunk, reproducers in REPORT_DIR/findings/)."""
+    import time
+
+    from .clusters import build
+    from .sweep import run
+
+    start = time.perf_counter()
+    asked = run_options.pop("dtypes", None)
+    names = [str(d).replace("torch.", "") for d in asked] if asked else list(DTYPES)
+    dtypes = [d for d in names if d in DTYPES]
+    run_options = {**run_options, "max_details": max(run_options.get("max_details") or 0, AXIS_MAX_DETAILS)}
+    chosen = {n: AXIS_TRANSFORMS[n] for n in (transforms or TRANSFORMS)}
+    runs = {name: run(kernels, dtypes=dtypes, hooks=hooks, report_dir=None, **run_options) for name, hooks in chosen.items()} if dtypes else {}
+    axis = NumericsAxis(base, runs)
+    for name, hooks in chosen.items():
+        if name in runs:
+            axis.clusters[name] = build(runs[name], report_dir=report_dir, hooks=hooks, layout=layout_name(name),
+                                        shrink=shrink, cases=axis.findings[name])
+    axis.seconds = time.perf_counter() - start
+    return axis
