@@ -204,14 +204,14 @@ class NumericsAxis:
         return lines
 
     def markdown_lines(self) -> list[str]:
-        from .report import _md_escape
+        from .report import md_escape
 
         out = ["## Numerics axis", "", self.headline(), "",
                "| transform | category | kernel | dtypes | summary | reproducer |", "|---|---|---|---|---|---|"]
         for name in self.runs:
             for c in self.clusters[name]:
                 repro = f"`findings/{c.reproducer.rsplit('/', 1)[-1]}`" if c.reproducer else ""
-                out.append(f"| {name} | {c.category} | `{c.kernel}` | {' '.join(c.dtypes)} | {_md_escape(c.summary)} | {repro} |")
+                out.append(f"| {name} | {c.category} | `{c.kernel}` | {' '.join(c.dtypes)} | {md_escape(c.summary)} | {repro} |")
         return out
 
     def to_json(self) -> dict:
