@@ -29,7 +29,8 @@ def _run(code: str, timeout: float) -> subprocess.CompletedProcess:
     try:
         return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout, env=env)
     except subprocess.TimeoutExpired as exc:
-        return subprocess.CompletedProcess(exc.cmd, -9, exc.stdout or "", f"timed out after {timeout}s\n{exc.stderr or ''}")
+        out, err = (b.decode(errors="replace") if isinstance(b, bytes) else (b or "") for b in (exc.stdout, exc.stderr))
+        return subprocess.CompletedProcess(exc.cmd, -9, out, f"timed out after {timeout}s\n{err}")
 
 
 class Launched:
