@@ -285,12 +285,18 @@ def counts_by_category(clusters) -> dict:
     return {k: sum(1 for c in clusters if c.category == k) for k in CATEGORIES}
 
 
+def findings_in_words(clusters) -> str:
+    """'a crash, b wrong results, c precision losses, ...' of `clusters` (by
+    category, the empty ones left out); '' for none."""
+    counts = counts_by_category(clusters)
+    return ", ".join(f"{n} {_WORDS.get(k, (k, k))[n > 1]}" for k, n in counts.items() if n)
+
+
 def headline(report, clusters) -> str:
     """'N kernels checked, M distinct findings (a crash, b wrong results, c
     precision losses, ...)': one finding per root cause."""
     reached = report.coverage()["reached"]
-    counts = counts_by_category(clusters)
-    by_kind = ", ".join(f"{n} {_WORDS.get(k, (k, k))[n > 1]}" for k, n in counts.items() if n)
+    by_kind = findings_in_words(clusters)
     return f"{reached} kernels checked, {len(clusters)} distinct findings" + (f" ({by_kind})" if by_kind else "")
 
 

@@ -187,11 +187,10 @@ class NumericsAxis:
         return [c for name in self.runs for c in self.clusters[name]]
 
     def headline(self) -> str:
-        from .clusters import _WORDS, counts_by_category
+        from .clusters import findings_in_words
 
         found = self.all_clusters()
-        counts = counts_by_category(found)
-        words = ", ".join(f"{n} {_WORDS.get(k, (k, k))[n > 1]}" for k, n in counts.items() if n)
+        words = findings_in_words(found)
         return (f"numerics axis ({', '.join(self.runs)}; {self.seconds:.0f} s): {len(found)} distinct findings"
                 + (f" ({words})" if words else ""))
 
