@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import torch
 
-from ..conformance.runner import default_kmap, dtype_from_name, dtype_name, opinfo_dtypes, opinfos
+from ..conformance.runner import dtype_from_name, dtype_name, opinfo_dtypes, opinfos
 from ..schemas import split_name
 
 
@@ -27,13 +27,35 @@ def named_opinfos(name: str) -> set[str]:
     return {oid for oid, info in opinfos().items() if getattr(info, "name", None) in bases or getattr(info, "aten_name", None) in bases}
 
 
+def wheel_kmap():
+    """The kernel map of the registry without the operators etops registered that
+    had no kernel (discovery's cache key is that of the wheel's registry)."""
+    import etops
+
+    from ..conformance.mapping import KernelMap
+
+    names = [n for n in etops.registry().operator_names
+             if not n.startswith("etops_previous::") and not _added_by_etops(n)]
+    return KernelMap(names)
+
+
+def _added_by_etops(name: str) -> bool:
+    from ..custom.registration import origins
+
+    try:
+        found = origins(name)
+    except Exception:  # noqa: BLE001 - not a registration of etops'
+        return False
+    return bool(found) and all(o.kind == "custom" and not o.overridden for o in found)
+
+
 def reaching(names, progress=False) -> dict[str, list[str]]:
-    """Operator -> the OpInfos whose samples reach it (discovery, run here when not
-    cached, plus the OpInfos named after it)."""
+    """Operator -> the OpInfos whose samples reach it (discovery, run here on the
+    wheel's registry when not cached, plus the OpInfos named after it)."""
     from ..conformance.sweep import discover
 
     wanted = [n for n in names if n.startswith("aten::")]
-    found = discover(default_kmap(), progress=progress) if wanted else {}
+    found = discover(wheel_kmap(), progress=progress) if wanted else {}
     out = {}
     for name in names:
         ids = set(named_opinfos(name)) | {oid for oid, info in found.items() if name in info.get("kernels", ())}

@@ -34,16 +34,21 @@ def category(cluster) -> str:
     """check's category of a finding, a crash in a tensor's guard region
     (or caught by etops' canaries) being ``memory``."""
     if cluster.kind == "crash":
-        message = getattr(cluster.example or cluster.cases[0], "message", "") or ""
-        if _MEMORY.search(message) or "wrote outside its memory" in message:
-            return "memory"
+        for case in [cluster.example, *cluster.cases]:
+            message = getattr(case, "message", "") or ""
+            if _MEMORY.search(message) or "wrote outside its memory" in message:
+                return "memory"
     return cluster.category
 
 
 def memory_site(cluster) -> str:
-    """'write past the end of argument 'out'' for a memory finding, else ''."""
-    m = _MEMORY.search(getattr(cluster.example or cluster.cases[0], "message", "") or "")
-    return f"{m.group(1)} {m.group(2)} of argument '{m.group(3)}'" if m else ""
+    """'write past the end of argument 'out'' for a memory finding (from the first
+    of its cases whose fault was placed), else ''."""
+    for case in [cluster.example, *cluster.cases]:
+        m = _MEMORY.search(getattr(case, "message", "") or "")
+        if m:
+            return f"{m.group(1)} {m.group(2)} of argument '{m.group(3)}'"
+    return ""
 
 
 def input_dtype(case) -> str:
@@ -135,6 +140,19 @@ def run_side(name: str, plan: dict, *, hooks=GUARDED, report_dir=None, deadline:
     return side, ran
 
 
+def _merge(side: Side, more: Side) -> None:
+    """Adds `more`'s cases to `side` (same operators or others)."""
+    r, m = side.report, more.report
+    for key, tally in m.tallies.items():
+        r.tallies.setdefault(key, type(tally)()).merge(tally)
+    r.details += m.details
+    r.tasks += m.tasks
+    r.samples += m.samples
+    for op, n in more.cases.items():
+        side.cases[op] = side.cases.get(op, 0) + n
+    r.details.sort(key=lambda c: (c.kernel, c.status, c.opinfo, c.dtype, c.sample, c.call))
+
+
 def compare(edit: Side, base: Side | None, base_kind: str) -> tuple[list[Finding], list]:
     """The edit's findings (also-in-base marked) and the base's findings the edit
     no longer shows (fixed)."""
@@ -151,15 +169,26 @@ def compare(edit: Side, base: Side | None, base_kind: str) -> tuple[list[Finding
     return findings, fixed
 
 
-def judge(plan: dict, install_base, restore_base, *, base_kind: str = "", guarded: bool = True, report_dir=None, budget: float | None = None,
-          max_details: int = 3) -> dict:
+def judge(plan: dict, install_base, restore_base, *, base_kind: str = "", guarded: bool = True, report_dir=None,
+          budget: float | None = None, max_details: int = 3, dtypes=None) -> dict:
     """The edit (installed now) and the base (`install_base()` swaps it in,
     `restore_base()` puts the edit back; None: no base) judged on the same
-    tasks; the base runs the tasks the edit ran. Returns edit / base Sides,
+    tasks; the base runs the tasks the edit ran. An operator the planned samples
+    never reach gets derived tasks (a sibling overload's samples). Returns edit / base Sides,
     findings, fixed, tasks left out per operator."""
+    from .derived import tasks_for as derived_tasks
+
     hooks = GUARDED if guarded else None
     deadline = None if budget is None else time.monotonic() + budget
     edit, ran = run_side("edit", plan, hooks=hooks, report_dir=report_dir, deadline=deadline, max_details=max_details)
+    derived_run = {r[0] for r in ran if r[1].startswith("derived:")}
+    unreached = {op: derived_tasks(op, dtypes) for op, n in edit.cases.items() if not n and op not in derived_run}
+    unreached = {op: tasks for op, tasks in unreached.items() if tasks}
+    if unreached:  # OpInfo samples planned for them reach none of their calls: cases derived from a sibling's
+        more, more_ran = run_side("edit", unreached, hooks=hooks, report_dir=report_dir, deadline=deadline, max_details=max_details)
+        _merge(edit, more)
+        ran += more_ran
+        plan = {**plan, **{op: plan[op] + tasks for op, tasks in unreached.items()}}
     edit.clusters = cl.build(edit.report, report_dir=report_dir, hooks=hooks, shrink=False) if report_dir else cl.group(edit.report.details)
     base = None
     if install_base is not None:
@@ -171,7 +200,7 @@ def judge(plan: dict, install_base, restore_base, *, base_kind: str = "", guarde
         base.clusters = cl.group(base.report.details)
     findings, fixed = compare(edit, base, base_kind)
     left_out = {op: sum(1 for t in plan[op] if (op, t["opinfo"], t["dtype"]) not in set(ran)) for op in plan}
-    return {"edit": edit, "base": base, "findings": findings, "fixed": fixed, "left_out": left_out}
+    return {"edit": edit, "base": base, "findings": findings, "fixed": fixed, "left_out": left_out, "plan": plan}
 
 
 __all__ = ["Finding", "Side", "category", "compare", "input_dtype", "judge", "run_side"]
