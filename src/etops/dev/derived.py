@@ -79,12 +79,12 @@ def convert(func, args, kwargs, target):
     for arg in target._schema.arguments:
         if arg.name in bound:
             value = bound[arg.name]
-            want = str(arg.type)
-            if want == "Scalar" and isinstance(value, torch.Tensor):
+            want = arg.type.kind()
+            if want == "NumberType" and isinstance(value, torch.Tensor):
                 if value.numel() == 0:
                     return None
                 value = value.reshape(-1)[0].item()
-            elif want == "Tensor" and not isinstance(value, torch.Tensor):
+            elif want == "TensorType" and not isinstance(value, torch.Tensor):
                 value = torch.tensor(value)
         elif arg.has_default_value():
             continue

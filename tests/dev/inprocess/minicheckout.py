@@ -195,7 +195,7 @@ Tensor& floor_divide_scalar_out(KernelRuntimeContext& ctx, const Tensor& a, cons
 #: planted in op_mul.cpp by the gate tests: a write one element past the out
 OUT_OF_BOUNDS = ("  return out;\n}\n", "  o[out.numel()] = 0.0f;\n  return out;\n}\n")
 #: planted in op_mul.cpp: the loop run twice (a 2x slowdown, same values)
-SLOWDOWN = ("  for (size_t i = 0;", "  for (int rep = 0; rep < 2; ++rep, __asm__ __volatile__(\"\" ::: \"memory\"))\n  for (size_t i = 0;")
+SLOWDOWN = ("  for (size_t i = 0;", "  for (int rep = 0; rep < 2; ++rep)\n  for (size_t i = 0;")
 
 
 def add_source(buggy: bool = False) -> str:
