@@ -45,7 +45,7 @@ def time_edit(kernel, base, *, dtype="float32", sizes=SIZES, repeats: int = 11, 
             rows.append({"kernel": kernel.name, "label": label, "size": size,
                          "error": f"no OpInfo sample of about {size} elements at {dtype}"})
             continue
-        row = time_ab(kernel, base, sample, repeats=repeats, threads=threads, target=TARGET, aten=False)
+        row = time_ab(kernel, base, sample, repeats=repeats, threads=threads, target=TARGET, aten=False, same_count=True)
         row["label"] = label
         ratio = row.get("vs_builtin")
         row["verdict"] = verdict(ratio) if base is not None else "no base"
