@@ -127,7 +127,8 @@ def run_file(path, *, root=None, yaml=None, dtypes=None, timing_dtype="float32",
         t = time.perf_counter()
         swap = BaseSwap(addresses)
         judged = judge(tasks, swap.install if addresses else None, swap.restore, base_kind=found.kind if addresses else "",
-                       guarded=isolate, report_dir=directory, budget=budget, dtypes=dtypes)
+                       guarded=isolate, report_dir=directory, budget=budget, dtypes=dtypes,
+                       base_key=(base_library.source_hash if base_library is not None else tuple(sorted(addresses.items()))))
         result.set_judged(judged["plan"], judged)
         from .reproduce import load_in_reproducers
 

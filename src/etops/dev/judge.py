@@ -105,12 +105,19 @@ class Finding:
                 "input_dtypes": sorted({input_dtype(c) for c in self.cluster.cases})}
 
 
+#: the base's task results, kept for the process: (base identity, guarded, operator,
+#: task, dtype) -> TaskResult (the base is the same until HEAD or its headers change,
+#: so ``--watch`` judges it once)
+BASE_RESULTS: dict = {}
+
+
 def run_side(name: str, plan: dict, *, hooks=GUARDED, report_dir=None, deadline: float | None = None, only=None,
-             max_details: int = 3) -> tuple[Side, list]:
+             max_details: int = 3, cache_key=None) -> tuple[Side, list]:
     """One pass of check's runner over `plan` (operator -> tasks), float32 tasks of
     every operator first. `only`: run just these (operator, task) pairs; `deadline`:
-    time.monotonic() after which no task starts. Returns the Side and the
-    (operator, task) pairs run."""
+    time.monotonic() after which no task starts; `cache_key`: the results are kept
+    in BASE_RESULTS under it (and taken from there when present). Returns the Side
+    and the (operator, task) pairs run."""
     from .derived import DERIVED_PREFIX, run_derived
 
     start = time.perf_counter()
@@ -126,12 +133,17 @@ def run_side(name: str, plan: dict, *, hooks=GUARDED, report_dir=None, deadline:
             continue
         if deadline is not None and time.monotonic() > deadline:
             continue
-        runner = TaskRunner(kmap, [op], hooks=hooks, report_dir=report_dir, max_details=max_details, kernels=kernels)
-        dtype = dtype_from_name(task["dtype"])
-        if task["opinfo"].startswith(DERIVED_PREFIX):
-            result = run_derived(runner, task["opinfo"], dtype)
-        else:
-            result = runner.run(task["opinfo"], dtype)
+        key = None if cache_key is None else (cache_key, hooks is not None, op, task["opinfo"], task["dtype"])
+        result = BASE_RESULTS.get(key) if key is not None else None
+        if result is None:
+            runner = TaskRunner(kmap, [op], hooks=hooks, report_dir=report_dir, max_details=max_details, kernels=kernels)
+            dtype = dtype_from_name(task["dtype"])
+            if task["opinfo"].startswith(DERIVED_PREFIX):
+                result = run_derived(runner, task["opinfo"], dtype)
+            else:
+                result = runner.run(task["opinfo"], dtype)
+            if key is not None:
+                BASE_RESULTS[key] = result
         report.add(result)
         side.cases[op] += sum(sum(t.counts.values()) for (k, _), t in result.tallies.items() if k == op)
         ran.append((op, task["opinfo"], task["dtype"]))
@@ -170,10 +182,11 @@ def compare(edit: Side, base: Side | None, base_kind: str) -> tuple[list[Finding
 
 
 def judge(plan: dict, install_base, restore_base, *, base_kind: str = "", guarded: bool = True, report_dir=None,
-          budget: float | None = None, max_details: int = 3, dtypes=None) -> dict:
+          budget: float | None = None, max_details: int = 3, dtypes=None, base_key=None) -> dict:
     """The edit (installed now) and the base (`install_base()` swaps it in,
     `restore_base()` puts the edit back; None: no base) judged on the same
-    tasks; the base runs the tasks the edit ran. An operator the planned samples
+    tasks; the base runs the tasks the edit ran (those judged before under
+    `base_key`, the base's identity, are taken from BASE_RESULTS). An operator the planned samples
     never reach gets derived tasks (a sibling overload's samples). Returns edit / base Sides,
     findings, fixed, tasks left out per operator."""
     from .derived import tasks_for as derived_tasks
@@ -192,11 +205,14 @@ def judge(plan: dict, install_base, restore_base, *, base_kind: str = "", guarde
     edit.clusters = cl.build(edit.report, report_dir=report_dir, hooks=hooks, shrink=False) if report_dir else cl.group(edit.report.details)
     base = None
     if install_base is not None:
-        install_base()
+        pending = [r for r in ran if base_key is None or (base_key, hooks is not None, *r) not in BASE_RESULTS]
+        if pending:
+            install_base()
         try:
-            base, _ = run_side("base", plan, hooks=hooks, only=set(ran), max_details=max_details)
+            base, _ = run_side("base", plan, hooks=hooks, only=set(ran), max_details=max_details, cache_key=base_key)
         finally:
-            restore_base()
+            if pending:
+                restore_base()
         base.clusters = cl.group(base.report.details)
     findings, fixed = compare(edit, base, base_kind)
     left_out = {op: sum(1 for t in plan[op] if (op, t["opinfo"], t["dtype"]) not in set(ran)) for op in plan}
