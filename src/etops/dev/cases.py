@@ -85,15 +85,8 @@ def tasks_for(name: str, opinfo_ids, dtypes=None) -> list[dict]:
 
 
 def plan(names, dtypes=None, progress=False) -> dict[str, list[dict]]:
-    """Operator -> its tasks (OpInfo samples and reference; an operator with none
-    gets derived tasks from a sibling overload: ``derived.tasks_for``)."""
-    from . import derived
-
+    """Operator -> its tasks (OpInfo samples and reference). An operator they
+    never reach gets derived tasks from a sibling overload when judged
+    (``derived.tasks_for``, ``judge.judge``)."""
     reach = reaching(names, progress)
-    out = {}
-    for name in names:
-        tasks = tasks_for(name, reach[name], dtypes)
-        if not tasks:
-            tasks = derived.tasks_for(name, dtypes)
-        out[name] = tasks
-    return out
+    return {name: tasks_for(name, reach[name], dtypes) for name in names}
