@@ -102,3 +102,16 @@ def test_a_fresh_cache_plans_the_same_cases_as_a_warm_one(tmp_path, monkeypatch)
     warm = cases.plan(names, ["float32"])
     assert fresh == warm and all(fresh[n] for n in names)
     assert any(t["opinfo"] == "isclose" for t in fresh["aten::add.Scalar_out"])  # reached through a decomposition
+
+
+def test_changed_finds_edited_kernels_and_those_including_an_edited_header(repo):
+    from etops.dev.changes import changed_kernel_files
+
+    assert changed_kernel_files(repo, "HEAD")[0] == []
+    (repo / CPU / "op_mul.cpp").write_text(minicheckout.MUL + "\n// edited\n")
+    assert [p.name for p in changed_kernel_files(repo, "HEAD")[0]] == ["op_mul.cpp"]
+    header = repo / CPU / "util/mini_broadcast.h"
+    header.write_text(header.read_text() + "\n// edited\n")
+    files, notes = changed_kernel_files(repo, "HEAD")
+    assert sorted(p.name for p in files) == ["op_add.cpp", "op_floor_divide.cpp", "op_mul.cpp"]
+    assert "1 header" in notes[0] and "op_add.cpp" in notes[1]
