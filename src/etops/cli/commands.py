@@ -509,6 +509,8 @@ def cmd_dev(args) -> int:
         raise UsageError(f"--max-slowdown must be above 1, got {args.max_slowdown}")
     if not args.paths and args.changed is None:
         raise UsageError("give kernel files or folders, or --changed [REV]")
+    if args.watch and args.changed is not None:
+        raise UsageError("--watch goes with kernel files or folders, not --changed")
     for flag in ("json", "markdown"):
         value = getattr(args, flag)
         if value and not os.path.isdir(os.path.dirname(os.path.abspath(value))):

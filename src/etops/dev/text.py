@@ -13,12 +13,22 @@ def _short(name: str) -> str:
     return name.split("::", 1)[-1]
 
 
+def _phrase(dtypes) -> str:
+    """'float16/float32', or the dtype classes when there are more than four."""
+    from ..conformance.clusters import dtype_class
+
+    dtypes = sorted(dtypes)
+    return "/".join(dtypes) if len(dtypes) <= 4 else "/".join(sorted({dtype_class(d) for d in dtypes}))
+
+
 def finding_line(f) -> str:
+    """One finding: its category, check's summary with its inputs labelled by their
+    own dtypes (not the OpInfo task's), the cases recorded and the side that disagrees."""
     c = f.cluster
-    dtypes = "/".join(sorted({input_dtype(x) for x in c.cases}))
+    summary = c.summary.replace(f" on {_phrase(c.dtypes)} inputs", f" on {_phrase({input_dtype(x) for x in c.cases})} inputs", 1)
     site = memory_site(c)
     what = f"{f.category}" + (f" ({site})" if site else "")
-    return f"{what}: {c.summary} [input dtypes {dtypes}; {len(c.cases)} recorded case{'s' if len(c.cases) != 1 else ''}; {f.side()}]"
+    return f"{what}: {summary} [{len(c.cases)} recorded case{'s' if len(c.cases) != 1 else ''}; {f.side()}]"
 
 
 def _sources(f, op: str) -> str:

@@ -115,3 +115,17 @@ def test_changed_finds_edited_kernels_and_those_including_an_edited_header(repo)
     files, notes = changed_kernel_files(repo, "HEAD")
     assert sorted(p.name for p in files) == ["op_add.cpp", "op_floor_divide.cpp", "op_mul.cpp"]
     assert "1 header" in notes[0] and "op_add.cpp" in notes[1]
+
+
+def test_a_finding_labels_its_inputs_by_their_own_dtype():
+    from etops.conformance.clusters import group
+    from etops.conformance.runner import CaseResult
+    from etops.dev.judge import Finding
+    from etops.dev.text import finding_line
+
+    # an OpInfo variant's task at float32 whose samples are float64 (softmax.with_dtype's way)
+    case = CaseResult("aten::_softmax.out", "aten::_softmax", "softmax.with_dtype", "float32", 2, 0, "mismatch",
+                      message="Tensor-likes are not close!", inputs="Tensor[5, 5]:float64, 1, False", verdict="wrong")
+    [cluster] = group([case])
+    line = finding_line(Finding(cluster, "wrong", False, "git"))
+    assert "on float64 inputs" in line and "float32" not in line, line
