@@ -60,7 +60,8 @@ def time_ab(kernel, previous, sample, *, repeats: int = 11, warmup: int = 2, tar
                 calls["builtin"] = call
             except Exception as exc:  # noqa: BLE001
                 row["builtin_error"] = core._one_line(exc)
-        samples, counts = core.time_calls(calls, repeats=repeats, warmup=warmup, target=target, same_count=same_count)
+        options = {"same_count": True} if same_count else {}
+        samples, counts = core.time_calls(calls, repeats=repeats, warmup=warmup, target=target, **options)
     for name, values in samples.items():
         row[name] = core._summary(values)
     row["calls_per_loop"] = counts
