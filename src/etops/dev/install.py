@@ -110,7 +110,7 @@ def build_target(target: Target, cflags=(), ldflags=(), include_first=()) -> Ker
     if sys.platform != "darwin":  # GNU ld: link only the libraries the file uses (Apple's ld has no such flag)
         libs = ["-Wl,--as-needed", *libs, "-Wl,--no-as-needed"]
     source = Source(str(target.path), None, str(target.path))
-    return build([source], specs, flags, [*libs, *ldflags])
+    return build([source], specs, flags, [*libs, *ldflags], prelude_flags=WHEEL_CFLAGS)
 
 
 @dataclass
