@@ -51,6 +51,64 @@ def _report_dir(target_path, report_dir):
     return cache_dir() / "dev-reports" / hashlib.sha256(str(target_path).encode()).hexdigest()[:16]
 
 
+def _base(target, base, cflags):
+    """(base.Base, its KernelLibrary or None): the file at `base` (None: HEAD)
+    built, or the built-in (`base` False, no git checkout, a new file, or a base
+    that does not build: the Base says why)."""
+    from .base import Base, build_base, find_base
+
+    found = find_base(target, base) if base is not False else Base("built-in", why="no git base asked for")
+    if found.kind != "git":
+        return found, None
+    try:
+        return found, build_base(target, found, cflags)
+    except (BuildError, CheckoutError) as exc:
+        why = f"the file at {found.rev} does not build: " + str(exc).splitlines()[0]
+        return Base("built-in", rev=found.rev, commit=found.commit, why=why), None
+
+
+def _judge_file(result, target, addresses: dict, base_kind: str, directory, *, dtypes, isolate, budget, base_key) -> None:
+    """check's judge on the edit (installed) and the base (`addresses`: operator ->
+    the base's function, swapped in for its pass); this round's reproducers, each
+    loading the file, in `directory`."""
+    import shutil
+
+    from .cases import plan
+    from .judge import judge
+    from .reproduce import load_in_reproducers
+    from .swap import BaseSwap
+
+    for folder in ("findings", "reproducers"):  # this round's reproducers only
+        shutil.rmtree(directory / folder, ignore_errors=True)
+    t = time.perf_counter()
+    tasks = plan(result.ops, dtypes)
+    result.seconds["plan"] = time.perf_counter() - t
+    swap = BaseSwap(addresses)
+    judged = judge(tasks, swap.install if addresses else None, swap.restore, base_kind=base_kind if addresses else "",
+                   guarded=isolate, report_dir=directory, budget=budget, dtypes=dtypes, base_key=base_key)
+    result.set_judged(judged["plan"], judged)
+    load_in_reproducers(directory, [str(target.path)])
+
+
+def _time_file(result, target, addresses: dict, *, dtype, repeats, threads, max_slowdown) -> None:
+    """The edit (installed) against the base's function of each operator, three sizes."""
+    from ..registry import registry
+    from .install import schema_of
+    from .swap import callable_base
+    from .timing import time_edit
+
+    for index, impl in enumerate(target.ops):
+        name = impl.entry.op
+        kernel = as_program(registry().get_kernel(name))
+        handle = callable_base(name, schema_of(impl.entry), addresses.get(name), index)
+        try:
+            other = None if handle is None else as_program(handle.kernel)
+            result.timing += time_edit(kernel, other, dtype=dtype, repeats=repeats, threads=threads, max_slowdown=max_slowdown)
+        finally:
+            if handle is not None and handle.active:
+                handle.deregister()
+
+
 def run_file(path, *, root=None, yaml=None, dtypes=None, timing_dtype="float32", threads=1, repeats=11, check=True,
              timing=True, cflags=(), budget=CHECK_BUDGET, base=None, isolate=True, max_slowdown=None,
              report_dir=None) -> FileResult:
@@ -58,7 +116,6 @@ def run_file(path, *, root=None, yaml=None, dtypes=None, timing_dtype="float32",
     or built gives a FileResult with ``error`` set, nothing swapped. ``base``: the
     git revision the edit is compared with (None: HEAD; False: the built-in)."""
     from . import install as inst
-    from .base import Base, GitError, build_base, find_base
 
     result = FileResult(str(path))
     start = time.perf_counter()
@@ -81,19 +138,10 @@ def run_file(path, *, root=None, yaml=None, dtypes=None, timing_dtype="float32",
                     "flags": list(inst.WHEEL_CFLAGS)}
     t = time.perf_counter()
     try:
-        if not check and not timing:
-            base = False  # only built and swapped in (--load)
-        found = find_base(target, base) if base is not False else Base("built-in", why="no git base asked for")
-    except GitError as exc:
+        found, base_library = _base(target, False if not check and not timing else base, cflags)
+    except CheckoutError as exc:  # git could not give the base
         result.error = f"--base: {exc}"
         return result
-    base_library = None
-    if found.kind == "git":
-        try:
-            base_library = build_base(target, found, cflags)
-        except (BuildError, CheckoutError) as exc:
-            found = Base("built-in", rev=found.rev, commit=found.commit, why=f"the file at {found.rev} does not build: "
-                         + str(exc).splitlines()[0])
     result.base = {"kind": found.kind, "rev": found.rev, "commit": found.commit, "describe": found.describe(),
                    "headers": found.headers, "unchanged": found.unchanged,
                    "build": None if base_library is None else {"compiled": base_library.compiled, "build_dir": base_library.build_dir}}
@@ -113,44 +161,14 @@ def run_file(path, *, root=None, yaml=None, dtypes=None, timing_dtype="float32",
     directory = _report_dir(target.path, report_dir)
     result.report_dir = str(directory)
     if check:
-        from .cases import plan
-        from .judge import judge
-        from .swap import BaseSwap
-
-        import shutil
-
-        for folder in ("findings", "reproducers"):  # this round's reproducers only
-            shutil.rmtree(directory / folder, ignore_errors=True)
         t = time.perf_counter()
-        tasks = plan(result.ops, dtypes)
-        result.seconds["plan"] = time.perf_counter() - t
-        t = time.perf_counter()
-        swap = BaseSwap(addresses)
-        judged = judge(tasks, swap.install if addresses else None, swap.restore, base_kind=found.kind if addresses else "",
-                       guarded=isolate, report_dir=directory, budget=budget, dtypes=dtypes,
-                       base_key=(base_library.source_hash if base_library is not None else tuple(sorted(addresses.items()))))
-        result.set_judged(judged["plan"], judged)
-        from .reproduce import load_in_reproducers
-
-        load_in_reproducers(directory, [str(target.path)])
-        result.seconds["check"] = time.perf_counter() - t
+        base_key = base_library.source_hash if base_library is not None else tuple(sorted(addresses.items()))
+        _judge_file(result, target, addresses, found.kind, directory, dtypes=dtypes, isolate=isolate, budget=budget,
+                    base_key=base_key)
+        result.seconds["check"] = time.perf_counter() - t - result.seconds.get("plan", 0.0)
     if timing:
-        from ..registry import registry
-        from .swap import callable_base
-        from .timing import time_edit
-
         t = time.perf_counter()
-        for index, impl in enumerate(target.ops):
-            name = impl.entry.op
-            kernel = as_program(registry().get_kernel(name))
-            handle = callable_base(name, inst.schema_of(impl.entry), addresses.get(name), index)
-            try:
-                other = None if handle is None else as_program(handle.kernel)
-                result.timing += time_edit(kernel, other, dtype=timing_dtype, repeats=repeats, threads=threads,
-                                           max_slowdown=max_slowdown)
-            finally:
-                if handle is not None and handle.active:
-                    handle.deregister()
+        _time_file(result, target, addresses, dtype=timing_dtype, repeats=repeats, threads=threads, max_slowdown=max_slowdown)
         result.seconds["time"] = time.perf_counter() - t
     return result
 

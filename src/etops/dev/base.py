@@ -19,17 +19,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..custom import cache_dir
-
-
-class GitError(Exception):
-    """A git command failed (its stderr's first line)."""
+from ..errors import CheckoutError
 
 
 def _git(cwd: Path, *args: str, binary: bool = False):
     proc = subprocess.run(["git", "-C", str(cwd), *args], capture_output=True, text=not binary)
     if proc.returncode != 0:
         err = proc.stderr.decode(errors="replace") if binary else proc.stderr
-        raise GitError(f"git {' '.join(args)}: {(err.strip().splitlines() or ['failed'])[0]}")
+        raise CheckoutError(f"git {' '.join(args)}: {(err.strip().splitlines() or ['failed'])[0]}")
     return proc.stdout
 
 
@@ -38,12 +35,12 @@ def git_toplevel(path: Path) -> Path | None:
     folder = path if path.is_dir() else path.parent
     try:
         return Path(_git(folder, "rev-parse", "--show-toplevel").strip()).resolve()
-    except (GitError, OSError):
+    except (CheckoutError, OSError):
         return None
 
 
 def resolve_rev(top: Path, rev: str) -> str:
-    """The commit `rev` names (GitError when it names none)."""
+    """The commit `rev` names (CheckoutError when it names none)."""
     return _git(top, "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}").strip()
 
 
@@ -52,7 +49,7 @@ def file_at(top: Path, commit: str, path: Path) -> bytes | None:
     rel = path.resolve().relative_to(top).as_posix()
     try:
         return _git(top, "show", f"{commit}:{rel}", binary=True)
-    except GitError:
+    except CheckoutError:
         return None
 
 
@@ -103,7 +100,7 @@ def find_base(target, rev: str | None = None) -> Base:
     wanted = rev or "HEAD"
     try:
         commit = resolve_rev(top, wanted)
-    except GitError as exc:
+    except CheckoutError as exc:
         if rev is not None:
             raise
         return Base("built-in", why=f"no commit at HEAD ({exc})")
