@@ -1,6 +1,8 @@
-"""Edit-to-verdict of ``etops dev`` (issue 28): one kernel file edited, then rebuilt,
-swapped in, checked against ATen and the built-in on its operators and A/B timed
-at one size, until the verdict is printed.
+"""Edit-to-verdict of ``etops dev`` (issues 28, 35): one kernel file edited, then
+rebuilt, swapped in, judged as ``etops check`` judges (every call guarded) next to
+its base (the file at git HEAD when the file lies in a git checkout, built once and
+judged once per process; else the wheel's built-in) and timed against the base at
+three sizes, until the verdict is printed.
 
 - cold: a fresh ``etops dev FILE`` process with an empty kernel cache (no
   precompiled prelude either), wall clock from process start to exit;

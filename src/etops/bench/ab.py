@@ -32,12 +32,13 @@ def _outs_like(kernel, outs: dict) -> dict:
 
 
 def time_ab(kernel, previous, sample, *, repeats: int = 11, warmup: int = 2, target: float = 0.005,
-            threads: int | None = 1) -> dict:
+            threads: int | None = 1, aten: bool = True, same_count: bool = False) -> dict:
     """Times `kernel` (the operator's kernel object, the new kernel installed),
     `previous` (a callable kernel: the one it replaced; None for a new operator) and
     ATen on `sample`. Returns the row: seconds per call of each side, the paired
     ratios with their quartiles, whether the results agree, the verdicts, and the
-    thread count used."""
+    thread count used. ``aten=False``: ATen is not timed (its result still checked);
+    ``same_count``: every side looped as many times (core.time_calls)."""
     row: dict[str, Any] = {"kernel": kernel.name, "size": sample.size, "shapes": sample.shapes(),
                            "dtype": str(sample.dtype).replace("torch.", "") if sample.dtype is not None else "-",
                            "input": sample.source, "threads": threads, "error": None}
@@ -48,7 +49,7 @@ def time_ab(kernel, previous, sample, *, repeats: int = 11, warmup: int = 2, tar
         except Exception as exc:  # noqa: BLE001 - recorded, not raised
             row["error"] = str(exc)
             return row
-        calls = {"new": pair.et_call, "aten": pair.aten_call}
+        calls = {"new": pair.et_call, "aten": pair.aten_call} if aten else {"new": pair.et_call}
         row["agree_aten"] = pair.agree
         if previous is not None:
             outs = _outs_like(kernel, pair.et_outs)
@@ -59,12 +60,14 @@ def time_ab(kernel, previous, sample, *, repeats: int = 11, warmup: int = 2, tar
                 calls["builtin"] = call
             except Exception as exc:  # noqa: BLE001
                 row["builtin_error"] = core._one_line(exc)
-        samples, counts = core.time_calls(calls, repeats=repeats, warmup=warmup, target=target)
+        options = {"same_count": True} if same_count else {}
+        samples, counts = core.time_calls(calls, repeats=repeats, warmup=warmup, target=target, **options)
     for name, values in samples.items():
         row[name] = core._summary(values)
     row["calls_per_loop"] = counts
-    row["vs_aten"] = core.paired_ratio(samples["new"], samples["aten"])
-    row["verdict_aten"] = verdict(row["vs_aten"])
+    if "aten" in samples:
+        row["vs_aten"] = core.paired_ratio(samples["new"], samples["aten"])
+        row["verdict_aten"] = verdict(row["vs_aten"])
     if "builtin" in samples:
         row["vs_builtin"] = core.paired_ratio(samples["new"], samples["builtin"])
         row["verdict_builtin"] = verdict(row["vs_builtin"])

@@ -162,15 +162,22 @@ def _calibrate(call, target: float) -> int:
     return max(1, min(1_000_000, int(target / max(t, 1e-9))))
 
 
-def time_calls(calls: dict, repeats: int = 11, warmup: int = 2, target: float = 0.005) -> tuple[dict, dict]:
+def time_calls(calls: dict, repeats: int = 11, warmup: int = 2, target: float = 0.005,
+               same_count: bool = False) -> tuple[dict, dict]:
     """Times named calls ``{name: (fn, args, kwargs)}`` round-robin, the order
     rotated every round: ``warmup`` rounds thrown away, then ``repeats`` kept, each
-    loop calibrated to last about ``target`` seconds. Returns ({name: [seconds per
-    call, one per kept round]}, {name: calls per loop})."""
+    loop calibrated to last about ``target`` seconds (``same_count``: every call
+    looped as many times as the slowest's calibration allows, so that two versions
+    of one kernel run loops of one length: a machine that throttles long bursts, a
+    CPU quota, then slows both alike). Returns ({name: [seconds per call, one per
+    kept round]}, {name: calls per loop})."""
     samples: dict[str, list[float]] = {k: [] for k in calls}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         counts = {k: _calibrate(c, target) for k, c in calls.items()}
+        if same_count:  # each side's fastest of three calibrations (a busy moment would shorten the loops)
+            best = {k: max(counts[k], *(_calibrate(c, target) for _ in range(2))) for k, c in calls.items()}
+            counts = dict.fromkeys(counts, min(best.values()))
         names = list(calls)
         for r in range(warmup + repeats):
             shift = r % len(names)

@@ -10,7 +10,7 @@
     etops needs PROGRAM.pte [--json FILE] [--selected-ops YAML]
     etops check [NAME...] [--dtype ...] [--isolated --jobs N] [--report R.md --json R.json]
     etops fuzz [--budget S] [--guard] [--kernels TEXT]
-    etops dev PATH... [--root DIR] [--yaml FILE] [--watch] [--json FILE] [--threads N]
+    etops dev PATH... [--base REV] [--changed [REV]] [--watch] [--json FILE] [--markdown FILE] [--max-slowdown R]
     etops check|bench|needs|fuzz --load FILE.cpp|LIB.so|FILE.py:FUNCTION ...
 
 Tables and progress bars are rich's on a terminal, plain text when piped. An error
@@ -87,24 +87,33 @@ def build_parser() -> argparse.ArgumentParser:
     ne.add_argument("--selected-ops", metavar="YAML", help="write selected_operators.yaml (gen_oplist's format, with et_kernel_metadata) for a selective build")
     _add_load(ne)
 
-    dv = sub.add_parser("dev", help="build kernel files of an ExecuTorch checkout, swap them in, check them against ATen and "
-                                    "the built-in they replace, time all three (exit 0 agree, 1 finding, 2 build error)")
-    dv.add_argument("paths", nargs="+", metavar="PATH", help="kernel source files, or folders of them")
+    dv = sub.add_parser("dev", help="build kernel files of an ExecuTorch checkout, judge them as 'etops check' does (guarded) "
+                                    "next to the same files before the edit, time them against it (exit 0 no new finding, "
+                                    "1 new finding, 2 build error, 3 an operator got no case)")
+    dv.add_argument("paths", nargs="*", metavar="PATH", help="kernel source files, or folders of them")
     dv.add_argument("--root", metavar="DIR", help="the checkout (default: found from the file's executorch/... includes)")
     dv.add_argument("--yaml", action="append", metavar="FILE", help="the kernel YAML (default: the nearest functions.yaml, "
                                                                    "custom_ops.yaml, optimized.yaml or quantized.yaml above the file)")
+    dv.add_argument("--base", metavar="REV", help="compare with the files at this git revision (default HEAD; "
+                                                  "'none': with the wheel's built-in kernels)")
+    dv.add_argument("--changed", nargs="?", const="HEAD", metavar="REV",
+                    help="check every kernel file changed since REV (default HEAD) and those including a changed header")
     dv.add_argument("--watch", action="store_true", help="run again on every save of a file or a checkout header it includes")
     dv.add_argument("--max-rounds", type=int, metavar="N", help=argparse.SUPPRESS)  # --watch: stop after N rounds (tests)
     dv.add_argument("--json", metavar="FILE", help="write the result as JSON to FILE (--watch: rewritten every round)")
+    dv.add_argument("--markdown", metavar="FILE", help="write the result as a pull-request comment (markdown) to FILE")
+    dv.add_argument("--report-dir", metavar="DIR", help="where reproducers go (default: next to --json, else etops' cache)")
     dv.add_argument("--dtype", metavar="LIST", help="conformance dtypes, e.g. float32,int64 (default: every dtype the OpInfos list)")
-    dv.add_argument("--size", default="64k", help="elements of the timing input (default 64k)")
-    dv.add_argument("--timing-dtype", default="float32", help="dtype of the timing input (default float32)")
+    dv.add_argument("--no-isolate", action="store_true", help="call the kernels in this process, unguarded (faster; a crash ends it)")
+    dv.add_argument("--max-slowdown", type=float, metavar="R", help="a slowdown of the edit beyond R times the base "
+                                                                    "(and beyond the noise) at any size is a finding")
+    dv.add_argument("--timing-dtype", default="float32", help="dtype of the timing inputs (default float32)")
     dv.add_argument("--threads", type=int, default=1, metavar="N", help="threads for the timing (default 1)")
     dv.add_argument("--repeats", type=int, default=11, help="interleaved timing rounds (default 11)")
-    dv.add_argument("--budget", type=float, default=20.0, metavar="S",
-                    help="seconds the conformance of one file may take (float32 first; cases left out are counted; default 20, 0: no limit)")
+    dv.add_argument("--budget", type=float, default=60.0, metavar="S",
+                    help="seconds the edit's cases may take (float32 first; tasks left out are counted; default 60, 0: no limit)")
     dv.add_argument("--no-check", action="store_true", help="build and swap in, no conformance")
-    dv.add_argument("--no-timing", action="store_true", help="no A/B timing")
+    dv.add_argument("--no-timing", action="store_true", help="no timing")
 
     # `check` is the conformance command line (etops.conformance.cli): main() hands it
     # everything after the word; this entry only lists it in --help.

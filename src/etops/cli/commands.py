@@ -497,32 +497,44 @@ def cmd_needs(args) -> int:
 
 
 def cmd_dev(args) -> int:
-    """``etops dev PATH...``: 0 every operator agrees, 1 a finding stands, 2 a build error."""
+    """``etops dev PATH...``: 0 the edit introduces no finding, 1 it introduces one,
+    2 a build error, 3 an operator got no case."""
     if args.threads < 1:
         raise UsageError(f"--threads must be at least 1, got {args.threads}")
     if args.repeats < 1:
         raise UsageError(f"--repeats must be at least 1, got {args.repeats}")
     if args.max_rounds is not None and not args.watch:
         raise UsageError("--max-rounds goes with --watch")
-    if args.json and not os.path.isdir(os.path.dirname(os.path.abspath(args.json))):
-        raise UsageError(f"--json: no folder {os.path.dirname(os.path.abspath(args.json))}")
+    if args.max_slowdown is not None and args.max_slowdown <= 1:
+        raise UsageError(f"--max-slowdown must be above 1, got {args.max_slowdown}")
+    if not args.paths and args.changed is None:
+        raise UsageError("give kernel files or folders, or --changed [REV]")
+    if args.watch and args.changed is not None:
+        raise UsageError("--watch goes with kernel files or folders, not --changed")
+    for flag in ("json", "markdown"):
+        value = getattr(args, flag)
+        if value and not os.path.isdir(os.path.dirname(os.path.abspath(value))):
+            raise UsageError(f"--{flag}: no folder {os.path.dirname(os.path.abspath(value))}")
     for path in args.paths:
         if not os.path.exists(path):
             raise UsageError(f"{path}: no such file or folder")
     etops = _etops(args.debug)
-    from ..bench import inputs as _inputs, parse_dtype
+    from ..bench import parse_dtype
 
     dtypes = [parse_dtype(d) for d in _split(args.dtype) or ()] or None
-    _inputs.parse_size(args.size)
     parse_dtype(args.timing_dtype)
-    options = dict(root=args.root, yaml=args.yaml, dtypes=dtypes, size=args.size, timing_dtype=args.timing_dtype,
-                   threads=args.threads, repeats=args.repeats, check=not args.no_check, timing=not args.no_timing,
-                   budget=args.budget or None)
+    report_dir = args.report_dir or (os.path.join(os.path.dirname(os.path.abspath(args.json)), "etops-dev") if args.json else None)
+    options = dict(root=args.root, yaml=args.yaml, dtypes=dtypes, timing_dtype=args.timing_dtype, threads=args.threads,
+                   repeats=args.repeats, check=not args.no_check, timing=not args.no_timing, budget=args.budget or None,
+                   base=False if args.base == "none" else args.base, isolate=not args.no_isolate,
+                   max_slowdown=args.max_slowdown, report_dir=report_dir, changed=args.changed)
 
     def show(result) -> None:
         print(result.text(), flush=True)
         if args.json:
             result.write_json(args.json)
+        if args.markdown:
+            result.write_markdown(args.markdown)
         if args.watch:
             print(f"watching {len(args.paths)} path{'s' if len(args.paths) != 1 else ''} and the checkout headers they "
                   "include (Ctrl-C ends)", flush=True)

@@ -109,15 +109,17 @@ def _base_flags(tc: Toolchain) -> list[str]:
     return flags
 
 
-def _prelude(tc: Toolchain) -> tuple[str, bool]:
+def _prelude(tc: Toolchain, extra=()) -> tuple[str, bool]:
     """(path of the prelude header, whether it is precompiled). ExecuTorch's headers
     are most of a small kernel's compile time, so GCC gets a precompiled prelude,
     made once per toolchain in the cache. Making it takes several times one kernel's
     compile, so the first build does not wait for it: it starts the precompile in the
     background and compiles without; later builds use it. (Set ETOPS_PCH=0 to never
     precompile. Without a usable .gch GCC reads the header itself, so a stale or
-    missing one only costs time.)"""
-    flags = _base_flags(tc)
+    missing one only costs time.) `extra`: flags of the build that a precompiled
+    header must have been made with too (a macro such as NDEBUG: GCC will not use a
+    .gch made without it); each set of them has its own prelude."""
+    flags = _base_flags(tc) + list(extra)
     key = hashlib.sha256("\0".join([GENERATOR_VERSION, tc.cxx_id, PRELUDE] + flags).encode()).hexdigest()[:16]
     folder = cache_dir() / "prelude" / key
     header = folder / "prelude.h"
@@ -243,8 +245,9 @@ def source_hash(sources: list[Source], kernels: list[KernelSpec], cflags, ldflag
     return h.hexdigest(), decls, wrappers
 
 
-def build(sources: list[Source], kernels: list[KernelSpec], cflags=(), ldflags=()) -> KernelLibrary:
-    """Compiles (or finds in the cache) a kernel set."""
+def build(sources: list[Source], kernels: list[KernelSpec], cflags=(), ldflags=(), prelude_flags=()) -> KernelLibrary:
+    """Compiles (or finds in the cache) a kernel set. `prelude_flags`: those of
+    `cflags` the precompiled prelude is made with too (macros, optimization)."""
     tc = toolchain()
     digest, decls, wrappers = source_hash(sources, kernels, cflags, ldflags)
     root = cache_dir()
@@ -275,7 +278,7 @@ def build(sources: list[Source], kernels: list[KernelSpec], cflags=(), ldflags=(
             # file name and line numbers in diagnostics.
             wrappers = wrappers.replace('#include "decls.h"\n', f'#include "decls.h"\n#include {json.dumps(compile_paths[0])}\n', 1)
         (build_dir / "wrappers.cpp").write_text(wrappers)
-        prelude, pch = _prelude(tc)
+        prelude, pch = _prelude(tc, prelude_flags)
         (build_dir / "build.ninja").write_text(_ninja_file(tc, compile_paths, list(cflags), list(ldflags), prelude, pch))
         proc = subprocess.run([tc.ninja, "-C", str(build_dir)], capture_output=True, text=True)
         log = proc.stdout + proc.stderr

@@ -1,21 +1,25 @@
 """The kernel-development loop on an ExecuTorch checkout: edit a kernel file, and in
-seconds it is built, swapped in, checked against ATen and the built-in kernel it
-replaced, and timed against both.
+seconds it is built, swapped in, judged as ``etops check`` judges (guarded), next to
+the same file before the edit (git HEAD, or the wheel's built-in), and timed
+against it.
 
     result = etops.dev("executorch/kernels/portable/cpu/op_add.cpp")
-    print(result)            # build, conformance vs ATen and vs the built-in, A/B timing, verdict
-    result.exit_code         # 0 agrees, 1 a finding stands, 2 a file did not build
+    print(result)            # build (and the base's), cases per operator, findings new / also in base, timing, verdict
+    result.exit_code         # 0 no new finding, 1 a new finding, 2 a build error, 3 an operator got no case
     result.restore()         # the built-in kernels back (else they stay swapped for the session)
 
     etops.dev.watch("op_add.cpp", on_round=print)   # again on every save
 
 For each file: the checkout (``checkout``: source root, YAML, operators the file
 implements, headers it includes), the build and swap (``install``: one kernel set
-in etops.custom's cache, overrides / registrations), conformance against ATen and
-the replaced kernel (``check``), A/B timing (``etops.bench.ab``), the report
-(``report``), one round of all of it (``loop``) and the watch loop (``watch``). ``load`` gives the other commands
-``--load``. May import the core, etops.custom, etops.conformance and etops.bench.
-``etops.dev`` is this module, callable as ``etops.dev(paths)``.
+in etops.custom's cache, overrides / registrations), the base (``base``: the file
+at a git revision, built with the same flags; ``swap``: the base's kernels swapped
+in or made callable), the cases (``cases``, ``derived``), check's judge on both
+sides (``judge``), one round of it all (``loop``), the reproducers (``reproduce``), the timing (``timing``), the
+report (``report``, ``text``), ``--changed`` (``changes``) and the watch loop
+(``watch``). ``load`` gives the other commands ``--load``. May import the core,
+etops.custom, etops.conformance, etops.guard and etops.bench. ``etops.dev`` is this
+module, callable as ``etops.dev(paths)``.
 """
 
 from __future__ import annotations

@@ -24,6 +24,11 @@ from . import checkout as co
 KERNEL_LIBRARIES = ("executorch_kernels_optimized", "executorch_kernels_quantized")
 #: Checkout kernels are written against deprecated aliases the wheel's headers flag.
 CHECKOUT_CFLAGS = ("-Wno-deprecated-declarations",)
+#: The flags the wheel's kernels were built with: ExecuTorch's CMakeLists.txt sets
+#: CMAKE_CXX_FLAGS_RELEASE to "-O2 -ffunction-sections -fdata-sections" before
+#: CMake's Release default "-O3 -DNDEBUG" (the later -O3 wins) and the wheel is a
+#: Release build (setup.py); -fPIC and -fvisibility=hidden come from etops' build.
+WHEEL_CFLAGS = ("-O3", "-DNDEBUG", "-ffunction-sections", "-fdata-sections")
 
 
 def torch_include_dir() -> str:
@@ -92,19 +97,20 @@ def headers_digest(target: Target) -> str:
     return h.hexdigest()[:16]
 
 
-def build_target(target: Target, cflags=(), ldflags=()) -> KernelLibrary:
+def build_target(target: Target, cflags=(), ldflags=(), include_first=()) -> KernelLibrary:
     """Compiles (or finds in the cache) the file's kernels: one kernel set, the
-    checkout on the include path, the wheel's kernel libraries linked as needed.
-    Raises BuildError with the diagnostics on the user's lines."""
+    checkout on the include path (after `include_first`), the wheel's kernel
+    libraries linked as needed, with the flags the wheel's kernels were built with
+    (WHEEL_CFLAGS). Raises BuildError with the diagnostics on the user's lines."""
     tc = toolchain()
     specs = [KernelSpec(i.entry.op, schema_of(i.entry), i.function) for i in target.ops]
-    flags = [f"-I{target.include_root}", *CHECKOUT_CFLAGS, f"-idirafter{torch_include_dir()}",
+    flags = [*include_first, f"-I{target.include_root}", *CHECKOUT_CFLAGS, *WHEEL_CFLAGS, f"-idirafter{torch_include_dir()}",
              f"-DETOPS_CHECKOUT_HEADERS={headers_digest(target)}", *cflags]
     libs = [f"-l{lib}" for lib in KERNEL_LIBRARIES if (Path(tc.lib_dir) / _native.shared_library_name(lib)).exists()]
     if sys.platform != "darwin":  # GNU ld: link only the libraries the file uses (Apple's ld has no such flag)
         libs = ["-Wl,--as-needed", *libs, "-Wl,--no-as-needed"]
     source = Source(str(target.path), None, str(target.path))
-    return build([source], specs, flags, [*libs, *ldflags])
+    return build([source], specs, flags, [*libs, *ldflags], prelude_flags=WHEEL_CFLAGS)
 
 
 @dataclass

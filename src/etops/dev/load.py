@@ -64,7 +64,7 @@ def load(spec: str) -> list[str]:
     if suffix in SOURCE_SUFFIXES:
         from .loop import run_file
 
-        result = run_file(spec, check=False, timing=False)
+        result = run_file(spec, check=False, timing=False, base=False)
         if result.error:
             raise LoadError(f"--load {spec}: {result.error}")
         _kept.append(result.installed)

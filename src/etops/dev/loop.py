@@ -1,7 +1,8 @@
-"""One round of the kernel-development loop: each kernel file located in its
-checkout, built, swapped in, checked against ATen and the kernel it replaced, and
-timed against both (``run_file``); every file of a list or folder (``dev``).
-May import the core, etops.conformance and etops.bench (through check and timing).
+"""One round of the kernel-development gate: each kernel file located in its
+checkout, built with the wheel's flags, its base built (``base``), the edit judged
+next to it by check's judge (``judge``) and timed against it (``timing``)
+(``run_file``); every file of a list, a folder or a change (``dev``).
+May import the core, etops.custom, etops.conformance, etops.guard and etops.bench.
 """
 
 from __future__ import annotations
@@ -14,14 +15,86 @@ from .checkout import CheckoutError, NoOperators
 from .report import DevResult, FileResult
 
 
-#: Seconds the conformance of one file may take by default (float32 runs first).
-CHECK_BUDGET = 20.0
+#: Seconds the conformance of one file may take by default (float32 tasks first).
+CHECK_BUDGET = 60.0
 
 
-def run_file(path, *, root=None, yaml=None, dtypes=None, size="64k", timing_dtype="float32", threads=1, repeats=11,
-             check=True, timing=True, cflags=(), budget=CHECK_BUDGET) -> FileResult:
+def _report_dir(target_path, report_dir):
+    from pathlib import Path
+
+    if report_dir is not None:
+        return Path(report_dir)
+    import hashlib
+
+    from ..custom import cache_dir
+
+    return cache_dir() / "dev-reports" / hashlib.sha256(str(target_path).encode()).hexdigest()[:16]
+
+
+def _base(target, base, cflags):
+    """(base.Base, its KernelLibrary or None): the file at `base` (None: HEAD)
+    built, or the built-in (`base` False, no git checkout, a new file, or a base
+    that does not build: the Base says why)."""
+    from .base import Base, build_base, find_base
+
+    found = find_base(target, base) if base is not False else Base("built-in", why="no git base asked for")
+    if found.kind != "git":
+        return found, None
+    try:
+        return found, build_base(target, found, cflags)
+    except (BuildError, CheckoutError) as exc:
+        why = f"the file at {found.rev} does not build: " + str(exc).splitlines()[0]
+        return Base("built-in", rev=found.rev, commit=found.commit, why=why), None
+
+
+def _judge_file(result, target, addresses: dict, base_kind: str, directory, *, dtypes, isolate, budget, base_key) -> None:
+    """check's judge on the edit (installed) and the base (`addresses`: operator ->
+    the base's function, swapped in for its pass); this round's reproducers, each
+    loading the file, in `directory`."""
+    import shutil
+
+    from .cases import plan
+    from .judge import judge
+    from .reproduce import load_in_reproducers
+    from .swap import BaseSwap
+
+    for folder in ("findings", "reproducers"):  # this round's reproducers only
+        shutil.rmtree(directory / folder, ignore_errors=True)
+    t = time.perf_counter()
+    tasks = plan(result.ops, dtypes)
+    result.seconds["plan"] = time.perf_counter() - t
+    swap = BaseSwap(addresses)
+    judged = judge(tasks, swap.install if addresses else None, swap.restore, base_kind=base_kind if addresses else "",
+                   guarded=isolate, report_dir=directory, budget=budget, dtypes=dtypes, base_key=base_key)
+    result.set_judged(judged["plan"], judged)
+    load_in_reproducers(directory, [str(target.path)])
+
+
+def _time_file(result, target, addresses: dict, *, dtype, repeats, threads, max_slowdown) -> None:
+    """The edit (installed) against the base's function of each operator, three sizes."""
+    from ..registry import registry
+    from .install import schema_of
+    from .swap import callable_base
+    from .timing import time_edit
+
+    for index, impl in enumerate(target.ops):
+        name = impl.entry.op
+        kernel = as_program(registry().get_kernel(name))
+        handle = callable_base(name, schema_of(impl.entry), addresses.get(name), index)
+        try:
+            other = None if handle is None else as_program(handle.kernel)
+            result.timing += time_edit(kernel, other, dtype=dtype, repeats=repeats, threads=threads, max_slowdown=max_slowdown)
+        finally:
+            if handle is not None and handle.active:
+                handle.deregister()
+
+
+def run_file(path, *, root=None, yaml=None, dtypes=None, timing_dtype="float32", threads=1, repeats=11, check=True,
+             timing=True, cflags=(), budget=CHECK_BUDGET, base=None, isolate=True, max_slowdown=None,
+             report_dir=None) -> FileResult:
     """One kernel file through the loop (see ``dev``); a file that cannot be located
-    or built gives a FileResult with ``error`` set, nothing swapped."""
+    or built gives a FileResult with ``error`` set, nothing swapped. ``base``: the
+    git revision the edit is compared with (None: HEAD; False: the built-in)."""
     from . import install as inst
 
     result = FileResult(str(path))
@@ -41,65 +114,88 @@ def run_file(path, *, root=None, yaml=None, dtypes=None, size="64k", timing_dtyp
         result.error = str(exc)
         return result
     result.seconds["build"] = time.perf_counter() - t
-    result.build = {"seconds": result.seconds["build"], "compiled": library.compiled, "build_dir": library.build_dir}
+    result.build = {"seconds": result.seconds["build"], "compiled": library.compiled, "build_dir": library.build_dir,
+                    "flags": list(inst.WHEEL_CFLAGS)}
+    t = time.perf_counter()
+    try:
+        found, base_library = _base(target, False if not check and not timing else base, cflags)
+    except CheckoutError as exc:  # git could not give the base
+        result.error = f"--base: {exc}"
+        return result
+    result.base = {"kind": found.kind, "rev": found.rev, "commit": found.commit, "describe": found.describe(),
+                   "headers": found.headers, "unchanged": found.unchanged,
+                   "build": None if base_library is None else {"compiled": base_library.compiled, "build_dir": base_library.build_dir}}
+    result.seconds["base"] = time.perf_counter() - t
     t = time.perf_counter()
     installed = inst.install(target, library)
     result.installed = installed
     result.replaced = sorted(installed.replaced)
     result.seconds["swap"] = time.perf_counter() - t
-    # both sides judged as a program calls them (etops.as_program): the timing input's
-    # agreement is part of the verdict, so no workaround of the rules table may decide it
-    previous = {name: as_program(o.previous.kernel) for name, o in installed.replaced.items()}
+    addresses = {}
+    for index, impl in enumerate(target.ops):
+        name = impl.entry.op
+        if base_library is not None:
+            addresses[name] = base_library.function(index)
+        elif name in installed.replaced:
+            addresses[name] = installed.replaced[name].previous_address
+    directory = _report_dir(target.path, report_dir)
+    result.report_dir = str(directory)
     if check:
-        from .check import check as run_check
-
         t = time.perf_counter()
-        result.conformance = run_check(result.ops, previous, dtypes, budget)
-        result.seconds["check"] = time.perf_counter() - t
+        base_key = base_library.source_hash if base_library is not None else tuple(sorted(addresses.items()))
+        _judge_file(result, target, addresses, found.kind, directory, dtypes=dtypes, isolate=isolate, budget=budget,
+                    base_key=base_key)
+        result.seconds["check"] = time.perf_counter() - t - result.seconds.get("plan", 0.0)
     if timing:
-        from ..bench.ab import ab_sample, time_ab
-        from ..registry import registry
-
         t = time.perf_counter()
-        for name in result.ops:
-            kernel = as_program(registry().get_kernel(name))
-            sample = ab_sample(kernel, size, timing_dtype)
-            if sample is None:
-                result.timing.append({"kernel": name, "error": f"no OpInfo sample of about {size} elements works on both sides"})
-                continue
-            result.timing.append(time_ab(kernel, previous.get(name), sample, repeats=repeats, threads=threads))
+        _time_file(result, target, addresses, dtype=timing_dtype, repeats=repeats, threads=threads, max_slowdown=max_slowdown)
         result.seconds["time"] = time.perf_counter() - t
     return result
 
 
-def dev(paths, *, root=None, yaml=None, dtypes=None, size="64k", timing_dtype="float32", threads=1, repeats=11,
-        check=True, timing=True, cflags=(), budget=CHECK_BUDGET) -> DevResult:
+def dev(paths, *, root=None, yaml=None, dtypes=None, timing_dtype="float32", threads=1, repeats=11, check=True,
+        timing=True, cflags=(), budget=CHECK_BUDGET, base=None, isolate=True, max_slowdown=None, report_dir=None,
+        changed=None) -> DevResult:
     """Builds the kernel files `paths` (files, or folders of them) of an ExecuTorch
-    checkout or an out-of-tree kernel folder against the installed wheel, swaps
-    their operators in for the session (override; register when an operator has no
-    kernel), checks each against ATen and against the kernel it replaced, and times
-    new / built-in / ATen on one input (A/B, interleaved rounds).
+    checkout or an out-of-tree kernel folder against the installed wheel, with the
+    flags the wheel's kernels were built with, swaps their operators in for the
+    session, and judges the edit as ``etops check`` does (same runner, cases,
+    classifier and clustering; every call guarded unless ``isolate=False``) next to
+    the base: the same file at ``base`` (default HEAD) in a git checkout, else the
+    wheel's built-in. Findings the base shares are "also in base". Then times the
+    edit against the base at three sizes.
 
-    ``root``: the checkout (default: found from the file's includes); ``yaml``: the
-    kernel YAML(s) (default: the nearest above the file); ``dtypes``: conformance
-    dtypes (default: every dtype the OpInfos list); ``size``/``timing_dtype``: the
-    timing input; ``threads``: for timing (default 1); ``check``/``timing``: False
-    leaves that step out; ``cflags``: more compiler flags; ``budget``: seconds the
-    conformance of one file may take (float32 first; the cases left out are
-    counted; None: no limit)."""
-    from .checkout import kernel_files
-
+    ``root``/``yaml``: the checkout and kernel YAML(s) (default: found); ``dtypes``:
+    conformance dtypes (default: every dtype the OpInfos list); ``timing_dtype``,
+    ``threads``, ``repeats``: the timing; ``check``/``timing``: False leaves that
+    step out; ``cflags``: more compiler flags; ``budget``: seconds the edit's cases
+    may take (float32 first; tasks left out are counted; None: no limit);
+    ``max_slowdown``: a slowdown beyond it (and the noise) is a finding;
+    ``report_dir``: where reproducers go; ``changed``: a git revision: the kernel
+    files changed since it (and those including a changed header), added to `paths`."""
     from pathlib import Path
 
+    from .checkout import kernel_files
+
     start = time.perf_counter()
-    given = [paths] if isinstance(paths, (str, bytes, Path)) or not hasattr(paths, "__iter__") else list(paths)
+    given = [] if paths is None else [paths] if isinstance(paths, (str, bytes, Path)) or not hasattr(paths, "__iter__") else list(paths)
     named = {Path(p).resolve() for p in given if Path(p).is_file()}
+    files = kernel_files(given) if given else []
+    notes = []
+    if changed is not None:
+        from .changes import changed_kernel_files
+
+        more, notes = changed_kernel_files(given[0] if given else ".", changed, root)
+        named |= set(more)
+        files += [f for f in more if f not in files]
     results, skipped = [], []
-    for f in kernel_files(given):
-        r = run_file(f, root=root, yaml=yaml, dtypes=dtypes, size=size, timing_dtype=timing_dtype, threads=threads,
-                     repeats=repeats, check=check, timing=timing, cflags=cflags, budget=budget)
+    for f in files:
+        sub = None if report_dir is None else Path(report_dir) / f.stem
+        r = run_file(f, root=root, yaml=yaml, dtypes=dtypes, timing_dtype=timing_dtype, threads=threads, repeats=repeats,
+                     check=check, timing=timing, cflags=cflags, budget=budget, base=base, isolate=isolate,
+                     max_slowdown=max_slowdown, report_dir=sub)
         if r.no_operators and f not in named:
             skipped.append(str(f))  # a helper source of a folder, not a kernel file
         else:
             results.append(r)
-    return DevResult(results, time.perf_counter() - start, skipped)
+    return DevResult(results, time.perf_counter() - start, skipped, notes)

@@ -1,15 +1,14 @@
-"""What one ``etops dev`` round found: per kernel file, the build, the operators
-swapped in, their conformance against ATen and the built-in, the A/B timing; the
-text shown, the JSON written and the exit code."""
+"""What one ``etops dev`` round found: per kernel file, the build (and the base's),
+the operators swapped in, how many cases each got, the findings of check's judge
+(new ones apart from those the base shares), the timing against the base; the
+text shown, the JSON and pull-request markdown written, and the exit code."""
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
 
-from ..bench.ab import describe_ratio
-
-EXIT_OK, EXIT_FINDING, EXIT_ERROR = 0, 1, 2
+EXIT_OK, EXIT_FINDING, EXIT_ERROR, EXIT_NO_CASE = 0, 1, 2, 3
 
 
 @dataclass
@@ -22,46 +21,77 @@ class FileResult:
     replaced: list = field(default_factory=list)  #: of those, the ones whose kernel it replaced
     checkout: str = ""
     yamls: list = field(default_factory=list)
-    build: dict = field(default_factory=dict)  #: seconds, compiled (False: cache hit), build_dir
+    build: dict = field(default_factory=dict)  #: seconds, compiled (False: cache hit), build_dir, flags
+    base: dict = field(default_factory=dict)  #: kind ("git" / "built-in"), rev, commit, describe, headers, build
     error: str | None = None
     no_operators: bool = False  #: the error is that the file implements none of the YAML's operators
-    conformance: list = field(default_factory=list)  #: dev.check.Conformance per operator
-    timing: list = field(default_factory=list)  #: bench.ab rows
-    seconds: dict = field(default_factory=dict)  #: per phase: locate, build, swap, check, time
+    checked: bool = False
+    cases: dict = field(default_factory=dict)  #: operator -> cases the edit ran
+    base_cases: dict = field(default_factory=dict)  #: operator -> cases the base ran
+    sources: dict = field(default_factory=dict)  #: operator -> the OpInfos / references / derived tasks planned
+    left_out: dict = field(default_factory=dict)  #: operator -> tasks not run (budget)
+    findings: list = field(default_factory=list)  #: judge.Finding, the edit's (also-in-base marked)
+    fixed: list = field(default_factory=list)  #: check clusters of the base the edit no longer shows
+    timing: list = field(default_factory=list)  #: timing.time_edit rows
+    seconds: dict = field(default_factory=dict)  #: per phase
+    report_dir: str = ""
     installed: object = field(default=None, repr=False)
 
-    def timing_findings(self) -> list[str]:
-        """Timing inputs on which the new kernel's result disagrees."""
-        out = []
-        for row in self.timing:
-            for key, other in (("agree_aten", "ATen"), ("agree_builtin", "the built-in")):
-                if row.get(key) is False:
-                    out.append(f"{row['kernel']}: differs from {other} on the timing input {row['shapes']}")
-        return out
+    def set_judged(self, plan: dict, judged: dict) -> None:
+        self.checked = True
+        self.cases = dict(judged["edit"].cases)
+        self.base_cases = dict(judged["base"].cases) if judged["base"] is not None else {}
+        self.sources = {op: sorted({t["opinfo"] for t in tasks}) for op, tasks in plan.items()}
+        self.left_out = {op: n for op, n in judged["left_out"].items() if n}
+        self.findings, self.fixed = judged["findings"], judged["fixed"]
 
     @property
-    def findings(self) -> int:
-        return sum(c.findings for c in self.conformance) + len(self.timing_findings())
+    def new_findings(self) -> list:
+        return [f for f in self.findings if f.gating]
+
+    def slowdowns(self) -> list:
+        return [r for r in self.timing if r.get("slowdown_finding")]
+
+    def no_case(self) -> list:
+        """Operators that got no case (nothing judged them)."""
+        return [op for op in self.ops if self.checked and not self.cases.get(op)]
+
+    @property
+    def exit_code(self) -> int:
+        if self.error:
+            return EXIT_ERROR
+        if self.new_findings or self.slowdowns():
+            return EXIT_FINDING
+        return EXIT_NO_CASE if self.no_case() else EXIT_OK
 
     def to_dict(self) -> dict:
         return {"path": self.path, "ops": self.ops, "replaced": self.replaced, "checkout": self.checkout, "yamls": self.yamls,
-                "build": self.build, "error": self.error, "conformance": [c.to_dict() for c in self.conformance],
-                "timing": self.timing, "seconds": self.seconds, "findings": self.findings}
+                "build": self.build, "base": self.base, "error": self.error, "cases": self.cases, "base_cases": self.base_cases,
+                "sources": self.sources, "left_out": self.left_out, "no_case": self.no_case(),
+                "findings": [f.to_json() for f in self.findings], "fixed": [c.to_json() for c in self.fixed],
+                "new_findings": len(self.new_findings), "timing": self.timing, "seconds": self.seconds,
+                "report_dir": self.report_dir, "exit_code": self.exit_code}
 
 
 @dataclass
 class DevResult:
     files: list
-    seconds: float = 0.0  #: edit to verdict: locate, build, swap, check and time, every file
+    seconds: float = 0.0  #: edit to verdict: every phase, every file
     skipped: list = field(default_factory=list)  #: files of a folder that implement no operator (helpers)
+    notes: list = field(default_factory=list)  #: --changed: what the change touched
 
     @property
     def exit_code(self) -> int:
-        """0: every operator agrees; 1: a finding stands; 2: a file did not build (or
-        no file implements an operator)."""
-        if not self.files or any(f.error for f in self.files):
+        """0: the edit introduces no finding; 1: it introduces one (or a slowdown
+        beyond --max-slowdown); 2: a file did not build (or none implements an
+        operator); 3: an operator of a file got no case."""
+        if not self.files:
             return EXIT_ERROR
-        return EXIT_FINDING if any(f.findings for f in self.files) else EXIT_OK
+        codes = {f.exit_code for f in self.files}
+        for code in (EXIT_ERROR, EXIT_FINDING, EXIT_NO_CASE):
+            if code in codes:
+                return code
+        return EXIT_OK
 
     def restore(self) -> None:
         """Puts back every kernel these files replaced, removes those they added."""
@@ -71,21 +101,32 @@ class DevResult:
                 f.installed = None
 
     def to_dict(self) -> dict:
-        return {"files": [f.to_dict() for f in self.files], "skipped": self.skipped, "seconds": self.seconds,
-                "exit_code": self.exit_code}
+        return {"files": [f.to_dict() for f in self.files], "skipped": self.skipped, "notes": self.notes,
+                "seconds": self.seconds, "exit_code": self.exit_code, "verdict": self.verdict()}
 
     def write_json(self, path: str) -> None:
         with open(path, "w") as fh:
             json.dump(self.to_dict(), fh, indent=1, default=str)
 
     def text(self) -> str:
-        lines = []
+        from .text import file_lines
+
+        lines = list(self.notes)
         for f in self.files:
-            lines += _file_lines(f)
+            lines += file_lines(f)
         if self.skipped:
             lines.append(f"skipped (no operator of the YAML): {', '.join(p.rsplit('/', 1)[-1] for p in self.skipped)}")
         lines.append(self.verdict())
         return "\n".join(lines)
+
+    def markdown(self) -> str:
+        from .text import markdown
+
+        return markdown(self)
+
+    def write_markdown(self, path: str) -> None:
+        with open(path, "w") as fh:
+            fh.write(self.markdown())
 
     def verdict(self) -> str:
         code = self.exit_code
@@ -94,56 +135,13 @@ class DevResult:
         elif code == EXIT_ERROR:
             what = "a file did not build"
         elif code == EXIT_FINDING:
-            n = sum(f.findings for f in self.files)
-            what = f"{n} finding{'s' if n != 1 else ''} (mismatches, errors or aborts against ATen or the built-in)"
+            n = sum(len(f.new_findings) + len(f.slowdowns()) for f in self.files)
+            what = f"the edit introduces {n} finding{'s' if n != 1 else ''}"
+        elif code == EXIT_NO_CASE:
+            what = "no case for " + ", ".join(op for f in self.files for op in f.no_case())
         else:
-            what = "every operator agrees with ATen and with the kernel it replaced"
-        return f"verdict: {what} [{self.seconds:.1f} s]"
+            shared = sum(len(f.findings) - len(f.new_findings) for f in self.files)
+            what = "the edit introduces no finding" + (f" ({shared} not gating or also in base)" if shared else "")
+        return f"verdict: {what} [exit {code}, {self.seconds:.1f} s]"
 
     __str__ = text
-
-
-def _counts(counts: dict) -> str:
-    shown = [f"{n} {s}" for s, n in counts.items() if n]
-    return ", ".join(shown) or "no case"
-
-
-def _file_lines(f: FileResult) -> list[str]:
-    lines = [f"{f.path}"]
-    if f.checkout:
-        lines.append(f"  checkout {f.checkout}; {', '.join(f.yamls)}")
-    if f.error:
-        lines.append("  " + f.error.replace("\n", "\n  "))
-        return lines
-    b = f.build
-    lines.append(f"  {'built' if b.get('compiled') else 'cached build'} in {b.get('seconds', 0):.1f} s; "
-                 + "; ".join(f"{op} {'overridden' if op in f.replaced else 'registered (no built-in)'}" for op in f.ops))
-    for c in f.conformance:
-        lines.append(f"  {c.name}")
-        lines.append(f"    vs ATen:     {_counts(c.vs_aten)}")
-        if c.name in f.replaced:
-            lines.append(f"    vs built-in: {_counts(c.vs_builtin)}")
-        if c.note:
-            lines.append(f"    note: {c.note}")
-        for label, details in (("ATen", c.details_aten), ("built-in", c.details_builtin)):
-            for d in details:
-                if d.status == "pass":
-                    continue
-                lines.append(f"    {d.status} vs {label}: {d.opinfo} {d.dtype} sample {d.sample}: {d.message[:160]}")
-                lines.append(f"      inputs: {d.inputs[:200]}")
-    for row in f.timing:
-        if row.get("error"):
-            lines.append(f"  timing {row['kernel']}: {row['error']}")
-            continue
-        us = {k: row[k]["median"] * 1e6 for k in ("new", "builtin", "aten") if k in row}
-        sides = ", ".join(f"{k} {v:.2f} us" for k, v in us.items())
-        lines.append(f"  timing {row['kernel']} ({row['dtype']} {row['shapes'].replace(' ', ', ')}, {row['threads']} thread"
-                     f"{'s' if row['threads'] != 1 else ''}, {row['repeats']} interleaved rounds): {sides}")
-        if "vs_builtin" in row:
-            lines.append("    " + describe_ratio(row["vs_builtin"], row["verdict_builtin"], "built-in"))
-        elif row.get("builtin_error"):
-            lines.append(f"    built-in: {row['builtin_error']}")
-        lines.append("    " + describe_ratio(row["vs_aten"], row["verdict_aten"], "ATen"))
-    for text in f.timing_findings():
-        lines.append(f"  finding: {text}")
-    return lines

@@ -56,7 +56,12 @@ def watch(paths, on_round=print, *, rounds: int | None = None, poll: float = 0.2
             seen = fingerprint(watched)
             if result is not None:
                 result.restore()
-            result = dev(files, **options)
+            try:
+                result = dev(files, **options)
+            except Exception as exc:  # noqa: BLE001 - the watch goes on; the round says what failed
+                from .report import DevResult, FileResult
+
+                result = DevResult([FileResult(str(files[0]), error=f"etops dev failed: {type(exc).__name__}: {exc}")])
             done += 1
             on_round(result)
             if rounds is not None and done >= rounds:

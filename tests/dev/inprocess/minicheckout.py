@@ -1,5 +1,5 @@
 """A miniature ExecuTorch checkout for the ``etops dev`` tests, written by the tests:
-``executorch/kernels/portable/functions.yaml`` and two kernel files in
+``executorch/kernels/portable/functions.yaml`` and three kernel files in
 ``kernels/portable/cpu/`` sharing a util header of their own
 (``cpu/util/mini_broadcast.h``). The kernels are float32-only (other dtypes are
 refused with InvalidArgument: "unsupported", not a finding) and broadcast through
@@ -29,6 +29,11 @@ FUNCTIONS_YAML = """\
   kernels:
     - arg_meta: null
       kernel_name: torch::executor::mul_out
+
+- op: floor_divide.Scalar_out
+  kernels:
+    - arg_meta: null
+      kernel_name: torch::executor::floor_divide_scalar_out
 """
 
 HEADER = """\
@@ -159,6 +164,40 @@ Tensor& mul_out(KernelRuntimeContext& ctx, const Tensor& a, const Tensor& b, Ten
 """
 
 
+#: floor_divide.Scalar_out: an overload the wheel has no kernel for and no OpInfo sample
+#: reaches (torch.floor_divide with a number gives ATen's floor_divide.default a 0-dim tensor)
+FLOOR_DIVIDE = """\
+#include <cmath>
+#include <executorch/kernels/portable/cpu/util/mini_broadcast.h>
+
+namespace torch {
+namespace executor {
+namespace native {
+
+Tensor& floor_divide_scalar_out(KernelRuntimeContext& ctx, const Tensor& a, const Scalar& b, Tensor& out) {
+  if (!mini::float_and_contiguous(a) || !mini::float_and_contiguous(out) ||
+      executorch::runtime::resize_tensor(out, a.sizes()) != Error::Ok) {
+    ctx.fail(Error::InvalidArgument);
+    return out;
+  }
+  const float v = static_cast<float>(mini::to_double(b));
+  const float* x = a.const_data_ptr<float>();
+  float* o = out.mutable_data_ptr<float>();
+  for (size_t i = 0; i < static_cast<size_t>(a.numel()); ++i) o[i] = std::floor(x[i] / v);
+  return out;
+}
+
+}  // namespace native
+}  // namespace executor
+}  // namespace torch
+"""
+
+#: planted in op_mul.cpp by the gate tests: a write one element past the out
+OUT_OF_BOUNDS = ("  return out;\n}\n", "  o[out.numel()] = 0.0f;\n  return out;\n}\n")
+#: planted in op_mul.cpp: the loop run twice (a 2x slowdown, same values)
+SLOWDOWN = ("  for (size_t i = 0;", "  for (int rep = 0; rep < 2; ++rep)\n  for (size_t i = 0;")
+
+
 def add_source(buggy: bool = False) -> str:
     return ADD.replace("FIRST_INDEX", BUGGY_INDEX if buggy else CORRECT_INDEX)
 
@@ -177,6 +216,20 @@ def write(folder: Path, *, buggy: bool = False, name: str = "executorch") -> Pat
     write_file(checkout / "kernels/portable/cpu/util/mini_broadcast.h", HEADER)
     write_file(checkout / "kernels/portable/cpu/op_add.cpp", add_source(buggy))
     write_file(checkout / "kernels/portable/cpu/op_mul.cpp", MUL)
+    write_file(checkout / "kernels/portable/cpu/op_floor_divide.cpp", FLOOR_DIVIDE)
+    return checkout
+
+
+def git_checkout(folder: Path) -> Path:
+    """The miniature checkout as a git repository of its own, committed (the base of
+    ``etops dev`` is the file at HEAD)."""
+    import subprocess
+
+    checkout = write(folder)
+    env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t",
+           "PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(folder)}
+    for args in (["init", "-q"], ["add", "-A"], ["commit", "-q", "-m", "base"]):
+        subprocess.run(["git", "-C", str(checkout), *args], check=True, env=env, capture_output=True)
     return checkout
 
 

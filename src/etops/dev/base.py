@@ -1,0 +1,153 @@
+"""The baseline of ``etops dev``: the kernel file as it was before the edit.
+
+In a git checkout the base is the file (and every checkout header it includes
+that changed) at ``HEAD`` or ``--base REV``, written to an overlay folder in the
+cache and compiled with the same flags as the edit (the overlay goes first on the
+include path, so a changed header is its REV version too). Outside a git
+checkout, or for a file that did not exist at REV, the base is the wheel's
+built-in kernel (``Base.kind == "built-in"``) and the report says so.
+
+Reads git (``git show``, ``git diff --name-only``); compiles through
+``install.build_target``; never touches the working tree.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..custom import cache_dir
+from ..errors import CheckoutError
+
+
+def _git(cwd: Path, *args: str, binary: bool = False):
+    proc = subprocess.run(["git", "-C", str(cwd), *args], capture_output=True, text=not binary)
+    if proc.returncode != 0:
+        err = proc.stderr.decode(errors="replace") if binary else proc.stderr
+        raise CheckoutError(f"git {' '.join(args)}: {(err.strip().splitlines() or ['failed'])[0]}")
+    return proc.stdout
+
+
+def git_toplevel(path: Path) -> Path | None:
+    """The top of the git work tree holding `path`, or None (not in one, or no git)."""
+    folder = path if path.is_dir() else path.parent
+    try:
+        return Path(_git(folder, "rev-parse", "--show-toplevel").strip()).resolve()
+    except (CheckoutError, OSError):
+        return None
+
+
+def resolve_rev(top: Path, rev: str) -> str:
+    """The commit `rev` names (CheckoutError when it names none)."""
+    return _git(top, "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}").strip()
+
+
+def file_at(top: Path, commit: str, path: Path) -> bytes | None:
+    """`path`'s content at `commit`; None when it did not exist there."""
+    rel = path.resolve().relative_to(top).as_posix()
+    try:
+        return _git(top, "show", f"{commit}:{rel}", binary=True)
+    except CheckoutError:
+        return None
+
+
+def changed_since(top: Path, rev: str) -> list[Path]:
+    """Files of the work tree that differ from `rev` (committed since, staged or
+    not) or are new and untracked, as absolute paths that exist."""
+    commit = resolve_rev(top, rev)
+    names = _git(top, "diff", "--name-only", commit, "--").splitlines()
+    names += _git(top, "ls-files", "--others", "--exclude-standard").splitlines()
+    out = []
+    for n in dict.fromkeys(names):
+        p = (top / n).resolve()
+        if p.is_file():
+            out.append(p)
+    return out
+
+
+@dataclass
+class Base:
+    """What the edit is compared with: ``kind`` "git" (the file at ``commit``) or
+    "built-in" (the wheel's kernel; ``why`` says why there is no git base);
+    ``path``: the base source compiled (git); ``headers``: the checkout headers
+    taken at ``commit`` because they differ from the work tree."""
+
+    kind: str
+    rev: str = ""
+    commit: str = ""
+    why: str = ""
+    path: Path | None = None
+    headers: list = field(default_factory=list)
+    overlay: Path | None = None
+    unchanged: bool = False  #: the file and its headers are as at ``commit``
+
+    def describe(self) -> str:
+        if self.kind == "git":
+            what = f"{self.rev} ({self.commit[:10]})"
+            extra = f", with {len(self.headers)} header{'s' if len(self.headers) != 1 else ''} at {self.rev}" if self.headers else ""
+            return f"the file at {what}{extra}" + ("; unchanged since" if self.unchanged else "")
+        return f"the wheel's built-in kernel ({self.why})"
+
+
+def find_base(target, rev: str | None = None) -> Base:
+    """The base of `target` (an install.Target): the file at `rev` (default HEAD)
+    when it lies in a git checkout and existed there, else the built-in."""
+    top = git_toplevel(target.path)
+    if top is None:
+        return Base("built-in", why="not a git checkout")
+    wanted = rev or "HEAD"
+    try:
+        commit = resolve_rev(top, wanted)
+    except CheckoutError as exc:
+        if rev is not None:
+            raise
+        return Base("built-in", why=f"no commit at HEAD ({exc})")
+    original = file_at(top, commit, target.path)
+    if original is None:
+        return Base("built-in", rev=wanted, commit=commit, why=f"{target.path.name} is new since {wanted}")
+    changed_headers = []
+    for header in sorted(target.headers):
+        try:
+            header.relative_to(top)
+        except ValueError:
+            continue
+        old = file_at(top, commit, header)
+        if old is not None and old != header.read_bytes():
+            changed_headers.append((header, old))
+    unchanged = original == target.path.read_bytes() and not changed_headers
+    digest = hashlib.sha256(commit.encode() + str(target.path).encode() + original
+                            + b"".join(str(h).encode() + o for h, o in changed_headers)).hexdigest()[:16]
+    overlay = cache_dir() / "dev-base" / digest
+    inside = overlay / "executorch"
+    base_path = inside / target.path.relative_to(target.checkout)
+    _write(base_path, original)
+    for header, old in changed_headers:
+        try:
+            _write(inside / header.relative_to(target.checkout), old)
+        except ValueError:  # a header of the top outside the checkout: its own path under the top
+            _write(inside / header.relative_to(top), old)
+    return Base("git", rev=wanted, commit=commit, path=base_path, headers=[str(h) for h, _ in changed_headers],
+                overlay=overlay, unchanged=unchanged)
+
+
+def _write(path: Path, data: bytes) -> None:
+    if path.exists() and path.read_bytes() == data:
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_bytes(data)
+    tmp.replace(path)
+
+
+def build_base(target, base: Base, cflags=()):
+    """The base's kernel library: `target`'s operators compiled from the base
+    source with the edit's flags (the overlay first on the include path, the
+    file's own folder for its quoted includes)."""
+    from dataclasses import replace
+
+    from .install import build_target
+
+    based = replace(target, path=base.path)
+    return build_target(based, (f"-iquote{target.path.parent}", *cflags), include_first=(f"-I{base.overlay}",))

@@ -1,0 +1,222 @@
+"""The judge of ``etops dev``: ``etops check``'s runner, case source, classifier and
+clustering, run on the edit and on the base, and the two compared.
+
+Each side is one pass of check's TaskRunner over the same tasks (cases.plan),
+with the sweep's hooks: by default every kernel call is guarded
+(``etops.guard.call``: tensors against guard pages, in a forked guard process), so
+a crash, an abort or a write past an out is a case, not the end of the process.
+The cases are grouped by root cause with check's clusters (one finding per
+cause, its dtypes an attribute); a crash whose fault lies in a tensor argument's
+guard region is a ``memory`` finding. An edit finding whose cause the base shows
+too is "also in base"; a base finding the edit no longer shows is "fixed".
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass, field
+
+from ..conformance import clusters as cl
+from ..conformance.runner import TaskRunner, default_kmap, dtype_from_name
+from ..conformance.sweep import Report
+
+#: the hooks of a guarded pass (etops check --guard's)
+GUARDED = "etops.guard.hooks:guarded"
+#: finding categories that make the edit fail (exit 1) when the base does not share them;
+#: "unsupported" only when there is a base that passed (a refusal where the base passed)
+GATING = ("memory", "crash", "abort", "wrong", "error", "guarded")
+_MEMORY = re.compile(r"(read|write|access) (past the end|before the start|inside a read-only input|inside) of argument '([^']+)'")
+_INPUT_DTYPE = re.compile(r"Tensor\[[^\]]*\]:(\w+)")
+
+
+def category(cluster) -> str:
+    """check's category of a finding, a crash in a tensor's guard region
+    (or caught by etops' canaries) being ``memory``."""
+    if cluster.kind == "crash":
+        for case in [cluster.example, *cluster.cases]:
+            message = getattr(case, "message", "") or ""
+            if _MEMORY.search(message) or "wrote outside its memory" in message:
+                return "memory"
+    return cluster.category
+
+
+def memory_site(cluster) -> str:
+    """'write past the end of argument 'out'' for a memory finding (from the first
+    of its cases whose fault was placed), else ''."""
+    for case in [cluster.example, *cluster.cases]:
+        m = _MEMORY.search(getattr(case, "message", "") or "")
+        if m:
+            return f"{m.group(1)} {m.group(2)} of argument '{m.group(3)}'"
+    return ""
+
+
+def input_dtype(case) -> str:
+    """The dtype of the case's first tensor input (the label shown), else the task's."""
+    m = _INPUT_DTYPE.search(getattr(case, "inputs", "") or "")
+    return m.group(1) if m else case.dtype
+
+
+@dataclass
+class Side:
+    """One pass: the Report (check's), its clusters, per operator the cases run and
+    the tasks left out (budget)."""
+
+    name: str
+    report: Report
+    clusters: list = field(default_factory=list)
+    cases: dict = field(default_factory=dict)  #: operator -> cases run
+    seconds: float = 0.0
+
+
+@dataclass
+class Finding:
+    """One root cause of the edit's: check's cluster, its category (memory split
+    from crash), whether the base shows it too, and which side disagrees."""
+
+    cluster: object
+    category: str
+    in_base: bool
+    base_kind: str  #: "git", "built-in" or "" (no base: a new operator)
+
+    @property
+    def gating(self) -> bool:
+        """Whether this finding fails the edit (exit 1)."""
+        if self.in_base:
+            return False
+        if self.category == "unsupported":
+            return bool(self.base_kind)
+        return self.category in GATING
+
+    def side(self) -> str:
+        """Which side disagrees with the reference, in words."""
+        ex = self.cluster.example or self.cluster.cases[0]
+        who = "the edit and the base" if self.in_base else "the edit" + (" (the base agrees)" if self.base_kind else "")
+        if self.cluster.kind == "mismatch" and getattr(ex, "reference_error", None) is not None:
+            return (f"{who} off the float64 reference by {ex.reference_error:.3g}, ATen by "
+                    f"{ex.aten_reference_error:.3g}")
+        if self.cluster.kind == "mismatch":
+            return f"{who} disagrees with ATen"
+        return who
+
+    def to_json(self) -> dict:
+        return {**self.cluster.to_json(), "category": self.category, "in_base": self.in_base, "gating": self.gating,
+                "side": self.side(), "memory": memory_site(self.cluster) or None,
+                "input_dtypes": sorted({input_dtype(c) for c in self.cluster.cases})}
+
+
+#: the base's task results, kept for the process: (base identity, guarded, operator,
+#: task, dtype) -> TaskResult (the base is the same until HEAD or its headers change,
+#: so ``--watch`` judges it once)
+BASE_RESULTS: dict = {}
+
+
+def run_side(name: str, plan: dict, *, hooks=GUARDED, report_dir=None, deadline: float | None = None, only=None,
+             max_details: int = 3, cache_key=None) -> tuple[Side, list]:
+    """One pass of check's runner over `plan` (operator -> tasks), float32 tasks of
+    every operator first. `only`: run just these (operator, task) pairs; `deadline`:
+    time.monotonic() after which no task starts; `cache_key`: the results are kept
+    in BASE_RESULTS under it (and taken from there when present). Returns the Side
+    and the (operator, task) pairs run."""
+    from .derived import DERIVED_PREFIX, run_derived
+
+    start = time.perf_counter()
+    names = sorted(plan)
+    kmap = default_kmap()
+    report = Report(names, None, hooks is not None, 1, report_dir=str(report_dir) if report_dir else None)
+    side = Side(name, report, cases=dict.fromkeys(names, 0))
+    order = sorted(((n, t) for n in names for t in plan[n]), key=lambda p: (p[1]["dtype"] != "float32", p[0]))
+    ran = []
+    kernels: dict = {}
+    for op, task in order:
+        if only is not None and (op, task["opinfo"], task["dtype"]) not in only:
+            continue
+        if deadline is not None and time.monotonic() > deadline:
+            continue
+        key = None if cache_key is None else (cache_key, hooks is not None, op, task["opinfo"], task["dtype"])
+        result = BASE_RESULTS.get(key) if key is not None else None
+        if result is None:
+            runner = TaskRunner(kmap, [op], hooks=hooks, report_dir=report_dir, max_details=max_details, kernels=kernels)
+            dtype = dtype_from_name(task["dtype"])
+            if task["opinfo"].startswith(DERIVED_PREFIX):
+                result = run_derived(runner, task["opinfo"], dtype)
+            else:
+                result = runner.run(task["opinfo"], dtype)
+            if key is not None:
+                BASE_RESULTS[key] = result
+        report.add(result)
+        side.cases[op] += sum(sum(t.counts.values()) for (k, _), t in result.tallies.items() if k == op)
+        ran.append((op, task["opinfo"], task["dtype"]))
+    report.details.sort(key=lambda c: (c.kernel, c.status, c.opinfo, c.dtype, c.sample, c.call))
+    side.seconds = time.perf_counter() - start
+    return side, ran
+
+
+def _merge(side: Side, more: Side) -> None:
+    """Adds `more`'s cases to `side` (same operators or others)."""
+    r, m = side.report, more.report
+    for key, tally in m.tallies.items():
+        r.tallies.setdefault(key, type(tally)()).merge(tally)
+    r.details += m.details
+    r.tasks += m.tasks
+    r.samples += m.samples
+    for op, n in more.cases.items():
+        side.cases[op] = side.cases.get(op, 0) + n
+    r.details.sort(key=lambda c: (c.kernel, c.status, c.opinfo, c.dtype, c.sample, c.call))
+
+
+def compare(edit: Side, base: Side | None, base_kind: str) -> tuple[list[Finding], list]:
+    """The edit's findings (also-in-base marked) and the base's findings the edit
+    no longer shows (fixed)."""
+    base_clusters = base.clusters if base is not None else []
+    base_keys = {c.key for c in base_clusters}
+    base_cases = {(c.id, c.status) for c in base.report.details} if base is not None else set()
+    findings = []
+    for c in edit.clusters:
+        shared = c.key in base_keys or any((x.id, x.status) in base_cases for x in c.cases)
+        findings.append(Finding(c, category(c), shared, base_kind if base is not None else ""))
+    edit_keys = {c.key for c in edit.clusters}
+    edit_cases = {(c.id, c.status) for c in edit.report.details}
+    fixed = [c for c in base_clusters if c.key not in edit_keys and not any((x.id, x.status) in edit_cases for x in c.cases)]
+    return findings, fixed
+
+
+def judge(plan: dict, install_base, restore_base, *, base_kind: str = "", guarded: bool = True, report_dir=None,
+          budget: float | None = None, max_details: int = 3, dtypes=None, base_key=None) -> dict:
+    """The edit (installed now) and the base (`install_base()` swaps it in,
+    `restore_base()` puts the edit back; None: no base) judged on the same
+    tasks; the base runs the tasks the edit ran (those judged before under
+    `base_key`, the base's identity, are taken from BASE_RESULTS). An operator the planned samples
+    never reach gets derived tasks (a sibling overload's samples). Returns edit / base Sides,
+    findings, fixed, tasks left out per operator."""
+    from .derived import tasks_for as derived_tasks
+
+    hooks = GUARDED if guarded else None
+    deadline = None if budget is None else time.monotonic() + budget
+    edit, ran = run_side("edit", plan, hooks=hooks, report_dir=report_dir, deadline=deadline, max_details=max_details)
+    derived_run = {r[0] for r in ran if r[1].startswith("derived:")}
+    unreached = {op: derived_tasks(op, dtypes) for op, n in edit.cases.items() if not n and op not in derived_run}
+    unreached = {op: tasks for op, tasks in unreached.items() if tasks}
+    if unreached:  # OpInfo samples planned for them reach none of their calls: cases derived from a sibling's
+        more, more_ran = run_side("edit", unreached, hooks=hooks, report_dir=report_dir, deadline=deadline, max_details=max_details)
+        _merge(edit, more)
+        ran += more_ran
+        plan = {**plan, **{op: plan[op] + tasks for op, tasks in unreached.items()}}
+    edit.clusters = cl.build(edit.report, report_dir=report_dir, hooks=hooks, shrink=False) if report_dir else cl.group(edit.report.details)
+    base = None
+    if install_base is not None:
+        pending = [r for r in ran if base_key is None or (base_key, hooks is not None, *r) not in BASE_RESULTS]
+        if pending:
+            install_base()
+        try:
+            base, _ = run_side("base", plan, hooks=hooks, only=set(ran), max_details=max_details, cache_key=base_key)
+        finally:
+            if pending:
+                restore_base()
+        base.clusters = cl.group(base.report.details)
+    findings, fixed = compare(edit, base, base_kind)
+    left_out = {op: sum(1 for t in plan[op] if (op, t["opinfo"], t["dtype"]) not in set(ran)) for op in plan}
+    return {"edit": edit, "base": base, "findings": findings, "fixed": fixed, "left_out": left_out, "plan": plan}
+
+
+__all__ = ["Finding", "Side", "category", "compare", "input_dtype", "judge", "run_side"]

@@ -1,0 +1,72 @@
+"""Timing of the edit against the base: for each operator, at three sizes (small,
+medium, large), the two kernels (and ATen) timed interleaved, round-robin, on one
+thread unless asked (``etops.bench.ab.time_ab``). The verdict per size: the
+paired ratio edit / base, its interquartile range the noise; "no difference"
+unless the whole range and the ratio of the two fastest rounds (``of_mins``, the
+figure the machine's load disturbs least) lie beyond 1 ± ``MIN_EFFECT``;
+``max_slowdown`` R makes a slowdown beyond R (and beyond the noise) a finding."""
+
+from __future__ import annotations
+
+#: (label, elements of the largest input)
+SIZES = (("small", "1k"), ("medium", "64k"), ("large", "1M"))
+#: a ratio within 1 ± this reads "no difference" whatever its range (two builds of
+#: one source differ by code placement alone)
+MIN_EFFECT = 0.08
+
+
+def verdict(ratio: dict | None) -> str:
+    """'faster', 'slower' or 'no difference' for an edit / base ratio summary."""
+    if ratio is None:
+        return "not timed"
+    best = ratio.get("of_mins") or ratio["median"]
+    if ratio["q3"] < 1.0 - MIN_EFFECT and best < 1.0 - MIN_EFFECT:
+        return "faster"
+    if ratio["q1"] > 1.0 + MIN_EFFECT and best > 1.0 + MIN_EFFECT:
+        return "slower"
+    return "no difference"
+
+
+#: seconds each timed loop lasts: long enough for a share of a loaded machine to average out
+TARGET = 0.01
+
+
+def time_edit(kernel, base, *, dtype="float32", sizes=SIZES, repeats: int = 11, threads: int = 1,
+              max_slowdown: float | None = None) -> list[dict]:
+    """One row per size: bench.ab's row (edit as ``new``, the base as ``builtin``)
+    with ``label``, ``verdict`` (edit vs base), ``slowdown_finding`` (a slowdown
+    beyond `max_slowdown` and the noise) and ``error`` when no sample works."""
+    from ..bench.ab import ab_sample, time_ab
+
+    rows = []
+    for label, size in sizes:
+        sample = ab_sample(kernel, size, dtype)
+        if sample is None:
+            rows.append({"kernel": kernel.name, "label": label, "size": size,
+                         "error": f"no OpInfo sample of about {size} elements at {dtype}"})
+            continue
+        row = time_ab(kernel, base, sample, repeats=repeats, threads=threads, target=TARGET, aten=False, same_count=True)
+        row["label"] = label
+        ratio = row.get("vs_builtin")
+        row["verdict"] = verdict(ratio) if base is not None else "no base"
+        row["slowdown_finding"] = bool(max_slowdown is not None and ratio is not None and row["verdict"] == "slower"
+                                       and ratio["median"] > max_slowdown and (ratio.get("of_mins") or 0) > max_slowdown)
+        rows.append(row)
+    return rows
+
+
+def describe(row: dict) -> str:
+    """'medium (float32, 65536 elements): edit 1.02x the base's time (IQR 0.98-1.05): no difference'."""
+    if row.get("error"):
+        return f"{row['label']}: {row['error']}"
+    head = f"{row['label']} ({row['dtype']}, {row['size']} elements)"
+    edit_us = row["new"]["median"] * 1e6
+    if "vs_builtin" not in row:
+        why = row.get("builtin_error") or "no base kernel"
+        return f"{head}: edit {edit_us:.2f} us; base not timed ({why})"
+    r = row["vs_builtin"]
+    text = (f"{head}: edit {edit_us:.2f} us, base {row['builtin']['median'] * 1e6:.2f} us: {r['median']:.2f}x the base's time "
+            f"(IQR {r['q1']:.2f}-{r['q3']:.2f}, fastest rounds {r.get('of_mins') or 0:.2f}x): {row['verdict']}")
+    if row.get("agree_builtin") is False:
+        text += "; results differ from the base's on this input"
+    return text

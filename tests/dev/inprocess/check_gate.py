@@ -1,0 +1,132 @@
+"""``etops dev`` as a gate, on the miniature checkout committed to a git repository
+the test makes (the base is the file at HEAD): a write past the out is a memory
+finding with exit 1 and the JSON written; an unchanged file exits 0 with "no
+difference" at every size; a 2x slowdown with --max-slowdown 1.3 exits 1; an
+overload no OpInfo sample reaches gets derived cases; a fresh cache plans the
+same cases as a warm one; reproducers load the file."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+import etops
+import minicheckout
+from etops.cli import main as cli_main
+
+CPU = "kernels/portable/cpu"
+
+
+@pytest.fixture()
+def repo(tmp_path):
+    return minicheckout.git_checkout(tmp_path)
+
+
+def _dev(args, capsys):
+    code = cli_main(["dev", *args])
+    return code, capsys.readouterr().out
+
+
+def test_a_write_past_the_out_is_a_memory_finding_and_the_json_is_written(repo, tmp_path, capsys):
+    kernel = repo / CPU / "op_mul.cpp"
+    kernel.write_text(minicheckout.MUL.replace(*minicheckout.OUT_OF_BOUNDS))
+    out = tmp_path / "dev.json"
+    code, printed = _dev([str(kernel), "--dtype", "float32", "--no-timing", "--budget", "20", "--json", str(out)], capsys)
+    assert code == 1, printed
+    data = json.loads(out.read_text())
+    [f] = data["files"]
+    assert f["base"]["kind"] == "git" and not f["base"]["unchanged"]
+    memory = [x for x in f["findings"] if x["category"] == "memory"]
+    assert memory and memory[0]["gating"] and not memory[0]["in_base"], f["findings"]
+    assert memory[0]["memory"] == "write past the end of argument 'out'"
+    assert "the edit (the base agrees)" in memory[0]["side"]
+    assert "new findings (1)" in printed and "memory (write past the end of argument 'out')" in printed
+    # the reproducer builds the edited file before its call and exits 1 while the bug stands
+    script = memory[0]["reproducer"]
+    assert script and "etops.dev.load" in open(script).read()
+    run = subprocess.run([sys.executable, script], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert run.returncode != 0
+
+
+def test_an_unchanged_file_exits_0_with_no_difference_at_every_size(repo, tmp_path, capsys):
+    out = tmp_path / "dev.json"
+    md = tmp_path / "dev.md"
+    code, printed = _dev([str(repo / CPU / "op_mul.cpp"), "--dtype", "float32", "--no-isolate", "--json", str(out), "--markdown",
+                          str(md)], capsys)
+    assert code == 0, printed
+    [f] = json.loads(out.read_text())["files"]
+    assert f["base"]["unchanged"] and f["cases"]["aten::mul.out"] == f["base_cases"]["aten::mul.out"] > 0
+    assert [r["label"] for r in f["timing"]] == ["small", "medium", "large"]
+    assert all(r["verdict"] == "no difference" for r in f["timing"]), [(r["label"], r.get("vs_builtin")) for r in f["timing"]]
+    assert all(r["threads"] == 1 for r in f["timing"])
+    assert "| `mul.out` | small |" in md.read_text() and "verdict: the edit introduces no finding" in printed
+
+
+def test_a_2x_slowdown_beyond_max_slowdown_exits_1(repo, capsys):
+    kernel = repo / CPU / "op_mul.cpp"
+    kernel.write_text(minicheckout.MUL.replace(*minicheckout.SLOWDOWN))
+    code, printed = _dev([str(kernel), "--no-check", "--max-slowdown", "1.3"], capsys)
+    assert code == 1, printed
+    assert "slowdown finding" in printed
+    code, printed = _dev([str(kernel), "--no-check"], capsys)  # without the threshold: a timing line, exit 0
+    assert code == 0, printed
+
+
+def test_an_overload_no_opinfo_reaches_gets_derived_cases(repo):
+    result = etops.dev(repo / CPU / "op_floor_divide.cpp", timing=False, dtypes=["float32"])
+    try:
+        [f] = result.files
+        assert f.error is None, f.error
+        assert f.ops == ["aten::floor_divide.Scalar_out"] and f.replaced == []  # no kernel in the wheel
+        assert f.cases["aten::floor_divide.Scalar_out"] > 0, result.text()
+        assert any(s.startswith("derived:aten::floor_divide.Scalar_out|aten::floor_divide.out|") for s in f.sources[f.ops[0]])
+        assert result.exit_code in (0, 1) and "cases" in result.text()
+    finally:
+        result.restore()
+
+
+def test_a_fresh_cache_plans_the_same_cases_as_a_warm_one(tmp_path, monkeypatch):
+    from etops.conformance import runner
+    from etops.dev import cases
+
+    everything = runner.opinfos()
+    # a small OpInfo universe: discovery over it is quick (its cache key is its own)
+    subset = {k: v for k, v in everything.items() if k in ("mul", "add", "sub", "isclose", "nn.functional.rms_norm", "abs", "cat")}
+    monkeypatch.setattr(runner, "_OPS", subset)
+    names = ["aten::mul.out", "aten::add.Scalar_out"]
+    monkeypatch.setenv("ETOPS_CACHE_DIR", str(tmp_path / "fresh"))
+    fresh = cases.plan(names, ["float32"])
+    assert list((tmp_path / "fresh").glob("conformance-discovery-*.json"))  # computed here, then cached
+    warm = cases.plan(names, ["float32"])
+    assert fresh == warm and all(fresh[n] for n in names)
+    assert any(t["opinfo"] == "isclose" for t in fresh["aten::add.Scalar_out"])  # reached through a decomposition
+
+
+def test_changed_finds_edited_kernels_and_those_including_an_edited_header(repo):
+    from etops.dev.changes import changed_kernel_files
+
+    assert changed_kernel_files(repo, "HEAD")[0] == []
+    (repo / CPU / "op_mul.cpp").write_text(minicheckout.MUL + "\n// edited\n")
+    assert [p.name for p in changed_kernel_files(repo, "HEAD")[0]] == ["op_mul.cpp"]
+    header = repo / CPU / "util/mini_broadcast.h"
+    header.write_text(header.read_text() + "\n// edited\n")
+    files, notes = changed_kernel_files(repo, "HEAD")
+    assert sorted(p.name for p in files) == ["op_add.cpp", "op_floor_divide.cpp", "op_mul.cpp"]
+    assert "1 header" in notes[0] and "op_add.cpp" in notes[1]
+
+
+def test_a_finding_labels_its_inputs_by_their_own_dtype():
+    from etops.conformance.clusters import group
+    from etops.conformance.runner import CaseResult
+    from etops.dev.judge import Finding
+    from etops.dev.text import finding_line
+
+    # an OpInfo variant's task at float32 whose samples are float64 (softmax.with_dtype's way)
+    case = CaseResult("aten::_softmax.out", "aten::_softmax", "softmax.with_dtype", "float32", 2, 0, "mismatch",
+                      message="Tensor-likes are not close!", inputs="Tensor[5, 5]:float64, 1, False", verdict="wrong")
+    [cluster] = group([case])
+    line = finding_line(Finding(cluster, "wrong", False, "git"))
+    assert "on float64 inputs" in line and "float32" not in line, line
