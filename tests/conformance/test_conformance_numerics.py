@@ -72,11 +72,10 @@ def test_a_guards_key_is_words_the_same_in_every_process():
 
 
 def test_keys_are_identical_across_two_isolated_runs():
-    kernels = ["aten::sum.IntList_out", "aten::unfold_copy.out", "aten::remainder.Tensor_out"]
+    kernels = ["aten::sum.IntList_out", "aten::unfold_copy.out"]
 
     def keys():
-        report = conformance.run(kernels, dtypes=["float64", "int64"], opinfo_filter={"sum", "unfold_copy", "remainder"},
-                                 isolated=True, progress=False)
+        report = conformance.run(kernels, dtypes=["float64"], opinfo_filter={"sum", "unfold_copy"}, isolated=True, progress=False)
         return sorted(c.key for c in group(report.details))
 
     first = keys()

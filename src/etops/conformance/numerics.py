@@ -33,7 +33,7 @@ import math
 
 import torch
 
-from .values import AS_PRECISE, exact_clone
+from .values import AS_PRECISE, exact_clone, on_meta
 
 #: the dtypes the axis transforms (half precision has too few digits to say more)
 DTYPES = ("float32", "float64")
@@ -134,14 +134,6 @@ class Transform:
         return new_args, new_kwargs, expected
 
 
-def _on_meta(value):
-    if isinstance(value, torch.Tensor):
-        return value.to("meta")
-    if isinstance(value, (list, tuple)):
-        return type(value)(_on_meta(v) for v in value)
-    return value
-
-
 def _meta_accepts(func, args, kwargs) -> bool:
     """False when torch's meta kernel refuses the call (a per-channel weight no longer
     the size of its channels); True when it accepts it or cannot say (no meta
@@ -149,7 +141,7 @@ def _meta_accepts(func, args, kwargs) -> bool:
     from torch._subclasses.fake_tensor import DynamicOutputShapeException
 
     try:
-        func(*_on_meta(list(args)), **{k: _on_meta(v) for k, v in kwargs.items()})
+        func(*on_meta(list(args)), **{k: on_meta(v) for k, v in kwargs.items()})
     except (NotImplementedError, DynamicOutputShapeException):
         return True
     except Exception:  # noqa: BLE001 - refused

@@ -40,6 +40,15 @@ def exact_clone(value):
     return value
 
 
+def on_meta(value):
+    """`value` with its tensors as meta tensors (lists and tuples element-wise)."""
+    if isinstance(value, torch.Tensor):
+        return value.to("meta")
+    if isinstance(value, (list, tuple)):
+        return type(value)(on_meta(v) for v in value)
+    return value
+
+
 def describe(value) -> str:
     if isinstance(value, torch.Tensor):
         extra = "" if value.is_contiguous() else f", stride={tuple(value.stride())}"

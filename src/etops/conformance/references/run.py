@@ -21,6 +21,7 @@ from ...ops import rules_for
 from ...registry import registry
 from ..case import CaseInfo, CaseResult, describe_call
 from ..values import dtype_name
+from ..values import on_meta as meta_copies
 from .spec import TASK_PREFIX, ReferenceOp
 
 
@@ -94,14 +95,6 @@ def run_reference_task(runner, task_id: str, dtype: torch.dtype):
     return runner.result
 
 
-def _on_meta(value):
-    if isinstance(value, torch.Tensor):
-        return value.to("meta")
-    if isinstance(value, (list, tuple)):
-        return type(value)(_on_meta(v) for v in value)
-    return value
-
-
 def _check_refusal(runner, func, target, kernel, sample, on_meta: bool = False) -> None:
     """An invalid sample: pass when both refuse it, mismatch when the kernel
     accepts it, error when the reference accepts it (a wrong sample). The
@@ -115,7 +108,7 @@ def _check_refusal(runner, func, target, kernel, sample, on_meta: bool = False) 
     case = CaseInfo(target, f"{func._schema.name}.{func._schema.overload_name}", runner.opinfo, runner.dname, sample_index, call)
     result = CaseResult(**vars(case), status="pass", inputs=describe_call(args, kwargs))
     try:
-        func(*_on_meta(args), **{k: _on_meta(v) for k, v in kwargs.items()}) if on_meta else func(*args, **kwargs)
+        func(*meta_copies(args), **{k: meta_copies(v) for k, v in kwargs.items()}) if on_meta else func(*args, **kwargs)
     except Exception:  # noqa: BLE001 - refused, as expected
         pass
     else:
