@@ -89,7 +89,7 @@ def test_an_overload_no_opinfo_reaches_gets_derived_cases(repo):
 
 
 def test_a_fresh_cache_plans_the_same_cases_as_a_warm_one(tmp_path, monkeypatch):
-    from etops.conformance import runner
+    from etops.conformance import opinfos as runner
     from etops.dev import cases
 
     everything = runner.opinfos()
