@@ -289,9 +289,14 @@ def headline(report, clusters) -> str:
     """'N kernels checked, M distinct findings (a crash, b wrong results, c
     precision losses, ...)': one finding per root cause."""
     reached = report.coverage()["reached"]
-    counts = counts_by_category(clusters)
-    by_kind = ", ".join(f"{n} {_WORDS.get(k, (k, k))[n > 1]}" for k, n in counts.items() if n)
+    by_kind = counted(clusters)
     return f"{reached} kernels checked, {len(clusters)} distinct findings" + (f" ({by_kind})" if by_kind else "")
+
+
+def counted(clusters) -> str:
+    """'a crash, b wrong results, c precision losses, ...': the findings by category."""
+    counts = counts_by_category(clusters)
+    return ", ".join(f"{n} {_WORDS.get(k, (k, k))[n > 1]}" for k, n in counts.items() if n)
 
 
 # ---- building: inputs found again, shrunk, reproduced ---------------------------

@@ -32,7 +32,7 @@ import math
 import torch
 
 from . import precise
-from .values import AS_PRECISE, PRECISION_LOSS, WRONG, _leaves, errors, precision_verdict
+from .values import AS_PRECISE, PRECISION_LOSS, WRONG, leaves, errors, precision_verdict
 
 #: the narrower computation a float64 result is compared with
 NARROWER = {torch.float64: torch.float32}
@@ -63,11 +63,11 @@ def narrow_ulps(func, args, kwargs, refs, dtype: torch.dtype) -> float | None:
         result = func(*_narrowed(list(args), narrow), **{k: _narrowed(v, narrow) for k, v in kwargs.items()})
     except Exception:  # noqa: BLE001 - ATen has no narrow version of this call
         return None
-    leaves = _leaves(result)
-    if len(leaves) < len(refs):
+    narrow_leaves = leaves(result)
+    if len(narrow_leaves) < len(refs):
         return None
     worst = None
-    for n, r in zip(leaves, refs):
+    for n, r in zip(narrow_leaves, refs):
         if not isinstance(n, torch.Tensor) or not n.is_floating_point():
             continue
         u = precise.effective_ulps(n.to(dtype), r, dtype)
@@ -99,7 +99,7 @@ def judge(result, func, args, kwargs, actual, expected, why: str | None) -> str 
     ulps and ATen's (float64), and the reason of a wrong float64 result; returns
     why the case mismatches (`why`, or a new reason for a float64 case passing
     OpInfo's tolerance but wrong), None when it passes."""
-    a_leaves, e_leaves = _leaves(actual), _leaves(expected)
+    a_leaves, e_leaves = leaves(actual), leaves(expected)
     pairs = [(a, e) for a, e in zip(a_leaves, e_leaves) if isinstance(a, torch.Tensor) and isinstance(e, torch.Tensor)]
     wide = (len(a_leaves) == len(e_leaves) and pairs and all(
         e.dtype in NARROWER and a.dtype == e.dtype and a.shape == e.shape for a, e in pairs))

@@ -179,11 +179,10 @@ class NumericsAxis:
         return [c for name in self.runs for c in self.clusters[name]]
 
     def headline(self) -> str:
-        from .clusters import _WORDS, counts_by_category
+        from .clusters import counted
 
         found = self.all_clusters()
-        counts = counts_by_category(found)
-        words = ", ".join(f"{n} {_WORDS.get(k, (k, k))[n > 1]}" for k, n in counts.items() if n)
+        words = counted(found)
         return (f"numerics axis ({', '.join(self.runs)}; {self.seconds:.0f} s): {len(found)} distinct findings"
                 + (f" ({words})" if words else ""))
 
@@ -196,14 +195,14 @@ class NumericsAxis:
         return lines
 
     def markdown_lines(self) -> list[str]:
-        from .report import _md_escape
+        from .report import md_escape
 
         out = ["## Numerics axis", "", self.headline(), "",
                "| transform | category | kernel | dtypes | summary | reproducer |", "|---|---|---|---|---|---|"]
         for name in self.runs:
             for c in self.clusters[name]:
                 repro = f"`findings/{c.reproducer.rsplit('/', 1)[-1]}`" if c.reproducer else ""
-                out.append(f"| {name} | {c.category} | `{c.kernel}` | {' '.join(c.dtypes)} | {_md_escape(c.summary)} | {repro} |")
+                out.append(f"| {name} | {c.category} | `{c.kernel}` | {' '.join(c.dtypes)} | {md_escape(c.summary)} | {repro} |")
         return out
 
     def to_json(self) -> dict:

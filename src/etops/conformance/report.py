@@ -206,7 +206,7 @@ def terminal(report: Report, width: int | None = None, clusters=None, axis=None,
     return "\n".join(lines)
 
 
-def _md_escape(text: str) -> str:
+def md_escape(text: str) -> str:
     return (text or "").replace("|", "\\|").replace("\n", " ")
 
 
@@ -236,7 +236,7 @@ def markdown(report: Report, clusters=None, axis=None, numerics=None) -> str:
         out.append("|---|---|---|---|---|---|")
         for c in clusters:
             repro = f"`findings/{c.reproducer.rsplit('/', 1)[-1]}`" if c.reproducer else ""
-            out.append(f"| {c.category} | `{c.kernel}` | {' '.join(c.dtypes)} | {case_count(c, report)} | {_md_escape(c.summary)} | {repro} |")
+            out.append(f"| {c.category} | `{c.kernel}` | {' '.join(c.dtypes)} | {case_count(c, report)} | {md_escape(c.summary)} | {repro} |")
     for extra in (axis, numerics):
         if extra is not None:
             out.append("")
@@ -289,7 +289,7 @@ def markdown(report: Report, clusters=None, axis=None, numerics=None) -> str:
         for c in cases:
             repro = f"`{c.reproducer.rsplit('/', 2)[-2]}/{c.reproducer.rsplit('/', 1)[-1]}`" if c.reproducer else ""
             out.append(f"| `{c.kernel}` | `{c.aten_op}` | {c.opinfo} | {c.dtype} | s{c.sample}c{c.call} | {_fmt(c.max_abs_error)} | "
-                       f"{_fmt(c.max_rel_error)} | {_md_escape(clip(c.inputs, 120))} | {_md_escape(clip(c.message + (f' [rule: {c.rule}]' if c.rule else ''), 300))} | {repro} |")
+                       f"{_fmt(c.max_rel_error)} | {md_escape(clip(c.inputs, 120))} | {md_escape(clip(c.message + (f' [rule: {c.rule}]' if c.rule else ''), 300))} | {repro} |")
     unsupported = report.cases("unsupported")
     if unsupported:
         out.append("")
@@ -305,13 +305,13 @@ def markdown(report: Report, clusters=None, axis=None, numerics=None) -> str:
                 continue
             seen.add((c.kernel, c.dtype))
             n = report.tallies[(c.kernel, c.dtype)].counts.get("unsupported", 0)
-            out.append(f"| `{c.kernel}` | {c.dtype} | {n} | {_md_escape(clip(c.message, 200))} |")
+            out.append(f"| `{c.kernel}` | {c.dtype} | {n} | {md_escape(clip(c.message, 200))} |")
     if report.task_errors:
         out.append("")
         out.append("## Tasks that could not run fully")
         out.append("")
         for e in report.task_errors:
-            out.append(f"- {e['opinfo']} [{e['dtype']}]: {_md_escape(clip(e['error'], 200))}")
+            out.append(f"- {e['opinfo']} [{e['dtype']}]: {md_escape(clip(e['error'], 200))}")
     out.append("")
     return "\n".join(out)
 

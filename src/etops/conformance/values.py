@@ -61,11 +61,11 @@ def describe(value) -> str:
     return repr(value)
 
 
-def _leaves(value):
+def leaves(value):
     if isinstance(value, (list, tuple)):
         out = []
         for v in value:
-            out.extend(_leaves(v))
+            out.extend(leaves(v))
         return out
     return [value]
 
@@ -73,7 +73,7 @@ def _leaves(value):
 def errors(actual, expected) -> tuple[float | None, float | None]:
     """Max absolute and relative error over finite elements of same-shaped tensors."""
     max_abs = max_rel = None
-    for a, e in zip(_leaves(actual), _leaves(expected)):
+    for a, e in zip(leaves(actual), leaves(expected)):
         if not isinstance(a, torch.Tensor):
             a = torch.tensor(a) if isinstance(a, (int, float, bool, complex)) else None
         if not isinstance(e, torch.Tensor):
@@ -104,7 +104,7 @@ def compare(actual, expected, atol, rtol, kind: "str | bool" = VALUES) -> str | 
     if isinstance(kind, bool):
         kind = VALUES if kind else METADATA
     tolerance = OPINFO.override(rtol=rtol, atol=atol)
-    a_leaves, e_leaves = _leaves(actual), _leaves(expected)
+    a_leaves, e_leaves = leaves(actual), leaves(expected)
     if len(a_leaves) != len(e_leaves):
         return f"ExecuTorch returned {len(a_leaves)} values, ATen {len(e_leaves)}"
     for i, (a, e) in enumerate(zip(a_leaves, e_leaves)):
@@ -162,7 +162,7 @@ def precision_verdict(func, args, kwargs, actual, expected) -> tuple[str, float 
     right to a few digits; else WRONG, as is every non-floating, structural or
     non-finite difference, any error where the reference is all zeros, and a case
     whose reference cannot be computed."""
-    a_leaves, e_leaves = _leaves(actual), _leaves(expected)
+    a_leaves, e_leaves = leaves(actual), leaves(expected)
     if len(a_leaves) != len(e_leaves) or not all(
             _floating(a) and _floating(e) and a.shape == e.shape and a.dtype == e.dtype for a, e in zip(a_leaves, e_leaves)):
         return WRONG, None, None
@@ -170,7 +170,7 @@ def precision_verdict(func, args, kwargs, actual, expected) -> tuple[str, float 
         reference = func(*_widened(list(args)), **{k: _widened(v) for k, v in kwargs.items()})
     except Exception:  # noqa: BLE001 - ATen has no wide version of this call
         return WRONG, None, None
-    r_leaves = _leaves(reference)
+    r_leaves = leaves(reference)
     if len(r_leaves) != len(e_leaves) or not all(isinstance(r, torch.Tensor) and r.shape == e.shape for r, e in zip(r_leaves, e_leaves)):
         return WRONG, None, None
     verdict, et_max, aten_max = AS_PRECISE, 0.0, 0.0
