@@ -11,7 +11,8 @@
     etops check [NAME...] [--dtype ...] [--isolated --jobs N] [--report R.md --json R.json]
     etops fuzz [--budget S] [--guard] [--kernels TEXT]
     etops dev PATH... [--root DIR] [--yaml FILE] [--watch] [--json FILE] [--threads N]
-    etops check|bench|needs|fuzz --load FILE.cpp|LIB.so|FILE.py:FUNCTION ...
+    etops gtest PATH... [--kernel-set SET] [--filter PATTERN] [--json FILE]
+    etops check|bench|needs|fuzz|gtest --load FILE.cpp|LIB.so|FILE.py:FUNCTION ...
 
 Tables and progress bars are rich's on a terminal, plain text when piped. An error
 is one line on stderr and exit code 2 (``--debug`` shows the traceback).
@@ -112,6 +113,8 @@ def build_parser() -> argparse.ArgumentParser:
     # everything after the word; this entry only lists it in --help.
     sub.add_parser("check", help="run OpInfo samples against ExecuTorch kernels (see 'etops check --help')", add_help=False)
     sub.add_parser("fuzz", help="the fuzz campaign over callable kernels (see 'etops fuzz --help')", add_help=False)
+    sub.add_parser("gtest", help="upstream's kernel gtests (kernels/test/op_*_test.cpp) against this process's kernels "
+                                 "(see 'etops gtest --help')", add_help=False)
     return p
 
 
@@ -133,6 +136,10 @@ def main(argv: list[str] | None = None) -> int:
         from ..fuzz.campaign import main as fuzz_main
 
         return fuzz_main(rest[1:])
+    if rest and rest[0] == "gtest":
+        from .gtest import main as gtest_main
+
+        return gtest_main(rest[1:] + (["--debug"] if debug else []))
     try:
         args = build_parser().parse_args(argv)
         if args.version:

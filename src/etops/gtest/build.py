@@ -10,13 +10,12 @@ it includes, generated headers, flags, compiler, versions) under the cache's
 ``gtest/`` folder and reused while it exists: googletest and the testing utilities
 are compiled once, a test file again only when it or a header changed. What is
 missing is built by one Ninja run (parallel, ``-k 0``: a test that does not compile
-costs only itself), under a lock shared by every etops process.
+costs only itself); each output is renamed into place, so concurrent etops
+processes share the cache without a lock.
 """
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import hashlib
 import os
 import subprocess
@@ -84,17 +83,6 @@ def _write(path: Path, text: str) -> Path:
         tmp.write_text(text)
         os.replace(tmp, path)
     return path
-
-
-@contextlib.contextmanager
-def _locked(path: Path):
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a+") as f:
-        fcntl.flock(f, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(f, fcntl.LOCK_UN)
 
 
 @dataclass
@@ -179,26 +167,27 @@ class Build:
             f"cxx = {tc.cxx}",
             f"ldflags = {' '.join(link)}",
             "rule cxx",
-            "  command = $cxx $flags -c $in -o $out.tmp > $out.log 2>&1 && mv -f $out.tmp $out || (cat $out.log; rm -f $out.tmp; exit 1)",
+            "  command = $cxx $flags -c $in -o $out.$$$$ > $out.log 2>&1 && mv -f $out.$$$$ $out || (rm -f $out.$$$$; exit 1)",
             "  description = compile $in",
             "rule link",
-            "  command = $cxx $in -o $out.tmp $ldflags > $out.log 2>&1 && mv -f $out.tmp $out || (cat $out.log; rm -f $out.tmp; exit 1)",
+            "  command = $cxx $in -o $out.$$$$ $ldflags > $out.log 2>&1 && mv -f $out.$$$$ $out || (rm -f $out.$$$$; exit 1)",
             "  description = link $out",
             *self.edges.values(),
         ]
         for sub in ("obj", "bin"):
             (self.root / sub).mkdir(parents=True, exist_ok=True)
-        with _locked(self.root / ".lock"):
-            folder = self.root / "ninja" / str(os.getpid())
-            _write(folder / "build.ninja", "\n".join(lines) + "\n")
-            jobs = jobs or os.cpu_count() or 1
-            todo = [o for o in self.edges if not Path(o).exists()]
-            if todo:
-                subprocess.run([tc.ninja, "-C", str(folder), "-k", "0", "-j", str(jobs), *todo],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            for p in folder.iterdir():
-                p.unlink()
-            folder.rmdir()
+        # No lock: every output is written under a name of its own (the shell's pid) and
+        # renamed into place, so two processes building the same object both succeed.
+        folder = self.root / "ninja" / str(os.getpid())
+        _write(folder / "build.ninja", "\n".join(lines) + "\n")
+        jobs = jobs or os.cpu_count() or 1
+        todo = [o for o in self.edges if not Path(o).exists()]
+        if todo:
+            subprocess.run([tc.ninja, "-C", str(folder), "-k", "0", "-j", str(jobs), *todo],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        for p in folder.iterdir():
+            p.unlink()
+        folder.rmdir()
         self.compiled += [o for o in self.edges if Path(o).exists()]
         self.edges.clear()
 

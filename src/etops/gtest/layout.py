@@ -24,8 +24,9 @@ GENERATED = (FUNCTIONS_HEADER, FEATURES_HEADER)
 #: What a folder contributes: upstream's op test files.
 TEST_GLOB = "op_*_test.cpp"
 
-#: A call of a generated function: torch::executor::<namespace>::<name>_outf
-_OUTF = re.compile(r"\btorch::executor::(\w+)::(\w+?)_outf\b")
+#: A call of a generated function: torch::executor::<namespace>::<name>_outf (an out
+#: variant) or torch::executor::<namespace>::<name>_ (an in-place variant)
+_CALL = re.compile(r"\btorch::executor::(\w+)::(\w+?(?:_outf|_))\s*\(")
 
 
 @dataclass(frozen=True)
@@ -34,7 +35,7 @@ class TestFile:
 
     path: Path
     checkout: Path  #: the folder ``executorch/...`` includes resolve into
-    functions: tuple[tuple[str, str], ...]  #: (namespace, base name) of each ``<base>_outf`` called
+    functions: tuple[tuple[str, str], ...]  #: (namespace, C++ name) of each ``<op>_outf`` / ``<op>_`` called
     helpers: tuple[Path, ...]  #: checkout sources next to included checkout headers (X.h -> X.cpp)
     headers: tuple[Path, ...]  #: checkout headers the file includes, directly or not
     uses_features: bool  #: whether supported_features.h is included (directly or through a header)
@@ -81,7 +82,7 @@ def describe(path: Path, checkout: Path, include_root: Path) -> TestFile:
     whose ``executorch`` is the checkout, ``etops.dev.checkout.include_root``)."""
     headers = sorted(checkout_headers(path, [include_root, checkout]))
     texts = [path.read_text()] + [h.read_text() for h in headers]
-    functions = tuple(dict.fromkeys(m for t in texts for m in _OUTF.findall(t)))
+    functions = tuple(dict.fromkeys(m for t in texts for m in _CALL.findall(t)))
     helpers = tuple(h.with_suffix(".cpp") for h in headers if h.suffix == ".h" and h.with_suffix(".cpp").is_file())
     uses = any(FEATURES_HEADER in includes(t) for t in texts)
     return TestFile(path, checkout, functions, helpers, tuple(headers), uses)

@@ -24,7 +24,6 @@ class FileResult:
     problem: str | None = None  #: the binary ended outside any test (a crash at load or exit)
     notes: list[str] = field(default_factory=list)  #: generated functions left out, and why
     tests: list[TestResult] = field(default_factory=list)
-    build_seconds: float = 0.0
     run_seconds: float = 0.0
 
     @property
@@ -48,7 +47,6 @@ class FileResult:
             "problem": self.problem,
             "notes": self.notes,
             "counts": {s: self.count(s) for s in (PASSED, FAILED, SKIPPED, CRASHED)},
-            "build_seconds": round(self.build_seconds, 3),
             "run_seconds": round(self.run_seconds, 3),
             "tests": [t.as_dict() for t in self.tests],
         }
@@ -60,6 +58,7 @@ class GtestResult:
 
     files: list[FileResult] = field(default_factory=list)
     seconds: float = 0.0
+    build_seconds: float = 0.0  #: the one Ninja run that built every missing object and binary
 
     @property
     def exit_code(self) -> int:
@@ -76,7 +75,8 @@ class GtestResult:
         return out
 
     def as_dict(self) -> dict:
-        return {"exit_code": self.exit_code, "seconds": round(self.seconds, 3), "totals": self.totals(),
+        return {"exit_code": self.exit_code, "seconds": round(self.seconds, 3),
+                "build_seconds": round(self.build_seconds, 3), "totals": self.totals(),
                 "files": [f.as_dict() for f in self.files]}
 
     def write_json(self, path: str) -> None:
@@ -93,8 +93,7 @@ class GtestResult:
                 lines.append(f"{f.path}: NOT BUILT\n{_indent(f.build_error or '')}")
                 continue
             counts = ", ".join(f"{f.count(s)} {s}" for s in (PASSED, FAILED, SKIPPED, CRASHED) if f.count(s))
-            lines.append(f"{f.path}: {counts or 'no tests'} [{f.kernel_set or 'no kernel set'}; "
-                         f"build {f.build_seconds:.1f} s, run {f.run_seconds:.1f} s]")
+            lines.append(f"{f.path}: {counts or 'no tests'} [{f.kernel_set or 'no kernel set'}; run {f.run_seconds:.1f} s]")
             for t in f.tests:
                 if t.status in (FAILED, CRASHED) or (verbose and t.status == SKIPPED):
                     lines.append(f"  {t.status.upper()} {t.name}")
@@ -106,7 +105,7 @@ class GtestResult:
                 lines.append(f"  note: {n}")
         t = self.totals()
         lines.append(f"{t['built']}/{t['files']} files built; {t[PASSED]} passed, {t[FAILED]} failed, "
-                     f"{t[SKIPPED]} skipped, {t[CRASHED]} crashed ({self.seconds:.1f} s)")
+                     f"{t[SKIPPED]} skipped, {t[CRASHED]} crashed ({self.seconds:.1f} s, building {self.build_seconds:.1f} s)")
         return "\n".join(lines)
 
 

@@ -232,14 +232,17 @@ std::string full_name(const ::testing::TestInfo& info) {
   return std::string(info.test_suite_name()) + "." + info.name();
 }
 
+// gtest calls OnTestPartResult holding the UnitTest's lock: the running test's name
+// is remembered at its start rather than asked for there.
 class Events : public ::testing::EmptyTestEventListener {
+  std::string running_;
   void OnTestStart(const ::testing::TestInfo& info) override {
-    emit("{\"event\": \"start\", \"test\": " + quoted(full_name(info).c_str()) + "}");
+    running_ = full_name(info);
+    emit("{\"event\": \"start\", \"test\": " + quoted(running_.c_str()) + "}");
   }
   void OnTestPartResult(const ::testing::TestPartResult& part) override {
-    const ::testing::TestInfo* info = ::testing::UnitTest::GetInstance()->current_test_info();
     const char* kind = part.skipped() ? "skip" : (part.failed() ? "failure" : "success");
-    emit("{\"event\": \"part\", \"test\": " + quoted(info ? full_name(*info).c_str() : "") + ", \"kind\": \"" + kind +
+    emit("{\"event\": \"part\", \"test\": " + quoted(running_.c_str()) + ", \"kind\": \"" + kind +
          "\", \"file\": " + quoted(part.file_name()) + ", \"line\": " + std::to_string(part.line_number()) +
          ", \"message\": " + quoted(part.message()) + "}");
   }

@@ -80,14 +80,13 @@ def gtest(paths, *, kernel_set: str | None = None, test_filter: str | None = Non
     build_seconds = time.monotonic() - t0
     total = len(results)
     for i, (res, binary, objects) in enumerate(plans):
-        res.build_seconds = build_seconds / max(1, len(plans))
         res.build_error = failure(binary, objects) if binary is not None else res.build_error
         if res.built:
             run = run_binary(binary, test_filter, timeout)
             res.tests, res.problem, res.run_seconds = run.tests, run.problem, run.seconds
         if progress is not None:
             progress(i + 1, total, res.path)
-    return GtestResult(results, time.monotonic() - started)
+    return GtestResult(results, time.monotonic() - started, build_seconds)
 
 
 def _queue(build: Build, co: _Checkout, path: Path, registered: list[str], res: FileResult) -> tuple[Path, list[Path]]:

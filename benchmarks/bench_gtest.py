@@ -1,0 +1,76 @@
+"""Wall time of ``etops gtest FILE`` (issue 37): one upstream kernel test file built
+against the wheel and run against the registered kernels, in a new process each
+time, from process start to exit.
+
+- cold: an empty cache (googletest, etops' glue, the testing utilities and the test
+  compiled);
+- warm, test edited: googletest's and the testing utilities' objects cached, the
+  test file's object and binary not (what an edit of the test costs);
+- warm, all cached: nothing to compile (the run and the interpreter).
+
+    python benchmarks/bench_gtest.py CHECKOUT [--file kernels/test/op_add_test.cpp] [--rounds 3] [--json out.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+
+def _run(test: Path, cache: Path) -> tuple[float, int]:
+    env = dict(os.environ, ETOPS_CACHE_DIR=str(cache))
+    started = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-m", "etops", "gtest", str(test)], env=env, capture_output=True, text=True)
+    seconds = time.perf_counter() - started
+    if proc.returncode == 2:
+        sys.exit(f"etops gtest failed to build {test}:\n{proc.stdout[-3000:]}{proc.stderr[-2000:]}")
+    return seconds, proc.returncode
+
+
+def _forget_test(test: Path, cache: Path) -> None:
+    """Removes the test file's object and binary from the cache (a new edit of it)."""
+    for folder in ("obj", "bin"):
+        for p in (cache / "gtest" / folder).glob(f"{test.stem}-*"):
+            p.unlink()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("checkout", type=Path, help="an ExecuTorch checkout")
+    ap.add_argument("--file", default="kernels/test/op_add_test.cpp", help="the test file, relative to the checkout")
+    ap.add_argument("--rounds", type=int, default=3, help="rounds of each warm measurement (median reported)")
+    ap.add_argument("--json", help="write the figures to this file")
+    args = ap.parse_args()
+    test = (args.checkout / args.file).resolve()
+    with tempfile.TemporaryDirectory(prefix="etops-bench-gtest-") as tmp:
+        cache = Path(tmp)
+        cold, code = _run(test, cache)
+        edited, cached = [], []
+        for _ in range(args.rounds):
+            _forget_test(test, cache)
+            edited.append(_run(test, cache)[0])
+            cached.append(_run(test, cache)[0])
+    figures = {
+        "file": args.file,
+        "exit_code": code,
+        "cold": round(cold, 2),
+        "warm_test_edited": [round(s, 2) for s in edited],
+        "warm_all_cached": [round(s, 2) for s in cached],
+        "load_average": os.getloadavg()[0],
+    }
+    print(f"cold (empty cache):           {cold:6.1f} s  (goal <= 60)")
+    print(f"warm, test edited (median):   {statistics.median(edited):6.1f} s  (goal <= 10) {edited}")
+    print(f"warm, all cached (median):    {statistics.median(cached):6.1f} s  {cached}")
+    if args.json:
+        Path(args.json).write_text(json.dumps(figures, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()
