@@ -10,7 +10,12 @@ import argparse
 import os
 import sys
 
-from . import EXIT_ERROR, UsageError, _add_load, _Parser
+from . import EXIT_ERROR, UsageError
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # one line, not usage + message
+        raise UsageError(f"{message} (see 'etops gtest --help')")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -26,7 +31,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--timeout", type=float, default=300.0, metavar="S", help="seconds one run of a test binary may take (default 300)")
     p.add_argument("--verbose", "-v", action="store_true", help="list skipped tests with their reasons, and generation notes")
     p.add_argument("--debug", action="store_true", help="show tracebacks")
-    _add_load(p)
+    p.add_argument("--load", action="append", metavar="SPEC",
+                   help="load kernels first (FILE.cpp of a checkout, LIB.so, FILE.py:FUNCTION; repeatable): the tests "
+                        "run against them")
     return p
 
 
@@ -61,16 +68,21 @@ def _run(args) -> int:
     for path in args.paths:
         if not os.path.exists(path):
             raise UsageError(f"{path}: no such file or folder")
-    from .commands import _load, _quiet
+    from ..bench.inputs import quiet
 
-    _load(args, args.debug)
-    from .. import gtest
+    with quiet():
+        from .. import gtest
+
+        if args.load:
+            from ..dev.load import load_all
+
+            load_all(args.load)
 
     def progress(done, total, path):
         if total > 1 and sys.stderr.isatty():
             print(f"\r[{done}/{total}] {path}\033[K", end="" if done < total else "\n", file=sys.stderr, flush=True)
 
-    with _quiet(args.debug):
+    with quiet():
         result = gtest(args.paths, kernel_set=args.kernel_set, test_filter=args.filter, root=args.root, jobs=args.jobs,
                        timeout=args.timeout, progress=progress)
     print(result.text(verbose=args.verbose), flush=True)
