@@ -8,7 +8,12 @@ time, from process start to exit.
   test file's object and binary not (what an edit of the test costs);
 - warm, all cached: nothing to compile (the run and the interpreter).
 
+- the scoreboard (``--scoreboard``): every ``kernels/test/op_*_test.cpp`` of the
+  checkout in one ``etops gtest`` process with the cache as it is, its wall time, and
+  the per-file table of docs/gtest.md (markdown, from the run's --json).
+
     python benchmarks/bench_gtest.py CHECKOUT [--file kernels/test/op_add_test.cpp] [--rounds 3] [--json out.json]
+    python benchmarks/bench_gtest.py CHECKOUT --scoreboard [--json gtest.json]
 """
 
 from __future__ import annotations
@@ -41,13 +46,43 @@ def _forget_test(test: Path, cache: Path) -> None:
             p.unlink()
 
 
+def table(data: dict) -> str:
+    """The per-file markdown table of an ``etops gtest --json`` result."""
+    rows = ["| file | built | passed | failed | skipped | crashed |", "|---|---|---:|---:|---:|---:|"]
+    for f in data["files"]:
+        name = Path(f["path"]).name
+        if not f["built"]:
+            rows.append(f"| {name} | no | | | | |")
+            continue
+        c = f["counts"]
+        rows.append(f"| {name} | yes | {c['passed']} | {c['failed']} | {c['skipped']} | {c['crashed']} |")
+    return "\n".join(rows)
+
+
+def scoreboard(checkout: Path, out: str | None) -> None:
+    out = out or str(Path(tempfile.gettempdir()) / "etops-gtest-scoreboard.json")
+    started = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-m", "etops", "gtest", str(checkout / "kernels" / "test"), "--json", out,
+                           "--timeout", "120"], capture_output=True, text=True)
+    seconds = time.perf_counter() - started
+    data = json.loads(Path(out).read_text())
+    print(table(data))
+    t = data["totals"]
+    print(f"\n{t['built']}/{t['files']} files built; {t['passed']} passed, {t['failed']} failed, {t['skipped']} skipped, "
+          f"{t['crashed']} crashed; wall {seconds:.0f} s (building {data['build_seconds']:.0f} s), exit {proc.returncode}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("checkout", type=Path, help="an ExecuTorch checkout")
     ap.add_argument("--file", default="kernels/test/op_add_test.cpp", help="the test file, relative to the checkout")
     ap.add_argument("--rounds", type=int, default=3, help="rounds of each warm measurement (median reported)")
-    ap.add_argument("--json", help="write the figures to this file")
+    ap.add_argument("--json", help="write the figures (with --scoreboard: etops gtest's JSON) to this file")
+    ap.add_argument("--scoreboard", action="store_true", help="every kernels/test/op_*_test.cpp, and the per-file table")
     args = ap.parse_args()
+    if args.scoreboard:
+        scoreboard(args.checkout, args.json)
+        return
     test = (args.checkout / args.file).resolve()
     with tempfile.TemporaryDirectory(prefix="etops-bench-gtest-") as tmp:
         cache = Path(tmp)

@@ -141,9 +141,10 @@ class Build:
     def checkout_object(self, source: Path, headers, include_dirs: list[str], key_text: str = "") -> Path:
         """An object of a checkout (or generated) source: `headers` are the files
         whose content it depends on besides itself; `include_dirs` flags in order."""
-        parts = [self.salt, source, source.read_bytes(), key_text, include_dirs]
-        parts += [p.read_bytes() for p in sorted(headers)]
         flags = [*include_dirs, f"-I{self.support_dir}", *self.base, *self.gtest_includes]
+        # the flags name the glue's header folder, itself named by the header's content
+        parts = [self.salt, source, source.read_bytes(), key_text, flags]
+        parts += [p.read_bytes() for p in sorted(headers)]
         return self._object(source, flags, _digest(*parts))
 
     def link(self, objects: list[Path], name: str) -> Path:

@@ -62,6 +62,7 @@ class Stack {
     }
   }
   void none();
+  std::vector<EValue*>& new_pointers(size_t n);
   // Runs the kernel the registry holds now for operator `name` (ExecuTorch's own
   // lookup: name and the kernel key of every tensor on the stack, the fallback
   // otherwise). The return slot holds argument `return_alias` again (an out
@@ -70,7 +71,8 @@ class Stack {
   EValue& call(KernelRuntimeContext& ctx, const char* name, int return_alias);
 
  private:
-  std::deque<EValue> args_;
+  // Members are destroyed last to first: the arguments (whose list values reach into
+  // the lists' storage when destroyed) go before the storage they point into.
   std::deque<EValue> elements_;
   std::deque<std::vector<EValue*>> pointers_;
   std::deque<std::vector<int64_t>> ints_;
@@ -83,6 +85,7 @@ class Stack {
   std::deque<ArrayRef<bool>> bools_;
   std::deque<ArrayRef<char>> strings_;
   std::vector<EValue*> stack_;
+  std::deque<EValue> args_;
 };
 }  // namespace etops_gtest
 """
@@ -131,28 +134,40 @@ void Stack::push(ArrayRef<bool> v) {
   args_.emplace_back(&bools_.back());
 }
 
-void Stack::push(IntArrayRef v) {
+// ExecuTorch's list constructors refuse null pointers, also for empty lists: every
+// buffer below has room for one element at least (reserve allocates).
+std::vector<EValue*>& Stack::new_pointers(size_t n) {
   auto& pointers = pointers_.emplace_back();
+  pointers.reserve(n + 1);
+  return pointers;
+}
+
+void Stack::push(IntArrayRef v) {
+  auto& pointers = new_pointers(v.size());
   for (int64_t x : v) pointers.push_back(&elements_.emplace_back(x));
-  auto& unwrapped = ints_.emplace_back(v.size());
+  auto& unwrapped = ints_.emplace_back(v.size() + 1);
   int_lists_.emplace_back(pointers.data(), unwrapped.data(), static_cast<int>(v.size()));
   args_.emplace_back(&int_lists_.back());
 }
 
 void Stack::push(TensorList v) {
-  auto& pointers = pointers_.emplace_back();
+  auto& pointers = new_pointers(v.size());
   for (const Tensor& t : v) pointers.push_back(&elements_.emplace_back(t));
-  auto& unwrapped = tensors_.emplace_back(v.begin(), v.end());
+  auto& unwrapped = tensors_.emplace_back();
+  unwrapped.reserve(v.size() + 1);
+  unwrapped.assign(v.begin(), v.end());
   tensor_lists_.emplace_back(pointers.data(), unwrapped.data(), static_cast<int>(v.size()));
   args_.emplace_back(&tensor_lists_.back());
 }
 
 void Stack::push(ArrayRef<std::optional<Tensor>> v) {
-  auto& pointers = pointers_.emplace_back();
+  auto& pointers = new_pointers(v.size());
   for (const auto& t : v) {
     pointers.push_back(t.has_value() ? &elements_.emplace_back(*t) : &elements_.emplace_back());
   }
-  auto& unwrapped = optional_tensors_.emplace_back(v.begin(), v.end());
+  auto& unwrapped = optional_tensors_.emplace_back();
+  unwrapped.reserve(v.size() + 1);
+  unwrapped.assign(v.begin(), v.end());
   optional_tensor_lists_.emplace_back(pointers.data(), unwrapped.data(), static_cast<int>(v.size()));
   args_.emplace_back(&optional_tensor_lists_.back());
 }
