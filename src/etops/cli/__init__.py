@@ -108,6 +108,8 @@ def build_parser() -> argparse.ArgumentParser:
                     help="seconds the conformance of one file may take (float32 first; cases left out are counted; default 20, 0: no limit)")
     dv.add_argument("--no-check", action="store_true", help="build and swap in, no conformance")
     dv.add_argument("--no-timing", action="store_true", help="no A/B timing")
+    dv.add_argument("--no-gtest", action="store_true", help="do not run the checkout's kernels/test/op_<name>_test.cpp "
+                                                            "(etops gtest) on the base and the edit")
 
     # `check` is the conformance command line (etops.conformance.cli): main() hands it
     # everything after the word; this entry only lists it in --help.

@@ -517,6 +517,7 @@ def cmd_dev(args) -> int:
     parse_dtype(args.timing_dtype)
     options = dict(root=args.root, yaml=args.yaml, dtypes=dtypes, size=args.size, timing_dtype=args.timing_dtype,
                    threads=args.threads, repeats=args.repeats, check=not args.no_check, timing=not args.no_timing,
+                   gtest=not args.no_gtest,
                    budget=args.budget or None)
 
     def show(result) -> None:

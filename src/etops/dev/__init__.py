@@ -35,8 +35,14 @@ from .watch import watch
 CHECK_BUDGET = 20.0
 
 
+def _test_file(target):
+    """The checkout's upstream gtest of the kernel file (``kernels/test/op_<name>_test.cpp``), or None."""
+    found = target.checkout / "kernels" / "test" / f"{target.path.stem}_test.cpp"
+    return found if found.is_file() else None
+
+
 def run_file(path, *, root=None, yaml=None, dtypes=None, size="64k", timing_dtype="float32", threads=1, repeats=11,
-             check=True, timing=True, cflags=(), budget=CHECK_BUDGET) -> FileResult:
+             check=True, timing=True, cflags=(), budget=CHECK_BUDGET, gtest=True) -> FileResult:
     """One kernel file through the loop (see ``dev``); a file that cannot be located
     or built gives a FileResult with ``error`` set, nothing swapped."""
     from . import install as inst
@@ -59,6 +65,14 @@ def run_file(path, *, root=None, yaml=None, dtypes=None, size="64k", timing_dtyp
         return result
     result.seconds["build"] = time.perf_counter() - t
     result.build = {"seconds": result.seconds["build"], "compiled": library.compiled, "build_dir": library.build_dir}
+    test_file = _test_file(target) if gtest else None
+    base = None
+    if test_file is not None:
+        from ..gtest import gtest as run_gtest  # etops.gtest reads checkouts with this package's checkout module
+
+        t = time.perf_counter()
+        base = run_gtest(test_file, root=target.checkout)  # the kernels the edit replaces
+        result.seconds["gtest"] = time.perf_counter() - t
     t = time.perf_counter()
     installed = inst.install(target, library)
     result.installed = installed
@@ -67,6 +81,12 @@ def run_file(path, *, root=None, yaml=None, dtypes=None, size="64k", timing_dtyp
     # both sides judged as a program calls them (etops.as_program): the timing input's
     # agreement is part of the verdict, so no workaround of the rules table may decide it
     previous = {name: as_program(o.previous.kernel) for name, o in installed.replaced.items()}
+    if base is not None:
+        from ..gtest.report import against_base
+
+        t = time.perf_counter()
+        result.gtest = against_base(base, run_gtest(test_file, root=target.checkout))
+        result.seconds["gtest"] += time.perf_counter() - t
     if check:
         from .check import check as run_check
 
@@ -90,7 +110,7 @@ def run_file(path, *, root=None, yaml=None, dtypes=None, size="64k", timing_dtyp
 
 
 def dev(paths, *, root=None, yaml=None, dtypes=None, size="64k", timing_dtype="float32", threads=1, repeats=11,
-        check=True, timing=True, cflags=(), budget=CHECK_BUDGET) -> DevResult:
+        check=True, timing=True, cflags=(), budget=CHECK_BUDGET, gtest=True) -> DevResult:
     """Builds the kernel files `paths` (files, or folders of them) of an ExecuTorch
     checkout or an out-of-tree kernel folder against the installed wheel, swaps
     their operators in for the session (override; register when an operator has no
@@ -103,7 +123,9 @@ def dev(paths, *, root=None, yaml=None, dtypes=None, size="64k", timing_dtype="f
     timing input; ``threads``: for timing (default 1); ``check``/``timing``: False
     leaves that step out; ``cflags``: more compiler flags; ``budget``: seconds the
     conformance of one file may take (float32 first; the cases left out are
-    counted; None: no limit)."""
+    counted; None: no limit); ``gtest``: run the checkout's upstream test of the file
+    (``kernels/test/op_<name>_test.cpp``, etops.gtest) on the kernels it replaces
+    and on the edit: a test the edit turns from pass to fail is a finding."""
     from .checkout import kernel_files
 
     from pathlib import Path
@@ -114,7 +136,7 @@ def dev(paths, *, root=None, yaml=None, dtypes=None, size="64k", timing_dtype="f
     results, skipped = [], []
     for f in kernel_files(given):
         r = run_file(f, root=root, yaml=yaml, dtypes=dtypes, size=size, timing_dtype=timing_dtype, threads=threads,
-                     repeats=repeats, check=check, timing=timing, cflags=cflags, budget=budget)
+                     repeats=repeats, check=check, timing=timing, cflags=cflags, budget=budget, gtest=gtest)
         if r.no_operators and f not in named:
             skipped.append(str(f))  # a helper source of a folder, not a kernel file
         else:

@@ -27,7 +27,8 @@ class FileResult:
     no_operators: bool = False  #: the error is that the file implements none of the YAML's operators
     conformance: list = field(default_factory=list)  #: dev.check.Conformance per operator
     timing: list = field(default_factory=list)  #: bench.ab rows
-    seconds: dict = field(default_factory=dict)  #: per phase: locate, build, swap, check, time
+    seconds: dict = field(default_factory=dict)  #: per phase: locate, build, gtest, swap, check, time
+    gtest: dict = field(default_factory=dict)  #: the upstream test file on the base and the edit (etops.gtest.report.against_base)
     installed: object = field(default=None, repr=False)
 
     def timing_findings(self) -> list[str]:
@@ -41,12 +42,12 @@ class FileResult:
 
     @property
     def findings(self) -> int:
-        return sum(c.findings for c in self.conformance) + len(self.timing_findings())
+        return sum(c.findings for c in self.conformance) + len(self.timing_findings()) + len(self.gtest.get("regressions", ()))
 
     def to_dict(self) -> dict:
         return {"path": self.path, "ops": self.ops, "replaced": self.replaced, "checkout": self.checkout, "yamls": self.yamls,
                 "build": self.build, "error": self.error, "conformance": [c.to_dict() for c in self.conformance],
-                "timing": self.timing, "seconds": self.seconds, "findings": self.findings}
+                "timing": self.timing, "gtest": self.gtest, "seconds": self.seconds, "findings": self.findings}
 
 
 @dataclass
@@ -95,7 +96,8 @@ class DevResult:
             what = "a file did not build"
         elif code == EXIT_FINDING:
             n = sum(f.findings for f in self.files)
-            what = f"{n} finding{'s' if n != 1 else ''} (mismatches, errors or aborts against ATen or the built-in)"
+            what = (f"{n} finding{'s' if n != 1 else ''} (mismatches, errors or aborts against ATen or the built-in, "
+                    "upstream tests the edit breaks)")
         else:
             what = "every operator agrees with ATen and with the kernel it replaced"
         return f"verdict: {what} [{self.seconds:.1f} s]"
@@ -146,4 +148,22 @@ def _file_lines(f: FileResult) -> list[str]:
         lines.append("    " + describe_ratio(row["vs_aten"], row["verdict_aten"], "ATen"))
     for text in f.timing_findings():
         lines.append(f"  finding: {text}")
+    lines += _gtest_lines(f.gtest, f.seconds.get("gtest", 0.0))
+    return lines
+
+
+def _gtest_lines(g: dict, seconds: float) -> list[str]:
+    """The upstream test file's lines: counts on the edit, each regression (a
+    finding), the tests the base already fails."""
+    if not g:
+        return []
+    name = g["file"].rsplit("/", 1)[-1]
+    if g.get("error"):
+        return [f"  gtest {name}: not built ({g['error'].splitlines()[0][:200]})"]
+    lines = [f"  gtest {name} on the edit: {_counts(g['counts'])} [{seconds:.1f} s, base and edit]"]
+    for r in g["regressions"]:
+        first = (r["message"].splitlines() or [""])[0][:200]
+        lines.append(f"    finding: {r['name']} passes on the base, {r['status']} on the edit: {first}")
+    if g["base_failing"]:
+        lines.append(f"    failing on the base already: {', '.join(g['base_failing'])}")
     return lines

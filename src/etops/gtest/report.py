@@ -114,3 +114,24 @@ def _indent(text: str, pad: str = "    ", limit: int = 30) -> str:
     if len(rows) > limit:
         rows = rows[:limit] + [f"... ({len(rows) - limit} more lines)"]
     return "\n".join(pad + r for r in rows)
+
+
+def against_base(base: GtestResult, edit: GtestResult) -> dict:
+    """One test file run on the base kernels and on the edit's (``etops dev``): the
+    tests the edit turns from passed (or skipped) to failed or crashed are
+    ``regressions`` (a finding each); those already failing on the base are
+    ``base_failing``, listed apart; ``error`` is a build error of the test file."""
+    [b], [e] = base.files, edit.files
+    out = {"file": e.path, "error": e.build_error, "regressions": [], "base_failing": [],
+           "counts": {s: e.count(s) for s in (PASSED, FAILED, SKIPPED, CRASHED)},
+           "seconds": round(base.seconds + edit.seconds, 3)}
+    if e.build_error:
+        return out
+    before = {t.name: t for t in b.tests}
+    for t in e.tests:
+        was = before.get(t.name)
+        if was is not None and was.status in (FAILED, CRASHED):
+            out["base_failing"].append(t.name)
+        elif t.status in (FAILED, CRASHED):
+            out["regressions"].append({"name": t.name, "status": t.status, "message": t.message})
+    return out

@@ -3,7 +3,8 @@ outcome a test can have (passed, failed with gtest's message, skipped by a
 SupportedFeatures flag with its reason, a death test, a crash named and the tests
 after it still run, an operator with no kernel), the kernel reached through the
 registry (an override changes the verdict), --kernel-set, --filter, --json and the
-exit codes, and a clear build error without googletest."""
+exit codes, a clear build error without googletest, and etops dev running the
+kernel file's upstream test on the base and on the edit."""
 
 from __future__ import annotations
 
@@ -118,3 +119,31 @@ def test_without_googletest_the_build_error_says_how_to_get_one(mini, monkeypatc
     [f] = result.files
     assert f.build_error == gtest_build.NO_GOOGLETEST and "apt-get install googletest" in f.build_error
     assert result.exit_code == 2
+
+
+@needs_googletest
+def test_dev_runs_the_files_upstream_test_on_the_base_and_the_edit(mini):
+    kernel = mini.parents[1] / "mini" / "op_scale.cpp"  # the kernel file, planted bug and all
+    fixed = etops.override(gtest_mini.OP, gtest_mini.FIXED_KERNEL, schema=gtest_mini.SCHEMA)  # the base: no bug
+    try:
+        result = etops.dev(kernel, check=False, timing=False)
+        try:
+            [f] = result.files
+            assert f.error is None, f.error
+            g = f.gtest
+            assert g["file"].endswith("op_scale_test.cpp")
+            assert [r["name"] for r in g["regressions"]] == ["OpScaleOutTest.LargeTensor"]  # pass -> fail: a finding
+            assert "the last element was not scaled" in g["regressions"][0]["message"]
+            assert sorted(g["base_failing"]) == ["OpScaleOutTest.UnluckyFactorCrashes", "OpScaleOutTest.ZzzUnregisteredOperator"]
+            assert f.findings == 1 and result.exit_code == 1
+            assert f.seconds["gtest"] > 0
+            text = result.text()
+            assert "finding: OpScaleOutTest.LargeTensor passes on the base, failed on the edit" in text
+            assert "failing on the base already: " in text
+        finally:
+            result.restore()
+        plain = etops.dev(kernel, check=False, timing=False, gtest=False)
+        plain.restore()
+        assert plain.files[0].gtest == {}
+    finally:
+        fixed.restore()
