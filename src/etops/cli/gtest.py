@@ -71,7 +71,7 @@ def _run(args) -> int:
     from ..bench.inputs import quiet
 
     with quiet():
-        from .. import gtest
+        from ..gtest import gtest
 
         if args.load:
             from ..dev.load import load_all

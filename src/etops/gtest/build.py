@@ -93,7 +93,6 @@ class Build:
     googletest: Googletest
     root: Path = field(default_factory=lambda: cache_dir() / "gtest")
     edges: dict[str, str] = field(default_factory=dict)  #: output -> ninja build line (missing outputs only)
-    compiled: list[str] = field(default_factory=list)  #: outputs this build made
 
     def __post_init__(self):
         from .. import __version__
@@ -189,7 +188,6 @@ class Build:
         for p in folder.iterdir():
             p.unlink()
         folder.rmdir()
-        self.compiled += [o for o in self.edges if Path(o).exists()]
         self.edges.clear()
 
 

@@ -97,7 +97,7 @@ def functions_header(functions, entries: list[YamlKernel], registered: list[str]
     parameters coincide keep the first."""
     by_op = {e.op: e for e in entries}
     notes: list[str] = []
-    blocks: dict[str, list[str]] = {}
+    blocks: dict[str, list[Overload]] = {}
     for namespace, function in functions:
         seen: set[tuple[str, ...]] = set()
         qualified = f"{namespace}::{function}"

@@ -6,6 +6,7 @@ not build. Text for the terminal, JSON for ``--json``."""
 from __future__ import annotations
 
 import json
+from typing import Any
 from dataclasses import dataclass, field
 
 from .run import CRASHED, FAILED, PASSED, SKIPPED, TestResult
@@ -101,11 +102,11 @@ class GtestResult:
                         lines.append(_indent(t.message, "      "))
             if f.problem:
                 lines.append(_indent(f.problem, "  "))
-            for n in f.notes if verbose else ():
-                lines.append(f"  note: {n}")
-        t = self.totals()
-        lines.append(f"{t['built']}/{t['files']} files built; {t[PASSED]} passed, {t[FAILED]} failed, "
-                     f"{t[SKIPPED]} skipped, {t[CRASHED]} crashed ({self.seconds:.1f} s, building {self.build_seconds:.1f} s)")
+            for note in f.notes if verbose else ():
+                lines.append(f"  note: {note}")
+        n = self.totals()
+        lines.append(f"{n['built']}/{n['files']} files built; {n[PASSED]} passed, {n[FAILED]} failed, "
+                     f"{n[SKIPPED]} skipped, {n[CRASHED]} crashed ({self.seconds:.1f} s, building {self.build_seconds:.1f} s)")
         return "\n".join(lines)
 
 
@@ -116,13 +117,15 @@ def _indent(text: str, pad: str = "    ", limit: int = 30) -> str:
     return "\n".join(pad + r for r in rows)
 
 
-def against_base(base: GtestResult, edit: GtestResult) -> dict:
+def against_base(base: GtestResult, edit: GtestResult) -> dict[str, Any]:
     """One test file run on the base kernels and on the edit's (``etops dev``): the
     tests the edit turns from passed (or skipped) to failed or crashed are
     ``regressions`` (a finding each); those already failing on the base are
     ``base_failing``, listed apart; ``error`` is a build error of the test file."""
     [b], [e] = base.files, edit.files
-    out = {"file": e.path, "error": e.build_error, "regressions": [], "base_failing": [],
+    regressions: list[dict] = []
+    base_failing: list[str] = []
+    out: dict[str, Any] = {"file": e.path, "error": e.build_error, "regressions": regressions, "base_failing": base_failing,
            "counts": {s: e.count(s) for s in (PASSED, FAILED, SKIPPED, CRASHED)},
            "seconds": round(base.seconds + edit.seconds, 3)}
     if e.build_error:
@@ -131,7 +134,7 @@ def against_base(base: GtestResult, edit: GtestResult) -> dict:
     for t in e.tests:
         was = before.get(t.name)
         if was is not None and was.status in (FAILED, CRASHED):
-            out["base_failing"].append(t.name)
+            base_failing.append(t.name)
         elif t.status in (FAILED, CRASHED):
-            out["regressions"].append({"name": t.name, "status": t.status, "message": t.message})
+            regressions.append({"name": t.name, "status": t.status, "message": t.message})
     return out

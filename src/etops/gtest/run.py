@@ -98,7 +98,7 @@ def _wait(pid: int, timeout: float) -> tuple[int, bool]:
 
 
 def _read_events(path: str) -> list[dict]:
-    out = []
+    out: list[dict] = []
     try:
         text = Path(path).read_text(errors="replace")
     except OSError:

@@ -54,7 +54,7 @@ def gtest(paths, *, kernel_set: str | None = None, test_filter: str | None = Non
     registered = sorted(registry().operator_names)
     checkouts: dict[tuple[Path, str | None], _Checkout] = {}
     results: list[FileResult] = []
-    plans: list[tuple[FileResult, Path | None, list[Path]]] = []
+    plans: list[tuple[FileResult, Path, list[Path]]] = []
     builds: dict[Path, Build] = {}
     for path in files:
         res = FileResult(layout.relative(path))
@@ -80,7 +80,7 @@ def gtest(paths, *, kernel_set: str | None = None, test_filter: str | None = Non
     build_seconds = time.monotonic() - t0
     total = len(results)
     for i, (res, binary, objects) in enumerate(plans):
-        res.build_error = failure(binary, objects) if binary is not None else res.build_error
+        res.build_error = failure(binary, objects)
         if res.built:
             run = run_binary(binary, test_filter, timeout)
             res.tests, res.problem, res.run_seconds = run.tests, run.problem, run.seconds
