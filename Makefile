@@ -13,7 +13,7 @@ DEPS   := $(VENV)/.etops-deps
 BUILT  := $(VENV)/.etops-built
 SOURCES := $(wildcard src/etops/*.py src/etops/*/*.py src/etops/*/*/*.py src/etops/_native/*.c src/etops/_native/*.cpp src/etops/_native/*.h) CMakeLists.txt pyproject.toml
 
-.PHONY: demo test bench install clean test-wheel docs lint browser
+.PHONY: demo test bench install clean test-wheel docs lint browser googletest
 
 $(PY):
 	python3 -m venv $(VENV)
@@ -60,6 +60,13 @@ browser:
 	@command -v chromium > /dev/null || { SUDO=$$(command -v sudo || true); \
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium > /dev/null; }
 	@command -v chromium
+
+# googletest's sources (Debian's googletest package, /usr/src/googletest) for etops gtest
+# and its tests (tests/gtest/: they skip, saying so, without them). .ci/run makes it.
+googletest:
+	@[ -f /usr/src/googletest/googletest/src/gtest-all.cc ] \
+	  || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq googletest >/dev/null; } \
+	  || echo "googletest could not be installed: the etops gtest tests will skip"
 
 # mypy over src/etops (its configuration is [tool.mypy] in pyproject.toml).
 lint: $(TOOLS)

@@ -151,6 +151,8 @@ _LAZY = {
     "needs": (".needs", None),  # etops.needs(program): a program's kernel and delegate needs (callable module)
     # the kernel-development loop: build a checkout's kernel file, swap it in, check and time it
     "dev": (".dev", None),  # etops.dev(paths) (callable module)
+    # upstream's kernel gtests against this process's kernels
+    "gtest": (".gtest", None),  # etops.gtest(paths) (callable module)
     # guarded calls: one call in a forked child, tensors against guard pages
     "guard": (".guard", None),
     # the benchmark harness

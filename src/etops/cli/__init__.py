@@ -11,7 +11,8 @@
     etops check [NAME...] [--dtype ...] [--isolated --jobs N] [--report R.md --json R.json]
     etops fuzz [--budget S] [--guard] [--kernels TEXT]
     etops dev PATH... [--base REV] [--changed [REV]] [--watch] [--json FILE] [--markdown FILE] [--max-slowdown R]
-    etops check|bench|needs|fuzz --load FILE.cpp|LIB.so|FILE.py:FUNCTION ...
+    etops gtest PATH... [--kernel-set SET] [--filter PATTERN] [--json FILE]
+    etops check|bench|needs|fuzz|gtest --load FILE.cpp|LIB.so|FILE.py:FUNCTION ...
 
 Tables and progress bars are rich's on a terminal, plain text when piped. An error
 is one line on stderr and exit code 2 (``--debug`` shows the traceback).
@@ -114,11 +115,15 @@ def build_parser() -> argparse.ArgumentParser:
                     help="seconds the edit's cases may take (float32 first; tasks left out are counted; default 60, 0: no limit)")
     dv.add_argument("--no-check", action="store_true", help="build and swap in, no conformance")
     dv.add_argument("--no-timing", action="store_true", help="no timing")
+    dv.add_argument("--no-gtest", action="store_true", help="do not run the checkout's kernels/test/op_<name>_test.cpp "
+                                                            "(etops gtest) on the base and the edit")
 
     # `check` is the conformance command line (etops.conformance.cli): main() hands it
     # everything after the word; this entry only lists it in --help.
     sub.add_parser("check", help="run OpInfo samples against ExecuTorch kernels (see 'etops check --help')", add_help=False)
     sub.add_parser("fuzz", help="the fuzz campaign over callable kernels (see 'etops fuzz --help')", add_help=False)
+    sub.add_parser("gtest", help="upstream's kernel gtests (kernels/test/op_*_test.cpp) against this process's kernels "
+                                 "(see 'etops gtest --help')", add_help=False)
     return p
 
 
@@ -140,6 +145,10 @@ def main(argv: list[str] | None = None) -> int:
         from ..fuzz.campaign import main as fuzz_main
 
         return fuzz_main(rest[1:])
+    if rest and rest[0] == "gtest":
+        from .gtest import main as gtest_main
+
+        return gtest_main(rest[1:] + (["--debug"] if debug else []))
     try:
         args = build_parser().parse_args(argv)
         if args.version:

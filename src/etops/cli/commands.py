@@ -527,7 +527,8 @@ def cmd_dev(args) -> int:
     options = dict(root=args.root, yaml=args.yaml, dtypes=dtypes, timing_dtype=args.timing_dtype, threads=args.threads,
                    repeats=args.repeats, check=not args.no_check, timing=not args.no_timing, budget=args.budget or None,
                    base=False if args.base == "none" else args.base, isolate=not args.no_isolate,
-                   max_slowdown=args.max_slowdown, report_dir=report_dir, changed=args.changed)
+                   max_slowdown=args.max_slowdown, report_dir=report_dir, changed=args.changed,
+                   gtest=not args.no_gtest)
 
     def show(result) -> None:
         print(result.text(), flush=True)

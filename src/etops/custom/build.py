@@ -102,7 +102,9 @@ def _open(path: str):
     return handle
 
 
-def _base_flags(tc: Toolchain) -> list[str]:
+def compile_flags(tc: Toolchain) -> list[str]:
+    """The flags every source built against the wheel gets: C++17, PIC, hidden
+    visibility, the wheel's compile definitions and headers (etops.gtest uses them too)."""
     flags = ["-std=c++17", "-O2", "-fPIC", "-fvisibility=hidden", "-fdiagnostics-color=never"]
     flags += [f"-D{d}" for d in tc.defines]
     flags += [f"-isystem {d}" for d in tc.include_dirs]
@@ -119,7 +121,7 @@ def _prelude(tc: Toolchain, extra=()) -> tuple[str, bool]:
     missing one only costs time.) `extra`: flags of the build that a precompiled
     header must have been made with too (a macro such as NDEBUG: GCC will not use a
     .gch made without it); each set of them has its own prelude."""
-    flags = _base_flags(tc) + list(extra)
+    flags = compile_flags(tc) + list(extra)
     key = hashlib.sha256("\0".join([GENERATOR_VERSION, tc.cxx_id, PRELUDE] + flags).encode()).hexdigest()[:16]
     folder = cache_dir() / "prelude" / key
     header = folder / "prelude.h"
@@ -153,7 +155,7 @@ def _ninja_file(tc: Toolchain, sources: list[str], cflags: list[str], ldflags: l
     def esc(s: str) -> str:
         return s.replace("$", "$$").replace(" ", "$ ").replace(":", "$:")
 
-    flags = _base_flags(tc) + ["-I."]
+    flags = compile_flags(tc) + ["-I."]
     flags += ["-include", prelude, "-include", "decls.h"]
     flags += cflags
     # An undefined symbol fails the link (GNU ld's -z defs; ld64 refuses them by default).

@@ -89,9 +89,15 @@ def _time_file(result, target, addresses: dict, *, dtype, repeats, threads, max_
                 handle.deregister()
 
 
+def _test_file(target):
+    """The checkout's upstream gtest of the kernel file (``kernels/test/op_<name>_test.cpp``), or None."""
+    found = target.checkout / "kernels" / "test" / f"{target.path.stem}_test.cpp"
+    return found if found.is_file() else None
+
+
 def run_file(path, *, root=None, yaml=None, dtypes=None, timing_dtype="float32", threads=1, repeats=11, check=True,
              timing=True, cflags=(), budget=CHECK_BUDGET, base=None, isolate=True, max_slowdown=None,
-             report_dir=None) -> FileResult:
+             report_dir=None, gtest=True) -> FileResult:
     """One kernel file through the loop (see ``dev``); a file that cannot be located
     or built gives a FileResult with ``error`` set, nothing swapped. ``base``: the
     git revision the edit is compared with (None: HEAD; False: the built-in)."""
@@ -126,11 +132,25 @@ def run_file(path, *, root=None, yaml=None, dtypes=None, timing_dtype="float32",
                    "headers": found.headers, "unchanged": found.unchanged,
                    "build": None if base_library is None else {"compiled": base_library.compiled, "build_dir": base_library.build_dir}}
     result.seconds["base"] = time.perf_counter() - t
+    test_file = _test_file(target) if gtest else None
+    before = None
+    if test_file is not None:
+        from ..gtest import gtest as run_gtest  # etops.gtest reads checkouts with this package's checkout module
+
+        t = time.perf_counter()
+        before = run_gtest(test_file, root=target.checkout)  # the kernels the edit replaces
+        result.seconds["gtest"] = time.perf_counter() - t
     t = time.perf_counter()
     installed = inst.install(target, library)
     result.installed = installed
     result.replaced = sorted(installed.replaced)
     result.seconds["swap"] = time.perf_counter() - t
+    if before is not None:
+        from ..gtest.report import against_base
+
+        t = time.perf_counter()
+        result.gtest = against_base(before, run_gtest(test_file, root=target.checkout))
+        result.seconds["gtest"] += time.perf_counter() - t
     addresses = {}
     for index, impl in enumerate(target.ops):
         name = impl.entry.op
@@ -155,7 +175,7 @@ def run_file(path, *, root=None, yaml=None, dtypes=None, timing_dtype="float32",
 
 def dev(paths, *, root=None, yaml=None, dtypes=None, timing_dtype="float32", threads=1, repeats=11, check=True,
         timing=True, cflags=(), budget=CHECK_BUDGET, base=None, isolate=True, max_slowdown=None, report_dir=None,
-        changed=None) -> DevResult:
+        changed=None, gtest=True) -> DevResult:
     """Builds the kernel files `paths` (files, or folders of them) of an ExecuTorch
     checkout or an out-of-tree kernel folder against the installed wheel, with the
     flags the wheel's kernels were built with, swaps their operators in for the
@@ -172,7 +192,10 @@ def dev(paths, *, root=None, yaml=None, dtypes=None, timing_dtype="float32", thr
     may take (float32 first; tasks left out are counted; None: no limit);
     ``max_slowdown``: a slowdown beyond it (and the noise) is a finding;
     ``report_dir``: where reproducers go; ``changed``: a git revision: the kernel
-    files changed since it (and those including a changed header), added to `paths`."""
+    files changed since it (and those including a changed header), added to `paths`;
+    ``gtest``: run the checkout's upstream test of the file (``kernels/test/op_<name>_test.cpp``,
+    etops.gtest) on the kernels it replaces and on the edit: a test the edit turns
+    from pass to fail is a finding."""
     from pathlib import Path
 
     from .checkout import kernel_files
@@ -193,7 +216,7 @@ def dev(paths, *, root=None, yaml=None, dtypes=None, timing_dtype="float32", thr
         sub = None if report_dir is None else Path(report_dir) / f.stem
         r = run_file(f, root=root, yaml=yaml, dtypes=dtypes, timing_dtype=timing_dtype, threads=threads, repeats=repeats,
                      check=check, timing=timing, cflags=cflags, budget=budget, base=base, isolate=isolate,
-                     max_slowdown=max_slowdown, report_dir=sub)
+                     max_slowdown=max_slowdown, report_dir=sub, gtest=gtest)
         if r.no_operators and f not in named:
             skipped.append(str(f))  # a helper source of a folder, not a kernel file
         else:

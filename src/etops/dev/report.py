@@ -35,6 +35,7 @@ class FileResult:
     timing: list = field(default_factory=list)  #: timing.time_edit rows
     seconds: dict = field(default_factory=dict)  #: per phase
     report_dir: str = ""
+    gtest: dict = field(default_factory=dict)  #: the upstream test file on the kernels replaced and the edit (etops.gtest.report.against_base)
     installed: object = field(default=None, repr=False)
 
     def set_judged(self, plan: dict, judged: dict) -> None:
@@ -49,6 +50,10 @@ class FileResult:
     def new_findings(self) -> list:
         return [f for f in self.findings if f.gating]
 
+    def gtest_regressions(self) -> list:
+        """Upstream tests the edit turns from pass to fail (a finding each)."""
+        return list(self.gtest.get("regressions", ()))
+
     def slowdowns(self) -> list:
         return [r for r in self.timing if r.get("slowdown_finding")]
 
@@ -60,7 +65,7 @@ class FileResult:
     def exit_code(self) -> int:
         if self.error:
             return EXIT_ERROR
-        if self.new_findings or self.slowdowns():
+        if self.new_findings or self.slowdowns() or self.gtest_regressions():
             return EXIT_FINDING
         return EXIT_NO_CASE if self.no_case() else EXIT_OK
 
@@ -70,7 +75,7 @@ class FileResult:
                 "sources": self.sources, "left_out": self.left_out, "no_case": self.no_case(),
                 "findings": [f.to_json() for f in self.findings], "fixed": [c.to_json() for c in self.fixed],
                 "new_findings": len(self.new_findings), "timing": self.timing, "seconds": self.seconds,
-                "report_dir": self.report_dir, "exit_code": self.exit_code}
+                "gtest": self.gtest, "report_dir": self.report_dir, "exit_code": self.exit_code}
 
 
 @dataclass
@@ -135,7 +140,7 @@ class DevResult:
         elif code == EXIT_ERROR:
             what = "a file did not build"
         elif code == EXIT_FINDING:
-            n = sum(len(f.new_findings) + len(f.slowdowns()) for f in self.files)
+            n = sum(len(f.new_findings) + len(f.slowdowns()) + len(f.gtest_regressions()) for f in self.files)
             what = f"the edit introduces {n} finding{'s' if n != 1 else ''}"
         elif code == EXIT_NO_CASE:
             what = "no case for " + ", ".join(op for f in self.files for op in f.no_case())

@@ -73,8 +73,27 @@ def file_lines(f) -> list[str]:
             lines.append("  no finding")
     for row in f.timing:
         lines.append(f"  timing {_short(row['kernel'])} {describe(row)}" + ("  <- slowdown finding" if row.get("slowdown_finding") else ""))
+    lines += _gtest_lines(f.gtest, f.seconds.get("gtest", 0.0))
     if f.report_dir:
         lines.append(f"  report folder: {f.report_dir}")
+    return lines
+
+
+def _gtest_lines(g: dict, seconds: float) -> list[str]:
+    """The upstream test file's lines: counts on the edit, each regression (a
+    finding), the tests already failing on the kernels the edit replaces."""
+    if not g:
+        return []
+    name = g["file"].rsplit("/", 1)[-1]
+    if g.get("error"):
+        return [f"  gtest {name}: not built ({g['error'].splitlines()[0][:200]})"]
+    shown = ", ".join(f"{n} {s}" for s, n in g["counts"].items() if n) or "no test"
+    lines = [f"  gtest {name} on the edit: {shown} [{seconds:.1f} s, replaced kernels and edit]"]
+    for r in g["regressions"]:
+        first = (r["message"].splitlines() or [""])[0][:200]
+        lines.append(f"    finding: {r['name']} passes on the replaced kernel, {r['status']} on the edit: {first}")
+    if g["base_failing"]:
+        lines.append(f"    failing before the edit already: {', '.join(g['base_failing'])}")
     return lines
 
 

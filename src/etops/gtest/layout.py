@@ -1,0 +1,146 @@
+"""A kernel test file of an ExecuTorch checkout (or an out-of-tree folder laid out
+the same way): the checkout its ``executorch/...`` includes resolve into, the
+``<op>_outf`` functions it calls, the checkout sources its headers need compiled
+with it, and the kernel set whose ``supported_features_def.yaml`` applies.
+
+Nothing here compiles or touches the registry; it reads files.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..dev.checkout import YAML_NAMES, YamlKernel, checkout_headers, includes, read_yaml, wheel_include_dir
+from ..errors import CheckoutError
+
+#: Headers etops generates for every test (never looked for in the checkout).
+FUNCTIONS_HEADER = "executorch/kernels/test/FunctionHeaderWrapper.h"
+FEATURES_HEADER = "executorch/kernels/test/supported_features.h"
+GENERATED = (FUNCTIONS_HEADER, FEATURES_HEADER)
+
+#: What a folder contributes: upstream's op test files.
+TEST_GLOB = "op_*_test.cpp"
+
+#: A call of a generated function: torch::executor::<namespace>::<name>_outf (an out
+#: variant) or torch::executor::<namespace>::<name>_ (an in-place variant)
+_CALL = re.compile(r"\btorch::executor::(\w+)::(\w+?(?:_outf|_))\s*\(")
+
+
+@dataclass(frozen=True)
+class TestFile:
+    """One test source and what building it needs."""
+
+    path: Path
+    checkout: Path  #: the folder ``executorch/...`` includes resolve into
+    functions: tuple[tuple[str, str], ...]  #: (namespace, C++ name) of each ``<op>_outf`` / ``<op>_`` called
+    helpers: tuple[Path, ...]  #: checkout sources next to included checkout headers (X.h -> X.cpp)
+    headers: tuple[Path, ...]  #: checkout headers the file includes, directly or not
+    uses_features: bool  #: whether supported_features.h is included (directly or through a header)
+
+
+def test_files(paths) -> list[Path]:
+    """The test sources `paths` name: files as given, folders' ``op_*_test.cpp``
+    (not recursive), sorted; CheckoutError for a path that does not exist or a
+    folder without tests."""
+    out: list[Path] = []
+    for p in map(Path, paths):
+        if p.is_dir():
+            found = sorted(p.glob(TEST_GLOB))
+            if not found:
+                raise CheckoutError(f"{p}: no test files ({TEST_GLOB}) in this folder")
+            out += found
+        elif p.is_file():
+            out.append(p)
+        else:
+            raise CheckoutError(f"{p}: no such file or folder")
+    return [p.resolve() for p in dict.fromkeys(out)]
+
+
+def find_checkout(path: Path, root=None) -> Path:
+    """`root` when given, else the nearest folder above `path` where every
+    ``executorch/...`` include that neither the wheel nor etops provides resolves."""
+    if root is not None:
+        found = Path(root).resolve()
+        if not found.is_dir():
+            raise CheckoutError(f"--root {root}: no such folder")
+        return found
+    wheel = wheel_include_dir()
+    local = [inc[len("executorch/"):] for inc in includes(path.read_text())
+             if inc.startswith("executorch/") and inc not in GENERATED and not (wheel / inc).exists()]
+    for folder in path.resolve().parents:
+        if all((folder / rel).exists() for rel in local):
+            if local or (folder / "kernels").is_dir():
+                return folder
+    raise CheckoutError(f"{path}: no folder above it holds the checkout's headers it includes (give the checkout with --root)")
+
+
+def describe(path: Path, checkout: Path, include_root: Path) -> TestFile:
+    """What building test `path` of `checkout` needs (`include_root`: the folder
+    whose ``executorch`` is the checkout, ``etops.dev.checkout.include_root``)."""
+    headers = sorted(checkout_headers(path, [include_root, checkout]))
+    texts = [path.read_text()] + [h.read_text() for h in headers]
+    functions = tuple(dict.fromkeys(m for t in texts for m in _CALL.findall(t)))
+    helpers = tuple(h.with_suffix(".cpp") for h in headers if h.suffix == ".h" and h.with_suffix(".cpp").is_file())
+    uses = any(FEATURES_HEADER in includes(t) for t in texts)
+    return TestFile(path, checkout, functions, helpers, tuple(headers), uses)
+
+
+def kernel_yamls(checkout: Path, test: Path | None = None) -> list[Path]:
+    """Every kernel YAML of the checkout (``kernels/*/<functions|custom_ops|optimized|quantized>.yaml``)
+    and those in the folders above `test` inside the checkout."""
+    found = sorted(p for name in YAML_NAMES for p in checkout.glob(f"kernels/*/{name}"))
+    if test is not None:
+        for folder in test.resolve().parents:
+            found += [folder / n for n in YAML_NAMES if (folder / n).is_file()]
+            if folder == checkout:
+                break
+    return list(dict.fromkeys(p.resolve() for p in found))
+
+
+def yaml_entries(checkout: Path, test: Path | None = None) -> list[YamlKernel]:
+    """The operators the checkout's kernel YAMLs register."""
+    return [e for y in kernel_yamls(checkout, test) for e in read_yaml(y)]
+
+
+def feature_sets(checkout: Path) -> dict[str, Path]:
+    """Kernel set name -> its ``kernels/<set>/test/supported_features_def.yaml``."""
+    return {p.parent.parent.name: p for p in sorted(checkout.glob("kernels/*/test/supported_features_def.yaml"))}
+
+
+def default_kernel_set(path: Path, checkout: Path) -> str | None:
+    """The set of the folder the test lives in (``kernels/<set>/test/``); for
+    upstream's shared ``kernels/test/``, the wheel's aten kernels are its optimized
+    set (optimized kernels, portable ones for the rest): ``optimized`` when the
+    checkout defines it, else ``portable``; None when the checkout defines none."""
+    sets = feature_sets(checkout)
+    parent = path.resolve().parent
+    if parent.name == "test" and parent.parent.parent.name == "kernels" and parent.parent.name in sets:
+        return parent.parent.name
+    for name in ("optimized", "portable"):
+        if name in sets:
+            return name
+    return next(iter(sets), None)
+
+
+def features_inputs(checkout: Path, kernel_set: str | None) -> tuple[Path | None, Path | None, Path | None]:
+    """(supported_features.yaml, the set's def YAML, gen_supported_features.py) of the
+    checkout, each None when absent. CheckoutError for a set the checkout lacks."""
+    sets = feature_sets(checkout)
+    if kernel_set is not None and kernel_set not in sets:
+        known = ", ".join(sets) or "none"
+        raise CheckoutError(f"--kernel-set {kernel_set}: the checkout has no kernels/{kernel_set}/test/supported_features_def.yaml (it has: {known})")
+    test = checkout / "kernels" / "test"
+    spec = test / "supported_features.yaml"
+    gen = test / "gen_supported_features.py"
+    return (spec if spec.is_file() else None, sets.get(kernel_set) if kernel_set else None, gen if gen.is_file() else None)
+
+
+def relative(path: Path) -> str:
+    """`path` relative to the working directory when below it, else absolute."""
+    try:
+        return os.path.relpath(path) if not os.path.relpath(path).startswith("..") else str(path)
+    except ValueError:
+        return str(path)

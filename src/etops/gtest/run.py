@@ -1,0 +1,186 @@
+"""Running one test binary in isolation: a fork of this process (so the kernels it
+calls are the ones registered here: built-ins, custom kernels, overrides) loads the
+binary and runs its tests; its output goes to a log file, its per-test events (one
+JSON line each, written and flushed by the binary's listener) to another.
+
+A test that crashes the fork (a signal, an exit, an abort, a timeout) is recorded as
+crashed, named by the event that started it and never ended, and the binary is run
+again on the tests not yet run, so one crash loses nothing else."""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import signal
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+#: Test statuses, as reports and JSON give them.
+PASSED, FAILED, SKIPPED, CRASHED = "passed", "failed", "skipped", "crashed"
+
+
+@dataclass
+class TestResult:
+    """One gtest: ``Suite.Name``, its status and gtest's message (the failures'
+    text, the skip's reason, what ended the process)."""
+
+    name: str
+    status: str
+    message: str = ""
+    ms: int = 0
+
+    def as_dict(self) -> dict:
+        return {"name": self.name, "status": self.status, "message": self.message, "ms": self.ms}
+
+
+@dataclass
+class BinaryRun:
+    """What running a binary gave: each test's result and the output tail of a run
+    that ended outside any test (``problem``)."""
+
+    tests: list[TestResult] = field(default_factory=list)
+    problem: str | None = None
+    seconds: float = 0.0
+
+
+def _ended(status: int) -> str:
+    if os.WIFSIGNALED(status):
+        sig = os.WTERMSIG(status)
+        try:
+            name = signal.Signals(sig).name
+        except ValueError:
+            name = f"signal {sig}"
+        return f"killed by {name}"
+    return f"exited with code {os.WEXITSTATUS(status)}"
+
+
+def _child(binary: str, argv: list[str], log: str, events: str) -> None:
+    """The fork's side: never returns."""
+    code = 125
+    try:
+        fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        os.dup2(fd, 1)
+        os.dup2(fd, 2)
+        os.environ["ETOPS_GTEST_EVENTS"] = events
+        lib = ctypes.CDLL(binary, mode=ctypes.RTLD_LOCAL)
+        main = lib.etops_gtest_main
+        main.argtypes = [ctypes.c_int, ctypes.POINTER(ctypes.c_char_p)]
+        main.restype = ctypes.c_int
+        args = (ctypes.c_char_p * (len(argv) + 1))(*[a.encode() for a in argv], None)
+        code = main(len(argv), args)
+    except BaseException as exc:  # noqa: BLE001 - the fork reports, never unwinds into the caller
+        try:
+            os.write(2, f"etops gtest: could not run {binary}: {exc}\n".encode())
+        except OSError:
+            pass
+    finally:
+        os._exit(code if 0 <= code < 256 else 1)
+
+
+def _wait(pid: int, timeout: float) -> tuple[int, bool]:
+    """(wait status, whether the timeout killed it)."""
+    deadline = time.monotonic() + timeout
+    delay = 0.005
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            return status, False
+        if time.monotonic() > deadline:
+            os.kill(pid, signal.SIGKILL)
+            _, status = os.waitpid(pid, 0)
+            return status, True
+        time.sleep(delay)
+        delay = min(delay * 2, 0.05)
+
+
+def _read_events(path: str) -> list[dict]:
+    out: list[dict] = []
+    try:
+        text = Path(path).read_text(errors="replace")
+    except OSError:
+        return out
+    for line in text.splitlines():
+        try:
+            out.append(json.loads(line))
+        except ValueError:
+            continue  # a line the crash cut short
+    return out
+
+
+def _message(parts: list[dict], kind: str) -> str:
+    texts = []
+    for p in parts:
+        if p.get("kind") != kind:
+            continue
+        msg = p.get("message", "")
+        if kind == "skip":
+            texts.append(msg)
+        else:
+            texts.append(f"{p.get('file')}:{p.get('line')}: {msg}" if p.get("file") else msg)
+    return "\n".join(t for t in texts if t)
+
+
+def _filter(user: str | None, exclude: list[str]) -> str:
+    positive, _, negative = (user or "*").partition("-")
+    negatives = [n for n in negative.split(":") if n] + exclude
+    return positive + ("-" + ":".join(negatives) if negatives else "")
+
+
+def run_binary(binary: Path, test_filter: str | None = None, timeout: float = 300.0) -> BinaryRun:
+    """Runs the tests of `binary` (matching `test_filter`, gtest's syntax), each in
+    the fork of this process that runs the binary; a crash ends only its test."""
+    result = BinaryRun()
+    started = time.monotonic()
+    done: dict[str, TestResult] = {}
+    with tempfile.TemporaryDirectory(prefix="etops-gtest-") as tmp:
+        for attempt in range(10_000):
+            log, events = os.path.join(tmp, f"log{attempt}"), os.path.join(tmp, f"events{attempt}")
+            argv = [str(binary), f"--gtest_filter={_filter(test_filter, list(done))}", "--gtest_color=no"]
+            sys.stdout.flush()
+            sys.stderr.flush()
+            pid = os.fork()
+            if pid == 0:
+                _child(str(binary), argv, log, events)
+            status, timed_out = _wait(pid, timeout)
+            records = _read_events(events)
+            parts: dict[str, list[dict]] = {}
+            running = None
+            for r in records:
+                name = r.get("test", "")
+                if r["event"] == "start":
+                    running = name
+                    parts[name] = []
+                elif r["event"] == "part":
+                    parts.setdefault(name, []).append(r)
+                elif r["event"] == "end":
+                    running = None
+                    st = r.get("status", FAILED)
+                    kind = {"failed": "failure", "skipped": "skip"}.get(st, "")
+                    done[name] = TestResult(name, st, _message(parts.get(name, []), kind) if kind else "", int(r.get("ms", 0)))
+            clean = not timed_out and os.WIFEXITED(status) and os.WEXITSTATUS(status) in (0, 1)
+            tail = _tail(log)
+            if running is not None:
+                why = f"timed out after {timeout:g} s" if timed_out else _ended(status)
+                failures = _message(parts.get(running, []), "failure")
+                text = why + (f"\n{failures}" if failures else "") + (f"\n--- output ---\n{tail}" if tail else "")
+                done[running] = TestResult(running, CRASHED, text)
+                continue  # run the tests after it
+            if not clean:
+                why = f"timed out after {timeout:g} s" if timed_out else _ended(status)
+                result.problem = f"the test binary {why} outside any test" + (f"\n--- output ---\n{tail}" if tail else "")
+            break
+    result.tests = list(done.values())
+    result.seconds = time.monotonic() - started
+    return result
+
+
+def _tail(path: str, lines: int = 25) -> str:
+    try:
+        text = Path(path).read_text(errors="replace")
+    except OSError:
+        return ""
+    return "\n".join(text.rstrip().splitlines()[-lines:])

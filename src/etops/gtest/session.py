@@ -1,0 +1,114 @@
+"""``etops.gtest(paths)``: find each test file's checkout and kernel set, generate its
+headers, build every binary in one Ninja run, then run each in its own fork of this
+process and collect the results."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from ..custom import cache_dir
+from ..dev.checkout import checkout_headers, include_root
+from ..errors import EtopsError
+from ..registry import registry
+from . import glue, layout
+from .build import NO_GOOGLETEST, Build, failure, find_googletest
+from .report import FileResult, GtestResult
+from .run import run_binary
+
+
+class _Checkout:
+    """What every test of one checkout and kernel set shares (read once)."""
+
+    def __init__(self, checkout: Path, kernel_set: str | None):
+        self.path = checkout
+        self.kernel_set = kernel_set
+        self.include_root = include_root(checkout, cache_dir())
+        self.googletest = find_googletest(checkout)
+        self._features: tuple[str, str] | BaseException | None = None
+
+    def features(self) -> tuple[str, str]:
+        """(supported_features.h, .cpp) of the kernel set; raises what generating them raised."""
+        if self._features is None:
+            try:
+                self._features = glue.supported_features(*layout.features_inputs(self.path, self.kernel_set))
+            except EtopsError as exc:
+                self._features = exc
+        if isinstance(self._features, BaseException):
+            raise self._features
+        return self._features
+
+
+def gtest(paths, *, kernel_set: str | None = None, test_filter: str | None = None, root=None, jobs: int | None = None,
+          timeout: float = 300.0, progress=None) -> GtestResult:
+    """Builds and runs ExecuTorch kernel test files (``kernels/test/op_add_test.cpp``,
+    or a folder of ``op_*_test.cpp``) against the kernels registered in this
+    process. `kernel_set` picks the ``supported_features_def.yaml`` (default: the
+    test folder's set, ``optimized`` for upstream's ``kernels/test/``);
+    `test_filter` is gtest's (``Suite.Name``, ``*`` wildcards, ``-`` exclusions);
+    `timeout` bounds each run of a binary (seconds); `progress(done, total, text)`
+    is called as files finish. Never raises for a test file that does not build:
+    its result carries the reason."""
+    started = time.monotonic()
+    files = layout.test_files(paths if isinstance(paths, (list, tuple)) else [paths])
+    registered = sorted(registry().operator_names)
+    checkouts: dict[tuple[Path, str | None], _Checkout] = {}
+    results: list[FileResult] = []
+    plans: list[tuple[FileResult, Path, list[Path]]] = []
+    builds: dict[Path, Build] = {}
+    for path in files:
+        res = FileResult(layout.relative(path))
+        results.append(res)
+        try:
+            checkout = layout.find_checkout(path, root)
+            ks = kernel_set or layout.default_kernel_set(path, checkout)
+            co = checkouts.get((checkout, ks)) or checkouts.setdefault((checkout, ks), _Checkout(checkout, ks))
+            layout.features_inputs(checkout, kernel_set)  # an unknown --kernel-set is an error of every file
+            res.kernel_set = ks
+            if co.googletest is None:
+                res.build_error = NO_GOOGLETEST
+                continue
+            res.googletest = co.googletest.describe()
+            build = builds.get(co.googletest.root) or builds.setdefault(co.googletest.root, Build(co.googletest))
+            binary, objects = _queue(build, co, path, registered, res)
+            plans.append((res, binary, objects))
+        except EtopsError as exc:
+            res.build_error = str(exc)
+    t0 = time.monotonic()
+    for build in builds.values():
+        build.run(jobs)
+    build_seconds = time.monotonic() - t0
+    total = len(results)
+    for i, (res, binary, objects) in enumerate(plans):
+        res.build_error = failure(binary, objects)
+        if res.built:
+            run = run_binary(binary, test_filter, timeout)
+            res.tests, res.problem, res.run_seconds = run.tests, run.problem, run.seconds
+        if progress is not None:
+            progress(i + 1, total, res.path)
+    return GtestResult(results, time.monotonic() - started, build_seconds)
+
+
+def _queue(build: Build, co: _Checkout, path: Path, registered: list[str], res: FileResult) -> tuple[Path, list[Path]]:
+    """Queues the objects and the binary of test `path`; (binary, its objects)."""
+    test = layout.describe(path, co.path, co.include_root)
+    entries = layout.yaml_entries(co.path, path)
+    header, notes = glue.functions_header(test.functions, entries, registered)
+    res.notes = notes
+    features_dir = None
+    objects: list[Path] = []
+    key = ""
+    if test.uses_features:
+        fh, fcpp = co.features()
+        features_dir = build.generated({layout.FEATURES_HEADER: fh})
+        source = build.generated({"supported_features.cpp": fcpp}) / "supported_features.cpp"
+        objects.append(build.checkout_object(source, [], [f"-I{features_dir}"], fh))
+        key = fh
+    shared = ([f"-I{features_dir}"] if features_dir else []) + [f"-idirafter{co.include_root}"]
+    for helper in test.helpers:
+        deps = checkout_headers(helper, [co.include_root, co.path])
+        objects.append(build.checkout_object(helper, deps, shared, key))
+    functions_dir = build.generated({layout.FUNCTIONS_HEADER: header})
+    objects.insert(0, build.checkout_object(path, test.headers, [f"-I{functions_dir}", *shared], key + header))
+    objects += [build.support_object(), *build.googletest_objects()]
+    return build.link(objects, path.stem), objects

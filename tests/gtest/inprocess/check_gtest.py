@@ -1,0 +1,149 @@
+"""``etops gtest`` on a miniature checkout written by the tests (gtest_mini.py): each
+outcome a test can have (passed, failed with gtest's message, skipped by a
+SupportedFeatures flag with its reason, a death test, a crash named and the tests
+after it still run, an operator with no kernel), the kernel reached through the
+registry (an override changes the verdict), --kernel-set, --filter, --json and the
+exit codes, a clear build error without googletest, and etops dev running the
+kernel file's upstream test on the base and on the edit."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+
+import pytest
+
+import etops
+import gtest_mini
+from etops.cli import main as cli_main
+from etops.gtest import build as gtest_build
+from etops.gtest import find_googletest
+
+needs_googletest = pytest.mark.skipif(
+    find_googletest(None) is None,
+    reason="no googletest on this machine (apt-get install googletest; .ci/run installs it)",
+)
+
+
+@pytest.fixture(scope="module")
+def mini():
+    root = Path(tempfile.gettempdir()) / f"etops-test-gtest-{os.getuid()}"
+    test = gtest_mini.write(root)
+    handle = etops.register_kernel(gtest_mini.OP, gtest_mini.KERNEL, schema=gtest_mini.SCHEMA)
+    yield test
+    handle.deregister()
+
+
+def _by_name(result):
+    [f] = result.files
+    assert f.built, f.build_error
+    return {t.name.split(".", 1)[1]: t for t in f.tests}
+
+
+@needs_googletest
+def test_each_outcome_is_reported_by_name(mini):
+    result = etops.gtest(mini)
+    tests = _by_name(result)
+    assert tests["SmallTensor"].status == "passed"
+    assert tests["LargeTensor"].status == "failed"
+    assert "the last element was not scaled" in tests["LargeTensor"].message
+    assert "op_scale_test.cpp:" in tests["LargeTensor"].message  # gtest's file:line
+    assert tests["NanFactorDies"].status == "passed"  # the death test saw the abort and its message
+    assert tests["DoubleInputs"].status == "skipped"
+    assert tests["DoubleInputs"].message == "this kernel set has no double scale"
+    assert tests["UnluckyFactorCrashes"].status == "crashed"
+    assert "SIGSEGV" in tests["UnluckyFactorCrashes"].message
+    assert tests["ZyxAfterTheCrash"].status == "passed"  # the run went on after the crash
+    missing = tests["ZzzUnregisteredOperator"]
+    assert missing.status == "failed"
+    assert "no kernel registered for etops_gtest_mini::unregistered.out" in missing.message
+    [f] = result.files
+    assert f.kernel_set == "portable"
+    assert "googletest from the" in f.googletest
+    assert result.exit_code == 1
+    text = result.text()
+    assert "CRASHED OpScaleOutTest.UnluckyFactorCrashes" in text and "FAILED OpScaleOutTest.LargeTensor" in text
+
+
+@needs_googletest
+def test_the_test_calls_the_kernel_registered_now(mini):
+    fixed = etops.override(gtest_mini.OP, gtest_mini.FIXED_KERNEL, schema=gtest_mini.SCHEMA)
+    try:
+        result = etops.gtest(mini, test_filter="OpScaleOutTest.LargeTensor")
+        assert [(t.name, t.status) for t in result.files[0].tests] == [("OpScaleOutTest.LargeTensor", "passed")]
+        assert result.exit_code == 0
+    finally:
+        fixed.restore()
+    again = etops.gtest(mini, test_filter="OpScaleOutTest.LargeTensor")
+    assert again.files[0].tests[0].status == "failed"
+
+
+@needs_googletest
+def test_the_kernel_set_chooses_the_supported_features(mini):
+    result = etops.gtest(mini, kernel_set="plain", test_filter="*DoubleInputs")
+    assert result.files[0].kernel_set == "plain"
+    assert [t.status for t in result.files[0].tests] == ["passed"]
+    wrong = etops.gtest(mini, kernel_set="nope")
+    assert "--kernel-set nope" in wrong.files[0].build_error and "plain, portable" in wrong.files[0].build_error
+    assert wrong.exit_code == 2
+
+
+@needs_googletest
+def test_command_line_json_and_exit_codes(mini, tmp_path, capsys):
+    out = tmp_path / "r.json"
+    assert cli_main(["gtest", str(mini), "--filter", "OpScaleOutTest.SmallTensor:*DoubleInputs", "--json", str(out)]) == 0
+    data = json.loads(out.read_text())
+    [f] = data["files"]
+    assert data["exit_code"] == 0 and f["counts"] == {"passed": 1, "failed": 0, "skipped": 1, "crashed": 0}
+    assert {t["name"]: t["status"] for t in f["tests"]} == {"OpScaleOutTest.SmallTensor": "passed",
+                                                           "OpScaleOutTest.DoubleInputs": "skipped"}
+    assert cli_main(["gtest", str(mini), "--filter", "*LargeTensor"]) == 1
+    assert "FAILED OpScaleOutTest.LargeTensor" in capsys.readouterr().out
+    broken = mini.with_name("op_broken_test.cpp")
+    broken.write_text(mini.read_text().replace("TEST_F(OpScaleOutTest, SmallTensor) {", "TEST_F(OpScaleOutTest, SmallTensor) { undeclared_thing();"))
+    try:
+        assert cli_main(["gtest", str(broken), "--json", str(out)]) == 2
+        text = capsys.readouterr().out
+        assert "NOT BUILT" in text and "undeclared_thing" in text
+        assert json.loads(out.read_text())["files"][0]["built"] is False
+    finally:
+        broken.unlink()
+
+
+def test_without_googletest_the_build_error_says_how_to_get_one(mini, monkeypatch):
+    monkeypatch.setattr(gtest_build, "SYSTEM_GOOGLETEST", ())
+    monkeypatch.delenv("ETOPS_GOOGLETEST", raising=False)
+    result = etops.gtest(mini)
+    [f] = result.files
+    assert f.build_error == gtest_build.NO_GOOGLETEST and "apt-get install googletest" in f.build_error
+    assert result.exit_code == 2
+
+
+@needs_googletest
+def test_dev_runs_the_files_upstream_test_on_the_base_and_the_edit(mini):
+    kernel = mini.parents[1] / "mini" / "op_scale.cpp"  # the kernel file, planted bug and all
+    fixed = etops.override(gtest_mini.OP, gtest_mini.FIXED_KERNEL, schema=gtest_mini.SCHEMA)  # the base: no bug
+    try:
+        result = etops.dev(kernel, check=False, timing=False)
+        try:
+            [f] = result.files
+            assert f.error is None, f.error
+            g = f.gtest
+            assert g["file"].endswith("op_scale_test.cpp")
+            assert [r["name"] for r in g["regressions"]] == ["OpScaleOutTest.LargeTensor"]  # pass -> fail: a finding
+            assert "the last element was not scaled" in g["regressions"][0]["message"]
+            assert sorted(g["base_failing"]) == ["OpScaleOutTest.UnluckyFactorCrashes", "OpScaleOutTest.ZzzUnregisteredOperator"]
+            assert f.findings == 1 and result.exit_code == 1
+            assert f.seconds["gtest"] > 0
+            text = result.text()
+            assert "finding: OpScaleOutTest.LargeTensor passes on the base, failed on the edit" in text
+            assert "failing on the base already: " in text
+        finally:
+            result.restore()
+        plain = etops.dev(kernel, check=False, timing=False, gtest=False)
+        plain.restore()
+        assert plain.files[0].gtest == {}
+    finally:
+        fixed.restore()
