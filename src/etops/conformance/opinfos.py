@@ -6,20 +6,22 @@ May import: torch (its OpInfo database, loaded on first use) and etops.compare.
 
 from __future__ import annotations
 
+from typing import Any
+
 import warnings
 
 import torch
 
 from ..compare import TORCH as _TORCH_TOLERANCE
 
-_OPS: dict[str, object] | None = None
+_OPS: dict[str, Any] | None = None
 
 
 def opinfo_id(op) -> str:
     return op.name + (f".{op.variant_test_name}" if op.variant_test_name else "")
 
 
-def opinfos() -> dict[str, object]:
+def opinfos() -> dict[str, Any]:
     """OpInfo id ('add', 'nn.functional.conv2d', 'max.reduction_with_dim') -> OpInfo."""
     global _OPS
     if _OPS is None:

@@ -105,13 +105,13 @@ def run_opinfo_task(runner: "TaskRunner", opinfo: str, dtype: torch.dtype) -> Ta
             # OpInfo's own sample_inputs() wraps this generator in a tracker that
             # crawls the stack and reseeds for every sample (most of the time of a
             # sweep); the task is seeded once instead.
-            samples = op.sample_inputs_func(op, "cpu", dtype, False)  # type: ignore[attr-defined]
+            samples = op.sample_inputs_func(op, "cpu", dtype, False)
             for index, sample in enumerate(samples):
                 runner.sample_index, runner.call_index = index, 0
                 runner.result.samples += 1
                 try:
                     with _CheckMode(runner):
-                        op(sample.input, *sample.args, **sample.kwargs)  # type: ignore[operator]
+                        op(sample.input, *sample.args, **sample.kwargs)
                 except _Abort:
                     raise
                 except Exception:  # noqa: BLE001 - ATen refused the sample itself

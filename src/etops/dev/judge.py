@@ -13,6 +13,8 @@ too is "also in base"; a base finding the edit no longer shows is "fixed".
 
 from __future__ import annotations
 
+from typing import Any
+
 import re
 import time
 from dataclasses import dataclass, field
@@ -74,7 +76,7 @@ class Finding:
     """One root cause of the edit's: check's cluster, its category (memory split
     from crash), whether the base shows it too, and which side disagrees."""
 
-    cluster: object
+    cluster: Any  #: the check cluster (etops.conformance.clusters)
     category: str
     in_base: bool
     base_kind: str  #: "git", "built-in" or "" (no base: a new operator)

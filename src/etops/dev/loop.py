@@ -204,7 +204,7 @@ def dev(paths, *, root=None, yaml=None, dtypes=None, timing_dtype="float32", thr
     given = [] if paths is None else [paths] if isinstance(paths, (str, bytes, Path)) or not hasattr(paths, "__iter__") else list(paths)
     named = {Path(p).resolve() for p in given if Path(p).is_file()}
     files = kernel_files(given) if given else []
-    notes = []
+    notes: list[str] = []
     if changed is not None:
         from .changes import changed_kernel_files
 

@@ -223,7 +223,8 @@ def _references() -> list:
     differ = sorted(set(INPUTS) ^ set(_SAMPLES))
     if differ:
         raise ValueError(f"the operators of etops.ops' input constraints and the sample generators of {__name__} differ: {', '.join(differ)}")
-    return [Reference(name, None, functools.partial(_SAMPLES[name], constraints), constraints.dtypes) for name, constraints in INPUTS.items()]
+    return [Reference(name, None, functools.partial(_SAMPLES[name], constraints), constraints.dtypes)
+            for name, constraints in INPUTS.items() if constraints is not None]
 
 
 REFERENCES = _references()

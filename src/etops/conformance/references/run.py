@@ -40,7 +40,7 @@ def kernel_of(ref):
 def compared_as(ref) -> str:
     """The comparison kind of `ref`'s cases (an etops.compare kind): the one the
     reference gives, else the rules table's record of its kernel."""
-    return ref.compare or rules_for(ref.kernel).judging.compare
+    return str(ref.compare or rules_for(ref.kernel).judging.compare)
 
 
 def reference_of(ref, kernel):
