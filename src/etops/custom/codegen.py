@@ -99,6 +99,21 @@ def _out_return_type(schema) -> str:
     return "std::tuple<" + ", ".join(["Tensor&"] * n) + ">"
 
 
+#: The C++ names generated signatures use (cpp_args), for every source that declares them.
+CPP_TYPE_NAMES = """using ::executorch::aten::ArrayRef;
+using ::executorch::aten::IntArrayRef;
+using ::executorch::aten::Layout;
+using ::executorch::aten::MemoryFormat;
+using ::executorch::aten::Scalar;
+using ::executorch::aten::ScalarType;
+using ::executorch::aten::Tensor;
+using ::executorch::aten::TensorList;
+using ::executorch::runtime::EValue;
+using ::executorch::runtime::KernelRuntimeContext;
+using string_view = std::string_view;
+"""
+
+
 PRELUDE = """// etops prelude: what every custom kernel source sees first (force-included).
 #pragma once
 #include <executorch/runtime/kernel/kernel_includes.h>
@@ -109,20 +124,9 @@ PRELUDE = """// etops prelude: what every custom kernel source sees first (force
 #include <string_view>
 #include <tuple>
 
-using ::executorch::aten::ArrayRef;
-using ::executorch::aten::IntArrayRef;
-using ::executorch::aten::Layout;
-using ::executorch::aten::MemoryFormat;
-using ::executorch::aten::Scalar;
-using ::executorch::aten::ScalarType;
-using ::executorch::aten::Tensor;
-using ::executorch::aten::TensorList;
 using ::executorch::runtime::Error;
-using ::executorch::runtime::EValue;
-using ::executorch::runtime::KernelRuntimeContext;
 using ::executorch::runtime::Span;
-using string_view = std::string_view;
-"""
+""" + CPP_TYPE_NAMES
 
 
 @dataclass
