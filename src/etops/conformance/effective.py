@@ -63,11 +63,11 @@ def narrow_ulps(func, args, kwargs, refs, dtype: torch.dtype) -> float | None:
         result = func(*_narrowed(list(args), narrow), **{k: _narrowed(v, narrow) for k, v in kwargs.items()})
     except Exception:  # noqa: BLE001 - ATen has no narrow version of this call
         return None
-    leaves = leaves(result)
-    if len(leaves) < len(refs):
+    parts = leaves(result)
+    if len(parts) < len(refs):
         return None
     worst = None
-    for n, r in zip(leaves, refs):
+    for n, r in zip(parts, refs):
         if not isinstance(n, torch.Tensor) or not n.is_floating_point():
             continue
         u = precise.effective_ulps(n.to(dtype), r, dtype)
