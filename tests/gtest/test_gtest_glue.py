@@ -34,7 +34,7 @@ def test_multiple_outs_in_place_variants_and_unknown_names(registered):
     assert notes == ["aten::no_such_op_outf: no out variant of aten::no_such_op in the checkout's kernel YAMLs or the registry"]
 
 
-def test_a_yaml_func_schema_names_an_operator_torch_does_not_know(tmp_path, registered):
+def test_a_yaml_func_schema_names_an_operator_torch_does_not_know(tmp_path, registered, user_schemas):
     (tmp_path / "functions.yaml").write_text(
         "- func: etops_glue_test::twice.out(Tensor self, int[] dims, *, Tensor(a!) out) -> Tensor(a!)\n"
         "  kernels:\n    - arg_meta: null\n      kernel_name: twice_out\n")
