@@ -87,7 +87,7 @@ def test_check_reports_aborts_as_findings(tmp_path):
     report = tmp_path / "report.json"
     result = subprocess.run(
         [sys.executable, "-m", "etops", "check", "aten::narrow_copy.out", "aten::unfold_copy.out", "aten::sum.IntList_out",
-         "--dtype", "float32", "--no-progress", "--report-dir", str(tmp_path), "--json", str(report)],
+         "--dtype", "float32", "--no-progress", "--report-only", "--report-dir", str(tmp_path), "--json", str(report)],
         capture_output=True, text=True, timeout=600, cwd=tmp_path)
     assert result.returncode == 0, result.stderr[-3000:]
     data = json.loads(report.read_text())

@@ -25,9 +25,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .usage import UsageError
+from .usage import EXIT_ERROR, UsageError
 
-EXIT_ERROR = 2
 
 
 class _Parser(argparse.ArgumentParser):

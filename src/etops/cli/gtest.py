@@ -10,7 +10,7 @@ import argparse
 import os
 import sys
 
-from . import EXIT_ERROR, UsageError
+from .usage import EXIT_ERROR, UsageError
 
 
 class _Parser(argparse.ArgumentParser):

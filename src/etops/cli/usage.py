@@ -4,6 +4,9 @@ to a user's code). Imports nothing of etops."""
 
 from __future__ import annotations
 
+#: The exit code of a usage or build error.
+EXIT_ERROR = 2
+
 
 class UsageError(Exception):
     """A mistake on the command line (one line, exit code 2)."""

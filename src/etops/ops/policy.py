@@ -75,7 +75,10 @@ class CallRules:
                 refusal = self.refusal(exc, guard, rule)
                 if refusal is None:
                     raise
-                raise refusal.with_traceback(exc.__traceback__) from None
+                try:
+                    raise refusal.with_traceback(exc.__traceback__) from None
+                finally:
+                    del refusal  # the traceback holds this frame: no cycle keeping the arguments alive
 
     def refusal(self, exc: BaseException, guard, rule) -> GuardRefusal | None:
         """The GuardRefusal standing for `exc`, raised by `guard` of declaration
