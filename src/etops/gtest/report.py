@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 from .run import CRASHED, FAILED, PASSED, SKIPPED, TestResult
 
-EXIT_OK, EXIT_FAILED, EXIT_BUILD = 0, 1, 2
+EXIT_OK, EXIT_FAILED, EXIT_BUILD, EXIT_NO_TEST = 0, 1, 2, 3
 
 
 @dataclass
@@ -67,7 +67,8 @@ class GtestResult:
             return EXIT_BUILD
         if any(not f.ok for f in self.files):
             return EXIT_FAILED
-        return EXIT_OK
+        ran = sum(f.count(s) for f in self.files for s in (PASSED, FAILED, CRASHED))
+        return EXIT_OK if ran > 0 else EXIT_NO_TEST  # no test ran (no file, all filtered or skipped): no evidence, not a pass
 
     def totals(self) -> dict[str, int]:
         out = {"files": len(self.files), "built": sum(f.built for f in self.files)}
