@@ -68,7 +68,26 @@ PY
 fi
 "$work/venv/bin/etops" threads --json
 # A few kernels against ATen: elementwise (optimized), a reduction, a quantized one.
-"$work/venv/bin/etops" check --no-progress aten::add.out aten::sum.IntList_out quantized_decomposed::quantize_per_tensor.out
+# The travel checks that the sweep runs in the installed wheel, not what it finds:
+# exit 1 means findings (these kernels have known ones), anything else but 0 fails;
+# then every kernel must be reached with cases run and no error of etops' own.
+status=0
+"$work/venv/bin/etops" check --no-progress --report-dir "$work/check" --json "$work/check.json" \
+  aten::add.out aten::sum.IntList_out quantized_decomposed::quantize_per_tensor.out || status=$?
+if [ "$status" -gt 1 ]; then echo "etops check failed (exit $status)"; exit 1; fi
+"$venv_python" - "$work/check.json" <<'PY'
+import json, sys
+report = json.load(open(sys.argv[1]))
+totals, coverage = report["totals"], report["coverage"]
+problems = [f"{key}: {value}" for key, value in (
+    ("kernels not reached", coverage["unreached"]), ("errors", totals["error"]),
+    ("samples failed", report["samples_failed"]), ("task errors", report["task_errors"])) if value]
+if totals["cases"] == 0:
+    problems.append("no case ran")
+if problems:
+    sys.exit("etops check in the wheel: " + "; ".join(problems))
+print(f"etops check: {coverage['reached']} kernels reached, {totals['cases']} cases")
+PY
 # A kernel compiled from a source string (a fresh cache: headers and libraries come
 # from the installed executorch), registered, run eagerly and in a .pte.
 ETOPS_CACHE_DIR="$work/cache" "$venv_python" "$src/examples/custom_kernel_pte.py"
