@@ -40,6 +40,12 @@ def summary(samples: list[float]) -> dict:
     return {"min": min(samples), "median": statistics.median(samples), "samples": samples}
 
 
+def ms_table(ms_per_call: dict, digits: int = 3) -> list[str]:
+    """A markdown table of `summary()`s in milliseconds, a row per candidate."""
+    return ["| candidate | min ms | median ms |", "|---|---:|---:|"] + [
+        f"| {name} | {v['min']:.{digits}f} | {v['median']:.{digits}f} |" for name, v in ms_per_call.items()]
+
+
 def machine() -> dict:
     """etops.bench's machine facts, plus torch's thread count."""
     import torch

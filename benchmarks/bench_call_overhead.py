@@ -48,6 +48,27 @@ def make_pte(tmpdir: str) -> str:
     return path
 
 
+def etops_and_floor_loops(op, add_floor, a, b, c):
+    """The two loops every etops / floor figure compares: `n` calls of etops'
+    op(a, b, out=c) and of the floor's add_floor(a, b, c), each returning its
+    nanoseconds (plain loops, no call in between; bench_floor_min.py uses them too)."""
+    pc = time.perf_counter_ns
+
+    def etops_loop(n):
+        t0 = pc()
+        for _ in range(n):
+            op(a, b, out=c)
+        return pc() - t0
+
+    def floor_loop(n):
+        t0 = pc()
+        for _ in range(n):
+            add_floor(a, b, c)
+        return pc() - t0
+
+    return etops_loop, floor_loop
+
+
 def run(calls: int = 20000, repeats: int = 15, warmup: int = 2) -> dict:
     floor = _common.build_floor()
     from executorch.runtime import Runtime
@@ -75,12 +96,7 @@ def run(calls: int = 20000, repeats: int = 15, warmup: int = 2) -> dict:
     execute = method.execute
     ab = [a, b]
     pc = time.perf_counter_ns
-
-    def etops_loop(n):
-        t0 = pc()
-        for _ in range(n):
-            op(a, b, out=c)
-        return pc() - t0
+    etops_loop, floor_loop = etops_and_floor_loops(op, add_floor, a, b, c)
 
     def torch_ops_loop(n):
         t0 = pc()
@@ -92,12 +108,6 @@ def run(calls: int = 20000, repeats: int = 15, warmup: int = 2) -> dict:
         t0 = pc()
         for _ in range(n):
             tadd(a, b, out=c)
-        return pc() - t0
-
-    def floor_loop(n):
-        t0 = pc()
-        for _ in range(n):
-            add_floor(a, b, c)
         return pc() - t0
 
     def pte_loop(n):

@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import os
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import _common  # noqa: E402
+from bench_call_overhead import etops_and_floor_loops  # noqa: E402
 
 import torch  # noqa: E402
 import etops  # noqa: E402
@@ -27,20 +27,7 @@ def run(rounds: int = 400, calls: int = 1000) -> dict:
     floor = _common.build_floor()
     op = etops.registry().aten.add.out
     a, b, c = torch.rand(2, 3), torch.rand(2, 3), torch.empty(2, 3)
-    add_floor = floor.add_floor
-    pc = time.perf_counter_ns
-
-    def etops_loop(n):
-        t0 = pc()
-        for _ in range(n):
-            op(a, b, out=c)
-        return pc() - t0
-
-    def floor_loop(n):
-        t0 = pc()
-        for _ in range(n):
-            add_floor(a, b, c)
-        return pc() - t0
+    etops_loop, floor_loop = etops_and_floor_loops(op, floor.add_floor, a, b, c)
 
     e, f = [], []
     for r in range(rounds):

@@ -56,10 +56,8 @@ def run(calls: int = 20, repeats: int = 5) -> dict:
 
 def report(res: dict) -> str:
     lines = [f"Guarded calls: aten::add.out on 2x3 float32, ms per call ({res['calls_per_sample']} calls x "
-             f"{res['repeats']} interleaved repeats)", "", "| candidate | min ms | median ms |", "|---|---:|---:|"]
-    for k, v in res["ms_per_call"].items():
-        lines.append(f"| {k} | {v['min']:.3f} | {v['median']:.3f} |")
-    return "\n".join(lines)
+             f"{res['repeats']} interleaved repeats)", ""]
+    return "\n".join(lines + _common.ms_table(res["ms_per_call"]))
 
 
 def main():

@@ -81,10 +81,8 @@ def run(calls: int = 5, repeats: int = 5) -> dict:
 
 def report(res: dict) -> str:
     lines = [f"Guarded calls that fault, ms per call ({res['calls_per_sample']} calls x {res['repeats']} "
-             "interleaved repeats)", "", "| candidate | min ms | median ms |", "|---|---:|---:|"]
-    for k, v in res["ms_per_call"].items():
-        lines.append(f"| {k} | {v['min']:.1f} | {v['median']:.1f} |")
-    return "\n".join(lines)
+             "interleaved repeats)", ""]
+    return "\n".join(lines + _common.ms_table(res["ms_per_call"], digits=1))
 
 
 def main():

@@ -100,9 +100,7 @@ def run(numel: int = 1 << 24, calls: int = 20, repeats: int = 15, warmup: int = 
 def report(res: dict) -> str:
     lines = [f"Benchmark 3: aten::add.out on {res['numel']} float32 ({res['tensor_mib']:.0f} MiB per tensor), "
              f"ms per call ({res['calls_per_sample']} calls x {res['repeats']} interleaved repeats)", ""]
-    lines += ["| candidate | min ms | median ms |", "|---|---:|---:|"]
-    for k, v in res["ms_per_call"].items():
-        lines.append(f"| {k} | {v['min']:.3f} | {v['median']:.3f} |")
+    lines += _common.ms_table(res["ms_per_call"])
     met = "yes" if res["ratio_paired"] <= res["goal_ratio"] else "NO"
     rss_met = "yes" if res["rss_growth_etops_kib"] <= res["goal_rss_growth_kib"] else "NO"
     lines += ["",

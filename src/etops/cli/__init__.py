@@ -114,6 +114,9 @@ def build_parser() -> argparse.ArgumentParser:
                     help="seconds the edit's cases may take (float32 first; tasks left out are counted; default 60, 0: no limit)")
     dv.add_argument("--no-check", action="store_true", help="build and swap in, no conformance")
     dv.add_argument("--no-timing", action="store_true", help="no timing")
+    dv.add_argument("--no-dim-orders", action="store_true",
+                    help="leave out the dim-order axis (the edit's cases again channels-last and transposed, under "
+                         "etops.layout('preserve'), against the base's)")
     dv.add_argument("--no-gtest", action="store_true", help="do not run the checkout's kernels/test/op_<name>_test.cpp "
                                                             "(etops gtest) on the base and the edit")
 

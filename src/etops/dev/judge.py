@@ -9,6 +9,13 @@ The cases are grouped by root cause with check's clusters (one finding per
 cause, its dtypes an attribute); a crash whose fault lies in a tensor argument's
 guard region is a ``memory`` finding. An edit finding whose cause the base shows
 too is "also in base"; a base finding the edit no longer shows is "fixed".
+
+The dim-order axis (check's ``--dim-order-axis``, on by default): the tasks the edit
+ran on contiguous inputs run again in each dense layout of check's axis
+(channels-last for rank 4 and 5, the last two dims transposed for rank >= 2, under
+``etops.layout("preserve")``; guarded as the contiguous pass is), on the edit and on
+the base. A case that fails laid out and not (or otherwise) contiguous is a
+dim-order finding of that layout, clustered with the layout in its key.
 """
 
 from __future__ import annotations
@@ -20,6 +27,8 @@ import time
 from dataclasses import dataclass, field
 
 from ..conformance import clusters as cl
+from ..conformance.dim_orders import AXIS_LAYOUTS, AXIS_MAX_DETAILS
+from ..conformance.hooks import with_guard
 from ..conformance.runner import TaskRunner, default_kmap, dtype_from_name
 from ..conformance.sweep import Report
 
@@ -183,24 +192,92 @@ def compare(edit: Side, base: Side | None, base_kind: str) -> tuple[list[Finding
     return findings, fixed
 
 
+#: the dim-order axis's layouts (check's --dim-order-axis), in the order they run
+LAYOUTS = tuple(AXIS_LAYOUTS)
+#: the share of a budget in which the edit's contiguous tasks may start when the axis
+#: runs; the axis' tasks may start until the budget's end, and at least for the rest
+#: of this share after the contiguous cases (so a budget cut leaves it some tasks)
+CONTIGUOUS_SHARE = 0.6
+
+
+def _hooks(layout: str, guarded: bool):
+    spec = AXIS_LAYOUTS[layout]
+    return with_guard(spec) if guarded else spec
+
+
+def _dim_order_cases(laid: Side, contiguous: Side) -> list:
+    """The cases of `laid` that fail, and do not fail the same way contiguous."""
+    failing = {c.id: c.status for c in contiguous.report.details}
+    return [c for c in laid.report.details if c.status != "pass" and failing.get(c.id) != c.status]
+
+
+def layout_findings(plan: dict, ran: list, edit: Side, base: Side | None, install_base, restore_base, *,
+                    base_kind: str, guarded: bool, deadline, report_dir, base_key) -> tuple[list, list, dict]:
+    """(findings, fixed, per layout: its cases per operator and the tasks left out)
+    of the axis over the (operator, OpInfo, dtype) tasks in `ran`, which `edit` and
+    `base` (the contiguous passes, recorded with AXIS_MAX_DETAILS) ran; tasks past
+    `deadline` are left out, and the base runs those the edit ran. The base's layout passes run with `install_base()` once, its
+    results kept per base and layout (judge.BASE_RESULTS)."""
+    laid_edit, laid_ran = {}, {}
+    for layout in LAYOUTS:
+        laid_edit[layout], laid_ran[layout] = run_side(f"edit, {layout}", plan, hooks=_hooks(layout, guarded),
+                                                       only=set(ran), deadline=deadline, max_details=AXIS_MAX_DETAILS)
+    laid_base: dict = {}
+    if base is not None and install_base is not None and any(laid_ran.values()):
+        install_base()
+        try:
+            for layout in LAYOUTS:  # the tasks the edit ran in this layout
+                laid_base[layout], _ = run_side(f"base, {layout}", plan, hooks=_hooks(layout, guarded),
+                                                only=set(laid_ran[layout]), max_details=AXIS_MAX_DETAILS,
+                                                cache_key=None if base_key is None else (base_key, layout))
+        finally:
+            restore_base()
+    findings: list = []
+    fixed: list = []
+    cases: dict = {}
+    for layout in LAYOUTS:
+        side = laid_edit[layout]
+        cases[layout] = {"cases": dict(side.cases), "tasks left out": len(set(ran) - set(laid_ran[layout]))}
+        found = _dim_order_cases(side, edit)
+        side.clusters = (cl.build(side.report, report_dir=report_dir, hooks=_hooks(layout, guarded), layout=layout,
+                                  preserve=True, shrink=False, cases=found)
+                         if report_dir else cl.group(found, layout))
+        base_side = laid_base.get(layout)
+        if base_side is not None and base is not None:
+            base_side.clusters = cl.group(_dim_order_cases(base_side, base), layout)
+        more, gone = compare(side, base_side, base_kind)
+        findings += more
+        fixed += gone
+    return findings, fixed, cases
+
+
 def judge(plan: dict, install_base, restore_base, *, base_kind: str = "", guarded: bool = True, report_dir=None,
-          budget: float | None = None, max_details: int = 3, dtypes=None, base_key=None) -> dict:
+          budget: float | None = None, max_details: int = 3, dtypes=None, base_key=None, dim_orders: bool = True) -> dict:
     """The edit (installed now) and the base (`install_base()` swaps it in,
     `restore_base()` puts the edit back; None: no base) judged on the same
     tasks; the base runs the tasks the edit ran (those judged before under
     `base_key`, the base's identity, are taken from BASE_RESULTS). An operator the planned samples
-    never reach gets derived tasks (a sibling overload's samples). Returns edit / base Sides,
-    findings, fixed, tasks left out per operator."""
+    never reach gets derived tasks (a sibling overload's samples). `dim_orders`: the
+    dim-order axis too (layout_findings: the same tasks in each dense layout, within
+    the budget). Returns edit / base Sides, findings, fixed, tasks left out per operator,
+    cases per layout and operator."""
     from .derived import tasks_for as derived_tasks
 
     hooks = GUARDED if guarded else None
+    if dim_orders:  # the contiguous passes record what the axis tells its findings from
+        max_details = max(max_details, AXIS_MAX_DETAILS)
     deadline = None if budget is None else time.monotonic() + budget
-    edit, ran = run_side("edit", plan, hooks=hooks, report_dir=report_dir, deadline=deadline, max_details=max_details)
+    # with the axis, contiguous tasks start within CONTIGUOUS_SHARE of the budget (all
+    # of it that they need: the axis gets the rest)
+    contiguous_deadline = None if budget is None else time.monotonic() + budget * (CONTIGUOUS_SHARE if dim_orders else 1)
+    edit, ran = run_side("edit", plan, hooks=hooks, report_dir=report_dir, deadline=contiguous_deadline,
+                         max_details=max_details)
     derived_run = {r[0] for r in ran if r[1].startswith("derived:")}
     unreached = {op: derived_tasks(op, dtypes) for op, n in edit.cases.items() if not n and op not in derived_run}
     unreached = {op: tasks for op, tasks in unreached.items() if tasks}
     if unreached:  # OpInfo samples planned for them reach none of their calls: cases derived from a sibling's
-        more, more_ran = run_side("edit", unreached, hooks=hooks, report_dir=report_dir, deadline=deadline, max_details=max_details)
+        more, more_ran = run_side("edit", unreached, hooks=hooks, report_dir=report_dir, deadline=contiguous_deadline,
+                                  max_details=max_details)
         _merge(edit, more)
         ran += more_ran
         plan = {**plan, **{op: plan[op] + tasks for op, tasks in unreached.items()}}
@@ -217,8 +294,19 @@ def judge(plan: dict, install_base, restore_base, *, base_kind: str = "", guarde
                 restore_base()
         base.clusters = cl.group(base.report.details)
     findings, fixed = compare(edit, base, base_kind)
+    layout_cases: dict = {}
+    if dim_orders:
+        # the axis' tasks start before the budget's end, or within its remaining share
+        # when the contiguous cases ran past it
+        axis_deadline = None if budget is None or deadline is None else \
+            max(deadline, time.monotonic() + budget * (1 - CONTIGUOUS_SHARE))
+        laid, gone, layout_cases = layout_findings(plan, ran, edit, base, install_base, restore_base, base_kind=base_kind,
+                                                   guarded=guarded, deadline=axis_deadline, report_dir=report_dir,
+                                                   base_key=base_key)
+        findings, fixed = findings + laid, fixed + gone
     left_out = {op: sum(1 for t in plan[op] if (op, t["opinfo"], t["dtype"]) not in set(ran)) for op in plan}
-    return {"edit": edit, "base": base, "findings": findings, "fixed": fixed, "left_out": left_out, "plan": plan}
+    return {"edit": edit, "base": base, "findings": findings, "fixed": fixed, "left_out": left_out, "plan": plan,
+            "layout_cases": layout_cases}
 
 
-__all__ = ["Finding", "Side", "category", "compare", "input_dtype", "judge", "run_side"]
+__all__ = ["LAYOUTS", "Finding", "Side", "category", "compare", "input_dtype", "judge", "layout_findings", "run_side"]

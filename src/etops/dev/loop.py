@@ -47,7 +47,26 @@ def _base(target, base, cflags):
         return Base("built-in", rev=found.rev, commit=found.commit, why=why), None
 
 
-def _judge_file(result, target, addresses: dict, base_kind: str, directory, *, dtypes, isolate, budget, base_key) -> None:
+def _gtest_against_base(test_file, checkout, addresses: dict, base_kind: str) -> dict:
+    """The file's upstream test run on the base (`addresses`: operator -> the base's
+    function, swapped in over the edit for that run: the file at the git base, or the
+    kernel the edit replaced) and then on the edit; gtest.report.against_base's
+    comparison, with ``base`` saying which base it was."""
+    from ..gtest import gtest as run_gtest  # etops.gtest reads checkouts with this package's checkout module
+    from ..gtest.report import against_base
+    from .swap import BaseSwap
+
+    swap = BaseSwap(addresses)
+    swap.install()
+    try:
+        before = run_gtest(test_file, root=checkout)
+    finally:
+        swap.restore()
+    return {**against_base(before, run_gtest(test_file, root=checkout)), "base": base_kind or "built-in"}
+
+
+def _judge_file(result, target, addresses: dict, base_kind: str, directory, *, dtypes, isolate, budget, base_key,
+                dim_orders) -> None:
     """check's judge on the edit (installed) and the base (`addresses`: operator ->
     the base's function, swapped in for its pass); this round's reproducers, each
     loading the file, in `directory`."""
@@ -65,7 +84,8 @@ def _judge_file(result, target, addresses: dict, base_kind: str, directory, *, d
     result.seconds["plan"] = time.perf_counter() - t
     swap = BaseSwap(addresses)
     judged = judge(tasks, swap.install if addresses else None, swap.restore, base_kind=base_kind if addresses else "",
-                   guarded=isolate, report_dir=directory, budget=budget, dtypes=dtypes, base_key=base_key)
+                   guarded=isolate, report_dir=directory, budget=budget, dtypes=dtypes, base_key=base_key,
+                   dim_orders=dim_orders)
     result.set_judged(judged["plan"], judged)
     load_in_reproducers(directory, [str(target.path)])
 
@@ -97,7 +117,7 @@ def _test_file(target):
 
 def run_file(path, *, root=None, yaml=None, dtypes=None, timing_dtype="float32", threads=1, repeats=11, check=True,
              timing=True, cflags=(), budget=CHECK_BUDGET, base=None, isolate=True, max_slowdown=None,
-             report_dir=None, gtest=True) -> FileResult:
+             report_dir=None, gtest=True, dim_orders=True) -> FileResult:
     """One kernel file through the loop (see ``dev``); a file that cannot be located
     or built gives a FileResult with ``error`` set, nothing swapped. ``base``: the
     git revision the edit is compared with (None: HEAD; False: the built-in)."""
@@ -122,9 +142,10 @@ def run_file(path, *, root=None, yaml=None, dtypes=None, timing_dtype="float32",
     result.seconds["build"] = time.perf_counter() - t
     result.build = {"seconds": result.seconds["build"], "compiled": library.compiled, "build_dir": library.build_dir,
                     "flags": list(inst.WHEEL_CFLAGS)}
+    test_file = _test_file(target) if gtest else None
     t = time.perf_counter()
     try:
-        found, base_library = _base(target, False if not check and not timing else base, cflags)
+        found, base_library = _base(target, False if not (check or timing or test_file) else base, cflags)
     except CheckoutError as exc:  # git could not give the base
         result.error = f"--base: {exc}"
         return result
@@ -132,25 +153,11 @@ def run_file(path, *, root=None, yaml=None, dtypes=None, timing_dtype="float32",
                    "headers": found.headers, "unchanged": found.unchanged,
                    "build": None if base_library is None else {"compiled": base_library.compiled, "build_dir": base_library.build_dir}}
     result.seconds["base"] = time.perf_counter() - t
-    test_file = _test_file(target) if gtest else None
-    before = None
-    if test_file is not None:
-        from ..gtest import gtest as run_gtest  # etops.gtest reads checkouts with this package's checkout module
-
-        t = time.perf_counter()
-        before = run_gtest(test_file, root=target.checkout)  # the kernels the edit replaces
-        result.seconds["gtest"] = time.perf_counter() - t
     t = time.perf_counter()
     installed = inst.install(target, library)
     result.installed = installed
     result.replaced = sorted(installed.replaced)
     result.seconds["swap"] = time.perf_counter() - t
-    if before is not None:
-        from ..gtest.report import against_base
-
-        t = time.perf_counter()
-        result.gtest = against_base(before, run_gtest(test_file, root=target.checkout))
-        result.seconds["gtest"] += time.perf_counter() - t
     addresses = {}
     for index, impl in enumerate(target.ops):
         name = impl.entry.op
@@ -158,13 +165,17 @@ def run_file(path, *, root=None, yaml=None, dtypes=None, timing_dtype="float32",
             addresses[name] = base_library.function(index)
         elif name in installed.replaced:
             addresses[name] = installed.replaced[name].previous_address
+    if test_file is not None:
+        t = time.perf_counter()
+        result.gtest = _gtest_against_base(test_file, target.checkout, addresses, found.kind)
+        result.seconds["gtest"] = time.perf_counter() - t
     directory = _report_dir(target.path, report_dir)
     result.report_dir = str(directory)
     if check:
         t = time.perf_counter()
         base_key = base_library.source_hash if base_library is not None else tuple(sorted(addresses.items()))
         _judge_file(result, target, addresses, found.kind, directory, dtypes=dtypes, isolate=isolate, budget=budget,
-                    base_key=base_key)
+                    base_key=base_key, dim_orders=dim_orders)
         result.seconds["check"] = time.perf_counter() - t - result.seconds.get("plan", 0.0)
     if timing:
         t = time.perf_counter()
@@ -175,7 +186,7 @@ def run_file(path, *, root=None, yaml=None, dtypes=None, timing_dtype="float32",
 
 def dev(paths, *, root=None, yaml=None, dtypes=None, timing_dtype="float32", threads=1, repeats=11, check=True,
         timing=True, cflags=(), budget=CHECK_BUDGET, base=None, isolate=True, max_slowdown=None, report_dir=None,
-        changed=None, gtest=True) -> DevResult:
+        changed=None, gtest=True, dim_orders=True) -> DevResult:
     """Builds the kernel files `paths` (files, or folders of them) of an ExecuTorch
     checkout or an out-of-tree kernel folder against the installed wheel, with the
     flags the wheel's kernels were built with, swaps their operators in for the
@@ -194,8 +205,10 @@ def dev(paths, *, root=None, yaml=None, dtypes=None, timing_dtype="float32", thr
     ``report_dir``: where reproducers go; ``changed``: a git revision: the kernel
     files changed since it (and those including a changed header), added to `paths`;
     ``gtest``: run the checkout's upstream test of the file (``kernels/test/op_<name>_test.cpp``,
-    etops.gtest) on the kernels it replaces and on the edit: a test the edit turns
-    from pass to fail is a finding."""
+    etops.gtest) on the base (as the judge's) and on the edit: a test the edit turns
+    from pass to fail is a finding; ``dim_orders``: the dim-order axis (the edit's
+    cases again channels-last and with the last two dims transposed, under
+    ``etops.layout("preserve")``, against the base's in the same layout)."""
     from pathlib import Path
 
     from .checkout import kernel_files
@@ -216,7 +229,7 @@ def dev(paths, *, root=None, yaml=None, dtypes=None, timing_dtype="float32", thr
         sub = None if report_dir is None else Path(report_dir) / f.stem
         r = run_file(f, root=root, yaml=yaml, dtypes=dtypes, timing_dtype=timing_dtype, threads=threads, repeats=repeats,
                      check=check, timing=timing, cflags=cflags, budget=budget, base=base, isolate=isolate,
-                     max_slowdown=max_slowdown, report_dir=sub, gtest=gtest)
+                     max_slowdown=max_slowdown, report_dir=sub, gtest=gtest, dim_orders=dim_orders)
         if r.no_operators and f not in named:
             skipped.append(str(f))  # a helper source of a folder, not a kernel file
         else:

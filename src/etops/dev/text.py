@@ -57,6 +57,11 @@ def file_lines(f) -> list[str]:
             left = f", {f.left_out[op]} tasks left out (budget)" if f.left_out.get(op) else ""
             lines.append(f"  {_short(op)}: {f.cases.get(op, 0)} cases{base} from {_sources(f, op)}{left}"
                          + ("  <- no case" if op in f.no_case() else ""))
+        if f.layout_cases:  # the dim-order axis: cases whose inputs each layout lays out anew
+            lines.append("  dim-order axis (etops.layout('preserve')): " + "; ".join(
+                f"{layout} " + ", ".join(f"{_short(op)} {n} cases" for op, n in v["cases"].items())
+                + (f", {v['tasks left out']} tasks left out (budget)" if v["tasks left out"] else "")
+                for layout, v in f.layout_cases.items()))
         new = [x for x in f.findings if x.gating]
         other = [x for x in f.findings if not x.gating and not x.in_base]
         shared = [x for x in f.findings if x.in_base]
@@ -81,17 +86,19 @@ def file_lines(f) -> list[str]:
 
 def _gtest_lines(g: dict, seconds: float) -> list[str]:
     """The upstream test file's lines: counts on the edit, each regression (a
-    finding), the tests already failing on the kernels the edit replaces."""
+    finding), the tests already failing on the base (the git base's kernel, or
+    the one the edit replaces)."""
     if not g:
         return []
     name = g["file"].rsplit("/", 1)[-1]
     if g.get("error"):
         return [f"  gtest {name}: not built ({g['error'].splitlines()[0][:200]})"]
     shown = ", ".join(f"{n} {s}" for s, n in g["counts"].items() if n) or "no test"
-    lines = [f"  gtest {name} on the edit: {shown} [{seconds:.1f} s, replaced kernels and edit]"]
+    base = "the git base" if g.get("base") == "git" else "the replaced kernel"
+    lines = [f"  gtest {name} on the edit: {shown} [{seconds:.1f} s, {base} and the edit]"]
     for r in g["regressions"]:
         first = (r["message"].splitlines() or [""])[0][:200]
-        lines.append(f"    finding: {r['name']} passes on the replaced kernel, {r['status']} on the edit: {first}")
+        lines.append(f"    finding: {r['name']} passes on {base}, {r['status']} on the edit: {first}")
     if g["base_failing"]:
         lines.append(f"    failing before the edit already: {', '.join(g['base_failing'])}")
     return lines

@@ -93,10 +93,13 @@ class GuardedBuffer:
         _protect(self._data_pages_start, data_len, _PROT_READ_WRITE)
 
     def tensor_like(self, value: torch.Tensor) -> torch.Tensor:
-        """A contiguous tensor over this buffer holding `value`'s values."""
+        """A tensor over this buffer holding `value`'s values, laid out as `value`
+        (its strides, which must cover its elements exactly: a dense tensor in any
+        dim order, as child.py passes them)."""
         # count >= 1 so an empty tensor's data pointer is still the guarded address
         flat = torch.frombuffer(self._array, dtype=torch.uint8, count=max(self.nbytes, 1), offset=self.offset)
-        t = flat[: self.nbytes].view(value.dtype).view(value.shape)
+        elements = flat[: self.nbytes].view(value.dtype)
+        t = elements.as_strided(value.shape, value.stride()) if value.numel() else elements.view(value.shape)
         t.copy_(value)
         return t
 

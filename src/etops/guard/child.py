@@ -19,7 +19,8 @@ from .. import _native
 from ..tensors import as_torch
 from ..plan import F_MUTABLE, F_OUT, K_OPT_TENSOR_LIST, K_RETURN_SLOT, K_TENSOR, K_TENSOR_LIST
 from .buffers import GuardedBuffer
-from .wire import dense_layout, dumps, frame, read_exact, read_frame_body, write_all
+from ..layouts import layout_is_preserved
+from .wire import dense_in_any_order, dense_layout, dumps, frame, read_exact, read_frame_body, write_all
 
 #: the guard sides of a call, run in this order
 SIDES = ("after", "before")
@@ -37,8 +38,8 @@ def _guarded(value, label, writable, side, placed, reach):
     t = as_torch(value)
     if not isinstance(t, torch.Tensor) or t.device.type != "cpu":
         return value  # not a CPU tensor: the call path refuses it, naming the argument
-    if t.layout == torch.strided and not dense_layout(t):
-        t = t.contiguous()  # as the unguarded call path gives it to the kernel
+    if t.layout == torch.strided and not (dense_in_any_order(t) if layout_is_preserved() else dense_layout(t)):
+        t = t.contiguous()  # as the unguarded call path gives it to the kernel in this layout mode
     buffer = GuardedBuffer(t.numel() * t.element_size(), side, reach)
     guarded = buffer.tensor_like(t)
     placed.append((label, buffer, writable))

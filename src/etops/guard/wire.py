@@ -26,6 +26,18 @@ def dense_layout(t: torch.Tensor) -> bool:
     return fmt is not None and t.is_contiguous(memory_format=fmt)
 
 
+def dense_in_any_order(t: torch.Tensor) -> bool:
+    """Whether `t`'s memory is exactly its elements in some dim order (strides a
+    permutation of a contiguous tensor's: what etops.layout("preserve") passes on)."""
+    dims = sorted((stride, size) for size, stride in zip(t.shape, t.stride()) if size != 1)
+    expected = 1
+    for stride, size in dims:
+        if stride != expected:
+            return False
+        expected *= size
+    return True
+
+
 def _rebuilt(dtype: torch.dtype, shape: tuple, strides: tuple, data: bytes) -> torch.Tensor:
     """A tensor of `dtype`, `shape` and (dense) `strides` over `data`, its raw bytes."""
     if not data:
@@ -39,7 +51,7 @@ class _Pickler(pickle.Pickler):
         if (type(obj) is torch.Tensor or type(obj) is torch.nn.Parameter) and obj.layout == torch.strided \
                 and obj.device.type == "cpu" and not obj.is_quantized:
             t = obj.detach().resolve_conj().resolve_neg()  # lazy bits: not in the bytes
-            t = t if dense_layout(t) else t.contiguous()
+            t = t if dense_in_any_order(t) else t.contiguous()
             nbytes = t.numel() * t.element_size()
             data = ctypes.string_at(t.data_ptr(), nbytes) if nbytes else b""
             return _rebuilt, (t.dtype, tuple(t.shape), tuple(t.stride()), data)
@@ -48,7 +60,7 @@ class _Pickler(pickle.Pickler):
 
 def dumps(obj) -> bytes:
     """`obj` pickled, its CPU tensors as raw bytes (values only, without autograd
-    state; contiguous and channels-last ones keep their layout, others arrive
+    state; dense ones keep their layout, whatever their dim order, others arrive
     contiguous)."""
     buffer = io.BytesIO()
     _Pickler(buffer, protocol=pickle.HIGHEST_PROTOCOL).dump(obj)

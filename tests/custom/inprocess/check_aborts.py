@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from custom_helpers import cache, failures, registry_snapshot, run_fresh  # noqa: F401
+from custom_helpers import assert_a_thread_ends_the_process, cache, failures, registry_snapshot  # noqa: F401
 
 import etops
 
@@ -174,13 +174,5 @@ def test_a_cxx_exception_of_the_kernel_is_a_kernel_error(cache, failures):
 
 
 def test_an_abort_on_another_thread_ends_the_process_naming_the_kernel(cache):
-    result = run_fresh(f"""
-        import torch, etops
-        etops.register_kernel("abortlib::on_thread.out", {ON_A_THREAD!r}, function="on_thread_out",
-                              schema="on_thread.out(Tensor x, *, Tensor(a!) out) -> Tensor(a!)")
-        etops.registry().get_kernel("abortlib::on_thread.out")(torch.ones(1), out=torch.empty(1))
-        print("survived")
-    """, cache)
-    assert result.returncode != 0 and "survived" not in result.stdout
-    assert "abortlib::on_thread.out" in result.stderr, result.stderr[-2000:]
-    assert "planted on a worker thread" in result.stderr, result.stderr[-2000:]
+    assert_a_thread_ends_the_process(cache, "abortlib::on_thread.out", ON_A_THREAD, "on_thread_out",
+                                     ("planted on a worker thread",))

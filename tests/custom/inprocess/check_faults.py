@@ -12,7 +12,7 @@ import warnings
 
 import pytest
 import torch
-from custom_helpers import cache, failures, registry_snapshot, run_fresh  # noqa: F401
+from custom_helpers import assert_a_thread_ends_the_process, cache, failures, registry_snapshot, run_fresh  # noqa: F401
 
 import etops
 
@@ -191,16 +191,8 @@ def test_a_python_kernel_calling_a_faulting_kernel(divides):
 
 
 def test_a_fault_on_another_thread_ends_the_process_naming_the_kernel(cache):
-    result = run_fresh(f"""
-        import torch, etops
-        etops.register_kernel("faultlib::fault_thread.out", {ON_A_THREAD!r}, function="fault_thread_out",
-                              schema="fault_thread.out(Tensor x, *, Tensor(a!) out) -> Tensor(a!)")
-        etops.registry().get_kernel("faultlib::fault_thread.out")(torch.ones(1), out=torch.empty(1))
-        print("survived")
-    """, cache, dies_of_a_fault=True)
-    assert result.returncode != 0 and "survived" not in result.stdout
-    assert "faultlib::fault_thread.out" in result.stderr, result.stderr[-2000:]
-    assert "SIGSEGV" in result.stderr and "cannot go on" in result.stderr, result.stderr[-2000:]
+    assert_a_thread_ends_the_process(cache, "faultlib::fault_thread.out", ON_A_THREAD, "fault_thread_out",
+                                     ("SIGSEGV", "cannot go on"), dies_of_a_fault=True)
 
 
 def test_faults_outside_kernels_keep_their_handlers(cache):

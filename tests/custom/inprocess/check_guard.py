@@ -154,3 +154,41 @@ Tensor& badadd_out(KernelRuntimeContext& ctx, const Tensor& self, const Tensor& 
         case.check()
     text = str(info.value)
     assert " crash" in text and "write past the end of argument 'out'" in text and "inputs: Tensor[" in text, text
+
+
+DIM_ORDER_OF = r"""
+Tensor& dim_order_of_out(KernelRuntimeContext& ctx, const Tensor& x, Tensor& out) {
+  int64_t* o = out.mutable_data_ptr<int64_t>();
+  for (ssize_t i = 0; i < x.dim(); i++) o[i] = x.dim_order()[i];
+  return out;
+}
+"""
+
+
+def _channels_last(t):
+    return t.contiguous(memory_format=torch.channels_last)
+
+
+def _transposed(t):
+    return t.transpose(2, 3).contiguous().transpose(2, 3)
+
+
+@pytest.mark.parametrize("mode, lay, dim_order", [
+    ("programs", _channels_last, [0, 2, 3, 1]),  # zero-copy, as a program passes it
+    ("programs", _transposed, [0, 1, 2, 3]),     # copied contiguous, as a program would have it
+    ("preserve", _channels_last, [0, 2, 3, 1]),
+    ("preserve", _transposed, [0, 1, 3, 2]),     # passed as it is
+])
+def test_a_guarded_call_gives_the_kernel_the_layout_an_unguarded_call_gives(cache, mode, lay, dim_order):
+    """The guard process's copies keep the dim order the call path would pass (its
+    guarded memory holds the tensor's elements in their own order)."""
+    if "dim_order_of" not in _KERNELS:
+        _KERNELS["dim_order_of"] = etops.register_kernel("gtest::dim_order_of.out", DIM_ORDER_OF,
+                                                         schema=SCHEMA.format(name="dim_order_of")).kernel
+    kernel = _KERNELS["dim_order_of"]
+    x = lay(torch.rand(2, 3, 4, 5))
+    with etops.layout(mode):
+        direct = kernel(x, out=torch.zeros(4, dtype=torch.long))
+        guarded = etops.guard.call(kernel, x, out=torch.zeros(4, dtype=torch.long))
+    assert direct.tolist() == dim_order, direct
+    assert guarded.tolist() == dim_order, guarded

@@ -85,6 +85,21 @@ def run_fresh(code: str, cache_path, timeout: float = 180, extra_path: str = "",
     return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, timeout=timeout, env=env)
 
 
+def assert_a_thread_ends_the_process(cache_path, name: str, source: str, function: str, says: tuple,
+                                     dies_of_a_fault: bool = False) -> None:
+    """Registers `source` as kernel `name` (x, *, out) in a fresh interpreter and
+    calls it: the kernel's worker thread must end the process, which must name the
+    kernel and print every one of `says` on stderr."""
+    result = run_fresh(f"""
+        import torch, etops
+        etops.register_kernel({name!r}, {source!r}, function={function!r},
+                              schema="{name.split('::')[1]}(Tensor x, *, Tensor(a!) out) -> Tensor(a!)")
+        etops.registry().get_kernel({name!r})(torch.ones(1), out=torch.empty(1))
+        print("survived")
+    """, cache_path, dies_of_a_fault=dies_of_a_fault)
+    assert result.returncode != 0 and "survived" not in result.stdout
+    for text in (name, *says):
+        assert text in result.stderr, (text, result.stderr[-2000:])
 
 
 _CACHE: list = []

@@ -51,6 +51,25 @@ def test_a_write_past_the_out_is_a_memory_finding_and_the_json_is_written(repo, 
     assert run.returncode != 0
 
 
+def test_an_edit_that_reads_tensors_as_contiguous_is_a_dim_order_finding(repo, tmp_path, capsys):
+    """The dim-order axis is on by default: the edit drops op_mul.cpp's dim-order
+    checks, so channels-last or transposed inputs (which the base refuses) are read
+    as if contiguous: silently wrong, a new finding of that layout (exit 1)."""
+    kernel = repo / CPU / "op_mul.cpp"
+    kernel.write_text(minicheckout.MUL.replace(*minicheckout.IGNORES_DIM_ORDER))
+    out = tmp_path / "dev.json"
+    code, printed = _dev([str(kernel), "--dtype", "float32", "--no-timing", "--budget", "30", "--json", str(out)], capsys)
+    assert code == 1, printed
+    [f] = json.loads(out.read_text())["files"]
+    assert set(f["layout_cases"]) == {"channels-last", "transposed"}
+    assert sum(v["cases"]["aten::mul.out"] for v in f["layout_cases"].values()) > 0, f["layout_cases"]
+    gating = [(x["layout"], x["category"]) for x in f["findings"] if x["gating"]]
+    assert ("transposed", "wrong") in gating or ("channels-last", "wrong") in gating, f["findings"]
+    assert all(layout is not None for layout, _ in gating), gating  # contiguous inputs: as the base
+    assert "dim-order axis (etops.layout('preserve')): channels-last mul.out" in printed
+    assert "inputs with transposed inputs" in printed or "inputs with channels-last inputs" in printed
+
+
 def test_an_unchanged_file_exits_0_with_no_difference_at_every_size(repo, tmp_path, capsys):
     out = tmp_path / "dev.json"
     md = tmp_path / "dev.md"

@@ -101,6 +101,11 @@ def test_command_line_json_and_exit_codes(mini, tmp_path, capsys):
                                                            "OpScaleOutTest.DoubleInputs": "skipped"}
     assert cli_main(["gtest", str(mini), "--filter", "*LargeTensor"]) == 1
     assert "FAILED OpScaleOutTest.LargeTensor" in capsys.readouterr().out
+    # no evidence is not a pass: a filter that matches nothing, or only a skipped test, exits 3
+    for nothing_ran in ("NoSuchTest.*", "*DoubleInputs"):
+        assert cli_main(["gtest", str(mini), "--filter", nothing_ran, "--json", str(out)]) == 3, nothing_ran
+        assert json.loads(out.read_text())["exit_code"] == 3
+    capsys.readouterr()
     broken = mini.with_name("op_broken_test.cpp")
     broken.write_text(mini.read_text().replace("TEST_F(OpScaleOutTest, SmallTensor) {", "TEST_F(OpScaleOutTest, SmallTensor) { undeclared_thing();"))
     try:
@@ -147,3 +152,37 @@ def test_dev_runs_the_files_upstream_test_on_the_base_and_the_edit(mini):
         assert plain.files[0].gtest == {}
     finally:
         fixed.restore()
+
+
+def _commit(checkout: Path) -> None:
+    import subprocess
+
+    env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t",
+           "PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(checkout)}
+    for args in (["init", "-q"], ["add", "-A"], ["commit", "-q", "-m", "base"]):
+        subprocess.run(["git", "-C", str(checkout), *args], check=True, env=env, capture_output=True)
+
+
+@needs_googletest
+def test_dev_runs_the_upstream_test_on_the_git_base_not_on_the_replaced_kernel(mini, tmp_path):
+    """In a git checkout the base of the test is the file at HEAD (fixed there), not
+    the kernel registered before (buggy: the module's registration of the planted bug):
+    the edit (the bug again) turns LargeTensor from pass to fail."""
+    test = gtest_mini.write(tmp_path / "checkout")
+    kernel = test.parents[1] / "mini" / "op_scale.cpp"
+    kernel.write_text(gtest_mini.FIXED_KERNEL)
+    _commit(tmp_path / "checkout")
+    kernel.write_text(gtest_mini.KERNEL)  # the edit plants the bug
+    result = etops.dev(kernel, check=False, timing=False)
+    try:
+        [f] = result.files
+        assert f.error is None, f.error
+        assert f.base["kind"] == "git", f.base
+        g = f.gtest
+        assert g["base"] == "git"
+        assert [r["name"] for r in g["regressions"]] == ["OpScaleOutTest.LargeTensor"], g
+        assert result.exit_code == 1
+        assert "passes on the git base, failed on the edit" in result.text()
+    finally:
+        result.restore()
+
