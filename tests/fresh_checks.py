@@ -152,7 +152,9 @@ def _run_folder(folder: Path, items: list[CheckItem], rootpath: Path) -> _Folder
             proc = subprocess.run(command, capture_output=True, text=True, env=env, cwd=str(rootpath), timeout=TIMEOUT)
             output, returncode = proc.stdout + proc.stderr, proc.returncode
         except subprocess.TimeoutExpired as exc:
-            output, returncode = f"timed out after {TIMEOUT}s\n{exc.stdout or ''}{exc.stderr or ''}", -9
+            captured = "".join(part.decode(errors="replace") if isinstance(part, bytes) else part
+                               for part in (exc.stdout, exc.stderr) if part)  # bytes, even with text=True
+            output, returncode = f"timed out after {TIMEOUT}s\n{captured}", -9
         outcomes = _read_junit(xml) if xml.is_file() else _read_verbose(output)
     return _FolderRun(outcomes, output, returncode)
 

@@ -76,3 +76,19 @@ def test_reruns_exclude_what_ran_and_keep_the_users_filter():
     assert _filter(None, ["A.x", "A.y"]) == "*-A.x:A.y"
     assert _filter("A.*", ["A.x"]) == "A.*-A.x"
     assert _filter("A.*-A.slow", ["A.x"]) == "A.*-A.slow:A.x"
+
+
+def test_against_a_base_pass_to_fail_is_a_regression_and_without_base_every_failure_is():
+    """etops dev's comparison of an upstream test file on the base and the edit."""
+    from etops.gtest.report import CRASHED, FAILED, PASSED, FileResult, GtestResult, TestResult, against_base
+
+    def run(**statuses):
+        return GtestResult([FileResult("op_x_test.cpp", tests=[TestResult(n, s) for n, s in statuses.items()])])
+
+    edit = run(Keeps=PASSED, Breaks=FAILED, AlreadyBroken=FAILED, Dies=CRASHED)
+    compared = against_base(run(Keeps=PASSED, Breaks=PASSED, AlreadyBroken=FAILED, Dies=PASSED), edit)
+    assert [r["name"] for r in compared["regressions"]] == ["Breaks", "Dies"]
+    assert compared["base_failing"] == ["AlreadyBroken"]
+    new_operator = against_base(None, edit)  # no base to run: every failing test is the edit's
+    assert [r["name"] for r in new_operator["regressions"]] == ["Breaks", "AlreadyBroken", "Dies"]
+    assert new_operator["base_failing"] == []

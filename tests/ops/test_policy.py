@@ -111,4 +111,13 @@ def test_every_memory_finding_is_kept_from_the_judge_too():
 def test_the_judging_part_is_one_place_per_operator():
     entry = ops.policy_of("aten::native_dropout.out")
     assert entry.judging.compare == "metadata" and entry.judging.inputs is ops.INPUTS["aten::native_dropout.out"]
-    assert isinstance(entry.judging, Judging) and entry.judging.tolerance_of is not None
+    assert isinstance(entry.judging, Judging)
+    # tolerance_of applies the operator's (rtol, atol) to a policy, and a user's explicit one wins
+    from etops.compare import Tolerance
+
+    policy = Tolerance("p", default=(0.5, 0.5))
+    tight = Judging(tolerance=(1e-3, 1e-4))
+    assert tight.tolerance_of(policy).overridden and (tight.tolerance_of(policy).rtol, tight.tolerance_of(policy).atol) == (1e-3, 1e-4)
+    assert Judging().tolerance_of(policy) is policy
+    users = policy.override(0.25, 0.125)
+    assert tight.tolerance_of(users) is users

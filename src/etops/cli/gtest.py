@@ -1,8 +1,9 @@
 """``etops gtest PATH...``: upstream ExecuTorch's kernel tests (a checkout's
 ``kernels/test/op_<name>_test.cpp``, or a folder of them) built against the
 installed wheel and run against this process's kernels (``--load`` adds or
-overrides some first). Exit 0 when every test passed or skipped, 1 on a failed or
-crashed test, 2 when a file did not build (or on a usage error)."""
+overrides some first). Exit 0 when every test that ran passed (skips allowed), 1 on
+a failed or crashed test, 2 when a file did not build (or on a usage error), 3 when
+no test ran (no evidence is not a pass)."""
 
 from __future__ import annotations
 
@@ -65,6 +66,8 @@ def _run(args) -> int:
         raise UsageError(f"--json: no folder {os.path.dirname(os.path.abspath(args.json))}")
     if args.jobs is not None and args.jobs < 1:
         raise UsageError(f"--jobs must be at least 1, got {args.jobs}")
+    if not args.timeout > 0:
+        raise UsageError(f"--timeout must be a positive number of seconds, got {args.timeout}")
     for path in args.paths:
         if not os.path.exists(path):
             raise UsageError(f"{path}: no such file or folder")

@@ -117,6 +117,7 @@ class TaskResult:
     dtype: str
     tallies: dict = field(default_factory=dict)  # (kernel, dtype) -> Tally
     details: list = field(default_factory=list)  # CaseResult for non-pass cases (capped)
+    failing: dict = field(default_factory=dict)  # case id -> (status, verdict), every non-pass case (uncapped)
     samples: int = 0
     samples_failed: int = 0
     sample_error: str = ""
@@ -126,6 +127,8 @@ class TaskResult:
         tally = self.tallies.setdefault((result.kernel, result.dtype), Tally())
         tally.add(result.status, result.opinfo, result.max_abs_error, result.max_rel_error)
         tally.ulps = note(tally.ulps, result)
+        if result.status != "pass":
+            self.failing[result.id] = (result.status, result.verdict)
         if keep:
             self.details.append(result)
 
@@ -135,6 +138,7 @@ class TaskResult:
             "dtype": self.dtype,
             "tallies": [[k, d, t.to_json()] for (k, d), t in self.tallies.items()],
             "details": [r.to_json() for r in self.details],
+            "failing": self.failing,
             "samples": self.samples,
             "samples_failed": self.samples_failed,
             "sample_error": self.sample_error,
@@ -146,6 +150,7 @@ class TaskResult:
         r = cls(d["opinfo"], d["dtype"])
         r.tallies = {(k, dt): Tally.from_json(t) for k, dt, t in d["tallies"]}
         r.details = [CaseResult(**c) for c in d["details"]]
+        r.failing = {case: tuple(outcome) for case, outcome in d.get("failing", {}).items()}
         r.samples, r.samples_failed = d["samples"], d["samples_failed"]
         r.sample_error, r.seconds = d.get("sample_error", ""), d.get("seconds", 0.0)
         return r

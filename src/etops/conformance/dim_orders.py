@@ -123,7 +123,7 @@ class Axis:
     def __init__(self, base, runs: dict):
         self.base = base
         self.runs = runs  # layout -> Report
-        failing = {c.id: c.status for c in base.details}
+        failing = {case: outcome[0] for case, outcome in base.failing.items()}  # every one, not only those recorded
         self.findings = {name: [c for c in r.details if c.status != "pass" and failing.get(c.id) != c.status]
                          for name, r in runs.items()}
         self.clusters: dict = {name: [] for name in runs}

@@ -170,8 +170,8 @@ class NumericsAxis:
 
     def __init__(self, base, runs: dict, seconds: float = 0.0):
         self.base, self.runs, self.seconds = base, runs, seconds
-        failing = {(c.id, c.status, c.verdict) for c in base.details}
-        self.findings = {name: [c for c in r.details if _failing(c) and (c.id, c.status, c.verdict) not in failing]
+        failing = base.failing  # every failing case of the sweep, not only the recorded ones
+        self.findings = {name: [c for c in r.details if _failing(c) and failing.get(c.id) != (c.status, c.verdict)]
                          for name, r in runs.items()}
         self.clusters: dict = {name: [] for name in runs}
 

@@ -70,12 +70,6 @@ class Worker:
         line, self._buffer = self._buffer.split(b"\n", 1)
         return json.loads(line)
 
-    def log_position(self) -> int:
-        try:
-            return os.fstat(self.log.fileno()).st_size
-        except OSError:
-            return 0
-
     def log_tail(self, since: int = 0, n: int = 1500) -> str:
         """What the worker wrote to stderr since `since` (its last n characters)."""
         try:

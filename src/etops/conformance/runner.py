@@ -18,7 +18,6 @@ guarded, opinfos, reproducer and references modules (none of which imports it).
 
 from __future__ import annotations
 
-import os
 import time
 import traceback
 import warnings
@@ -334,7 +333,3 @@ def capture(kmap: KernelMap, selected, opinfo: str, dtype: torch.dtype, sample: 
 
 def default_kmap() -> KernelMap:
     return KernelMap(registry().operator_names)
-
-
-def ensure_env() -> None:
-    os.environ.setdefault("OMP_NUM_THREADS", "1")

@@ -131,7 +131,8 @@ class Report:
     isolated: bool
     jobs: int
     tallies: dict = field(default_factory=dict)  # (kernel, dtype) -> Tally
-    details: list = field(default_factory=list)  # CaseResult, non-pass
+    details: list = field(default_factory=list)  # CaseResult, non-pass (capped per kernel, OpInfo, dtype, status)
+    failing: dict = field(default_factory=dict)  # case id -> (status, verdict), every non-pass case (uncapped)
     tasks: int = 0
     samples: int = 0
     samples_failed: int = 0
@@ -149,9 +150,11 @@ class Report:
         for key, tally in result.tallies.items():
             self.tallies.setdefault(key, Tally()).merge(tally)
         self.details.extend(result.details)
+        self.failing.update(result.failing)
         for crash in crashes:
             self.tallies.setdefault((crash.kernel, crash.dtype), Tally()).add("crash", crash.opinfo)
             self.details.append(crash)
+            self.failing[crash.id] = (crash.status, getattr(crash, "verdict", None))
 
     # -- views --
 
@@ -202,10 +205,6 @@ class Report:
 
     def cases(self, status: str | None = None) -> list[CaseResult]:
         return [c for c in self.details if status is None or c.status == status]
-
-
-def registered_aten(kmap: KernelMap) -> list[str]:
-    return kmap.registered
 
 
 def plan_tasks(kmap: KernelMap, selected, dtypes=None, discovered=None, opinfo_filter=None) -> list[dict]:

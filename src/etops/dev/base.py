@@ -41,7 +41,10 @@ def git_toplevel(path: Path) -> Path | None:
 
 def resolve_rev(top: Path, rev: str) -> str:
     """The commit `rev` names (CheckoutError when it names none)."""
-    return _git(top, "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}").strip()
+    try:
+        return _git(top, "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}").strip()
+    except CheckoutError:
+        raise CheckoutError(f"{rev!r} names no commit of the git checkout {top}") from None
 
 
 def file_at(top: Path, commit: str, path: Path) -> bytes | None:

@@ -169,6 +169,7 @@ def _merge(side: Side, more: Side) -> None:
     for key, tally in m.tallies.items():
         r.tallies.setdefault(key, type(tally)()).merge(tally)
     r.details += m.details
+    r.failing.update(m.failing)
     r.tasks += m.tasks
     r.samples += m.samples
     for op, n in more.cases.items():
@@ -181,13 +182,13 @@ def compare(edit: Side, base: Side | None, base_kind: str) -> tuple[list[Finding
     no longer shows (fixed)."""
     base_clusters = base.clusters if base is not None else []
     base_keys = {c.key for c in base_clusters}
-    base_cases = {(c.id, c.status) for c in base.report.details} if base is not None else set()
+    base_cases = {(case, outcome[0]) for case, outcome in base.report.failing.items()} if base is not None else set()
     findings = []
     for c in edit.clusters:
         shared = c.key in base_keys or any((x.id, x.status) in base_cases for x in c.cases)
         findings.append(Finding(c, category(c), shared, base_kind if base is not None else ""))
     edit_keys = {c.key for c in edit.clusters}
-    edit_cases = {(c.id, c.status) for c in edit.report.details}
+    edit_cases = {(case, outcome[0]) for case, outcome in edit.report.failing.items()}
     fixed = [c for c in base_clusters if c.key not in edit_keys and not any((x.id, x.status) in edit_cases for x in c.cases)]
     return findings, fixed
 
@@ -207,7 +208,7 @@ def _hooks(layout: str, guarded: bool):
 
 def _dim_order_cases(laid: Side, contiguous: Side) -> list:
     """The cases of `laid` that fail, and do not fail the same way contiguous."""
-    failing = {c.id: c.status for c in contiguous.report.details}
+    failing = {case: outcome[0] for case, outcome in contiguous.report.failing.items()}
     return [c for c in laid.report.details if c.status != "pass" and failing.get(c.id) != c.status]
 
 
@@ -215,7 +216,7 @@ def layout_findings(plan: dict, ran: list, edit: Side, base: Side | None, instal
                     base_kind: str, guarded: bool, deadline, report_dir, base_key) -> tuple[list, list, dict]:
     """(findings, fixed, per layout: its cases per operator and the tasks left out)
     of the axis over the (operator, OpInfo, dtype) tasks in `ran`, which `edit` and
-    `base` (the contiguous passes, recorded with AXIS_MAX_DETAILS) ran; tasks past
+    `base` (the contiguous passes: their every failing case, Report.failing) ran; tasks past
     `deadline` are left out, and the base runs those the edit ran. The base's layout passes run with `install_base()` once, its
     results kept per base and layout (judge.BASE_RESULTS)."""
     laid_edit, laid_ran = {}, {}
@@ -229,7 +230,7 @@ def layout_findings(plan: dict, ran: list, edit: Side, base: Side | None, instal
             for layout in LAYOUTS:  # the tasks the edit ran in this layout
                 laid_base[layout], _ = run_side(f"base, {layout}", plan, hooks=_hooks(layout, guarded),
                                                 only=set(laid_ran[layout]), max_details=AXIS_MAX_DETAILS,
-                                                cache_key=None if base_key is None else (base_key, layout))
+                                                cache_key=None if base_key is None else (base_key, layout, guarded))
         finally:
             restore_base()
     findings: list = []
@@ -264,8 +265,6 @@ def judge(plan: dict, install_base, restore_base, *, base_kind: str = "", guarde
     from .derived import tasks_for as derived_tasks
 
     hooks = GUARDED if guarded else None
-    if dim_orders:  # the contiguous passes record what the axis tells its findings from
-        max_details = max(max_details, AXIS_MAX_DETAILS)
     deadline = None if budget is None else time.monotonic() + budget
     # with the axis, contiguous tasks start within CONTIGUOUS_SHARE of the budget (all
     # of it that they need: the axis gets the rest)

@@ -50,12 +50,14 @@ def _base(target, base, cflags):
 def _gtest_against_base(test_file, checkout, addresses: dict, base_kind: str) -> dict:
     """The file's upstream test run on the base (`addresses`: operator -> the base's
     function, swapped in over the edit for that run: the file at the git base, or the
-    kernel the edit replaced) and then on the edit; gtest.report.against_base's
-    comparison, with ``base`` saying which base it was."""
+    kernel the edit replaced; none: no base run) and then on the edit;
+    gtest.report.against_base's comparison, with ``base`` saying which base it was."""
     from ..gtest import gtest as run_gtest  # etops.gtest reads checkouts with this package's checkout module
     from ..gtest.report import against_base
     from .swap import BaseSwap
 
+    if not addresses:  # operators new with the edit: no base to run, every failing test is the edit's
+        return {**against_base(None, run_gtest(test_file, root=checkout)), "base": "none"}
     swap = BaseSwap(addresses)
     swap.install()
     try:
@@ -225,8 +227,11 @@ def dev(paths, *, root=None, yaml=None, dtypes=None, timing_dtype="float32", thr
         named |= set(more)
         files += [f for f in more if f not in files]
     results, skipped = [], []
+    stems = [f.stem for f in files]
     for f in files:
-        sub = None if report_dir is None else Path(report_dir) / f.stem
+        # one folder a file: its stem, made unique when two files share it (portable and optimized op_add.cpp)
+        unique = f.stem if stems.count(f.stem) == 1 else f"{f.stem}-{f.parent.parent.name}-{f.parent.name}"
+        sub = None if report_dir is None else Path(report_dir) / unique
         r = run_file(f, root=root, yaml=yaml, dtypes=dtypes, timing_dtype=timing_dtype, threads=threads, repeats=repeats,
                      check=check, timing=timing, cflags=cflags, budget=budget, base=base, isolate=isolate,
                      max_slowdown=max_slowdown, report_dir=sub, gtest=gtest, dim_orders=dim_orders)

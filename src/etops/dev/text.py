@@ -94,11 +94,13 @@ def _gtest_lines(g: dict, seconds: float) -> list[str]:
     if g.get("error"):
         return [f"  gtest {name}: not built ({g['error'].splitlines()[0][:200]})"]
     shown = ", ".join(f"{n} {s}" for s, n in g["counts"].items() if n) or "no test"
-    base = "the git base" if g.get("base") == "git" else "the replaced kernel"
+    kind = g.get("base") or ""
+    base = {"git": "the git base", "none": "no base (new operators)"}.get(kind, "the replaced kernel")
     lines = [f"  gtest {name} on the edit: {shown} [{seconds:.1f} s, {base} and the edit]"]
     for r in g["regressions"]:
         first = (r["message"].splitlines() or [""])[0][:200]
-        lines.append(f"    finding: {r['name']} passes on {base}, {r['status']} on the edit: {first}")
+        before = "no base to pass on" if kind == "none" else f"passes on {base}"
+        lines.append(f"    finding: {r['name']} {before}, {r['status']} on the edit: {first}")
     if g["base_failing"]:
         lines.append(f"    failing before the edit already: {', '.join(g['base_failing'])}")
     return lines

@@ -24,7 +24,6 @@ from pathlib import Path
 
 from ..custom import cache_dir, toolchain
 from ..custom.build import compile_flags
-from ..errors import BuildError
 from . import runtime_source
 
 #: Bumped whenever the generated code or the build recipe changes.
@@ -33,7 +32,7 @@ RECIPE_VERSION = "1"
 OPT_FLAGS = ("-O0", "-g0")
 #: Checkout code is written against deprecated aliases the wheel's headers flag.
 EXTRA_FLAGS = ("-Wno-deprecated-declarations", "-pthread")
-SYSTEM_GOOGLETEST = (Path("/usr/src/googletest"), Path("/usr/src/gtest").parent / "googletest")
+SYSTEM_GOOGLETEST = (Path("/usr/src/googletest"),)
 
 
 @dataclass(frozen=True)
@@ -209,10 +208,3 @@ def failure(output: Path, inputs: list[Path]) -> str | None:
 
 def _esc(p) -> str:
     return str(p).replace("$", "$$").replace(":", "$:").replace(" ", "$ ")
-
-
-def require_googletest(checkout: Path | None) -> Googletest:
-    found = find_googletest(checkout)
-    if found is None:
-        raise BuildError(NO_GOOGLETEST)
-    return found

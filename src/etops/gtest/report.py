@@ -118,20 +118,22 @@ def _indent(text: str, pad: str = "    ", limit: int = 30) -> str:
     return "\n".join(pad + r for r in rows)
 
 
-def against_base(base: GtestResult, edit: GtestResult) -> dict[str, Any]:
+def against_base(base: GtestResult | None, edit: GtestResult) -> dict[str, Any]:
     """One test file run on the base kernels and on the edit's (``etops dev``): the
     tests the edit turns from passed (or skipped) to failed or crashed are
     ``regressions`` (a finding each); those already failing on the base are
-    ``base_failing``, listed apart; ``error`` is a build error of the test file."""
-    [b], [e] = base.files, edit.files
+    ``base_failing``, listed apart; ``error`` is a build error of the test file.
+    With no base (None: operators new with the edit) every failing test is a regression."""
+    [e] = edit.files
+    b_tests = base.files[0].tests if base is not None else []
     regressions: list[dict] = []
     base_failing: list[str] = []
     out: dict[str, Any] = {"file": e.path, "error": e.build_error, "regressions": regressions, "base_failing": base_failing,
            "counts": {s: e.count(s) for s in (PASSED, FAILED, SKIPPED, CRASHED)},
-           "seconds": round(base.seconds + edit.seconds, 3)}
+           "seconds": round((base.seconds if base is not None else 0.0) + edit.seconds, 3)}
     if e.build_error:
         return out
-    before = {t.name: t for t in b.tests}
+    before = {t.name: t for t in b_tests}
     for t in e.tests:
         was = before.get(t.name)
         if was is not None and was.status in (FAILED, CRASHED):

@@ -78,7 +78,7 @@ def gtest(paths, *, kernel_set: str | None = None, test_filter: str | None = Non
     for build in builds.values():
         build.run(jobs)
     build_seconds = time.monotonic() - t0
-    total = len(results)
+    total = len(plans)  # the files queued for a build (the others failed before it, reported already)
     for i, (res, binary, objects) in enumerate(plans):
         res.build_error = failure(binary, objects)
         if res.built:

@@ -48,13 +48,15 @@ class _Mapping:
     __slots__ = ("start", "length")
 
     def __init__(self, length: int):
+        self.start, self.length = 0, 0  # nothing to unmap if the mmap fails
         start = _libc.mmap(None, length, _PROT_NONE, _FLAGS, -1, 0)
         if start is None or start == _MAP_FAILED:
             raise OSError(ctypes.get_errno(), f"mmap of {length} bytes failed")
-        self.start, self.length = start, length
+        self.start, self.length = int(start), length
 
     def __del__(self):
-        _libc.munmap(self.start, self.length)
+        if self.length:
+            _libc.munmap(self.start, self.length)
 
 
 def pages(nbytes: int) -> int:

@@ -111,16 +111,20 @@ class GuardProcess:
             os.close(self.report_r)
             os.dup2(self.log.fileno(), 2)
             serve(self.kernels, (kernel, info, bound, reach), request_r, report_w, preserve)
+        child_ends = [request_r, report_w]  # the guard process's ends, closed here
         try:
             self.owner = os.getpid()
-            os.close(request_r)
-            os.close(report_w)
+            while child_ends:
+                os.close(child_ends.pop())
             self.log_start = 0
             self._poll = select.poll()
             self._poll.register(self.report_r, select.POLLIN)
-        except BaseException:  # interrupted right after the fork: no orphan
+        except BaseException:  # interrupted right after the fork: no orphan, no open pipe or log
             os.kill(self.pid, signal.SIGKILL)
             os.waitpid(self.pid, 0)
+            for fd in (*child_ends, self.request_w, self.report_r):
+                os.close(fd)
+            self.log.close()
             raise
 
     def knows(self, kernel) -> bool:

@@ -89,7 +89,8 @@ class CallRules:
         message = str(exc)
         named = _ARGUMENT.search(message)
         argument = named.group(1) if named else None
-        finding = next((f for f in self._findings if f.argument == argument and not f.computes), None)
+        own = getattr(getattr(rule, "judging", None), "findings", None) or ()
+        finding = next((f for f in [*own, *self._findings] if f.argument == argument and not f.computes), None)
         return kind(message, self.op, argument=argument, rule=rule, guard=guard, finding=finding, policy=self.policy.name)
 
 
@@ -196,8 +197,10 @@ def workaround_note(entry, bound: dict, info) -> str | None:
         if kind == "no_work":
             return "etops' direct calls work around this (nothing to compute: the kernel is not called)"
         direct.check(bound, info)
-    except Exception as exc:  # noqa: BLE001 - a guard's refusal is the workaround
+    except GuardRefusal as exc:  # a guard's refusal is the workaround
         return f"etops' direct calls refuse this naming the argument ({exc})"
+    except Exception as exc:  # noqa: BLE001 - a guard's or normalizer's own failure, said as one (a note, not a verdict)
+        return f"etops' direct calls fail in a workaround's own check ({type(exc).__name__}: {exc})"
     if kind == "contiguous":
         return "etops' direct calls work around this (every tensor reaches the kernel contiguous)"
     return None
