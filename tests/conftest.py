@@ -57,24 +57,6 @@ def pytest_collect_file(file_path, parent):
     return collect_check_file(file_path, parent)
 
 
-def pytest_configure(config):
-    config.addinivalue_line("markers", "xdist_group(name): tests pytest-xdist runs in one worker, in order")
-
-
-#: files whose tests share files on disk (minicheckout.stable_folder): one xdist group
-SHARED_ON_DISK = {"dev/inprocess/check_dev.py": "stable-checkouts", "dev/inprocess/check_checkout.py": "stable-checkouts"}
-
-
-def pytest_collection_modifyitems(config, items):
-    """Under pytest-xdist (``make test``: two workers, ``--dist loadgroup``) each
-    file's tests run in one worker in their order, and the files of SHARED_ON_DISK
-    that share a folder in one worker too."""
-    root = config.rootpath / "tests"
-    for item in items:
-        relative = str(item.path.relative_to(root)) if item.path.is_relative_to(root) else str(item.path)
-        item.add_marker(pytest.mark.xdist_group(SHARED_ON_DISK.get(relative, relative)))
-
-
 def pytest_sessionfinish(session, exitstatus):
     """Drops queued interpreters nobody will look at (after -x, say)."""
     from fresh_python import _POOL
