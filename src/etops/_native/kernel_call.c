@@ -383,6 +383,17 @@ PyObject* kernel_vectorcall(PyObject* self, PyObject* const* args, size_t nargsf
   int alloc_slot = -1;             /* their entry in the kernel's allocation ring */
   int alloc_remember = 0;          /* a new signature: remember what the slow path allocates */
   uint64_t alloc_sig = 0;
+  int static_slot = -1; /* the ring entry of this signature when its outs went STATIC */
+  int signature_slot = -1; /* the ring entry of this signature (calls with outs) */
+  etb_kernel_fn fn = NULL;
+
+  /* a call of the last steady call's signature: converted, validated, selected */
+  const int memo_hit = !missing_out && k->memo != NULL && memo_match(k, bound, &cs, vals);
+  if (memo_hit) {
+    fn = memo_fn(k);
+    static_slot = signature_slot = memo_slot(k);
+    goto checks;
+  }
 
   for (int i = 0; i < k->nargs; i++) {
     const ArgSpec* a = &k->args[i];
@@ -416,8 +427,6 @@ PyObject* kernel_vectorcall(PyObject* self, PyObject* const* args, size_t nargsf
   /* Outs whose shapes torch fixed reach the kernel STATIC, as a program exported
    * with static shapes passes them (and ExecuTorch skips recomputing their strides);
    * the others DYNAMIC_BOUND, which the kernel may shrink. */
-  int static_slot = -1; /* the ring entry of this signature when its outs went STATIC */
-  int signature_slot = -1; /* the ring entry of this signature (calls with outs) */
   if (!missing_out && k->delegate_handle == NULL) {
     int slot = -1;
     int checked = validate_once(k, vals, bound, &result, &slot);
@@ -444,6 +453,7 @@ PyObject* kernel_vectorcall(PyObject* self, PyObject* const* args, size_t nargsf
     goto done;
   }
 
+checks:
   /* torch's refusals of the objects themselves (kernel_checks.c): grad, shared memory */
   if (check_written_tensors(k, &cs, bound, alloc_slot >= 0) < 0) goto done;
 
@@ -459,7 +469,7 @@ PyObject* kernel_vectorcall(PyObject* self, PyObject* const* args, size_t nargsf
       err = etb_delegate_execute(k->delegate_handle, k->op_name, vals, k->nslots);
     }
   } else {
-    etb_kernel_fn fn = select_kernel(k, vals);
+    if (!memo_hit) fn = select_kernel(k, vals);
     if (fn == NULL) {
       result = slow_path(k, SLOW_NO_KERNEL, bound, NULL);
       goto done;
@@ -475,6 +485,7 @@ PyObject* kernel_vectorcall(PyObject* self, PyObject* const* args, size_t nargsf
        * signature's outs go DYNAMIC_BOUND from now on, and the call
        * runs again as before, the kernel shrinking the out and etops mirroring it. */
       k->validated_static_outs[static_slot] = 0;
+      memo_forget(k); /* (its outs were STATIC; a hit's are now DYNAMIC_BOUND below) */
       if (alloc_slot >= 0) { /* outs etops allocated: the slow path's call from now on, run once */
         result = allocate_again_in_python(k, &cs, bound, alloc_slot);
         goto done;
@@ -530,8 +541,13 @@ PyObject* kernel_vectorcall(PyObject* self, PyObject* const* args, size_t nargsf
     }
   }
   result = alloc_slot >= 0 && k->nreturns == 0 ? allocated_outs_result(k, bound) : build_result(k, bound, vals);
+  /* a steady call (STATIC outs, signature probed clean): the next one like it starts from here */
+  if (!memo_hit && result != NULL && static_slot >= 0 && alloc_slot < 0 && k->probed[static_slot] &&
+      k->delegate_handle == NULL)
+    memo_remember(k, &cs, bound, vals, fn, static_slot);
 
 done:
+  if (memo_hit) memo_release(k);
   if (probe.active) probe_end(k, &probe, 0); /* an early exit during a probe: the tensors get their memory back */
   Py_XDECREF(crash_site);
   scratch_release(&cs);

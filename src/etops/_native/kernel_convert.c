@@ -77,12 +77,14 @@ static ETOPS_ALWAYS_INLINE TensorRec* borrow(KernelObject* k, CallScratch* cs, P
   r->copy_back_to = NULL;
   r->arg = arg;
   r->written = (uint8_t)writable;
+  r->inline_contiguous = 0;
   int rc;
   if (Py_TYPE(obj) == (PyTypeObject*)k->st->torch_tensor_type && k->st->torch_api != NULL) {
     int64_t numel;
     rc = etops_borrow_torch(k->st, obj, &r->t, k->op_name, what, writable, &numel, &r->span);
     if (rc == LAYOUT_CONTIGUOUS) { /* the common case: nothing below applies to it */
       r->as_given = 1;
+      r->inline_contiguous = 1;
       cs->numel_total += numel;
       return r;
     }

@@ -13,6 +13,7 @@
  *   kernel_call.c     the call: bind, convert, run, results, slow-path hand-offs
  *   kernel_signature.c  a call's argument signature (the hash the rings are keyed by)
  *   kernel_probe.c    the first call of a signature, its written tensors between guard pages
+ *   kernel_memo.c     the last signature's converted call, reused by calls that match it
  *   kernel_alloc.c    the outs of calls without out=: remembered sizes, allocation
  *   kernel_type.c     construction and the Python-visible type
  *
@@ -142,6 +143,8 @@ typedef struct {
   uint8_t bind_fill_arg[ETOPS_MAX_ARGS];
   PyObject* bind_fill_value[ETOPS_MAX_ARGS]; /* borrowed from args[].default_value, or Py_None, or NULL */
   uint8_t bind_out_given[ETOPS_MAX_ARGS];
+  /* the last steady call's converted slots and tensors (kernel_memo.c), or NULL */
+  struct CallMemo* memo;
 } KernelObject;
 
 /* ---- kernel_scratch.c: scratch memory of one call -------------------------------- */
@@ -183,6 +186,7 @@ typedef struct {
   etops_span span;   /* the bytes `given` covers (kernel_checks.c compares them) */
   uint8_t as_given;  /* t is `given` itself (no copy): its layout is the caller's */
   uint8_t written;   /* an out or a mutable argument: the kernel writes it */
+  uint8_t inline_contiguous; /* a torch.Tensor borrowed by etops_borrow_torch as LAYOUT_CONTIGUOUS */
 } TensorRec;
 
 typedef struct {
@@ -341,6 +345,31 @@ int probe_locate(const Probe* p, uint64_t address, const char** name, const char
  * and when `copy_back` (the kernel succeeded) their results, unless a write past a
  * tensor changed the canary: then -1 with KernelCrashed set and nothing copied. */
 int probe_end(const KernelObject* k, Probe* p, int copy_back);
+
+/* ---- kernel_memo.c ---------------------------------------------------------------- */
+
+typedef struct CallMemo CallMemo;
+
+/* Whether this call (bound: its arguments, outs given) matches the kernel's memo
+ * (k->memo not NULL): then vals holds its slots, cs its tensor records (the memo's,
+ * data pointers patched), the memo is busy until memo_release, and the call runs
+ * the function k->memo remembers with STATIC outs, its signature's ring entry being
+ * memo_slot(k). 0: no match, nothing set (no exception). */
+int memo_match(KernelObject* k, PyObject* const* bound, CallScratch* cs, etb_value* vals);
+/* The function and ring entry of a matched memo. */
+etb_kernel_fn memo_fn(const KernelObject* k);
+int memo_slot(const KernelObject* k);
+/* Ends the use memo_match began. */
+void memo_release(KernelObject* k);
+/* After a successful call with STATIC outs whose signature (ring entry `slot`) was
+ * probed clean, and which ran `fn` on `vals` (as converted, before the call; return
+ * slots aside): remembers it when every argument qualifies (else nothing). Never fails. */
+void memo_remember(KernelObject* k, const CallScratch* cs, PyObject* const* bound, const etb_value* vals,
+                   etb_kernel_fn fn, int slot);
+/* The memo no longer matches anything (a change it cannot see by itself). */
+void memo_forget(KernelObject* k);
+/* Frees the memo (the kernel's clear, when no call is using it). */
+void memo_free(KernelObject* k);
 
 /* ---- kernel_call.c ---------------------------------------------------------------- */
 

@@ -200,6 +200,7 @@ static int kernel_clear(KernelObject* k) {
   k->bind_valid = 0;
   Py_CLEAR(k->bind_kwnames);
   clear_allocations(k);
+  memo_free(k);
   for (int i = 0; i < k->nslots; i++) {
     Py_CLEAR(k->args[i].default_value);
     Py_CLEAR(k->args[i].extra);
