@@ -340,12 +340,16 @@ static void set_out_dynamism(const KernelObject* k, etb_value* vals, uint8_t dyn
  * their parallel regions on this thread (ETB_CALL_POOL_INLINE: a fault is then always
  * trapped; such ranges are one task of the pool anyway). *logged: whether the
  * kernel logged anything. */
-static int run_kernel(KernelObject* k, etb_kernel_fn fn, etb_value* vals, int64_t numel, int* logged) {
+static int run_kernel(KernelObject* k, etb_kernel_fn fn, etb_value* vals, int64_t numel, int* logged,
+                      etb_prepared* prepared) {
   int err;
   if (numel >= GIL_RELEASE_NUMEL) {
     Py_BEGIN_ALLOW_THREADS
-    err = etb_call(fn, k->op_name, vals, k->nslots, k->has_lists ? ETB_CALL_HAS_LISTS : 0, logged);
+    err = prepared != NULL ? etb_call_prepared(prepared, fn, k->op_name, 0, logged)
+                           : etb_call(fn, k->op_name, vals, k->nslots, k->has_lists ? ETB_CALL_HAS_LISTS : 0, logged);
     Py_END_ALLOW_THREADS
+  } else if (prepared != NULL) { /* a memo's stack (kernel_memo.c): only the data pointers change */
+    err = etb_call_prepared(prepared, fn, k->op_name, ETB_CALL_POOL_INLINE, logged);
   } else {
     /* small: parallel regions inline (no pool lock held), so any fault is trapped */
     err = etb_call(fn, k->op_name, vals, k->nslots,
@@ -376,7 +380,8 @@ PyObject* kernel_vectorcall(PyObject* self, PyObject* const* args, size_t nargsf
   Probe probe;
   probe.active = 0;
   PyObject* crash_site = NULL; /* (argument, where, offset) of a fault in a probe's memory */
-  etb_value vals[ETOPS_MAX_ARGS];
+  etb_value vals_buf[ETOPS_MAX_ARGS];
+  etb_value* vals = vals_buf; /* or the memo's slots */
   PyObject* result = NULL;
   PyObject* fresh[ETOPS_MAX_ARGS]; /* outs allocated here for a call without out= */
   int nfresh = 0;
@@ -388,7 +393,7 @@ PyObject* kernel_vectorcall(PyObject* self, PyObject* const* args, size_t nargsf
   etb_kernel_fn fn = NULL;
 
   /* a call of the last steady call's signature: converted, validated, selected */
-  const int memo_hit = !missing_out && k->memo != NULL && memo_match(k, bound, &cs, vals);
+  const int memo_hit = !missing_out && k->memo != NULL && memo_match(k, bound, &cs, &vals);
   if (memo_hit) {
     fn = memo_fn(k);
     static_slot = signature_slot = memo_slot(k);
@@ -477,7 +482,7 @@ checks:
     /* the first call of a signature is a probe: written tensors in guarded memory */
     if (signature_slot >= 0 && !k->probed[signature_slot] && !etf_handed_over() && probe_begin(k, &cs, &probe) < 0)
       goto done;
-    err = run_kernel(k, fn, vals, cs.numel_total, &logged);
+    err = run_kernel(k, fn, vals, cs.numel_total, &logged, memo_hit ? memo_prepared(k) : NULL);
     if (err != ETB_OK && static_slot >= 0 && etb_last_failure()->kind == ETB_FAILURE_RESIZE_REFUSED) {
       /* ExecuTorch's kernel sizes an out otherwise than torch's meta kernel (batch
        * norm's save_mean of an eval call: [0], where the meta says [C]): ExecuTorch
@@ -492,7 +497,7 @@ checks:
       }
       set_out_dynamism(k, vals, ETB_DYNAMIC_BOUND);
       static_slot = -1; /* the outs may be resized now */
-      err = run_kernel(k, fn, vals, cs.numel_total, &logged);
+      err = run_kernel(k, fn, vals, cs.numel_total, &logged, NULL); /* DYNAMIC_BOUND outs: a stack built anew */
     }
     if (probe.active) {
       if (err == ETB_ERR_CRASHED) crash_site = probe_site(&probe);

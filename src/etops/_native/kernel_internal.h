@@ -351,14 +351,17 @@ int probe_end(const KernelObject* k, Probe* p, int copy_back);
 typedef struct CallMemo CallMemo;
 
 /* Whether this call (bound: its arguments, outs given) matches the kernel's memo
- * (k->memo not NULL): then vals holds its slots, cs its tensor records (the memo's,
+ * (k->memo not NULL): then *vals points at its slots (the memo's own, or copied into
+ * the buffer *vals pointed at when the bridge writes some), cs at its tensor records (the memo's,
  * data pointers patched), the memo is busy until memo_release, and the call runs
  * the function k->memo remembers with STATIC outs, its signature's ring entry being
  * memo_slot(k). 0: no match, nothing set (no exception). */
-int memo_match(KernelObject* k, PyObject* const* bound, CallScratch* cs, etb_value* vals);
+int memo_match(KernelObject* k, PyObject* const* bound, CallScratch* cs, etb_value** vals);
 /* The function and ring entry of a matched memo. */
 etb_kernel_fn memo_fn(const KernelObject* k);
 int memo_slot(const KernelObject* k);
+/* The bridge's prepared stack of a matched memo's slots (its outs STATIC), or NULL. */
+etb_prepared* memo_prepared(const KernelObject* k);
 /* Ends the use memo_match began. */
 void memo_release(KernelObject* k);
 /* After a successful call with STATIC outs whose signature (ring entry `slot`) was

@@ -42,12 +42,19 @@ struct CallMemo {
   etb_kernel_fn fn;
   int nrecs, caprecs;
   int64_t numel_total;
-  uint8_t how[ETOPS_MAX_ARGS]; /* MEMO_* per argument */
-  PyObject* same[ETOPS_MAX_ARGS]; /* owned (MEMO_SAME: int, float, bool or str), else NULL */
+  int fresh_slots;             /* the call has fresh return slots (the bridge writes them) */
+  /* non-tensor arguments: each must be this very object (a default, None, or an
+   * immutable number or str the memo holds) */
+  int nsame;
+  uint8_t same_arg[ETOPS_MAX_ARGS];
+  PyObject* same_obj[ETOPS_MAX_ARGS];
+  PyObject* held[ETOPS_MAX_ARGS]; /* owned: the MEMO_SAME objects (NULL elsewhere) */
   etb_value vals[ETOPS_MAX_ARGS]; /* the slots as the call gives them to the bridge */
   TensorRec** rec_ptrs;        /* caprecs of them, pointing into recs */
-  TensorRec* recs;             /* one per MEMO_TENSOR argument, in argument order */
+  TensorRec* recs;             /* one per tensor argument, in argument order */
   size_t* nbytes;              /* each rec's span length */
+  int64_t (*layouts)[2 * ETB_MAX_DIM]; /* each rec's sizes and contiguous strides, as DLPack gives them */
+  etb_prepared* prepared;      /* the bridge's stack of vals, or NULL (etb_call builds it) */
 };
 
 /* Whether `o` converts the same every time: an immutable number or str of exact type. */
@@ -55,55 +62,61 @@ static inline int immutable_value(PyObject* o) {
   return PyLong_CheckExact(o) || PyFloat_CheckExact(o) || PyBool_Check(o) || PyUnicode_CheckExact(o);
 }
 
-int memo_match(KernelObject* k, PyObject* const* bound, CallScratch* cs, etb_value* vals) {
+/* Whether a DLPack view has exactly the remembered layout of `t` (contiguous, a dim
+ * of size 1 with any stride, as etops_fill_contiguous accepts), out of line: the
+ * common case is settled by the exact compare in memo_match. */
+static Py_NO_INLINE int same_contiguous_layout(const DLTensor* dl, const etb_tensor* t) {
+  for (int d = 0; d < t->ndim; d++) {
+    if (dl->shape[d] != t->sizes[d]) return 0;
+    if (dl->strides != NULL && dl->shape[d] != 1 && dl->strides[d] != t->strides[d]) return 0;
+  }
+  return 1;
+}
+
+int memo_match(KernelObject* k, PyObject* const* bound, CallScratch* cs, etb_value** vals) {
   CallMemo* m = k->memo;
   if (!m->valid || m->busy) return 0;
   const int slot = m->slot;
   if (k->validated[slot] != m->signature || !k->probed[slot] || !k->validated_static_outs[slot] ||
       etb_registry_generation() != m->gen)
     return 0;
+  /* defaults, None and the same numbers: one identity compare each */
+  for (int c = 0; c < m->nsame; c++) {
+    if (bound[m->same_arg[c]] != m->same_obj[c]) return 0;
+  }
   PyTypeObject* tensor_type = (PyTypeObject*)k->st->torch_tensor_type;
   const DLPackExchangeAPI* api = k->st->torch_api;
-  int r = 0;
-  for (int i = 0; i < k->nargs; i++) {
-    PyObject* o = bound[i];
-    switch (m->how[i]) {
-      case MEMO_DEFAULT:
-        if (o != k->args[i].default_value) return 0;
-        break;
-      case MEMO_NONE:
-        if (o != Py_None) return 0;
-        break;
-      case MEMO_SAME:
-        if (o != m->same[i]) return 0;
-        break;
-      default: { /* MEMO_TENSOR */
-        if (Py_TYPE(o) != tensor_type) return 0;
-        TensorRec* rec = &m->recs[r];
-        etb_tensor* t = &rec->t;
-        DLTensor dl;
-        if (api->dltensor_from_py_object_no_sync(o, &dl) != 0) {
-          PyErr_Clear(); /* the full path meets (and raises) it again */
-          return 0;
-        }
-        if (dl.device.device_type != kDLCPU || dl.ndim != t->ndim || dl.data == NULL ||
-            etops_et_dtype(dl.dtype) != t->dtype)
-          return 0;
-        for (int d = 0; d < t->ndim; d++) {
-          if (dl.shape[d] != t->sizes[d]) return 0;
-          /* contiguous as remembered (a dim of size 1 may have any stride) */
-          if (dl.strides != NULL && dl.shape[d] != 1 && dl.strides[d] != t->strides[d]) return 0;
-        }
-        t->data = (char*)dl.data + dl.byte_offset;
-        rec->obj = o;
-        rec->given = o;
-        rec->span.first = (uintptr_t)t->data;
-        rec->span.end = rec->span.first + m->nbytes[r];
-        r++;
-      }
+  for (int r = 0; r < m->nrecs; r++) {
+    TensorRec* rec = &m->recs[r];
+    PyObject* o = bound[rec->arg];
+    if (Py_TYPE(o) != tensor_type) return 0;
+    etb_tensor* t = &rec->t;
+    DLTensor dl;
+    if (api->dltensor_from_py_object_no_sync(o, &dl) != 0) {
+      PyErr_Clear(); /* the full path meets (and raises) it again */
+      return 0;
     }
+    const int64_t* layout = m->layouts[r]; /* sizes, then strides, as int64 */
+    if (dl.device.device_type != kDLCPU || dl.ndim != t->ndim || dl.data == NULL ||
+        etops_et_dtype(dl.dtype) != t->dtype)
+      return 0;
+    int64_t diff = 1; /* no strides (contiguous): the exact rule */
+    if (dl.strides != NULL) {
+      diff = 0;
+      for (int d = 0; d < t->ndim; d++) diff |= (dl.shape[d] ^ layout[d]) | (dl.strides[d] ^ layout[ETB_MAX_DIM + d]);
+    }
+    if (diff != 0 && !same_contiguous_layout(&dl, t)) return 0;
+    t->data = (char*)dl.data + dl.byte_offset;
+    rec->obj = o;
+    rec->given = o;
+    rec->span.first = (uintptr_t)t->data;
+    rec->span.end = rec->span.first + m->nbytes[r];
   }
-  memcpy(vals, m->vals, sizeof(etb_value) * (size_t)k->nslots);
+  if (m->fresh_slots) { /* the bridge writes fresh return values into them */
+    memcpy(*vals, m->vals, sizeof(etb_value) * (size_t)k->nslots);
+  } else {
+    *vals = m->vals; /* read-only to the bridge (its tensors are the memo's records) */
+  }
   cs->recs = m->rec_ptrs;
   cs->nrecs = cs->caprecs = m->nrecs;
   cs->numel_total = m->numel_total;
@@ -116,6 +129,8 @@ void memo_release(KernelObject* k) { k->memo->busy = 0; }
 etb_kernel_fn memo_fn(const KernelObject* k) { return k->memo->fn; }
 
 int memo_slot(const KernelObject* k) { return k->memo->slot; }
+
+etb_prepared* memo_prepared(const KernelObject* k) { return k->memo->prepared; }
 
 void memo_forget(KernelObject* k) {
   if (k->memo != NULL) k->memo->valid = 0;
@@ -133,6 +148,9 @@ static int memo_reserve(CallMemo* m, int n) {
   size_t* nbytes = PyMem_Realloc(m->nbytes, sizeof(size_t) * (size_t)n);
   if (nbytes == NULL) return -1;
   m->nbytes = nbytes;
+  int64_t(*layouts)[2 * ETB_MAX_DIM] = PyMem_Realloc(m->layouts, sizeof(*layouts) * (size_t)n);
+  if (layouts == NULL) return -1;
+  m->layouts = layouts;
   m->caprecs = n;
   return 0;
 }
@@ -170,27 +188,45 @@ void memo_remember(KernelObject* k, const CallScratch* cs, PyObject* const* boun
     if (m == NULL) return;
   }
   m->valid = 0;
+  if (m->prepared != NULL) { /* its TensorImpls point into the records rewritten below */
+    etb_prepared_free(m->prepared);
+    m->prepared = NULL;
+  }
   if (memo_reserve(m, r) < 0) return;
   for (int j = 0; j < r; j++) {
+    const etb_tensor* t = &cs->recs[j]->t;
     m->recs[j] = *cs->recs[j];
     m->rec_ptrs[j] = &m->recs[j];
     m->nbytes[j] = cs->recs[j]->span.end - cs->recs[j]->span.first;
+    for (int d = 0; d < t->ndim; d++) {
+      m->layouts[j][d] = t->sizes[d];
+      m->layouts[j][ETB_MAX_DIM + d] = t->strides[d];
+    }
   }
   r = 0;
+  m->nsame = 0;
   for (int i = 0; i < k->nargs; i++) {
-    m->how[i] = how[i];
-    Py_XSETREF(m->same[i], how[i] == MEMO_SAME ? Py_NewRef(bound[i]) : NULL);
+    Py_XSETREF(m->held[i], how[i] == MEMO_SAME ? Py_NewRef(bound[i]) : NULL);
+    if (how[i] != MEMO_TENSOR) {
+      m->same_arg[m->nsame] = (uint8_t)i;
+      m->same_obj[m->nsame++] = bound[i];
+    }
     m->vals[i] = vals[i];
     if (how[i] == MEMO_TENSOR) m->vals[i].u.t = &m->recs[r++].t;
   }
   /* fresh return slots as every call starts them (the bridge wrote this call's results) */
-  for (int i = k->nargs; i < k->nslots; i++) m->vals[i] = k->args[i].default_converted;
+  m->fresh_slots = 0;
+  for (int i = k->nargs; i < k->nslots; i++) {
+    m->vals[i] = k->args[i].default_converted;
+    m->fresh_slots |= m->vals[i].tag == ETB_NONE;
+  }
   m->nrecs = r;
   m->numel_total = cs->numel_total;
   m->fn = fn;
   m->slot = slot;
   m->signature = k->validated[slot];
   m->gen = k->gen;
+  if (!m->fresh_slots) m->prepared = etb_prepare(m->vals, k->nslots); /* NULL: etb_call each time */
   m->valid = 1;
 }
 
@@ -201,8 +237,10 @@ void memo_free(KernelObject* k) {
     m->valid = 0;
     return;
   }
-  for (int i = 0; i < ETOPS_MAX_ARGS; i++) Py_CLEAR(m->same[i]);
+  for (int i = 0; i < ETOPS_MAX_ARGS; i++) Py_CLEAR(m->held[i]);
+  etb_prepared_free(m->prepared);
   PyMem_Free(m->recs);
+  PyMem_Free(m->layouts);
   PyMem_Free(m->rec_ptrs);
   PyMem_Free(m->nbytes);
   PyMem_Free(m);
