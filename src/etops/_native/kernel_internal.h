@@ -362,6 +362,9 @@ etb_kernel_fn memo_fn(const KernelObject* k);
 int memo_slot(const KernelObject* k);
 /* The bridge's prepared stack of a matched memo's slots (its outs STATIC), or NULL. */
 etb_prepared* memo_prepared(const KernelObject* k);
+/* 0: no memo; 1: a memo (calls that match it skip conversion); 2: one with a
+ * prepared stack (they skip building the bridge's stack too). For tests. */
+int memo_state(const KernelObject* k);
 /* Ends the use memo_match began. */
 void memo_release(KernelObject* k);
 /* After a successful call with STATIC outs whose signature (ring entry `slot`) was

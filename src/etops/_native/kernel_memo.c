@@ -132,6 +132,11 @@ int memo_slot(const KernelObject* k) { return k->memo->slot; }
 
 etb_prepared* memo_prepared(const KernelObject* k) { return k->memo->prepared; }
 
+int memo_state(const KernelObject* k) {
+  if (k->memo == NULL || !k->memo->valid) return 0;
+  return k->memo->prepared != NULL ? 2 : 1;
+}
+
 void memo_forget(KernelObject* k) {
   if (k->memo != NULL) k->memo->valid = 0;
 }

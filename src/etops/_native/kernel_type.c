@@ -267,10 +267,16 @@ static PyObject* kernel_registry_state(PyObject* self, PyObject* noargs) {
   return Py_BuildValue("(Kii)", (unsigned long long)k->gen, k->has_specialized, k->fallback_fn != NULL);
 }
 
+static PyObject* kernel_memo_state(PyObject* self, PyObject* noargs) {
+  return PyLong_FromLong(memo_state((KernelObject*)self));
+}
+
 static PyMethodDef kernel_methods[] = {
     {"__dir__", kernel_dir, METH_NOARGS, NULL},
     {"_registry_state", kernel_registry_state, METH_NOARGS,
      "(generation, has specialized kernels, has a fallback) as this kernel object sees the registry."},
+    {"_memo_state", kernel_memo_state, METH_NOARGS,
+     "0: no call memo; 1: the last steady call remembered (kernel_memo.c); 2: with its prepared stack."},
     {NULL, NULL, 0, NULL},
 };
 
