@@ -53,6 +53,7 @@ struct CallMemo {
   TensorRec** rec_ptrs;        /* caprecs of them, pointing into recs */
   TensorRec* recs;             /* one per tensor argument, in argument order */
   size_t* nbytes;              /* each rec's span length */
+  uint32_t* dl_dtypes;         /* each rec's dtype as DLPack gives it (DLDataType's 4 bytes) */
   int64_t (*layouts)[2 * ETB_MAX_DIM]; /* each rec's sizes and contiguous strides, as DLPack gives them */
   etb_prepared* prepared;      /* the bridge's stack of vals, or NULL (etb_call builds it) */
 };
@@ -97,8 +98,9 @@ int memo_match(KernelObject* k, PyObject* const* bound, CallScratch* cs, etb_val
       return 0;
     }
     const int64_t* layout = m->layouts[r]; /* sizes, then strides, as int64 */
-    if (dl.device.device_type != kDLCPU || dl.ndim != t->ndim || dl.data == NULL ||
-        etops_et_dtype(dl.dtype) != t->dtype)
+    uint32_t dtype;
+    memcpy(&dtype, &dl.dtype, sizeof dtype);
+    if (dl.device.device_type != kDLCPU || dl.ndim != t->ndim || dl.data == NULL || dtype != m->dl_dtypes[r])
       return 0;
     int64_t diff = 1; /* no strides (contiguous): the exact rule */
     if (dl.strides != NULL) {
@@ -141,6 +143,23 @@ void memo_forget(KernelObject* k) {
   if (k->memo != NULL) k->memo->valid = 0;
 }
 
+/* The DLPack dtype (its 4 bytes) that etops_et_dtype maps to ExecuTorch's `dtype`,
+ * or 0 (no DLPack dtype has lanes 0) when none does. */
+static uint32_t dl_dtype_of(int8_t dtype) {
+  static const uint8_t codes[] = {kDLInt, kDLUInt, kDLFloat, kDLBfloat, kDLBool, kDLFloat8_e5m2, kDLFloat8_e4m3fn,
+                                  kDLFloat8_e5m2fnuz, kDLFloat8_e4m3fnuz};
+  for (size_t c = 0; c < sizeof codes; c++) {
+    for (unsigned bits = 8; bits <= 128; bits *= 2) {
+      DLDataType t = {.code = codes[c], .bits = (uint8_t)bits, .lanes = 1};
+      if (etops_et_dtype(t) != dtype) continue;
+      uint32_t word;
+      memcpy(&word, &t, sizeof word);
+      return word;
+    }
+  }
+  return 0;
+}
+
 /* Room for n recs (the pointers re-aimed at them). -1: no memory (no exception). */
 static int memo_reserve(CallMemo* m, int n) {
   if (n <= m->caprecs) return 0;
@@ -153,6 +172,9 @@ static int memo_reserve(CallMemo* m, int n) {
   size_t* nbytes = PyMem_Realloc(m->nbytes, sizeof(size_t) * (size_t)n);
   if (nbytes == NULL) return -1;
   m->nbytes = nbytes;
+  uint32_t* dl_dtypes = PyMem_Realloc(m->dl_dtypes, sizeof(uint32_t) * (size_t)n);
+  if (dl_dtypes == NULL) return -1;
+  m->dl_dtypes = dl_dtypes;
   int64_t(*layouts)[2 * ETB_MAX_DIM] = PyMem_Realloc(m->layouts, sizeof(*layouts) * (size_t)n);
   if (layouts == NULL) return -1;
   m->layouts = layouts;
@@ -203,6 +225,7 @@ void memo_remember(KernelObject* k, const CallScratch* cs, PyObject* const* boun
     m->recs[j] = *cs->recs[j];
     m->rec_ptrs[j] = &m->recs[j];
     m->nbytes[j] = cs->recs[j]->span.end - cs->recs[j]->span.first;
+    m->dl_dtypes[j] = dl_dtype_of(t->dtype);
     for (int d = 0; d < t->ndim; d++) {
       m->layouts[j][d] = t->sizes[d];
       m->layouts[j][ETB_MAX_DIM + d] = t->strides[d];
@@ -248,6 +271,7 @@ void memo_free(KernelObject* k) {
   PyMem_Free(m->layouts);
   PyMem_Free(m->rec_ptrs);
   PyMem_Free(m->nbytes);
+  PyMem_Free(m->dl_dtypes);
   PyMem_Free(m);
   k->memo = NULL;
 }
