@@ -173,3 +173,37 @@ def test_threads_calling_one_kernel_with_and_without_the_gil_get_correct_results
     for t in threads:
         t.join()
     assert failures == []
+
+
+def test_a_registry_edit_and_a_nested_call_of_the_same_kernel_bypass_the_memo():
+    """A kernel registered after the memo was made runs at once (the registry's
+    generation changed), and a Python kernel calling the very kernel object that is
+    running it from its memo takes the full path (the memo is busy) and leaves the
+    memo as it was. A fresh interpreter: the registration stays for the process."""
+    from fresh_python import run_python
+
+    proc = run_python("""
+        import torch, etops
+        op = etops.registry().aten.add.out
+        x, y, c = torch.ones(2, 3), torch.ones(2, 3), torch.empty(2, 3)
+        for _ in range(3):
+            op(x, y, out=c)
+        assert op._memo_state() == 2 and torch.equal(c, x + y)
+        ran = []
+        def mine(self, other, alpha=1, out=None):
+            inner = op(torch.ones(3), torch.ones(3), out=torch.empty(3))  # the same kernel object
+            ran.append(float(inner.sum()))
+            return self + other + 10
+        etops.register_python_kernel("aten::add.out", mine, kernel_key=[(torch.float32, 2)] * 3)
+        for i in range(4):
+            c.fill_(0)
+            op(x, y, out=c)
+            assert ran == [6.0] * (i + 1), ran
+            assert torch.equal(c, x + y + 10), c
+        assert op._memo_state() == 2
+        one = torch.empty(3)
+        op(torch.ones(3), torch.ones(3), out=one)  # the fallback again, outside
+        assert torch.equal(one, torch.full((3,), 2.0)) and len(ran) == 4
+        print("ok")
+    """)
+    assert proc.returncode == 0 and "ok" in proc.stdout, proc.stdout + proc.stderr
