@@ -207,3 +207,34 @@ def test_a_registry_edit_and_a_nested_call_of_the_same_kernel_bypass_the_memo():
         print("ok")
     """)
     assert proc.returncode == 0 and "ok" in proc.stdout, proc.stdout + proc.stderr
+
+
+def test_a_number_for_a_tensor_parameter_is_remembered_by_its_object(reg):
+    op = reg.aten.add.out
+    a, c = torch.rand(SHAPE), torch.empty(SHAPE)
+    two = 2.5
+    for _ in range(3):
+        assert torch.equal(op(a, two, out=c), a + two)
+    assert op._memo_state() == 2
+    for number in (3.5, 7, True, two):  # other objects (another value, int, bool), then the same again
+        assert torch.equal(op(a, number, out=c), a + number), number
+    assert _check(reg, lambda a, b, c, op: op(a, two, out=c))[0][0] == "ok"
+
+
+def test_calls_missing_the_memo_convert_what_it_asked_torch_for_correctly(reg):
+    """A call whose first tensor matches the memo and whose second does not (it
+    broadcasts) is converted from the DLPack views the memo already asked for; two
+    signatures in turn keep the memo of the first and both get their results."""
+    op = reg.aten.add.out
+    a, b, c = torch.rand(SHAPE), torch.rand(SHAPE), torch.empty(SHAPE)
+    for _ in range(3):
+        op(a, b, out=c)
+    row = torch.rand(1, SHAPE[1])
+    for _ in range(3):
+        assert torch.equal(op(a, row, out=c), a + row)
+    x, y, z = torch.rand(3, 2), torch.rand(3, 2), torch.empty(3, 2)
+    for r in range(6):
+        a.fill_(float(r))
+        assert torch.equal(op(a, b, out=c), a + b)
+        assert torch.equal(op(x, y, out=z), x + y)
+    assert op._memo_state() == 2

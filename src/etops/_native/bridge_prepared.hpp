@@ -21,10 +21,17 @@ struct etb_prepared {
 
 extern "C" {
 
-etb_prepared* etb_prepare(etb_value* values, int nvalues) {
+etb_prepared* etb_prepare(etb_prepared* reuse, etb_value* values, int nvalues) {
+  std::unique_ptr<etb_prepared> p(reuse);
   if (nvalues <= 0 || nvalues > kInlineTensors) return nullptr;
-  std::unique_ptr<etb_prepared> p(new (std::nothrow) etb_prepared());
-  if (p == nullptr) return nullptr;
+  if (p == nullptr) {
+    p.reset(new (std::nothrow) etb_prepared());
+    if (p == nullptr) return nullptr;
+  } else {  // built again in the same memory
+    p->evalue_storage.clear();
+    p->impl_storage.clear();
+    p->nvalues = p->ntensors = 0;
+  }
   for (int i = 0; i < nvalues; i++) {
     etb_value& v = values[i];
     EValue* ev = nullptr;

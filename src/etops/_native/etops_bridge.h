@@ -237,9 +237,11 @@ int etb_call(etb_kernel_fn fn, const char* op_name, etb_value* values, int nvalu
  * for etb_call_prepared to run again and again. Only for at most 16 slots of STATIC
  * tensors, ints, doubles, bools and aliases (anything else, or no memory: NULL).
  * The tensor records stay the caller's: they must outlive the prepared call, their
- * layouts unchanged (only their data pointers may change between calls). */
+ * layouts unchanged (only their data pointers may change between calls). `reuse`: a
+ * prepared call whose memory is built again (it is freed when NULL is returned), or
+ * NULL. */
 typedef struct etb_prepared etb_prepared;
-etb_prepared* etb_prepare(etb_value* values, int nvalues);
+etb_prepared* etb_prepare(etb_prepared* reuse, etb_value* values, int nvalues);
 /* etb_call(fn, op_name, values, ...) on the prepared stack, each tensor at its
  * record's current data pointer: the same call, failure and log. */
 int etb_call_prepared(etb_prepared* p, etb_kernel_fn fn, const char* op_name, int flags, int* logged);

@@ -393,7 +393,8 @@ PyObject* kernel_vectorcall(PyObject* self, PyObject* const* args, size_t nargsf
   etb_kernel_fn fn = NULL;
 
   /* a call of the last steady call's signature: converted, validated, selected */
-  const int memo_hit = !missing_out && k->memo != NULL && memo_match(k, bound, &cs, &vals);
+  DLTensor pre[ETOPS_MAX_ARGS]; /* what a memo that does not match asked torch, for the conversion */
+  const int memo_hit = !missing_out && k->memo != NULL && memo_match(k, bound, &cs, &vals, pre);
   if (memo_hit) {
     fn = memo_fn(k);
     static_slot = signature_slot = memo_slot(k);

@@ -197,6 +197,10 @@ typedef struct {
   TensorRec* inline_recs[ETOPS_MAX_TENSORS];
   int64_t numel_total;        /* elements of all borrowed tensors */
   int ncopies;                /* tensors borrowed as dense copies (borrow_dense_copy) */
+  /* DLTensors torch's exchange API gave a call memo that did not match (kernel_memo.c),
+   * by argument: bit i of pre_mask says pre_dl[i] is argument i's, used once */
+  uint64_t pre_mask;
+  const DLTensor* pre_dl;
 } CallScratch;
 
 /* Grows the arena by a block that holds at least n bytes, and takes n from it. */
@@ -238,6 +242,7 @@ static inline void scratch_init(CallScratch* cs) {
   cs->caprecs = ETOPS_MAX_TENSORS;
   cs->numel_total = 0;
   cs->ncopies = 0;
+  cs->pre_mask = 0;
 }
 
 /* Drops the kept objects and frees the arena's blocks. */
@@ -355,8 +360,10 @@ typedef struct CallMemo CallMemo;
  * the buffer *vals pointed at when the bridge writes some), cs at its tensor records (the memo's,
  * data pointers patched), the memo is busy until memo_release, and the call runs
  * the function k->memo remembers with STATIC outs, its signature's ring entry being
- * memo_slot(k). 0: no match, nothing set (no exception). */
-int memo_match(KernelObject* k, PyObject* const* bound, CallScratch* cs, etb_value** vals);
+ * memo_slot(k). 0: no match (no exception): the DLTensors it asked torch for are in
+ * `pre` (ETOPS_MAX_ARGS of them, by argument), cs->pre_mask saying which, for the
+ * conversion to use instead of asking again. */
+int memo_match(KernelObject* k, PyObject* const* bound, CallScratch* cs, etb_value** vals, DLTensor* pre);
 /* The function and ring entry of a matched memo. */
 etb_kernel_fn memo_fn(const KernelObject* k);
 int memo_slot(const KernelObject* k);

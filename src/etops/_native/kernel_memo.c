@@ -9,13 +9,18 @@
  * what that call gave the bridge: its slots, its tensor records (dtype, rank, sizes,
  * strides, dim order), the function selected and the ring entry of its signature.
  * A later call matches it when every argument is what it was field by field: the
- * same default, None or immutable number/str object, and for each tensor an object
+ * same default, None or immutable number/str object (a number given for a Tensor
+ * parameter too: its wrapped 0-dim tensor is remembered), and for each tensor an object
  * of exactly torch.Tensor's type whose DLPack view (torch's exchange API, once per
  * tensor as every call does) has the memo's dtype, rank and sizes in contiguous
  * layout on the CPU with data. Then only the data pointers (and the objects and byte
  * spans the per-call checks read) are patched; everything that depends on data
  * pointers or on the objects (overlap, requires_grad) is still checked by the caller
  * on every call, as before.
+ *
+ * A valid memo is replaced by another steady call's only when that call's signature
+ * missed it twice in a row, no call matching it in between (a loop alternating
+ * signatures keeps the first).
  *
  * The memo is only valid while what it remembers still holds: its ring entry still
  * holds its signature, probed and with STATIC outs, and the registry generation is
@@ -31,7 +36,14 @@
 #include <string.h>
 
 /* How argument i of the memo is matched. */
-enum { MEMO_DEFAULT = 0, MEMO_NONE, MEMO_SAME, MEMO_TENSOR };
+enum { MEMO_DEFAULT = 0, MEMO_NONE, MEMO_SAME, MEMO_WRAPPED, MEMO_TENSOR };
+
+/* A Python number given for a Tensor parameter, as the conversion wrapped it
+ * (kernel_convert.c's wrap_number): its 0-dim tensor and value, the memo's own. */
+typedef struct {
+  etb_tensor t;
+  _Alignas(16) unsigned char data[16];
+} WrappedNumber;
 
 struct CallMemo {
   int valid;
@@ -39,6 +51,7 @@ struct CallMemo {
   uint64_t gen;                /* registry generation fn was selected for */
   uint64_t signature;          /* k->validated[slot] when remembered */
   int slot;                    /* the signature's ring entry */
+  int candidate;               /* 1 + the ring entry of the last steady call that missed, or 0 */
   etb_kernel_fn fn;
   int nrecs, caprecs;
   int64_t numel_total;
@@ -55,6 +68,8 @@ struct CallMemo {
   size_t* nbytes;              /* each rec's span length */
   uint32_t* dl_dtypes;         /* each rec's dtype as DLPack gives it (DLDataType's 4 bytes) */
   int64_t (*layouts)[2 * ETB_MAX_DIM]; /* each rec's sizes and contiguous strides, as DLPack gives them */
+  WrappedNumber* wrapped;      /* the MEMO_WRAPPED arguments' tensors (capwrapped of them) */
+  int capwrapped;
   etb_prepared* prepared;      /* the bridge's stack of vals, or NULL (etb_call builds it) */
 };
 
@@ -74,7 +89,7 @@ static Py_NO_INLINE int same_contiguous_layout(const DLTensor* dl, const etb_ten
   return 1;
 }
 
-int memo_match(KernelObject* k, PyObject* const* bound, CallScratch* cs, etb_value** vals) {
+int memo_match(KernelObject* k, PyObject* const* bound, CallScratch* cs, etb_value** vals, DLTensor* pre) {
   CallMemo* m = k->memo;
   if (!m->valid || m->busy) return 0;
   const int slot = m->slot;
@@ -86,34 +101,40 @@ int memo_match(KernelObject* k, PyObject* const* bound, CallScratch* cs, etb_val
     if (bound[m->same_arg[c]] != m->same_obj[c]) return 0;
   }
   PyTypeObject* tensor_type = (PyTypeObject*)k->st->torch_tensor_type;
+  for (int r = 0; r < m->nrecs; r++) { /* before asking torch about any of them */
+    if (Py_TYPE(bound[m->recs[r].arg]) != tensor_type) return 0;
+  }
   const DLPackExchangeAPI* api = k->st->torch_api;
+  cs->pre_dl = pre;
   for (int r = 0; r < m->nrecs; r++) {
     TensorRec* rec = &m->recs[r];
-    PyObject* o = bound[rec->arg];
-    if (Py_TYPE(o) != tensor_type) return 0;
+    const int arg = rec->arg;
+    PyObject* o = bound[arg];
     etb_tensor* t = &rec->t;
-    DLTensor dl;
-    if (api->dltensor_from_py_object_no_sync(o, &dl) != 0) {
+    DLTensor* dl = &pre[arg];
+    if (api->dltensor_from_py_object_no_sync(o, dl) != 0) {
       PyErr_Clear(); /* the full path meets (and raises) it again */
       return 0;
     }
+    if (arg < 64) cs->pre_mask |= (uint64_t)1 << arg; /* a miss: the conversion takes it from here */
     const int64_t* layout = m->layouts[r]; /* sizes, then strides, as int64 */
     uint32_t dtype;
-    memcpy(&dtype, &dl.dtype, sizeof dtype);
-    if (dl.device.device_type != kDLCPU || dl.ndim != t->ndim || dl.data == NULL || dtype != m->dl_dtypes[r])
+    memcpy(&dtype, &dl->dtype, sizeof dtype);
+    if (dl->device.device_type != kDLCPU || dl->ndim != t->ndim || dl->data == NULL || dtype != m->dl_dtypes[r])
       return 0;
     int64_t diff = 1; /* no strides (contiguous): the exact rule */
-    if (dl.strides != NULL) {
+    if (dl->strides != NULL) {
       diff = 0;
-      for (int d = 0; d < t->ndim; d++) diff |= (dl.shape[d] ^ layout[d]) | (dl.strides[d] ^ layout[ETB_MAX_DIM + d]);
+      for (int d = 0; d < t->ndim; d++) diff |= (dl->shape[d] ^ layout[d]) | (dl->strides[d] ^ layout[ETB_MAX_DIM + d]);
     }
-    if (diff != 0 && !same_contiguous_layout(&dl, t)) return 0;
-    t->data = (char*)dl.data + dl.byte_offset;
+    if (diff != 0 && !same_contiguous_layout(dl, t)) return 0;
+    t->data = (char*)dl->data + dl->byte_offset;
     rec->obj = o;
     rec->given = o;
     rec->span.first = (uintptr_t)t->data;
     rec->span.end = rec->span.first + m->nbytes[r];
   }
+  cs->pre_mask = 0;
   if (m->fresh_slots) { /* the bridge writes fresh return values into them */
     memcpy(*vals, m->vals, sizeof(etb_value) * (size_t)k->nslots);
   } else {
@@ -123,6 +144,7 @@ int memo_match(KernelObject* k, PyObject* const* bound, CallScratch* cs, etb_val
   cs->nrecs = cs->caprecs = m->nrecs;
   cs->numel_total = m->numel_total;
   m->busy = 1;
+  m->candidate = 0; /* a call in between that hit: no signature missed twice in a row */
   return 1;
 }
 
@@ -184,15 +206,26 @@ static int memo_reserve(CallMemo* m, int n) {
 
 void memo_remember(KernelObject* k, const CallScratch* cs, PyObject* const* bound, const etb_value* vals,
                    etb_kernel_fn fn, int slot) {
-  if (k->memo != NULL && k->memo->busy) return; /* an outer call is using it */
+  CallMemo* const held = k->memo;
+  if (held != NULL && held->busy) return; /* an outer call is using it */
+  /* A memo in use is replaced only by a signature that missed it twice in a row: a
+   * loop over two signatures in turn would otherwise remember each call's. */
+  if (held != NULL && held->valid && held->candidate != slot + 1) {
+    held->candidate = slot + 1;
+    return;
+  }
   if (cs->ncopies != 0 || cs->keep.n != 0 || cs->keep.overflow != NULL || k->has_lists) return;
   uint8_t how[ETOPS_MAX_ARGS];
-  int r = 0;
+  int r = 0, nwrapped = 0;
   for (int i = 0; i < k->nargs; i++) {
     const ArgSpec* a = &k->args[i];
     PyObject* o = bound[i];
     if (a->has_default_value && o == a->default_value) {
       how[i] = MEMO_DEFAULT;
+    } else if (a->kind == K_TENSOR && vals[i].tag == ETB_TENSOR && vals[i].len == WRAPPED_NUMBER_LEN &&
+               (PyLong_CheckExact(o) || PyFloat_CheckExact(o) || PyBool_Check(o))) {
+      how[i] = MEMO_WRAPPED; /* the same number object wraps the same again */
+      nwrapped++;
     } else if (a->kind == K_TENSOR && o != Py_None) {
       /* a tensor borrowed inline as it is (not a wrapped number, not a copy) */
       if (r >= cs->nrecs || cs->recs[r]->arg != i || !cs->recs[r]->inline_contiguous || vals[i].tag != ETB_TENSOR ||
@@ -214,12 +247,14 @@ void memo_remember(KernelObject* k, const CallScratch* cs, PyObject* const* boun
     m = k->memo = PyMem_Calloc(1, sizeof(CallMemo));
     if (m == NULL) return;
   }
-  m->valid = 0;
-  if (m->prepared != NULL) { /* its TensorImpls point into the records rewritten below */
-    etb_prepared_free(m->prepared);
-    m->prepared = NULL;
-  }
+  m->valid = 0; /* (its prepared stack, pointing into the records rewritten below, is built again) */
   if (memo_reserve(m, r) < 0) return;
+  if (nwrapped > m->capwrapped) {
+    WrappedNumber* wrapped = PyMem_Realloc(m->wrapped, sizeof(WrappedNumber) * (size_t)nwrapped);
+    if (wrapped == NULL) return;
+    m->wrapped = wrapped;
+    m->capwrapped = nwrapped;
+  }
   for (int j = 0; j < r; j++) {
     const etb_tensor* t = &cs->recs[j]->t;
     m->recs[j] = *cs->recs[j];
@@ -232,15 +267,24 @@ void memo_remember(KernelObject* k, const CallScratch* cs, PyObject* const* boun
     }
   }
   r = 0;
+  int w = 0;
   m->nsame = 0;
   for (int i = 0; i < k->nargs; i++) {
-    Py_XSETREF(m->held[i], how[i] == MEMO_SAME ? Py_NewRef(bound[i]) : NULL);
+    Py_XSETREF(m->held[i], how[i] == MEMO_SAME || how[i] == MEMO_WRAPPED ? Py_NewRef(bound[i]) : NULL);
     if (how[i] != MEMO_TENSOR) {
       m->same_arg[m->nsame] = (uint8_t)i;
       m->same_obj[m->nsame++] = bound[i];
     }
     m->vals[i] = vals[i];
-    if (how[i] == MEMO_TENSOR) m->vals[i].u.t = &m->recs[r++].t;
+    if (how[i] == MEMO_TENSOR) {
+      m->vals[i].u.t = &m->recs[r++].t;
+    } else if (how[i] == MEMO_WRAPPED) { /* its tensor and value, out of the call's arena */
+      WrappedNumber* n = &m->wrapped[w++];
+      n->t = *vals[i].u.t;
+      memcpy(n->data, vals[i].u.t->data, sizeof n->data);
+      n->t.data = n->data;
+      m->vals[i].u.t = &n->t;
+    }
   }
   /* fresh return slots as every call starts them (the bridge wrote this call's results) */
   m->fresh_slots = 0;
@@ -252,9 +296,15 @@ void memo_remember(KernelObject* k, const CallScratch* cs, PyObject* const* boun
   m->numel_total = cs->numel_total;
   m->fn = fn;
   m->slot = slot;
+  m->candidate = 0;
   m->signature = k->validated[slot];
   m->gen = k->gen;
-  if (!m->fresh_slots) m->prepared = etb_prepare(m->vals, k->nslots); /* NULL: etb_call each time */
+  if (m->fresh_slots) { /* etb_call each time */
+    etb_prepared_free(m->prepared);
+    m->prepared = NULL;
+  } else {
+    m->prepared = etb_prepare(m->prepared, m->vals, k->nslots); /* NULL: etb_call each time */
+  }
   m->valid = 1;
 }
 
@@ -272,6 +322,7 @@ void memo_free(KernelObject* k) {
   PyMem_Free(m->rec_ptrs);
   PyMem_Free(m->nbytes);
   PyMem_Free(m->dl_dtypes);
+  PyMem_Free(m->wrapped);
   PyMem_Free(m);
   k->memo = NULL;
 }
