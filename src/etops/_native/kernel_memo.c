@@ -16,7 +16,8 @@
  * layout on the CPU with data. Then only the data pointers (and the objects and byte
  * spans the per-call checks read) are patched; everything that depends on data
  * pointers or on the objects (overlap, requires_grad) is still checked by the caller
- * on every call, as before.
+ * on every call, as before. A call that does not match is converted from the DLPack
+ * views the match already asked torch for (CallScratch's pre_dl), never asking twice.
  *
  * A valid memo is replaced by another steady call's only when that call's signature
  * missed it twice in a row, no call matching it in between (a loop alternating
@@ -61,7 +62,7 @@ struct CallMemo {
   int nsame;
   uint8_t same_arg[ETOPS_MAX_ARGS];
   PyObject* same_obj[ETOPS_MAX_ARGS];
-  PyObject* held[ETOPS_MAX_ARGS]; /* owned: the MEMO_SAME objects (NULL elsewhere) */
+  PyObject* held[ETOPS_MAX_ARGS]; /* owned: the MEMO_SAME and MEMO_WRAPPED objects (NULL elsewhere) */
   etb_value vals[ETOPS_MAX_ARGS]; /* the slots as the call gives them to the bridge */
   TensorRec** rec_ptrs;        /* caprecs of them, pointing into recs */
   TensorRec* recs;             /* one per tensor argument, in argument order */
