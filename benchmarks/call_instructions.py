@@ -2,7 +2,8 @@
 
 Runs `--calls` calls of one candidate in the loop bench_call_overhead.py times
 (`op(a, b, out=c)` with op = etops.registry().aten.add.out on 2x3 float32, or the
-floor, or `op(a, b)`), inside `operator.call`, so callgrind can count that loop alone:
+floor, or `op(a, b)`; `alternate`: `op(a, b, out=c)` and a 3x2 call in turn, each
+call counted; `number`: `op(a, 2.0, out=c)`), inside `operator.call`, so callgrind can count that loop alone:
 
     valgrind --tool=callgrind --collect-atstart=no --toggle-collect=_operator_call \\
         .venv/bin/python benchmarks/call_instructions.py etops 20000
@@ -48,14 +49,26 @@ def main(which: str, n: int) -> None:
         for _ in range(n):
             pass
 
-    loops = {"etops": etops_loop, "floor": floor_loop, "alloc": alloc_loop, "empty": empty_loop}
-    for warm in (etops_loop, floor_loop, alloc_loop):
+    x, y, z = torch.rand(3, 2), torch.rand(3, 2), torch.empty(3, 2)
+
+    def alternate_loop(n):  # two signatures in turn: a kernel's call memo never matches
+        for _ in range(n // 2):
+            op(a, b, out=c)
+            op(x, y, out=z)
+
+    def number_loop(n):  # a Python number for `other`: never remembered
+        for _ in range(n):
+            op(a, 2.0, out=c)
+
+    loops = {"etops": etops_loop, "floor": floor_loop, "alloc": alloc_loop, "empty": empty_loop,
+             "alternate": alternate_loop, "number": number_loop}
+    for warm in (etops_loop, floor_loop, alloc_loop, alternate_loop, number_loop):
         warm(200)  # signatures met, caches filled
     operator.call(loops[which], n)
     assert torch.equal(c, a + b)
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 3 or sys.argv[1] not in ("etops", "floor", "alloc", "empty"):
+    if len(sys.argv) != 3 or sys.argv[1] not in ("etops", "floor", "alloc", "empty", "alternate", "number"):
         sys.exit(__doc__)
     main(sys.argv[1], int(sys.argv[2]))

@@ -594,3 +594,5 @@ void etb_install_pal(etb_log_sink sink) {
 }
 
 }  // extern "C"
+
+#include "bridge_prepared.hpp"  // etb_prepare, etb_call_prepared: after the helpers they use

@@ -37,6 +37,11 @@ class Slots {
     built_++;
     return p;
   }
+  // Destroys what was built: the storage is empty again (and kept).
+  void clear() {
+    for (size_t i = 0; i < built_; i++) data_[i].~T();
+    built_ = 0;
+  }
   T* raw() { return data_; }
   size_t size() const { return built_; }
 

@@ -233,6 +233,20 @@ int etb_make_key(int ntensors, const int8_t* dtypes, const uint8_t* ndims,
 #define ETB_CALL_POOL_INLINE 2
 int etb_call(etb_kernel_fn fn, const char* op_name, etb_value* values, int nvalues, int flags, int* logged);
 
+/* A prepared call (bridge_prepared.hpp): the ExecuTorch stack of `values` built once,
+ * for etb_call_prepared to run again and again. Only for at most 16 slots of STATIC
+ * tensors, ints, doubles, bools and aliases (anything else, or no memory: NULL).
+ * The tensor records stay the caller's: they must outlive the prepared call, their
+ * layouts unchanged (only their data pointers may change between calls). `reuse`: a
+ * prepared call whose memory is built again (it is freed when NULL is returned), or
+ * NULL. */
+typedef struct etb_prepared etb_prepared;
+etb_prepared* etb_prepare(etb_prepared* reuse, etb_value* values, int nvalues);
+/* etb_call(fn, op_name, values, ...) on the prepared stack, each tensor at its
+ * record's current data pointer: the same call, failure and log. */
+int etb_call_prepared(etb_prepared* p, etb_kernel_fn fn, const char* op_name, int flags, int* logged);
+void etb_prepared_free(etb_prepared* p);
+
 /* Name of an ExecuTorch Error code ("Ok", "InvalidArgument", ..., "Unknown"): a
  * static string. */
 const char* etb_error_name(int32_t error);

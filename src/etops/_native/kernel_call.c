@@ -340,12 +340,16 @@ static void set_out_dynamism(const KernelObject* k, etb_value* vals, uint8_t dyn
  * their parallel regions on this thread (ETB_CALL_POOL_INLINE: a fault is then always
  * trapped; such ranges are one task of the pool anyway). *logged: whether the
  * kernel logged anything. */
-static int run_kernel(KernelObject* k, etb_kernel_fn fn, etb_value* vals, int64_t numel, int* logged) {
+static int run_kernel(KernelObject* k, etb_kernel_fn fn, etb_value* vals, int64_t numel, int* logged,
+                      etb_prepared* prepared) {
   int err;
   if (numel >= GIL_RELEASE_NUMEL) {
     Py_BEGIN_ALLOW_THREADS
-    err = etb_call(fn, k->op_name, vals, k->nslots, k->has_lists ? ETB_CALL_HAS_LISTS : 0, logged);
+    err = prepared != NULL ? etb_call_prepared(prepared, fn, k->op_name, 0, logged)
+                           : etb_call(fn, k->op_name, vals, k->nslots, k->has_lists ? ETB_CALL_HAS_LISTS : 0, logged);
     Py_END_ALLOW_THREADS
+  } else if (prepared != NULL) { /* a memo's stack (kernel_memo.c): only the data pointers change */
+    err = etb_call_prepared(prepared, fn, k->op_name, ETB_CALL_POOL_INLINE, logged);
   } else {
     /* small: parallel regions inline (no pool lock held), so any fault is trapped */
     err = etb_call(fn, k->op_name, vals, k->nslots,
@@ -376,13 +380,26 @@ PyObject* kernel_vectorcall(PyObject* self, PyObject* const* args, size_t nargsf
   Probe probe;
   probe.active = 0;
   PyObject* crash_site = NULL; /* (argument, where, offset) of a fault in a probe's memory */
-  etb_value vals[ETOPS_MAX_ARGS];
+  etb_value vals_buf[ETOPS_MAX_ARGS];
+  etb_value* vals = vals_buf; /* or the memo's slots */
   PyObject* result = NULL;
   PyObject* fresh[ETOPS_MAX_ARGS]; /* outs allocated here for a call without out= */
   int nfresh = 0;
   int alloc_slot = -1;             /* their entry in the kernel's allocation ring */
   int alloc_remember = 0;          /* a new signature: remember what the slow path allocates */
   uint64_t alloc_sig = 0;
+  int static_slot = -1; /* the ring entry of this signature when its outs went STATIC */
+  int signature_slot = -1; /* the ring entry of this signature (calls with outs) */
+  etb_kernel_fn fn = NULL;
+
+  /* a call of the last steady call's signature: converted, validated, selected */
+  DLTensor pre[ETOPS_MAX_ARGS]; /* what a memo that does not match asked torch, for the conversion */
+  const int memo_hit = !missing_out && k->memo != NULL && memo_match(k, bound, &cs, &vals, pre);
+  if (memo_hit) {
+    fn = memo_fn(k);
+    static_slot = signature_slot = memo_slot(k);
+    goto checks;
+  }
 
   for (int i = 0; i < k->nargs; i++) {
     const ArgSpec* a = &k->args[i];
@@ -416,8 +433,6 @@ PyObject* kernel_vectorcall(PyObject* self, PyObject* const* args, size_t nargsf
   /* Outs whose shapes torch fixed reach the kernel STATIC, as a program exported
    * with static shapes passes them (and ExecuTorch skips recomputing their strides);
    * the others DYNAMIC_BOUND, which the kernel may shrink. */
-  int static_slot = -1; /* the ring entry of this signature when its outs went STATIC */
-  int signature_slot = -1; /* the ring entry of this signature (calls with outs) */
   if (!missing_out && k->delegate_handle == NULL) {
     int slot = -1;
     int checked = validate_once(k, vals, bound, &result, &slot);
@@ -444,6 +459,7 @@ PyObject* kernel_vectorcall(PyObject* self, PyObject* const* args, size_t nargsf
     goto done;
   }
 
+checks:
   /* torch's refusals of the objects themselves (kernel_checks.c): grad, shared memory */
   if (check_written_tensors(k, &cs, bound, alloc_slot >= 0) < 0) goto done;
 
@@ -459,7 +475,7 @@ PyObject* kernel_vectorcall(PyObject* self, PyObject* const* args, size_t nargsf
       err = etb_delegate_execute(k->delegate_handle, k->op_name, vals, k->nslots);
     }
   } else {
-    etb_kernel_fn fn = select_kernel(k, vals);
+    if (!memo_hit) fn = select_kernel(k, vals);
     if (fn == NULL) {
       result = slow_path(k, SLOW_NO_KERNEL, bound, NULL);
       goto done;
@@ -467,7 +483,7 @@ PyObject* kernel_vectorcall(PyObject* self, PyObject* const* args, size_t nargsf
     /* the first call of a signature is a probe: written tensors in guarded memory */
     if (signature_slot >= 0 && !k->probed[signature_slot] && !etf_handed_over() && probe_begin(k, &cs, &probe) < 0)
       goto done;
-    err = run_kernel(k, fn, vals, cs.numel_total, &logged);
+    err = run_kernel(k, fn, vals, cs.numel_total, &logged, memo_hit ? memo_prepared(k) : NULL);
     if (err != ETB_OK && static_slot >= 0 && etb_last_failure()->kind == ETB_FAILURE_RESIZE_REFUSED) {
       /* ExecuTorch's kernel sizes an out otherwise than torch's meta kernel (batch
        * norm's save_mean of an eval call: [0], where the meta says [C]): ExecuTorch
@@ -475,13 +491,14 @@ PyObject* kernel_vectorcall(PyObject* self, PyObject* const* args, size_t nargsf
        * signature's outs go DYNAMIC_BOUND from now on, and the call
        * runs again as before, the kernel shrinking the out and etops mirroring it. */
       k->validated_static_outs[static_slot] = 0;
+      memo_forget(k); /* (its outs were STATIC; a hit's are now DYNAMIC_BOUND below) */
       if (alloc_slot >= 0) { /* outs etops allocated: the slow path's call from now on, run once */
         result = allocate_again_in_python(k, &cs, bound, alloc_slot);
         goto done;
       }
       set_out_dynamism(k, vals, ETB_DYNAMIC_BOUND);
       static_slot = -1; /* the outs may be resized now */
-      err = run_kernel(k, fn, vals, cs.numel_total, &logged);
+      err = run_kernel(k, fn, vals, cs.numel_total, &logged, NULL); /* DYNAMIC_BOUND outs: a stack built anew */
     }
     if (probe.active) {
       if (err == ETB_ERR_CRASHED) crash_site = probe_site(&probe);
@@ -530,8 +547,13 @@ PyObject* kernel_vectorcall(PyObject* self, PyObject* const* args, size_t nargsf
     }
   }
   result = alloc_slot >= 0 && k->nreturns == 0 ? allocated_outs_result(k, bound) : build_result(k, bound, vals);
+  /* a steady call (STATIC outs, signature probed clean): the next one like it starts from here */
+  if (!memo_hit && result != NULL && static_slot >= 0 && alloc_slot < 0 && k->probed[static_slot] &&
+      k->delegate_handle == NULL)
+    memo_remember(k, &cs, bound, vals, fn, static_slot);
 
 done:
+  if (memo_hit) memo_release(k);
   if (probe.active) probe_end(k, &probe, 0); /* an early exit during a probe: the tensors get their memory back */
   Py_XDECREF(crash_site);
   scratch_release(&cs);

@@ -77,12 +77,19 @@ static ETOPS_ALWAYS_INLINE TensorRec* borrow(KernelObject* k, CallScratch* cs, P
   r->copy_back_to = NULL;
   r->arg = arg;
   r->written = (uint8_t)writable;
+  r->inline_contiguous = 0;
   int rc;
   if (Py_TYPE(obj) == (PyTypeObject*)k->st->torch_tensor_type && k->st->torch_api != NULL) {
     int64_t numel;
-    rc = etops_borrow_torch(k->st, obj, &r->t, k->op_name, what, writable, &numel, &r->span);
+    const DLTensor* pre = NULL; /* what a call memo that did not match asked torch for this argument */
+    if (cs->pre_mask != 0 && arg < 64 && ((cs->pre_mask >> arg) & 1)) {
+      pre = &cs->pre_dl[arg];
+      cs->pre_mask &= ~((uint64_t)1 << arg);
+    }
+    rc = etops_borrow_torch(k->st, obj, &r->t, k->op_name, what, writable, &numel, &r->span, pre);
     if (rc == LAYOUT_CONTIGUOUS) { /* the common case: nothing below applies to it */
       r->as_given = 1;
+      r->inline_contiguous = 1;
       cs->numel_total += numel;
       return r;
     }

@@ -13,6 +13,7 @@
  *   kernel_call.c     the call: bind, convert, run, results, slow-path hand-offs
  *   kernel_signature.c  a call's argument signature (the hash the rings are keyed by)
  *   kernel_probe.c    the first call of a signature, its written tensors between guard pages
+ *   kernel_memo.c     the last signature's converted call, reused by calls that match it
  *   kernel_alloc.c    the outs of calls without out=: remembered sizes, allocation
  *   kernel_type.c     construction and the Python-visible type
  *
@@ -142,6 +143,8 @@ typedef struct {
   uint8_t bind_fill_arg[ETOPS_MAX_ARGS];
   PyObject* bind_fill_value[ETOPS_MAX_ARGS]; /* borrowed from args[].default_value, or Py_None, or NULL */
   uint8_t bind_out_given[ETOPS_MAX_ARGS];
+  /* the last steady call's converted slots and tensors (kernel_memo.c), or NULL */
+  struct CallMemo* memo;
 } KernelObject;
 
 /* ---- kernel_scratch.c: scratch memory of one call -------------------------------- */
@@ -183,6 +186,7 @@ typedef struct {
   etops_span span;   /* the bytes `given` covers (kernel_checks.c compares them) */
   uint8_t as_given;  /* t is `given` itself (no copy): its layout is the caller's */
   uint8_t written;   /* an out or a mutable argument: the kernel writes it */
+  uint8_t inline_contiguous; /* a torch.Tensor borrowed by etops_borrow_torch as LAYOUT_CONTIGUOUS */
 } TensorRec;
 
 typedef struct {
@@ -193,6 +197,10 @@ typedef struct {
   TensorRec* inline_recs[ETOPS_MAX_TENSORS];
   int64_t numel_total;        /* elements of all borrowed tensors */
   int ncopies;                /* tensors borrowed as dense copies (borrow_dense_copy) */
+  /* DLTensors torch's exchange API gave a call memo that did not match (kernel_memo.c),
+   * by argument: bit i of pre_mask says pre_dl[i] is argument i's, used once */
+  uint64_t pre_mask;
+  const DLTensor* pre_dl;
 } CallScratch;
 
 /* Grows the arena by a block that holds at least n bytes, and takes n from it. */
@@ -234,6 +242,7 @@ static inline void scratch_init(CallScratch* cs) {
   cs->caprecs = ETOPS_MAX_TENSORS;
   cs->numel_total = 0;
   cs->ncopies = 0;
+  cs->pre_mask = 0;
 }
 
 /* Drops the kept objects and frees the arena's blocks. */
@@ -341,6 +350,39 @@ int probe_locate(const Probe* p, uint64_t address, const char** name, const char
  * and when `copy_back` (the kernel succeeded) their results, unless a write past a
  * tensor changed the canary: then -1 with KernelCrashed set and nothing copied. */
 int probe_end(const KernelObject* k, Probe* p, int copy_back);
+
+/* ---- kernel_memo.c ---------------------------------------------------------------- */
+
+typedef struct CallMemo CallMemo;
+
+/* Whether this call (bound: its arguments, outs given) matches the kernel's memo
+ * (k->memo not NULL): then *vals points at its slots (the memo's own, or copied into
+ * the buffer *vals pointed at when the bridge writes some), cs at its tensor records (the memo's,
+ * data pointers patched), the memo is busy until memo_release, and the call runs
+ * the function k->memo remembers with STATIC outs, its signature's ring entry being
+ * memo_slot(k). 0: no match (no exception): the DLTensors it asked torch for are in
+ * `pre` (ETOPS_MAX_ARGS of them, by argument), cs->pre_mask saying which, for the
+ * conversion to use instead of asking again. */
+int memo_match(KernelObject* k, PyObject* const* bound, CallScratch* cs, etb_value** vals, DLTensor* pre);
+/* The function and ring entry of a matched memo. */
+etb_kernel_fn memo_fn(const KernelObject* k);
+int memo_slot(const KernelObject* k);
+/* The bridge's prepared stack of a matched memo's slots (its outs STATIC), or NULL. */
+etb_prepared* memo_prepared(const KernelObject* k);
+/* 0: no memo; 1: a memo (calls that match it skip conversion); 2: one with a
+ * prepared stack (they skip building the bridge's stack too). For tests. */
+int memo_state(const KernelObject* k);
+/* Ends the use memo_match began. */
+void memo_release(KernelObject* k);
+/* After a successful call with STATIC outs whose signature (ring entry `slot`) was
+ * probed clean, and which ran `fn` on `vals` (as converted, before the call; return
+ * slots aside): remembers it when every argument qualifies (else nothing). Never fails. */
+void memo_remember(KernelObject* k, const CallScratch* cs, PyObject* const* bound, const etb_value* vals,
+                   etb_kernel_fn fn, int slot);
+/* The memo no longer matches anything (a change it cannot see by itself). */
+void memo_forget(KernelObject* k);
+/* Frees the memo (the kernel's clear, when no call is using it). */
+void memo_free(KernelObject* k);
 
 /* ---- kernel_call.c ---------------------------------------------------------------- */
 

@@ -200,6 +200,7 @@ static int kernel_clear(KernelObject* k) {
   k->bind_valid = 0;
   Py_CLEAR(k->bind_kwnames);
   clear_allocations(k);
+  memo_free(k);
   for (int i = 0; i < k->nslots; i++) {
     Py_CLEAR(k->args[i].default_value);
     Py_CLEAR(k->args[i].extra);
@@ -266,10 +267,16 @@ static PyObject* kernel_registry_state(PyObject* self, PyObject* noargs) {
   return Py_BuildValue("(Kii)", (unsigned long long)k->gen, k->has_specialized, k->fallback_fn != NULL);
 }
 
+static PyObject* kernel_memo_state(PyObject* self, PyObject* noargs) {
+  return PyLong_FromLong(memo_state((KernelObject*)self));
+}
+
 static PyMethodDef kernel_methods[] = {
     {"__dir__", kernel_dir, METH_NOARGS, NULL},
     {"_registry_state", kernel_registry_state, METH_NOARGS,
      "(generation, has specialized kernels, has a fallback) as this kernel object sees the registry."},
+    {"_memo_state", kernel_memo_state, METH_NOARGS,
+     "0: no call memo; 1: the last steady call remembered (kernel_memo.c); 2: with its prepared stack."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -76,26 +76,33 @@ int etops_borrow_failed(const char* op, const char* what);
  * it, and that st->torch_api is set): a contiguous CPU tensor of a non-complex dtype
  * ExecuTorch knows, with data, whose sizes and strides fit int32, returns
  * LAYOUT_CONTIGUOUS (`out` filled in contiguous order, *numel its element count,
- * *span its bytes); anything else returns what etops_borrow_tensor returns for it. */
+ * *span its bytes); anything else returns what etops_borrow_tensor returns for it.
+ * `pre`: the DLTensor torch's exchange API already gave for `obj` in this call (a
+ * call memo's miss, kernel_memo.c), or NULL: asked here. */
 static ETOPS_ALWAYS_INLINE int etops_borrow_torch(etops_state* st, PyObject* obj, etb_tensor* out, const char* op,
-                                                  const char* what, int writable, int64_t* numel, etops_span* span) {
-  DLTensor dl;
-  if (st->torch_api->dltensor_from_py_object_no_sync(obj, &dl) != 0) return etops_borrow_failed(op, what);
+                                                  const char* what, int writable, int64_t* numel, etops_span* span,
+                                                  const DLTensor* pre) {
+  DLTensor own;
+  const DLTensor* dl = pre;
+  if (dl == NULL) {
+    if (st->torch_api->dltensor_from_py_object_no_sync(obj, &own) != 0) return etops_borrow_failed(op, what);
+    dl = &own;
+  }
   int dtype;
-  if (dl.device.device_type == kDLCPU && (uint32_t)dl.ndim <= ETB_MAX_DIM && dl.dtype.code != kDLComplex &&
-      (dtype = etops_et_dtype(dl.dtype)) >= 0 && dl.data != NULL) {
-    out->data = (char*)dl.data + dl.byte_offset;
+  if (dl->device.device_type == kDLCPU && (uint32_t)dl->ndim <= ETB_MAX_DIM && dl->dtype.code != kDLComplex &&
+      (dtype = etops_et_dtype(dl->dtype)) >= 0 && dl->data != NULL) {
+    out->data = (char*)dl->data + dl->byte_offset;
     out->dtype = (int8_t)dtype;
-    out->ndim = (uint8_t)dl.ndim;
+    out->ndim = (uint8_t)dl->ndim;
     out->dynamism = ETB_STATIC;
     out->resized = 0;
-    if ((*numel = etops_fill_contiguous(&dl, out)) > 0) {
+    if ((*numel = etops_fill_contiguous(dl, out)) > 0) {
       span->first = (uintptr_t)out->data;
-      span->end = span->first + (uintptr_t)*numel * (uintptr_t)((dl.dtype.bits * dl.dtype.lanes + 7) / 8);
+      span->end = span->first + (uintptr_t)*numel * (uintptr_t)((dl->dtype.bits * dl->dtype.lanes + 7) / 8);
       return LAYOUT_CONTIGUOUS;
     }
   }
-  return etops_borrow_torch_rest(obj, &dl, out, op, what, writable, span);
+  return etops_borrow_torch_rest(obj, dl, out, op, what, writable, span);
 }
 
 #endif /* ETOPS_TENSOR_INLINE_H */
