@@ -196,5 +196,7 @@ def torch_allows_full_alias(info, names, values, written: str, other: str) -> st
             message = str(exc).split("\n", 1)[0]
             if TORCH_SAYS in message or "unsupported operation" in message:
                 verdict = message
+            else:  # torch refused these arguments for another reason: no verdict on the alias to keep
+                return None
     verdicts[key] = verdict
     return verdict

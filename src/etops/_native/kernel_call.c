@@ -501,7 +501,10 @@ checks:
       err = run_kernel(k, fn, vals, cs.numel_total, &logged, NULL); /* DYNAMIC_BOUND outs: a stack built anew */
     }
     if (probe.active) {
-      if (err == ETB_ERR_CRASHED) crash_site = probe_site(&probe);
+      if (err == ETB_ERR_CRASHED) {
+        crash_site = probe_site(&probe);
+        if (crash_site == NULL && PyErr_Occurred()) PyErr_Clear(); /* unplaced: the failure is reported without a site */
+      }
       if (probe_end(k, &probe, err == ETB_OK) < 0) goto done; /* a write past a tensor: raised */
       if (err == ETB_OK) k->probed[signature_slot] = 1;
     }

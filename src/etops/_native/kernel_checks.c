@@ -250,7 +250,11 @@ static Py_NO_INLINE int decide_overlaps(KernelObject* k, PyObject* const* bound)
   if (values == NULL) return -1;
   for (int i = 0; i < k->nargs; i++) PyTuple_SET_ITEM(values, i, Py_NewRef(bound[i] != NULL ? bound[i] : Py_None));
   PyObject* flags = PyTuple_New(k->nargs); /* what the slow path must know: outs and mutable arguments */
-  for (int i = 0; flags != NULL && i < k->nargs; i++) PyTuple_SET_ITEM(flags, i, PyLong_FromLong(k->args[i].flags));
+  for (int i = 0; flags != NULL && i < k->nargs; i++) {
+    PyObject* flag = PyLong_FromLong(k->args[i].flags);
+    if (flag == NULL) Py_CLEAR(flags); /* the error is set: no call below */
+    else PyTuple_SET_ITEM(flags, i, flag);
+  }
   PyObject* res = flags != NULL ? PyObject_CallMethod(k->slow, "overlaps", "OOO", (PyObject*)k, values, flags) : NULL;
   Py_XDECREF(flags);
   Py_DECREF(values);
