@@ -223,3 +223,31 @@ def test_first_call_reads_and_writes_only_the_outs_bytes(dtype):
 
     done = subprocess.run([sys.executable, "-c", _OUT_AGAINST_A_GUARD_PAGE, dtype], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-2000:]
+
+
+@pytest.mark.parametrize("shape", [(1,), (), (1, 1)])
+def test_a_lazily_negated_view_reaches_the_kernel_resolved(reg, shape):
+    """`c.conj().imag` of a one-element complex tensor is a contiguous real tensor
+    whose values torch negates lazily (its negative bit, not in its memory nor in
+    DLPack): the kernel gets the values torch sees, also after calls that made
+    the kernel remember plain tensors of that shape."""
+    c = torch.tensor([0.75 + 0.5j], dtype=torch.complex64).reshape(shape)
+    view = c.conj().imag
+    assert view.is_neg() and view.is_contiguous()
+    y, out = torch.zeros(shape), torch.empty(shape)
+    for _ in range(3):  # a steady call of this signature first
+        reg.aten.add.out(torch.ones(shape), y, out=out)
+    reg.aten.add.out(view, y, out=out)
+    assert out.reshape(-1).tolist() == [-0.5]
+
+
+def test_a_dense_permuted_view_of_a_negated_view_is_resolved(reg):
+    real = torch.randn(6, dtype=torch.complex64).conj().imag  # strided, negative bit
+    dense = real.as_strided((2, 3), (1, 2))  # dense (transposed order) over the same memory, the bit kept
+    assert dense.is_neg()
+    out = torch.empty(2, 3)
+    from etops import layout
+
+    with layout("preserve"):
+        reg.aten.add.out(dense, torch.zeros(2, 3), out=out)
+    assert torch.equal(out, dense + 0)

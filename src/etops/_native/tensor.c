@@ -276,12 +276,15 @@ static Py_NO_INLINE int borrow_general_layout(PyObject* obj, int from_torch_api,
     }
   }
   int conjugate = 0;
-  if (from_torch_api && dl->dtype.code == kDLComplex) {
+  int complex = dl->dtype.code == kDLComplex;
+  if (from_torch_api && (complex || numel == 1 || find_dim_order(ndim, dl->shape, dl->strides, out->dim_order) != ORDER_NONE)) {
     /* torch's lazy conjugation and negation are bits on the tensor, not in its memory
-     * (nor in DLPack): such a tensor is resolved into a copy first (complex tensors
-     * only, where torch sets them: no cost otherwise) */
+     * (nor in DLPack): such a tensor is resolved into a copy first. torch sets the
+     * conjugate bit on complex tensors, the negative bit on them and on the real views
+     * of a conjugate one (`c.conj().imag`): strided unless of one element, and dense
+     * only through a view of such a view (both asked here) */
     static const char* const lazy_bits[] = {"is_conj", "is_neg"};
-    for (int b = 0; b < 2 && !conjugate; b++) {
+    for (int b = complex ? 0 : 1; b < 2 && !conjugate; b++) {
       PyObject* bit = PyObject_CallMethod(obj, lazy_bits[b], NULL);
       if (bit == NULL) return -1;
       conjugate = PyObject_IsTrue(bit);
@@ -359,7 +362,9 @@ static int place_borrowed(PyObject* obj, int from_api, const DLTensor* dl, int r
   out->resized = 0;
   /* torch's complex tensors may carry a lazy conjugate bit: the general path asks */
   int64_t numel;
-  if ((!from_api || dl->dtype.code != kDLComplex) && (numel = etops_fill_contiguous(dl, out)) > 0) {
+  /* and a one-element tensor of torch's may be a lazily negated view (`c.conj().imag`) */
+  if ((!from_api || dl->dtype.code != kDLComplex) && (numel = etops_fill_contiguous(dl, out)) > 0 &&
+      !(from_api && numel == 1)) {
     if (out->data == NULL) return refuse_no_data(op, what); /* numel > 0 here */
     if (span != NULL) {
       span->first = (uintptr_t)out->data;

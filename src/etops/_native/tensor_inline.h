@@ -74,7 +74,7 @@ int etops_borrow_failed(const char* op, const char* what);
 
 /* etops_borrow_tensor for an object of exactly torch.Tensor's type (the caller checks
  * it, and that st->torch_api is set): a contiguous CPU tensor of a non-complex dtype
- * ExecuTorch knows, with data, whose sizes and strides fit int32, returns
+ * ExecuTorch knows, with data and more than one element, whose sizes and strides fit int32, returns
  * LAYOUT_CONTIGUOUS (`out` filled in contiguous order, *numel its element count,
  * *span its bytes); anything else returns what etops_borrow_tensor returns for it.
  * `pre`: the DLTensor torch's exchange API already gave for `obj` in this call (a
@@ -96,7 +96,9 @@ static ETOPS_ALWAYS_INLINE int etops_borrow_torch(etops_state* st, PyObject* obj
     out->ndim = (uint8_t)dl->ndim;
     out->dynamism = ETB_STATIC;
     out->resized = 0;
-    if ((*numel = etops_fill_contiguous(dl, out)) > 0) {
+    /* one element: perhaps a view torch negates lazily (`c.conj().imag` of a one-element
+     * complex c is contiguous, with the negative bit): tensor.c asks */
+    if ((*numel = etops_fill_contiguous(dl, out)) > 1) {
       span->first = (uintptr_t)out->data;
       span->end = span->first + (uintptr_t)*numel * (uintptr_t)((dl->dtype.bits * dl->dtype.lanes + 7) / 8);
       return LAYOUT_CONTIGUOUS;
