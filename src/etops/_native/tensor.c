@@ -277,7 +277,8 @@ static Py_NO_INLINE int borrow_general_layout(PyObject* obj, int from_torch_api,
   }
   int conjugate = 0;
   int complex = dl->dtype.code == kDLComplex;
-  if (from_torch_api && (complex || numel == 1 || find_dim_order(ndim, dl->shape, dl->strides, out->dim_order) != ORDER_NONE)) {
+  int found = find_dim_order(ndim, dl->shape, dl->strides, out->dim_order);
+  if (from_torch_api && (complex || numel == 1 || found != ORDER_NONE)) {
     /* torch's lazy conjugation and negation are bits on the tensor, not in its memory
      * (nor in DLPack): such a tensor is resolved into a copy first. torch sets the
      * conjugate bit on complex tensors, the negative bit on them and on the real views
@@ -292,7 +293,6 @@ static Py_NO_INLINE int borrow_general_layout(PyObject* obj, int from_torch_api,
       if (conjugate < 0) return -1;
     }
   }
-  int found = find_dim_order(ndim, dl->shape, dl->strides, out->dim_order);
   if (found == ORDER_NONE) {
     for (int i = 0; i < ndim; i++) {
       if (dl->shape[i] > 1 && dl->strides != NULL && dl->strides[i] == 0) return LAYOUT_OVERLAPPING;
