@@ -29,7 +29,7 @@ TORCH_PIN      := torch==$(firstword $(call VERIFIED,torch))
 EXECUTORCH_PIN := executorch==$(firstword $(call VERIFIED,executorch))
 COMPAT_EXECUTORCH := $(wordlist 2,99,$(call VERIFIED,executorch))
 $(DEPS): $(PY) pyproject.toml Makefile
-	$(PIP) install -q $(TORCH_PIN) $(EXECUTORCH_PIN) "scikit-build-core>=0.10" ninja cmake pytest numpy rich==15.0.0 matplotlib==3.11.2 hypothesis==6.170.17
+	$(PIP) install -q $(TORCH_PIN) $(EXECUTORCH_PIN) "scikit-build-core>=0.10" ninja cmake pytest pytest-xdist==3.8.0 numpy rich==15.0.0 matplotlib==3.11.2 hypothesis==6.170.17
 	touch $@
 
 # The docs and lint tools, at the exact pins of pyproject.toml's docs and lint extras.
@@ -50,8 +50,10 @@ install: $(BUILT)
 demo: $(BUILT)
 	$(PY) examples/demo.py
 
+# The suite on two pytest-xdist workers: each file's tests in one worker, in order, and
+# an inprocess folder's check files in one (tests/conftest.py's scheduler).
 test: lint $(BUILT)
-	$(PY) -m pytest -q tests
+	$(PY) -m pytest -q -n 2 tests
 
 # Chromium (Debian's package) for the HTML report's browser test
 # (tests/conformance/test_conformance_html.py skips, saying so, without it): setup

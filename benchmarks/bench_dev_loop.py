@@ -119,6 +119,7 @@ def main(argv=None) -> int:
     p.add_argument("--rounds", type=int, default=3, help="edits timed in each warm mode (default 3)")
     p.add_argument("--estimate-rebuild", metavar="CHECKOUT", help="also estimate rebuilding the checkout's portable kernels")
     p.add_argument("--json", help="write the figures here")
+    p.add_argument("--watch-only", action="store_true", help="only the warm, watching rounds (no cold or new-process runs)")
     args = p.parse_args(argv)
     tmp = Path(tempfile.mkdtemp(prefix="etops-dev-loop-"))
     try:
@@ -132,12 +133,13 @@ def main(argv=None) -> int:
         original = path.read_text()
         try:
             _edit(path, -1)
-            cold = run_cli(path, str(tmp / "empty-cache"), tmp / "cold.json")
-            print(f"cold (new process, empty cache): {cold['wall']:.1f} s, exit {cold['exit']}, phases "
-                  + ", ".join(f"{k} {v:.1f}" for k, v in cold["phases"].items()), flush=True)
-            warm_cli = []
-            run_cli(path, None, tmp / "prime.json")  # the default cache's precompiled prelude exists afterwards
-            for n in range(args.rounds):
+            cold, warm_cli = {}, []
+            if not args.watch_only:
+                cold = run_cli(path, str(tmp / "empty-cache"), tmp / "cold.json")
+                print(f"cold (new process, empty cache): {cold['wall']:.1f} s, exit {cold['exit']}, phases "
+                      + ", ".join(f"{k} {v:.1f}" for k, v in cold["phases"].items()), flush=True)
+                run_cli(path, None, tmp / "prime.json")  # the default cache's precompiled prelude exists afterwards
+            for n in range(0 if args.watch_only else args.rounds):
                 _edit(path, n)
                 warm_cli.append(run_cli(path, None, tmp / f"warm{n}.json"))
                 print(f"warm, new process: {warm_cli[-1]['wall']:.1f} s (compiled: {warm_cli[-1]['compiled']})", flush=True)
@@ -149,9 +151,9 @@ def main(argv=None) -> int:
             path.write_text(original)
         figures = {
             "file": str(path),
-            "cold_seconds": cold["wall"],
+            "cold_seconds": cold.get("wall"),
             "cold": cold,
-            "warm_new_process_seconds": statistics.median(w["wall"] for w in warm_cli),
+            "warm_new_process_seconds": statistics.median(w["wall"] for w in warm_cli) if warm_cli else None,
             "warm_new_process": warm_cli,
             "warm_watch_seconds": statistics.median(w["edit_to_verdict"] for w in watched),
             "warm_watch": watched,
@@ -163,8 +165,9 @@ def main(argv=None) -> int:
         from etops.bench import machine
 
         figures["machine"] = machine()
-        print(f"edit-to-verdict: cold {figures['cold_seconds']:.1f} s, warm (watch) {figures['warm_watch_seconds']:.1f} s, "
-              f"warm (new process) {figures['warm_new_process_seconds']:.1f} s")
+        print("edit-to-verdict: " + ", ".join(f"{what} {figures[key]:.1f} s" for what, key in (
+            ("cold", "cold_seconds"), ("warm (watch)", "warm_watch_seconds"), ("warm (new process)", "warm_new_process_seconds"))
+            if figures[key] is not None))
         if args.json:
             Path(args.json).write_text(json.dumps(figures, indent=1, default=str))
     finally:

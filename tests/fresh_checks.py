@@ -4,8 +4,10 @@ ExecuTorch's process-wide registry (deregistered entries stay as free slots), wh
 every other test expects to find as the wheel left it. So they never run in the
 suite's interpreter: each test function of a ``check_*.py`` file is a pytest item
 of its own (its name, ``-k``, its own pass, failure or skip), and the selected
-items of one folder run together in one fresh interpreter, once, when the first of
-them runs; each item then reports what the fresh interpreter's pytest said of it
+items of one folder run together in one fresh interpreter, once, started in the
+background as soon as collection has selected them (``start_folder_runs``, the
+largest folder first) so that it overlaps the suite's in-process tests; each item
+then waits for its folder's run and reports what the fresh interpreter's pytest said of it
 (its JUnit XML; when the interpreter died before writing it, its verbose
 output). A test the fresh interpreter never finished (it died in it or before it)
 fails with the interpreter's output.
@@ -18,6 +20,7 @@ Run a folder in-process while developing (it then collects them as plain tests):
 from __future__ import annotations
 
 import ast
+import concurrent.futures
 import fnmatch
 import importlib.util
 import os
@@ -90,8 +93,30 @@ class _FolderRun:
 #: the outcome key of what concerns a whole check file (an error importing it)
 _FILE = ""
 
-#: folder -> its run, made when its first selected item runs
-_RUNS: dict[Path, _FolderRun] = {}
+#: folder -> its run (a future), started by start_folder_runs (or by its first item)
+_RUNS: dict[Path, "concurrent.futures.Future[_FolderRun]"] = {}
+
+#: the folders' fresh interpreters, one at a time, beside fresh_python's pool
+_FOLDER_POOL = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="etops-check-folder")
+
+
+def start_folder_runs(session: pytest.Session) -> None:
+    """Starts, in the background, one fresh interpreter per ``inprocess`` folder for
+    the check items collection selected (the folder with the most items first)."""
+    if session.config.option.collectonly:
+        return
+    by_folder: dict[Path, list[CheckItem]] = {}
+    for item in session.items:
+        if isinstance(item, CheckItem):
+            by_folder.setdefault(item.path.parent, []).append(item)
+    for folder, items in sorted(by_folder.items(), key=lambda kv: -len(kv[1])):
+        if folder not in _RUNS:
+            _RUNS[folder] = _FOLDER_POOL.submit(_run_folder, folder, items, session.config.rootpath)
+
+
+def stop_folder_runs() -> None:
+    """Drops folder runs nobody will look at (after -x, say)."""
+    _FOLDER_POOL.shutdown(wait=False, cancel_futures=True)
 
 
 class CheckItem(pytest.Item):
@@ -104,10 +129,10 @@ class CheckItem(pytest.Item):
 
     def runtest(self) -> None:
         folder = self.path.parent
-        if folder not in _RUNS:
+        if folder not in _RUNS:  # not started with the session (an item run on its own)
             selected = [item for item in self.session.items if isinstance(item, CheckItem) and item.path.parent == folder]
-            _RUNS[folder] = _run_folder(folder, selected, self.config.rootpath)
-        run = _RUNS[folder]
+            _RUNS[folder] = _FOLDER_POOL.submit(_run_folder, folder, selected, self.config.rootpath)
+        run = _RUNS[folder].result()
         whole_file = run.outcomes.get((self.path.name, _FILE))
         if whole_file is not None and whole_file.failures:
             raise CheckFailed("\n\n".join(whole_file.failures))
@@ -141,7 +166,7 @@ def _run_folder(folder: Path, items: list[CheckItem], rootpath: Path) -> _Folder
     fresh interpreter (etops importable from where this process imported it), and
     reads each test's outcome from its JUnit XML (from its verbose output when it
     died before writing that)."""
-    env = dict(os.environ)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_XDIST_")}  # a plain interpreter
     env["PYTHONPATH"] = SRC + os.pathsep + env.get("PYTHONPATH", "")
     with tempfile.TemporaryDirectory(prefix="etops-checks-") as tmp:
         xml = Path(tmp) / "junit.xml"

@@ -18,13 +18,56 @@ import etops
 SRC = str(Path(etops.__file__).resolve().parent.parent)
 
 
-#: Fresh interpreters run two at a time in the background, next to the in-process
-#: tests: each pays torch's (and executorch.runtime's) import, seconds apiece.
-_POOL = concurrent.futures.ThreadPoolExecutor(max_workers=2, thread_name_prefix="etops-subprocess")
+#: Under pytest-xdist (``make test``: two workers) every worker imports every test
+#: module but runs only some of them: there, a module's background work starts when
+#: its first test runs in this worker (``start_module``), not at import.
+DEFERRED = bool(os.environ.get("PYTEST_XDIST_WORKER"))
+
+#: Background work (fresh interpreters mostly) runs next to the in-process tests:
+#: two at a time, one a worker under xdist (its two workers keep both cores busy).
+_POOL = concurrent.futures.ThreadPoolExecutor(max_workers=1 if DEFERRED else 2, thread_name_prefix="etops-background")
+
+#: module name -> its background work not started yet (DEFERRED)
+_PENDING: dict[str, list["Background"]] = {}
+
+
+class Background:
+    """``fn(*args)`` queued on the background pool (under xdist: once its module's
+    first test runs); ``.result()`` starts it if it has not started and waits."""
+
+    def __init__(self, module: str, fn, *args) -> None:
+        self._call, self._future = (fn, args), None
+        if DEFERRED:
+            _PENDING.setdefault(module, []).append(self)
+        else:
+            self.start()
+
+    def start(self) -> None:
+        if self._future is None:
+            fn, args = self._call
+            self._future = _POOL.submit(fn, *args)
+
+    def result(self):
+        self.start()
+        return self._future.result()
+
+
+def in_background(fn, *args) -> Background:
+    """Queues ``fn(*args)`` (a subprocess, say) to run beside the tests and returns
+    at once. Call it at module level so that the work overlaps the module's
+    in-process tests; collect with ``.result()`` in the test."""
+    return Background(sys._getframe(1).f_globals.get("__name__", ""), fn, *args)
+
+
+def start_module(module: str) -> None:
+    """Starts the background work `module` queued (DEFERRED: called by conftest
+    when the module's first test runs)."""
+    for work in _PENDING.pop(module, []):
+        work.start()
 
 
 def _run(code: str, timeout: float) -> subprocess.CompletedProcess:
-    env = dict(os.environ)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_XDIST_")}  # a plain interpreter
     env["PYTHONPATH"] = SRC + os.pathsep + env.get("PYTHONPATH", "")
     try:
         return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout, env=env)
@@ -33,22 +76,11 @@ def _run(code: str, timeout: float) -> subprocess.CompletedProcess:
         return subprocess.CompletedProcess(exc.cmd, -9, out, f"timed out after {timeout}s\n{err}")
 
 
-class Launched:
-    """Code queued to run in a fresh interpreter; `.result()` waits for it."""
-
-    def __init__(self, code: str, timeout: float = 300) -> None:
-        self.code = textwrap.dedent(code)
-        self._future = _POOL.submit(_run, self.code, timeout)
-
-    def result(self) -> subprocess.CompletedProcess:
-        return self._future.result()
-
-
-def start_python(code: str) -> Launched:
+def start_python(code: str, timeout: float = 300) -> Background:
     """Queues `code` for a fresh interpreter (etops importable from where this process
-    imported it) and returns at once. Call it at module level, so the work overlaps
-    the in-process tests; collect with ``.result()`` in the test."""
-    return Launched(code)
+    imported it) and returns at once (see in_background); ``.result()`` is its
+    subprocess.CompletedProcess."""
+    return Background(sys._getframe(1).f_globals.get("__name__", ""), _run, textwrap.dedent(code), timeout)
 
 
 def run_python(code: str, timeout: float = 300) -> subprocess.CompletedProcess:

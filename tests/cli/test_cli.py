@@ -1,10 +1,9 @@
 """The etops command line, run as a user runs it: ``python -m etops ...`` in a
-fresh interpreter. The slow commands start at import time, two at a time in the
-background, and the tests collect them."""
+fresh interpreter. The slow commands are queued at import time in the background
+(fresh_python.in_background), and the tests collect them."""
 
 from __future__ import annotations
 
-import concurrent.futures
 import json
 import os
 import subprocess
@@ -16,13 +15,13 @@ from pathlib import Path
 import pytest
 
 import etops
+from fresh_python import in_background
 
 SRC = str(Path(etops.__file__).resolve().parent.parent)
 ROOT = Path(__file__).resolve().parents[2]
 TMP = tempfile.mkdtemp(prefix="etops-cli-test-")
 PLOT = os.path.join(TMP, "add.png")
 REPORT = os.path.join(TMP, "all.md")
-_POOL = concurrent.futures.ThreadPoolExecutor(max_workers=2, thread_name_prefix="etops-cli")
 
 
 #: A hang guard, not a timing: under AddressSanitizer on a loaded 2-core machine
@@ -38,7 +37,7 @@ def _run(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
 
 
 def _start(*args: str):
-    return _POOL.submit(_run, *args)
+    return in_background(_run, *args)
 
 
 ALL_NAMES = sorted(etops.registry().operator_names)
@@ -68,7 +67,7 @@ CASES = {
     "backends": ["backends", "--json"],
     "backends table": ["backends"],
 }
-DRIVER = _POOL.submit(lambda: subprocess.run(
+DRIVER = in_background(lambda: subprocess.run(
     [sys.executable, "-c", (
         "import contextlib, io, json, sys\n"
         "from etops.cli import main\n"

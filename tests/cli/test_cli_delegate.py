@@ -5,7 +5,6 @@ line are one line and exit code 2. No assertion on speed."""
 
 from __future__ import annotations
 
-import concurrent.futures
 import json
 import os
 import subprocess
@@ -16,6 +15,7 @@ from pathlib import Path
 import pytest
 
 import etops
+from fresh_python import in_background
 
 SRC = str(Path(etops.__file__).resolve().parent.parent)
 ROOT = Path(__file__).resolve().parents[2]
@@ -34,8 +34,7 @@ def _run(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
         return subprocess.CompletedProcess(exc.cmd, -9, exc.stdout or "", f"timed out\n{exc.stderr or ''}")
 
 
-_POOL = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="etops-cli-delegate")
-BENCH_JSON = _POOL.submit(_run, "bench", "--delegate", "examples/delegate_models.py:linear_relu", "--repeats", "2", "--warmup", "0",
+BENCH_JSON = in_background(_run, "bench", "--delegate", "examples/delegate_models.py:linear_relu", "--repeats", "2", "--warmup", "0",
                           "--target", "0.0005", "--threads", "1", "--report", REPORT, "--json")
 
 

@@ -110,8 +110,11 @@ def test_set_timeout_refuses_what_is_not_a_positive_limit():
 
 
 _INTERRUPTED = """
-import os, sys, time, torch, etops, etops.guard
+import os, signal, sys, time, torch, etops, etops.guard
 from etops.guard import child
+# Ctrl-C raises KeyboardInterrupt, as in a terminal (a job started in the background by a
+# shell without job control, as CI's may be, inherits SIGINT ignored)
+signal.signal(signal.SIGINT, signal.default_int_handler)
 r, w = os.pipe()
 
 def hang(*_args, **_kwargs):

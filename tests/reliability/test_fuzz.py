@@ -28,18 +28,6 @@ KNOWN = set(findings.KNOWN_HARD)
 KERNELS = [k.name for k in callable_kernels()]
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _forkserver_flag_restored():
-    """etops.fuzz's runner sets ETOPS_FUZZ_FORKSERVER process-wide for its forkserver's
-    children: put back after the module (later tests start interpreters of their own)."""
-    before = os.environ.get("ETOPS_FUZZ_FORKSERVER")
-    yield
-    if before is None:
-        os.environ.pop("ETOPS_FUZZ_FORKSERVER", None)
-    else:
-        os.environ["ETOPS_FUZZ_FORKSERVER"] = before
-
-
 @pytest.fixture(scope="module")
 def runner():
     with IsolatedRunner(timeout=120) as r:

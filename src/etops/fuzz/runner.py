@@ -29,10 +29,24 @@ _CTX = None
 def _context():
     global _CTX
     if _CTX is None:
-        os.environ["ETOPS_FUZZ_FORKSERVER"] = "1"  # the forkserver warms up (worker.warm_up)
         _CTX = multiprocessing.get_context("forkserver")
         _CTX.set_forkserver_preload(["etops.fuzz.worker"])
     return _CTX
+
+
+def _start_with_warm_forkserver(proc) -> None:
+    """Starts `proc`; the forkserver, started by the first start, sees
+    ETOPS_FUZZ_FORKSERVER=1 and so warms up (worker.warm_up). The variable is set
+    for that moment only: this process's environment is left as it was."""
+    before = os.environ.get("ETOPS_FUZZ_FORKSERVER")
+    os.environ["ETOPS_FUZZ_FORKSERVER"] = "1"
+    try:
+        proc.start()
+    finally:
+        if before is None:
+            os.environ.pop("ETOPS_FUZZ_FORKSERVER", None)
+        else:
+            os.environ["ETOPS_FUZZ_FORKSERVER"] = before
 
 
 class IsolatedRunner:
@@ -52,7 +66,7 @@ class IsolatedRunner:
         ctx = _context()
         parent, child = ctx.Pipe()
         proc = ctx.Process(target=worker.serve, args=(child, self.stderr_path), daemon=True)
-        proc.start()
+        _start_with_warm_forkserver(proc)
         child.close()
         if not parent.poll(self.start_timeout):
             proc.kill()
