@@ -48,6 +48,7 @@ def _summary(f: dict) -> dict:
     timing = f.get("timing") or []
     words = sorted({r.get("verdict") or ("no sample" if r.get("error") else "?") for r in timing})
     gt = f.get("gtest") or {}
+    counts = gt.get("counts") or {}
     return {
         "exit": f["exit_code"], "ops": f.get("ops", []), "cases": f.get("cases", {}), "no_case": f.get("no_case", []),
         "error": (f.get("error") or "").splitlines()[0][:300] if f.get("error") else "",
@@ -55,7 +56,8 @@ def _summary(f: dict) -> dict:
         "in_base": sum(1 for x in f.get("findings", []) if x.get("in_base")),
         "layout_cases": sum(sum(v.get("cases", {}).values()) for v in (f.get("layout_cases") or {}).values()),
         "left_out": sum((f.get("left_out") or {}).values()),
-        "timing": words, "gtest": {k: gt.get(k) for k in ("passed", "failed", "regressions", "base") if k in gt},
+        "timing": words,
+        "gtest": {**counts, "regressions": len(gt.get("regressions") or []), "error": (gt.get("error") or "")[:200]} if gt else {},
         "seconds": round(sum((f.get("seconds") or {}).values()), 1),
     }
 
@@ -101,7 +103,8 @@ def table(state: dict) -> str:
         counts[str(s["exit"])] = counts.get(str(s["exit"]), 0) + 1
         ops = ", ".join(f"{op.split('::')[-1]} ({s.get('cases', {}).get(op, 0)})" for op in s.get("ops", []))
         gt = s.get("gtest") or {}
-        test = f"{gt.get('passed', 0)} passed, {gt.get('failed', 0)} failed" if gt else "-"
+        test = (f"{gt.get('passed', 0)} passed, {gt.get('failed', 0)} failed, {gt.get('regressions', 0)} regressions"
+                if gt and not gt.get("error") else "does not build" if gt else "-")
         why = s.get("error") or (("no case: " + ", ".join(s["no_case"])) if s.get("no_case") else "")
         if s.get("left_out"):
             why = (why + "; " if why else "") + f"{s['left_out']} tasks past the budget"

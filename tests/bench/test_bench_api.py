@@ -64,6 +64,17 @@ def test_derive_maps_view_ops_to_copy_kernels():
     assert torch.equal(out, torch.select_copy(*sample.args, **sample.kwargs))
 
 
+def test_an_empty_first_sample_is_passed_over_for_one_that_can_be_sized():
+    """The first OpInfo sample reaching ``_adaptive_avg_pool2d`` (adaptive_avg_pool1d's
+    first) has no element: nothing to time and nothing to scale. The timing input
+    comes from a later OpInfo's sample, at about the size asked for."""
+    from etops.bench.ab import ab_sample
+
+    sample = ab_sample(etops.registry().get_kernel("aten::_adaptive_avg_pool2d.out"), "64k", "float32")
+    assert sample is not None
+    assert sample.size == pytest.approx(65536, rel=0.2), sample.shapes()
+
+
 def test_set_num_threads_round_trip():
     before = etops.get_num_threads()
     try:

@@ -188,7 +188,7 @@ def derive(kernels: list, dtypes=None, deadline: float | None = None, only_named
         for n in functional_names(k):
             wanted.setdefault(n, []).append(k)
     found: dict[str, Sample] = {}
-    settled: set[str] = set()  # found by an earlier OpInfo: kept even if trivial
+    settled: set[str] = set()  # found by an earlier OpInfo: kept even if trivial (one element), not if empty
     ops = {_kernel_op(k.name) for k in kernels}
     with quiet():
         opinfos = _ranked_opinfos(ops)
@@ -201,7 +201,7 @@ def derive(kernels: list, dtypes=None, deadline: float | None = None, only_named
             for opinfo in opinfos:
                 if deadline is not None and time.monotonic() > deadline:
                     return found
-                if len(found) == len(kernels):
+                if all(k.name in found and found[k.name].size > 0 for k in kernels):
                     return found
                 for index, sample in _samples(opinfo, dtype):
                     record = _recorder()
@@ -225,7 +225,9 @@ def derive(kernels: list, dtypes=None, deadline: float | None = None, only_named
                     # later samples of the same OpInfo may replace it.
                     if all(k.name in found and found[k.name].size > 1 for ks in wanted.values() for k in ks if _kernel_op(k.name) in (opinfo.name, getattr(opinfo, "aten_name", None))):
                         break
-                settled.update(found)
+                # an empty sample (zero elements) can be neither timed nor scaled: a later
+                # OpInfo's may replace it
+                settled.update(name for name, sample in found.items() if sample.size > 0)
     return found
 
 

@@ -27,10 +27,15 @@ def base_sample(kernel, dtype):
     if dtype is None:
         found = _inputs.derive([kernel], only_named=True) or _inputs.derive([kernel])
         return found.get(kernel.name)
+    empty = None  # a sample whose tensors have no element: timed or scaled, it says nothing
     for only_named in (True, False):
         found = _inputs.derive([kernel], dtypes=[dtype], only_named=only_named)
         if kernel.name in found:
-            return found[kernel.name]
+            if found[kernel.name].size > 0:
+                return found[kernel.name]
+            empty = empty or found[kernel.name]
+    if empty is not None:
+        return empty
     if dtype.is_floating_point:  # an OpInfo without this dtype: convert its float sample
         found = _inputs.derive([kernel], only_named=True) or _inputs.derive([kernel])
         if kernel.name in found and found[kernel.name].dtype is not None and found[kernel.name].dtype.is_floating_point:
