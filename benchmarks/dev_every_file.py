@@ -1,5 +1,5 @@
 """Every unmodified kernel file of an ExecuTorch checkout through ``etops dev``
-(issue 35's table): each file of ``kernels/portable/cpu``, ``kernels/optimized/cpu``
+(the table of docs/dev.md): each file of ``kernels/portable/cpu``, ``kernels/optimized/cpu``
 and ``kernels/quantized/cpu`` judged against itself at git ``HEAD``, as an author
 would run it before editing. An unmodified file should exit 0 (no finding the base
 does not share, timings "no difference") or 3 (an operator no case reaches, named).

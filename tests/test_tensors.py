@@ -7,6 +7,8 @@ import pytest
 import torch
 from torch.testing import assert_close
 
+from fresh_python import start_python
+
 np = pytest.importorskip("numpy")
 
 
@@ -195,34 +197,36 @@ def test_size_one_dim_with_any_stride_is_written_in_place(reg):
 
 
 
-_OUT_AGAINST_A_GUARD_PAGE = """
+_OUT_DTYPES = ["complex32", "complex64", "float16", "uint16", "bool", "float8_e5m2"]
+
+#: each dtype in turn, one interpreter: a dtype whose probe reads or writes past the
+#: out faults here, and the dtypes after it say the interpreter died before them
+_OUT_AGAINST_A_GUARD_PAGE = start_python("""
 import ctypes, mmap, sys, torch, etops
 libc = ctypes.CDLL(None, use_errno=True)
 libc.mmap.restype = ctypes.c_void_p
 libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
 libc.mprotect.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
 page = mmap.PAGESIZE
-base = libc.mmap(None, 2 * page, mmap.PROT_READ | mmap.PROT_WRITE, mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS, -1, 0)
-assert libc.mprotect(base + page, page, 0) == 0  # PROT_NONE
-dtype = getattr(torch, sys.argv[1])
-size = torch.empty(0, dtype=dtype).element_size()
-memory = torch.frombuffer((ctypes.c_char * page).from_address(base), dtype=torch.uint8)
-out = memory[page - 6 * size:].view(dtype).view(2, 3)  # its last byte is the page's last
-etops.registry().aten.clone.out(torch.ones(2, 3, dtype=dtype), out=out)
-print("ok")
-"""
+for name in %r:
+    base = libc.mmap(None, 2 * page, mmap.PROT_READ | mmap.PROT_WRITE, mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS, -1, 0)
+    assert libc.mprotect(base + page, page, 0) == 0  # PROT_NONE
+    dtype = getattr(torch, name)
+    size = torch.empty(0, dtype=dtype).element_size()
+    memory = torch.frombuffer((ctypes.c_char * page).from_address(base), dtype=torch.uint8)
+    out = memory[page - 6 * size:].view(dtype).view(2, 3)  # its last byte is the page's last
+    etops.registry().aten.clone.out(torch.ones(2, 3, dtype=dtype), out=out)
+    print("ok", name, flush=True)
+""" % (_OUT_DTYPES,))
 
 
-@pytest.mark.parametrize("dtype", ["complex32", "complex64", "float16", "uint16", "bool", "float8_e5m2"])
+@pytest.mark.parametrize("dtype", _OUT_DTYPES)
 def test_first_call_reads_and_writes_only_the_outs_bytes(dtype):
     """The first call of a signature is probed in etops' memory, the out's bytes copied
     in and back: exactly its bytes for every dtype, none past its end (an out whose
     last byte ends a page, the next page PROT_NONE, survives)."""
-    import subprocess
-    import sys
-
-    done = subprocess.run([sys.executable, "-c", _OUT_AGAINST_A_GUARD_PAGE, dtype], capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-2000:]
+    done = _OUT_AGAINST_A_GUARD_PAGE.result()
+    assert f"ok {dtype}" in done.stdout.split("\n"), f"exit {done.returncode}, {done.stdout[-500:]}\n{done.stderr[-2000:]}"
 
 
 @pytest.mark.parametrize("shape", [(1,), (), (1, 1)])

@@ -163,6 +163,9 @@ class TaskRunner:
         self.deadline = deadline
         self.left_out = 0
         self.sample_index = self.call_index = 0  # where in the task the next call is (set by the task's source)
+        #: called with (func, target, sample, call, args, kwargs) for each case before it
+        #: runs (etops.conformance.recorded keeps a task's calls this way)
+        self.recorder = None
 
     def kernel(self, name: str):
         """The kernel of `name` as an exported program calls it (etops.as_program):
@@ -220,6 +223,8 @@ class TaskRunner:
                 self.captured = (func, target, exact_clone(args), exact_clone(kwargs))  # type: ignore[assignment]
                 raise _Abort()
             return func(*args, **kwargs)
+        if self.recorder is not None:
+            self.recorder(func, target, sample, call, args, kwargs)
         inputs_args, inputs_kwargs = exact_clone(args), exact_clone(kwargs)
         expected = func(*args, **kwargs)
         if (sample, call) in self.skip:

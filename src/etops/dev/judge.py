@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from ..conformance import clusters as cl
 from ..conformance.dim_orders import AXIS_LAYOUTS, AXIS_MAX_DETAILS
 from ..conformance.hooks import with_guard
+from ..conformance.recorded import Recorder
 from ..conformance.runner import TaskRunner, default_kmap, dtype_from_name
 from ..conformance.sweep import Report
 
@@ -116,6 +117,10 @@ class Finding:
                 "input_dtypes": sorted({input_dtype(c) for c in self.cluster.cases})}
 
 
+#: the OpInfo tasks' calls, recorded at their first run and replayed after (the edit,
+#: the base and each dim-order layout run the same tasks; so does each --watch round)
+RECORDER = Recorder()
+
 #: the base's task results, kept for the process: (base identity, guarded, operator,
 #: task, dtype) -> TaskResult (the base is the same until HEAD or its headers change,
 #: so ``--watch`` judges it once)
@@ -147,7 +152,8 @@ def run_side(name: str, plan: dict, *, hooks=GUARDED, report_dir=None, deadline:
         key = None if cache_key is None else (cache_key, hooks is not None, op, task["opinfo"], task["dtype"])
         result = BASE_RESULTS.get(key) if key is not None else None
         if result is None:
-            runner = TaskRunner(kmap, [op], hooks=hooks, report_dir=report_dir, max_details=max_details, kernels=kernels)
+            runner = TaskRunner(kmap, [op], hooks=hooks, report_dir=report_dir, max_details=max_details, kernels=kernels,
+                                sources=RECORDER.sources())
             dtype = dtype_from_name(task["dtype"])
             if task["opinfo"].startswith(DERIVED_PREFIX):
                 result = run_derived(runner, task["opinfo"], dtype)
@@ -264,6 +270,7 @@ def judge(plan: dict, install_base, restore_base, *, base_kind: str = "", guarde
     cases per layout and operator."""
     from .derived import tasks_for as derived_tasks
 
+    RECORDER.keep_only(plan)  # this file's operators' recordings (a --watch round's are the last round's)
     hooks = GUARDED if guarded else None
     deadline = None if budget is None else time.monotonic() + budget
     # with the axis, contiguous tasks start within CONTIGUOUS_SHARE of the budget (all

@@ -1,0 +1,137 @@
+"""Recorded tasks: an OpInfo task's cases kept after its first run and replayed
+after that, without running the OpInfo again.
+
+An OpInfo task runs the OpInfo's samples under the runner's dispatch mode; most of
+its time goes to making the samples and to the ATen calls around the ones that
+reach a selected kernel. The cases themselves (each call's inputs, ATen's result)
+depend on torch and the task only, not on the kernel judged: ``etops dev`` judges
+the same tasks on the edit, on the base and in each dim-order layout, and again on
+every ``--watch`` round. A ``Recorder`` gives a runner task sources that record
+each OpInfo task's calls the first time (the inputs exactly cloned, with the RNG
+state before a seeded-random call) and replay them after: each call goes through
+the runner's ``handle`` as it did, so hooks, comparisons and results are those of
+a run of the OpInfo, without the OpInfo.
+
+A task whose run left cases out (a deadline) or ran in another mode than "check"
+is not recorded; recordings stop past ``limit_bytes`` of inputs.
+
+May import: torch, etops.conformance's runner and values.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import torch
+
+from .runner import SOURCES, run_opinfo_task
+from .values import exact_clone
+
+#: inputs kept for all recordings of a Recorder, at most (bytes)
+LIMIT_BYTES = 512 << 20
+
+
+@dataclass
+class RecordedCall:
+    """One call of a task that reached a selected kernel, as the runner's handle got it."""
+
+    func: object  #: the ATen overload
+    target: str  #: the kernel's name
+    sample: int
+    call: int
+    args: tuple
+    kwargs: dict
+    rng: torch.Tensor | None  #: the CPU RNG state before the call, for a seeded-random op
+
+
+@dataclass
+class Recording:
+    """An OpInfo task's calls and what its run told of its samples."""
+
+    atol: float
+    rtol: float
+    op: object
+    calls: list = field(default_factory=list)
+    samples: int = 0
+    samples_failed: int = 0
+    sample_error: str = ""
+    nbytes: int = 0
+
+
+def _nbytes(value) -> int:
+    if isinstance(value, torch.Tensor):
+        return value.untyped_storage().nbytes()
+    if isinstance(value, (list, tuple)):
+        return sum(_nbytes(v) for v in value)
+    if isinstance(value, dict):
+        return sum(_nbytes(v) for v in value.values())
+    return 0
+
+
+class Recorder:
+    """Task sources that record OpInfo tasks and replay them (see the module doc);
+    one Recorder is shared by the runners whose tasks it should remember."""
+
+    def __init__(self, limit_bytes: int = LIMIT_BYTES) -> None:
+        self.recordings: dict = {}  #: (task id, dtype, selected kernels) -> Recording
+        self.limit_bytes = limit_bytes
+        self.nbytes = 0
+        self.replayed = 0  #: tasks replayed (not run)
+
+    def keep_only(self, kernels) -> None:
+        """Forgets the recordings of tasks that selected other kernels than `kernels`."""
+        kernels = set(kernels)
+        for key in [k for k in self.recordings if k[2] is None or not k[2] <= kernels]:
+            self.nbytes -= self.recordings.pop(key).nbytes
+
+    def sources(self) -> tuple:
+        """A runner's ``sources``: SOURCES with the OpInfo source recorded and replayed."""
+        return tuple((prefix, self._run if run is run_opinfo_task else run) for prefix, run in SOURCES)
+
+    def _run(self, runner, task_id: str, dtype: torch.dtype):
+        if runner.mode != "check":
+            return run_opinfo_task(runner, task_id, dtype)
+        key = (task_id, dtype, frozenset(runner.selected) if runner.selected is not None else None)
+        recording = self.recordings.get(key)
+        if recording is not None:
+            self.replayed += 1
+            return replay(runner, task_id, dtype, recording)
+        calls: list = []
+        runner.recorder = lambda *call: record_call(calls, *call)
+        left_out = runner.left_out
+        try:
+            result = run_opinfo_task(runner, task_id, dtype)
+        finally:
+            runner.recorder = None
+        nbytes = sum(_nbytes(c.args) + _nbytes(c.kwargs) for c in calls)
+        if runner.left_out == left_out and self.nbytes + nbytes <= self.limit_bytes:
+            self.recordings[key] = Recording(runner.atol, runner.rtol, runner.op, calls, result.samples,
+                                             result.samples_failed, result.sample_error, nbytes)
+            self.nbytes += nbytes
+        return result
+
+
+def record_call(recorder: list, func, target: str, sample: int, call: int, args, kwargs) -> None:
+    """Appends one call, as the runner's handle got it, to `recorder`."""
+    seeded = torch.Tag.nondeterministic_seeded in getattr(func, "tags", ())
+    recorder.append(RecordedCall(func, target, sample, call, exact_clone(args), exact_clone(kwargs),
+                                 torch.random.get_rng_state() if seeded else None))
+
+
+def replay(runner, task_id: str, dtype: torch.dtype, recording: Recording):
+    """The task's recorded calls through `runner`'s handle, in order; its TaskResult."""
+    runner.begin(task_id, dtype, recording.atol, recording.rtol, op=recording.op)
+    start = time.perf_counter()
+    for c in recording.calls:
+        runner.sample_index, runner.call_index = c.sample, c.call
+        if c.rng is not None:
+            torch.random.set_rng_state(c.rng)
+        runner.handle(c.func, c.target, exact_clone(c.args), exact_clone(c.kwargs))
+    runner.result.samples, runner.result.samples_failed = recording.samples, recording.samples_failed
+    runner.result.sample_error = recording.sample_error
+    runner.result.seconds = time.perf_counter() - start
+    return runner.result
+
+
+__all__ = ["LIMIT_BYTES", "RecordedCall", "Recorder", "Recording", "record_call", "replay"]

@@ -1,0 +1,99 @@
+"""Recorded tasks (etops.conformance.recorded): a task replayed from its recording
+gives what running its OpInfo gives, case for case, also under a layout's hooks and
+for a seeded-random operator; what is not recorded runs the OpInfo."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from etops.conformance.dim_orders import AXIS_LAYOUTS
+from etops.conformance.recorded import Recorder
+from etops.conformance.runner import TaskRunner, default_kmap
+
+#: (OpInfo, dtype, kernel, hooks): a plain task; one whose cases are calls inside a
+#: composite (poisson_nll_loss reaches add); one with a finding (float64 sum's
+#: float32 accumulation); a seeded-random one; one under the transposed layout
+TASKS = [
+    ("add", torch.float32, "aten::add.out", None),
+    ("nn.functional.poisson_nll_loss", torch.float32, "aten::add.out", None),
+    ("sum", torch.float64, "aten::sum.IntList_out", None),
+    ("randn", torch.float32, "aten::randn.out", None),
+    ("mul", torch.float32, "aten::mul.out", AXIS_LAYOUTS["transposed"]),
+]
+
+
+def _outcome(result):
+    counts = {key: {s: n for s, n in tally.counts.items() if n} for key, tally in result.tallies.items()}
+    return counts, dict(result.failing), result.samples, result.samples_failed
+
+
+@pytest.mark.parametrize("opinfo, dtype, kernel, hooks", TASKS, ids=[f"{t[0]}-{t[2]}" for t in TASKS])
+def test_a_replayed_task_gives_the_cases_of_its_opinfo_run(opinfo, dtype, kernel, hooks):
+    kmap = default_kmap()
+    recorder = Recorder()
+    torch.manual_seed(0)
+    first = TaskRunner(kmap, [kernel], hooks=hooks, sources=recorder.sources()).run(opinfo, dtype)
+    assert recorder.replayed == 0 and len(recorder.recordings) == 1
+    (recording,) = recorder.recordings.values()
+    assert recording.calls, "the task reaches the kernel"
+    plain = TaskRunner(kmap, [kernel], hooks=hooks).run(opinfo, dtype)
+    torch.manual_seed(1)  # the replay does not depend on the RNG's state before it
+    again = TaskRunner(kmap, [kernel], hooks=hooks, sources=recorder.sources()).run(opinfo, dtype)
+    assert recorder.replayed == 1
+    assert _outcome(again) == _outcome(first) == _outcome(plain)
+    if hooks is None:  # (a layout's hooks leave out the cases with no input to lay out)
+        assert sum(sum(t.counts.values()) for t in again.tallies.values()) == len(recording.calls)
+
+
+def test_what_is_not_recorded_runs_the_opinfo():
+    kmap = default_kmap()
+    recorder = Recorder(limit_bytes=0)  # no room: nothing is kept
+    TaskRunner(kmap, ["aten::add.out"], sources=recorder.sources()).run("add", torch.float32)
+    assert recorder.recordings == {}
+    recorder = Recorder()
+    runner = TaskRunner(kmap, ["aten::add.out"], sources=recorder.sources(), deadline=0.0)  # every case left out
+    runner.run("add", torch.float32)
+    assert runner.left_out > 0 and recorder.recordings == {}
+    other = TaskRunner(kmap, ["aten::mul.out"], sources=recorder.sources(), mode="discover")
+    other.run("mul", torch.float32)
+    assert recorder.recordings == {} and "aten::mul.out" in other.reached
+
+
+def test_keep_only_forgets_other_kernels_recordings():
+    kmap = default_kmap()
+    recorder = Recorder()
+    for kernel, opinfo in (("aten::add.out", "add"), ("aten::mul.out", "mul")):
+        TaskRunner(kmap, [kernel], sources=recorder.sources()).run(opinfo, torch.float32)
+    before = recorder.nbytes
+    recorder.keep_only(["aten::mul.out"])
+    assert [key[2] for key in recorder.recordings] == [frozenset({"aten::mul.out"})]
+    assert 0 < recorder.nbytes < before
+
+
+class _SeenByATen:
+    """A comparison that keeps ATen's result of every case and judges none."""
+
+    name = "seen"
+
+    def __init__(self) -> None:
+        self.results: list = []
+
+    def reference(self, runner, case, func, args, kwargs, expected):
+        from etops.conformance.runner import NO_REFERENCE
+
+        self.results.append(expected.clone())
+        return NO_REFERENCE
+
+
+def test_a_seeded_random_call_is_replayed_with_the_rng_state_it_had():
+    """ATen's randn in a replay returns the values it returned in the OpInfo's run:
+    the RNG state before each seeded-random call is part of the recording."""
+    kmap, recorder = default_kmap(), Recorder()
+    first, again = _SeenByATen(), _SeenByATen()
+    TaskRunner(kmap, ["aten::randn.out"], sources=recorder.sources(), comparisons=(first,)).run("randn", torch.float32)
+    torch.manual_seed(123)
+    TaskRunner(kmap, ["aten::randn.out"], sources=recorder.sources(), comparisons=(again,)).run("randn", torch.float32)
+    assert recorder.replayed == 1 and len(first.results) == len(again.results) > 0
+    assert all(torch.equal(a, b) for a, b in zip(first.results, again.results))
+    assert any(a.numel() > 0 for a in first.results)
