@@ -10,7 +10,10 @@ The table (markdown) is printed at the end and written to ``--markdown``.
 
     python benchmarks/dev_every_file.py CHECKOUT [--kinds portable,optimized,quantized]
         [--chunk 8] [--state dev-every-file.json] [--markdown table.md] [--limit N]
-        [-- more etops dev flags, e.g. --budget 30]
+        [--shard K/N] [--also OTHER-STATE.json ...] [-- more etops dev flags, e.g. --budget 30]
+
+``--shard K/N`` runs every N-th file from the K-th (two processes, two shards, each
+with a state of its own); ``--also`` adds other states' rows to the table.
 
 CHECKOUT must be a git checkout (the base is the file at HEAD).
 """
@@ -62,9 +65,10 @@ def _summary(f: dict) -> dict:
     }
 
 
-def run(checkout: Path, kinds, chunk: int, state_path: Path, extra: list[str], limit: int | None) -> dict:
+def run(checkout: Path, kinds, chunk: int, state_path: Path, extra: list[str], limit: int | None,
+        shard: tuple[int, int] = (0, 1)) -> dict:
     state = json.loads(state_path.read_text()) if state_path.exists() else {}
-    todo = [p for p in kernel_files(checkout, kinds) if str(p.relative_to(checkout)) not in state]
+    todo = [p for p in kernel_files(checkout, kinds)[shard[0]::shard[1]] if str(p.relative_to(checkout)) not in state]
     if limit is not None:
         todo = todo[:limit]
     work = Path(tempfile.mkdtemp(prefix="etops-dev-every-"))
@@ -122,6 +126,8 @@ def main() -> None:
     ap.add_argument("--state", type=Path, default=Path("dev-every-file.json"), help="results so far (resumed from)")
     ap.add_argument("--markdown", type=Path, help="write the table here too")
     ap.add_argument("--limit", type=int, help="run at most N more files")
+    ap.add_argument("--shard", default="0/1", help="K/N: every N-th file from the K-th (default 0/1: all)")
+    ap.add_argument("--also", action="append", type=Path, default=[], help="another state whose rows join the table")
     ap.add_argument("extra", nargs="*", help="more etops dev flags (after --)")
     args = ap.parse_args()
     kinds = [k for k in args.kinds.split(",") if k]
@@ -130,7 +136,15 @@ def main() -> None:
         ap.error(f"--kinds: unknown {bad}; choose from {KINDS}")
     if not (args.checkout / ".git").exists():
         ap.error(f"{args.checkout} is not a git checkout (the base is the file at HEAD)")
-    state = run(args.checkout.resolve(), kinds, args.chunk, args.state, args.extra, args.limit)
+    try:
+        k, n = (int(x) for x in args.shard.split("/"))
+        if not 0 <= k < n:
+            raise ValueError
+    except ValueError:
+        ap.error(f"--shard: K/N with 0 <= K < N, not {args.shard!r}")
+    state = run(args.checkout.resolve(), kinds, args.chunk, args.state, args.extra, args.limit, (k, n))
+    for other in args.also:
+        state = {**json.loads(other.read_text()), **state}
     text = table(state)
     if args.markdown:
         args.markdown.write_text(text)

@@ -13,6 +13,7 @@ from pathlib import Path
 from .. import _native
 from ..custom import cache_dir, toolchain
 from ..custom.build import KernelLibrary, Source, build
+from ..errors import BuildError
 from ..custom.codegen import KernelSpec
 from ..custom.registration import Built, KernelHandle, Override, custom_origin, override, register_kernel
 from ..registry import registry
@@ -29,6 +30,9 @@ CHECKOUT_CFLAGS = ("-Wno-deprecated-declarations",)
 #: CMake's Release default "-O3 -DNDEBUG" (the later -O3 wins) and the wheel is a
 #: Release build (setup.py); -fPIC and -fvisibility=hidden come from etops' build.
 WHEEL_CFLAGS = ("-O3", "-DNDEBUG", "-ffunction-sections", "-fdata-sections")
+#: A checkout's header-only third-party folders (git submodules) that its kernel
+#: CMake files put on the include path: pocketfft for kernels/optimized's FFT kernels.
+CHECKOUT_THIRD_PARTY = ("third-party/pocketfft",)
 
 
 def torch_include_dir() -> str:
@@ -109,8 +113,19 @@ def build_target(target: Target, cflags=(), ldflags=(), include_first=()) -> Ker
     libs = [f"-l{lib}" for lib in KERNEL_LIBRARIES if (Path(tc.lib_dir) / _native.shared_library_name(lib)).exists()]
     if sys.platform != "darwin":  # GNU ld: link only the libraries the file uses (Apple's ld has no such flag)
         libs = ["-Wl,--as-needed", *libs, "-Wl,--no-as-needed"]
+    third_party = [target.checkout / d for d in CHECKOUT_THIRD_PARTY if (target.checkout / d).is_dir()]
+    flags += [f"-idirafter{d}" for d in third_party]
     source = Source(str(target.path), None, str(target.path))
-    return build([source], specs, flags, [*libs, *ldflags], prelude_flags=WHEEL_CFLAGS)
+    try:
+        return build([source], specs, flags, [*libs, *ldflags], prelude_flags=WHEEL_CFLAGS)
+    except BuildError as exc:
+        empty = [d for d in third_party if not any(d.iterdir())]
+        if not empty or "No such file" not in f"{exc}\n{exc.log}":
+            raise
+        folders = " ".join(str(d.relative_to(target.checkout)) for d in empty)
+        raise BuildError(f"{exc}\n(the checkout's {folders} is empty: its git submodule is not checked out; "
+                         f"git -C {target.checkout} submodule update --init {folders})",
+                         exc.diagnostics, exc.log, exc.build_dir) from None
 
 
 @dataclass

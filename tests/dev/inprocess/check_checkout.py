@@ -107,3 +107,31 @@ def test_an_out_of_tree_operator_with_no_kernel_is_registered():
     finally:
         result.restore()
     assert "etops_devtest::twice.out" not in etops.registry().operator_names
+
+
+def test_a_kernel_using_a_third_party_header_of_the_checkout_builds(tmp_path):
+    """kernels/optimized's FFT kernels include <pocketfft_hdronly.h> from the
+    checkout's third-party/pocketfft (a git submodule): etops dev puts the folder on
+    the include path; a submodule not checked out is a build error saying so."""
+    checkout = minicheckout.write(tmp_path)
+    kernel = checkout / "kernels/portable/cpu/op_mul.cpp"
+    kernel.write_text("#include <pocketfft_hdronly.h>\n" + minicheckout.MUL.replace(
+        "o[i] = x[", "o[i] = pocketfft::one() * x["))
+    (checkout / "third-party/pocketfft").mkdir(parents=True)
+    empty = etops.dev.dev(kernel, check=False, timing=False, gtest=False)
+    try:
+        [f] = empty.files
+        assert empty.exit_code == 2 and "pocketfft_hdronly.h" in f.error
+        assert "third-party/pocketfft is empty" in f.error and "git -C" in f.error and "submodule update --init" in f.error
+    finally:
+        empty.restore()
+    (checkout / "third-party/pocketfft/pocketfft_hdronly.h").write_text(
+        "#pragma once\nnamespace pocketfft { inline float one() { return 1.0f; } }\n")
+    built = etops.dev.dev(kernel, check=False, timing=False, gtest=False)
+    try:
+        [f] = built.files
+        assert f.error is None and f.ops == ["aten::mul.out"]
+        a, b = torch.randn(2, 3), torch.randn(2, 3)
+        assert torch.equal(etops.registry().aten.mul.out(a, b, out=torch.empty(2, 3)), a * b)
+    finally:
+        built.restore()
