@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import BuildError
-from .codegen import PRELUDE, KernelSpec, generate, signature
+from .codegen import PRELUDE, PRELUDE_INCLUDES, KernelSpec, generate, signature
 from .toolchain import Toolchain, cache_dir, toolchain
 
 #: Bumped whenever the generated code or the build recipe changes.
@@ -111,7 +111,7 @@ def compile_flags(tc: Toolchain) -> list[str]:
     return flags
 
 
-def _prelude(tc: Toolchain, extra=()) -> tuple[str, bool]:
+def _prelude(tc: Toolchain, extra=(), text: str = PRELUDE) -> tuple[str, bool]:
     """(path of the prelude header, whether it is precompiled). ExecuTorch's headers
     are most of a small kernel's compile time, so GCC gets a precompiled prelude,
     made once per toolchain in the cache. Making it takes several times one kernel's
@@ -120,16 +120,17 @@ def _prelude(tc: Toolchain, extra=()) -> tuple[str, bool]:
     precompile. Without a usable .gch GCC reads the header itself, so a stale or
     missing one only costs time.) `extra`: flags of the build that a precompiled
     header must have been made with too (a macro such as NDEBUG: GCC will not use a
-    .gch made without it); each set of them has its own prelude."""
+    .gch made without it); each set of them has its own prelude. `text`: the
+    prelude (PRELUDE, or PRELUDE_INCLUDES for a checkout's kernel files)."""
     flags = compile_flags(tc) + list(extra)
-    key = hashlib.sha256("\0".join([GENERATOR_VERSION, tc.cxx_id, PRELUDE] + flags).encode()).hexdigest()[:16]
+    key = hashlib.sha256("\0".join([GENERATOR_VERSION, tc.cxx_id, text] + flags).encode()).hexdigest()[:16]
     folder = cache_dir() / "prelude" / key
     header = folder / "prelude.h"
     gch = folder / "prelude.h.gch"
     if not header.exists():
         folder.mkdir(parents=True, exist_ok=True)
         tmp = folder / f"prelude.h.{os.getpid()}"
-        tmp.write_text(PRELUDE)
+        tmp.write_text(text)
         os.replace(tmp, header)
     if gch.exists():
         return str(header), True
@@ -148,14 +149,18 @@ def _prelude(tc: Toolchain, extra=()) -> tuple[str, bool]:
     return str(header), False
 
 
-def _ninja_file(tc: Toolchain, sources: list[str], cflags: list[str], ldflags: list[str], prelude: str, pch: bool = False) -> str:
+def _ninja_file(tc: Toolchain, sources: list[str], cflags: list[str], ldflags: list[str], prelude: str, pch: bool = False,
+                bare_prelude: str | None = None) -> str:
     """The first source is compiled as part of wrappers.cpp (one translation unit
     for the common one-source set: the headers are parsed once); each further source
-    is its own compile edge, run in parallel by Ninja."""
+    is its own compile edge, run in parallel by Ninja. With `bare_prelude` (a
+    checkout's kernel files) every source is its own compile edge that sees that
+    prelude only, not the short names nor decls.h."""
     def esc(s: str) -> str:
         return s.replace("$", "$$").replace(" ", "$ ").replace(":", "$:")
 
     flags = compile_flags(tc) + ["-I."]
+    source_flags = [*flags, "-include", bare_prelude, *cflags] if bare_prelude is not None else None
     flags += ["-include", prelude, "-include", "decls.h"]
     flags += cflags
     # An undefined symbol fails the link (GNU ld's -z defs; ld64 refuses them by default).
@@ -167,9 +172,15 @@ def _ninja_file(tc: Toolchain, sources: list[str], cflags: list[str], ldflags: l
         "ninja_required_version = 1.3",
         f"cxx = {tc.cxx}",
         f"cflags = {' '.join(flags)}",
+        f"srcflags = {' '.join(source_flags if source_flags is not None else flags)}",
         f"ldflags = {' '.join(link)}",
         "rule cxx",
         "  command = $cxx -MMD -MF $out.d $cflags -c $in -o $out",
+        "  depfile = $out.d",
+        "  deps = gcc",
+        "  description = compile $in",
+        "rule cxxsrc",
+        "  command = $cxx -MMD -MF $out.d $srcflags -c $in -o $out",
         "  depfile = $out.d",
         "  deps = gcc",
         "  description = compile $in",
@@ -179,12 +190,12 @@ def _ninja_file(tc: Toolchain, sources: list[str], cflags: list[str], ldflags: l
     ]
     objects = []
     for i, src in enumerate(sources):
-        if i == 0:
+        if i == 0 and bare_prelude is None:
             continue
         obj = f"obj_{i}.o"
         objects.append(obj)
-        lines.append(f"build {obj}: cxx {esc(src)} | decls.h")
-    first = " " + esc(sources[0]) if sources else ""
+        lines.append(f"build {obj}: cxxsrc {esc(src)}" if bare_prelude is not None else f"build {obj}: cxx {esc(src)} | decls.h")
+    first = " " + esc(sources[0]) if sources and bare_prelude is None else ""
     lines.append(f"build wrappers.o: cxx wrappers.cpp | decls.h{first}")
     lines.append(f"build kernels.so: link {' '.join(objects + ['wrappers.o'])}")
     lines.append("default kernels.so")
@@ -247,11 +258,16 @@ def source_hash(sources: list[Source], kernels: list[KernelSpec], cflags, ldflag
     return h.hexdigest(), decls, wrappers
 
 
-def build(sources: list[Source], kernels: list[KernelSpec], cflags=(), ldflags=(), prelude_flags=()) -> KernelLibrary:
+def build(sources: list[Source], kernels: list[KernelSpec], cflags=(), ldflags=(), prelude_flags=(),
+          checkout_sources: bool = False) -> KernelLibrary:
     """Compiles (or finds in the cache) a kernel set. `prelude_flags`: those of
-    `cflags` the precompiled prelude is made with too (macros, optimization)."""
+    `cflags` the precompiled prelude is made with too (macros, optimization).
+    `checkout_sources`: the sources are a checkout's kernel files, written against
+    ExecuTorch's headers alone: each compiles on its own with PRELUDE_INCLUDES (no
+    global short names, no decls.h; the wrappers' declarations meet the definitions
+    at link time)."""
     tc = toolchain()
-    digest, decls, wrappers = source_hash(sources, kernels, cflags, ldflags)
+    digest, decls, wrappers = source_hash(sources, kernels, [*cflags, f"checkout_sources={checkout_sources}"], ldflags)
     root = cache_dir()
     build_dir = root / digest[:24]
     manifest = build_dir / "manifest.json"
@@ -275,13 +291,14 @@ def build(sources: list[Source], kernels: list[KernelSpec], cflags=(), ldflags=(
             else:
                 compile_paths.append(os.path.abspath(s.in_place()))
                 mapping[os.path.abspath(s.in_place())] = s.label
-        if compile_paths:
+        if compile_paths and not checkout_sources:
             # The first source is part of the wrappers' translation unit; #include keeps its
             # file name and line numbers in diagnostics.
             wrappers = wrappers.replace('#include "decls.h"\n', f'#include "decls.h"\n#include {json.dumps(compile_paths[0])}\n', 1)
         (build_dir / "wrappers.cpp").write_text(wrappers)
         prelude, pch = _prelude(tc, prelude_flags)
-        (build_dir / "build.ninja").write_text(_ninja_file(tc, compile_paths, list(cflags), list(ldflags), prelude, pch))
+        bare = _prelude(tc, prelude_flags, PRELUDE_INCLUDES)[0] if checkout_sources else None
+        (build_dir / "build.ninja").write_text(_ninja_file(tc, compile_paths, list(cflags), list(ldflags), prelude, pch, bare))
         proc = subprocess.run([tc.ninja, "-C", str(build_dir)], capture_output=True, text=True)
         log = proc.stdout + proc.stderr
         with open(build_dir / "build.log", "a") as f:

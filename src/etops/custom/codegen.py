@@ -114,7 +114,8 @@ using string_view = std::string_view;
 """
 
 
-PRELUDE = """// etops prelude: what every custom kernel source sees first (force-included).
+#: ExecuTorch's kernel headers, force-included (precompiled) into every source
+PRELUDE_INCLUDES = """// etops prelude: ExecuTorch's kernel headers (force-included).
 #pragma once
 #include <executorch/runtime/kernel/kernel_includes.h>
 #include <executorch/runtime/kernel/operator_registry.h>
@@ -123,7 +124,12 @@ PRELUDE = """// etops prelude: what every custom kernel source sees first (force
 #include <optional>
 #include <string_view>
 #include <tuple>
+"""
 
+#: What every custom kernel source sees first (force-included): the headers and the
+#: short type names at global scope. A checkout's kernel file gets PRELUDE_INCLUDES
+#: only (it declares what it uses; global names would clash with ATen's headers).
+PRELUDE = PRELUDE_INCLUDES.replace("ExecuTorch's kernel headers", "what every custom kernel source sees first") + """
 using ::executorch::runtime::Error;
 using ::executorch::runtime::Span;
 """ + CPP_TYPE_NAMES

@@ -117,7 +117,10 @@ def build_target(target: Target, cflags=(), ldflags=(), include_first=()) -> Ker
     flags += [f"-idirafter{d}" for d in third_party]
     source = Source(str(target.path), None, str(target.path))
     try:
-        return build([source], specs, flags, [*libs, *ldflags], prelude_flags=WHEEL_CFLAGS)
+        # a file that includes ExecuTorch's headers declares what it uses (as in its own
+        # CMake build); one that includes none (an out-of-tree snippet) gets etops' names
+        own = any(inc.startswith("executorch/") for inc in co.includes(target.path.read_text()))
+        return build([source], specs, flags, [*libs, *ldflags], prelude_flags=WHEEL_CFLAGS, checkout_sources=own)
     except BuildError as exc:
         empty = [d for d in third_party if not any(d.iterdir())]
         if not empty or "No such file" not in f"{exc}\n{exc.log}":

@@ -135,3 +135,28 @@ def test_a_kernel_using_a_third_party_header_of_the_checkout_builds(tmp_path):
         assert torch.equal(etops.registry().aten.mul.out(a, b, out=torch.empty(2, 3)), a * b)
     finally:
         built.restore()
+
+
+#: what ATen's headers do (c10::ScalarType, used unqualified in namespace at through
+#: `using namespace c10`): a global ScalarType beside it makes the use ambiguous
+_ATEN_LIKE = """namespace c10 { enum class ScalarType { Float }; }
+namespace at { using namespace c10; inline int float_code() { return static_cast<int>(ScalarType::Float); } }
+"""
+
+
+def test_a_checkout_file_sees_only_the_names_it_declares(tmp_path):
+    """A checkout's kernel file is compiled against ExecuTorch's headers alone, as
+    its own CMake build compiles it: no short type names at global scope from etops
+    (kernels/optimized's op_log_softmax.cpp includes ATen headers that a global
+    ScalarType made ambiguous)."""
+    checkout = minicheckout.write(tmp_path)
+    kernel = checkout / "kernels/portable/cpu/op_mul.cpp"
+    kernel.write_text(_ATEN_LIKE + minicheckout.MUL.replace("o[i] = x[", "o[i] = (at::float_code() + 1) * x["))
+    built = etops.dev.dev(kernel, check=False, timing=False, gtest=False)
+    try:
+        [f] = built.files
+        assert f.error is None, f.error
+        a, b = torch.randn(2, 3), torch.randn(2, 3)
+        assert torch.equal(etops.registry().aten.mul.out(a, b, out=torch.empty(2, 3)), a * b)
+    finally:
+        built.restore()
