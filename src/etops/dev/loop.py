@@ -47,10 +47,16 @@ def _base(target, base, cflags):
         return Base("built-in", rev=found.rev, commit=found.commit, why=why), None
 
 
-def _gtest_against_base(test_file, checkout, addresses: dict, base_kind: str) -> dict:
+#: the base's runs of upstream tests, kept for the process: (base identity, test file,
+#: its text) -> its gtest result (a --watch round runs the test on the edit only)
+BASE_GTEST: dict = {}
+
+
+def _gtest_against_base(test_file, checkout, addresses: dict, base_kind: str, base_key=None) -> dict:
     """The file's upstream test run on the base (`addresses`: operator -> the base's
     function, swapped in over the edit for that run: the file at the git base, or the
-    kernel the edit replaced; none: no base run) and then on the edit;
+    kernel the edit replaced; none: no base run; a run under the same `base_key` and
+    test text is taken from BASE_GTEST) and then on the edit;
     gtest.report.against_base's comparison, with ``base`` saying which base it was."""
     from ..gtest import gtest as run_gtest  # etops.gtest reads checkouts with this package's checkout module
     from ..gtest.report import against_base
@@ -58,12 +64,17 @@ def _gtest_against_base(test_file, checkout, addresses: dict, base_kind: str) ->
 
     if not addresses:  # operators new with the edit: no base to run, every failing test is the edit's
         return {**against_base(None, run_gtest(test_file, root=checkout)), "base": "none"}
-    swap = BaseSwap(addresses)
-    swap.install()
-    try:
-        before = run_gtest(test_file, root=checkout)
-    finally:
-        swap.restore()
+    key = None if base_key is None else (base_key, str(test_file), test_file.read_text())
+    before = BASE_GTEST.get(key) if key is not None else None
+    if before is None:
+        swap = BaseSwap(addresses)
+        swap.install()
+        try:
+            before = run_gtest(test_file, root=checkout)
+        finally:
+            swap.restore()
+        if key is not None:
+            BASE_GTEST[key] = before
     return {**against_base(before, run_gtest(test_file, root=checkout)), "base": base_kind or "built-in"}
 
 
@@ -167,15 +178,17 @@ def run_file(path, *, root=None, yaml=None, dtypes=None, timing_dtype="float32",
             addresses[name] = base_library.function(index)
         elif name in installed.replaced:
             addresses[name] = installed.replaced[name].previous_address
+    base_key = base_library.source_hash if base_library is not None else tuple(sorted(addresses.items()))
     if test_file is not None:
         t = time.perf_counter()
-        result.gtest = _gtest_against_base(test_file, target.checkout, addresses, found.kind)
+        # the test is compiled with the checkout's headers: their state is part of the base run
+        result.gtest = _gtest_against_base(test_file, target.checkout, addresses, found.kind,
+                                           (base_key, inst.headers_digest(target)))
         result.seconds["gtest"] = time.perf_counter() - t
     directory = _report_dir(target.path, report_dir)
     result.report_dir = str(directory)
     if check:
         t = time.perf_counter()
-        base_key = base_library.source_hash if base_library is not None else tuple(sorted(addresses.items()))
         _judge_file(result, target, addresses, found.kind, directory, dtypes=dtypes, isolate=isolate, budget=budget,
                     base_key=base_key, dim_orders=dim_orders)
         result.seconds["check"] = time.perf_counter() - t - result.seconds.get("plan", 0.0)

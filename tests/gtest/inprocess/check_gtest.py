@@ -147,6 +147,21 @@ def test_dev_runs_the_files_upstream_test_on_the_base_and_the_edit(mini):
             assert "failing before the edit already: " in text
         finally:
             result.restore()
+        # again (a --watch round): the base's run is the one kept, only the edit's runs
+        from etops.dev import swap
+
+        installs = []
+        real_install = swap.BaseSwap.install
+        swap.BaseSwap.install = lambda self: (installs.append(1), real_install(self))[1]
+        try:
+            again = etops.dev(kernel, check=False, timing=False)
+        finally:
+            swap.BaseSwap.install = real_install
+        try:
+            assert installs == [] and again.files[0].gtest["regressions"] == g["regressions"]
+            assert sorted(again.files[0].gtest["base_failing"]) == sorted(g["base_failing"])
+        finally:
+            again.restore()
         plain = etops.dev(kernel, check=False, timing=False, gtest=False)
         plain.restore()
         assert plain.files[0].gtest == {}
