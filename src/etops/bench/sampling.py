@@ -20,8 +20,23 @@ def parse_dtype(value):
     return dt
 
 
+#: (kernel name, dtype) -> its base_sample (searching OpInfo's database takes seconds
+#: when no OpInfo names the kernel; the sample depends on the operator only)
+_BASE_SAMPLES: dict = {}
+
+
 def base_sample(kernel, dtype):
-    """The OpInfo sample for `kernel` at `dtype` (None: OpInfo has none)."""
+    """The OpInfo sample for `kernel` at `dtype` (None: OpInfo has none); searched
+    once per process, each call given a copy of its own (a kernel may write its inputs)."""
+    import copy
+
+    key = (kernel.name, dtype)
+    if key not in _BASE_SAMPLES:
+        _BASE_SAMPLES[key] = _find_base_sample(kernel, dtype)
+    return copy.deepcopy(_BASE_SAMPLES[key])
+
+
+def _find_base_sample(kernel, dtype):
     from . import inputs as _inputs
 
     if dtype is None:

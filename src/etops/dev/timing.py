@@ -31,19 +31,47 @@ def verdict(ratio: dict | None) -> str:
 TARGET = 0.01
 
 
+def timing_sample(kernel, size: str, dtype: str):
+    """An input of about `size` elements at `dtype` for the timing: OpInfo's sample
+    scaled (etops.bench.ab.ab_sample), else the largest valid sample of the kernel's
+    etops reference (etops.conformance.references: the dim-order and device-copy
+    kernels, which no OpInfo reaches) scaled the same way; None when neither works."""
+    from ..bench import inputs
+    from ..bench.ab import ab_sample
+    from ..bench.sampling import parse_dtype, sized
+    from ..conformance.references import find
+
+    sample = ab_sample(kernel, size, dtype)
+    if sample is not None:
+        return sample
+    try:
+        reference = find(kernel.name)
+    except KeyError:
+        return None
+    if dtype not in reference.dtypes:
+        return None
+    found = [s for s in reference.samples(parse_dtype(dtype)) if s.valid]
+    made = [inputs.Sample(kernel.name, tuple(s.args), dict(s.kwargs), f"etops reference sample of {kernel.name}, {dtype}")
+            for s in found]
+    made = [m for m in made if m.size > 0]
+    if not made:
+        return None
+    return sized(kernel, max(made, key=lambda m: m.size), inputs.parse_size(size))
+
+
 def time_edit(kernel, base, *, dtype="float32", sizes=SIZES, repeats: int = 11, threads: int = 1,
               max_slowdown: float | None = None) -> list[dict]:
     """One row per size: bench.ab's row (edit as ``new``, the base as ``builtin``)
     with ``label``, ``verdict`` (edit vs base), ``slowdown_finding`` (a slowdown
     beyond `max_slowdown` and the noise) and ``error`` when no sample works."""
-    from ..bench.ab import ab_sample, time_ab
+    from ..bench.ab import time_ab
 
     rows = []
     for label, size in sizes:
-        sample = ab_sample(kernel, size, dtype)
+        sample = timing_sample(kernel, size, dtype)
         if sample is None:
             rows.append({"kernel": kernel.name, "label": label, "size": size,
-                         "error": f"no OpInfo sample of about {size} elements at {dtype}"})
+                         "error": f"no OpInfo or reference sample of about {size} elements at {dtype}"})
             continue
         row = time_ab(kernel, base, sample, repeats=repeats, threads=threads, target=TARGET, aten=False, same_count=True)
         row["label"] = label
