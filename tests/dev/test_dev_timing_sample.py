@@ -4,6 +4,7 @@ sample scaled, else the kernel's etops reference sample scaled, at each size."""
 from __future__ import annotations
 
 import pytest
+import torch
 
 import etops
 from etops.dev.timing import SIZES, timing_sample
@@ -22,3 +23,8 @@ def test_an_opinfo_sample_comes_first_and_a_kernel_with_neither_has_none():
     add = timing_sample(etops.registry().get_kernel("aten::add.out"), "64k", "float32")
     assert add is not None and add.source.startswith("OpInfo 'add'")
     assert timing_sample(etops.registry().get_kernel("dim_order_ops::_empty_dim_order.out"), "64k", "float32") is None
+
+
+def test_an_operator_without_a_float32_sample_is_timed_at_an_integer_dtype():
+    sample = timing_sample(etops.registry().get_kernel("aten::bitwise_and.Tensor_out"), "64k", "float32")
+    assert sample is not None and sample.dtype in (torch.int32, torch.int64, torch.bool), sample.source

@@ -31,11 +31,25 @@ def verdict(ratio: dict | None) -> str:
 TARGET = 0.01
 
 
+#: dtypes the timing falls back to, in order, for an operator with no sample at the
+#: asked dtype (the bitwise operators have no float32 one); the row names the dtype
+FALLBACK_DTYPES = ("int32", "int64", "bool")
+
+
 def timing_sample(kernel, size: str, dtype: str):
-    """An input of about `size` elements at `dtype` for the timing: OpInfo's sample
-    scaled (etops.bench.ab.ab_sample), else the largest valid sample of the kernel's
-    etops reference (etops.conformance.references: the dim-order and device-copy
-    kernels, which no OpInfo reaches) scaled the same way; None when neither works."""
+    """An input of about `size` elements for the timing: at `dtype`, else at the
+    first of FALLBACK_DTYPES that has one; OpInfo's sample scaled
+    (etops.bench.ab.ab_sample), else the largest valid sample of the kernel's etops
+    reference (etops.conformance.references: the dim-order and device-copy kernels,
+    which no OpInfo reaches) scaled the same way; None when none works."""
+    for candidate in (dtype, *(d for d in FALLBACK_DTYPES if d != dtype)):
+        sample = _sample_at(kernel, size, candidate)
+        if sample is not None:
+            return sample
+    return None
+
+
+def _sample_at(kernel, size: str, dtype: str):
     from ..bench import inputs
     from ..bench.ab import ab_sample
     from ..bench.sampling import parse_dtype, sized
@@ -71,7 +85,8 @@ def time_edit(kernel, base, *, dtype="float32", sizes=SIZES, repeats: int = 11, 
         sample = timing_sample(kernel, size, dtype)
         if sample is None:
             rows.append({"kernel": kernel.name, "label": label, "size": size,
-                         "error": f"no OpInfo or reference sample of about {size} elements at {dtype}"})
+                         "error": f"no OpInfo or reference sample of about {size} elements at {dtype} "
+                                  f"or {', '.join(FALLBACK_DTYPES)}"})
             continue
         row = time_ab(kernel, base, sample, repeats=repeats, threads=threads, target=TARGET, aten=False, same_count=True)
         row["label"] = label
