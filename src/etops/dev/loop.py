@@ -116,7 +116,8 @@ def _time_file(result, target, addresses: dict, *, dtype, repeats, threads, max_
         handle = callable_base(name, schema_of(impl.entry), addresses.get(name), index)
         try:
             other = None if handle is None else as_program(handle.kernel)
-            result.timing += time_edit(kernel, other, dtype=dtype, repeats=repeats, threads=threads, max_slowdown=max_slowdown)
+            result.timing += time_edit(kernel, other, dtype=dtype, repeats=repeats, threads=threads, max_slowdown=max_slowdown,
+                                       tasks=result.sources.get(name))
         finally:
             if handle is not None and handle.active:
                 handle.deregister()

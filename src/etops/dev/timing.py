@@ -36,26 +36,32 @@ TARGET = 0.01
 FALLBACK_DTYPES = ("int32", "int64", "bool")
 
 
-def timing_sample(kernel, size: str, dtype: str):
+def timing_sample(kernel, size: str, dtype: str, tasks=None):
     """An input of about `size` elements for the timing: at `dtype`, else at the
     first of FALLBACK_DTYPES that has one; OpInfo's sample scaled
     (etops.bench.ab.ab_sample), else the largest valid sample of the kernel's etops
     reference (etops.conformance.references: the dim-order and device-copy kernels,
-    which no OpInfo reaches) scaled the same way; None when none works."""
+    which no OpInfo reaches) scaled the same way; None when none works. `tasks`: the
+    judge's task sources for the operator, when known: with no OpInfo among them
+    (references and derived tasks only) OpInfo's database is not searched."""
+    from ..conformance.references.spec import TASK_PREFIX
+    from .derived import DERIVED_PREFIX
+
+    search = tasks is None or any(not t.startswith((TASK_PREFIX, DERIVED_PREFIX)) for t in tasks)
     for candidate in (dtype, *(d for d in FALLBACK_DTYPES if d != dtype)):
-        sample = _sample_at(kernel, size, candidate)
+        sample = _sample_at(kernel, size, candidate, search)
         if sample is not None:
             return sample
     return None
 
 
-def _sample_at(kernel, size: str, dtype: str):
+def _sample_at(kernel, size: str, dtype: str, search_opinfos: bool):
     from ..bench import inputs
     from ..bench.ab import ab_sample
     from ..bench.sampling import parse_dtype, sized
     from ..conformance.references import find
 
-    sample = ab_sample(kernel, size, dtype)
+    sample = ab_sample(kernel, size, dtype) if search_opinfos else None
     if sample is not None:
         return sample
     try:
@@ -74,7 +80,7 @@ def _sample_at(kernel, size: str, dtype: str):
 
 
 def time_edit(kernel, base, *, dtype="float32", sizes=SIZES, repeats: int = 11, threads: int = 1,
-              max_slowdown: float | None = None) -> list[dict]:
+              max_slowdown: float | None = None, tasks=None) -> list[dict]:
     """One row per size: bench.ab's row (edit as ``new``, the base as ``builtin``)
     with ``label``, ``verdict`` (edit vs base), ``slowdown_finding`` (a slowdown
     beyond `max_slowdown` and the noise) and ``error`` when no sample works."""
@@ -82,7 +88,7 @@ def time_edit(kernel, base, *, dtype="float32", sizes=SIZES, repeats: int = 11, 
 
     rows = []
     for label, size in sizes:
-        sample = timing_sample(kernel, size, dtype)
+        sample = timing_sample(kernel, size, dtype, tasks)
         if sample is None:
             rows.append({"kernel": kernel.name, "label": label, "size": size,
                          "error": f"no OpInfo or reference sample of about {size} elements at {dtype} "
