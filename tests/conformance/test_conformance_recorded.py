@@ -1,6 +1,7 @@
 """Recorded tasks (etops.conformance.recorded): a task replayed from its recording
 gives what running its OpInfo gives, case for case, also under a layout's hooks and
-for a seeded-random operator; what is not recorded runs the OpInfo."""
+for a seeded-random operator, the first time (recorded, then replayed) and after;
+a deadline applies to the replay; what is too big to keep runs the OpInfo."""
 
 from __future__ import annotations
 
@@ -46,15 +47,21 @@ def test_a_replayed_task_gives_the_cases_of_its_opinfo_run(opinfo, dtype, kernel
         assert sum(sum(t.counts.values()) for t in again.tallies.values()) == len(recording.calls)
 
 
+def test_a_deadline_leaves_replayed_cases_out_and_the_recording_whole():
+    kmap, recorder = default_kmap(), Recorder()
+    late = TaskRunner(kmap, ["aten::add.out"], sources=recorder.sources(), deadline=0.0)  # every case left out
+    result = late.run("add", torch.float32)
+    (recording,) = recorder.recordings.values()
+    assert late.left_out == len(recording.calls) > 0 and not result.tallies
+    again = TaskRunner(kmap, ["aten::add.out"], sources=recorder.sources()).run("add", torch.float32)
+    assert recorder.replayed == 1 and sum(sum(t.counts.values()) for t in again.tallies.values()) == len(recording.calls)
+
+
 def test_what_is_not_recorded_runs_the_opinfo():
     kmap = default_kmap()
     recorder = Recorder(limit_bytes=0)  # no room: nothing is kept
     TaskRunner(kmap, ["aten::add.out"], sources=recorder.sources()).run("add", torch.float32)
     assert recorder.recordings == {}
-    recorder = Recorder()
-    runner = TaskRunner(kmap, ["aten::add.out"], sources=recorder.sources(), deadline=0.0)  # every case left out
-    runner.run("add", torch.float32)
-    assert runner.left_out > 0 and recorder.recordings == {}
     other = TaskRunner(kmap, ["aten::mul.out"], sources=recorder.sources(), mode="discover")
     other.run("mul", torch.float32)
     assert recorder.recordings == {} and "aten::mul.out" in other.reached

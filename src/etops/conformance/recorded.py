@@ -1,5 +1,5 @@
-"""Recorded tasks: an OpInfo task's cases kept after its first run and replayed
-after that, without running the OpInfo again.
+"""Recorded tasks: an OpInfo task's cases recorded once and replayed, without
+running the OpInfo again.
 
 An OpInfo task runs the OpInfo's samples under the runner's dispatch mode; most of
 its time goes to making the samples and to the ATen calls around the ones that
@@ -7,13 +7,16 @@ reach a selected kernel. The cases themselves (each call's inputs, ATen's result
 depend on torch and the task only, not on the kernel judged: ``etops dev`` judges
 the same tasks on the edit, on the base and in each dim-order layout, and again on
 every ``--watch`` round. A ``Recorder`` gives a runner task sources that record
-each OpInfo task's calls the first time (the inputs exactly cloned, with the RNG
-state before a seeded-random call) and replay them after: each call goes through
-the runner's ``handle`` as it did, so hooks, comparisons and results are those of
-a run of the OpInfo, without the OpInfo.
+each OpInfo task's calls the first time it is asked for (the runner in mode
+"record": the OpInfo runs, no kernel is called; the inputs exactly cloned, with
+the RNG state before a seeded-random call) and then replay them, that first time
+too: each call goes through the runner's ``handle`` as a run of the OpInfo would
+give it, so hooks, comparisons and results are those of such a run. Every side
+judged through one Recorder gets the same cases the same way (a case that a live
+run would give otherwise, the edit and the base alike see as replayed).
 
-A task whose run left cases out (a deadline) or ran in another mode than "check"
-is not recorded; recordings stop past ``limit_bytes`` of inputs.
+A task whose recording passes ``limit_bytes`` of inputs runs the OpInfo, on every
+side (unrecorded); one asked for in another mode than "check" runs the OpInfo.
 
 May import: torch, etops.conformance's runner and values.
 """
@@ -98,18 +101,18 @@ class Recorder:
             self.replayed += 1
             return replay(runner, task_id, dtype, recording)
         calls: list = []
-        runner.recorder = lambda *call: record_call(calls, *call)
-        left_out = runner.left_out
+        runner.recorder, runner.mode = (lambda *call: record_call(calls, *call)), "record"
         try:
-            result = run_opinfo_task(runner, task_id, dtype)
+            recorded = run_opinfo_task(runner, task_id, dtype)
         finally:
-            runner.recorder = None
+            runner.recorder, runner.mode = None, "check"
         nbytes = sum(_nbytes(c.args) + _nbytes(c.kwargs) for c in calls)
-        if runner.left_out == left_out and self.nbytes + nbytes <= self.limit_bytes:
-            self.recordings[key] = Recording(runner.atol, runner.rtol, runner.op, calls, result.samples,
-                                             result.samples_failed, result.sample_error, nbytes)
-            self.nbytes += nbytes
-        return result
+        if self.nbytes + nbytes > self.limit_bytes:
+            return run_opinfo_task(runner, task_id, dtype)  # too big to keep: the OpInfo, live
+        recording = self.recordings[key] = Recording(runner.atol, runner.rtol, runner.op, calls, recorded.samples,
+                                                     recorded.samples_failed, recorded.sample_error, nbytes)
+        self.nbytes += nbytes
+        return replay(runner, task_id, dtype, recording)
 
 
 def record_call(recorder: list, func, target: str, sample: int, call: int, args, kwargs) -> None:

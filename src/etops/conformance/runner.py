@@ -139,7 +139,8 @@ class TaskRunner:
     deadline: a ``time.monotonic()`` after which cases are left out (counted in
     ``left_out``; the sample goes on with ATen's result). mode: "check" (call
     kernels and compare), "discover" (record which kernels the calls map to, call
-    nothing), "capture" (return the inputs of one case)."""
+    nothing), "capture" (return the inputs of one case), "record" (give each case
+    to ``recorder``, call nothing: etops.conformance.recorded)."""
 
     def __init__(self, kmap: KernelMap, selected=None, *, hooks=None, report_dir=None, max_details=DEFAULT_MAX_DETAILS,
                  skip=(), on_start=None, mode: str = "check", capture_at=None, kernels=None, sources=SOURCES,
@@ -163,8 +164,8 @@ class TaskRunner:
         self.deadline = deadline
         self.left_out = 0
         self.sample_index = self.call_index = 0  # where in the task the next call is (set by the task's source)
-        #: called with (func, target, sample, call, args, kwargs) for each case before it
-        #: runs (etops.conformance.recorded keeps a task's calls this way)
+        #: mode "record": called with (func, target, sample, call, args, kwargs) for
+        #: each case (etops.conformance.recorded keeps a task's calls this way)
         self.recorder = None
 
     def kernel(self, name: str):
@@ -223,8 +224,9 @@ class TaskRunner:
                 self.captured = (func, target, exact_clone(args), exact_clone(kwargs))  # type: ignore[assignment]
                 raise _Abort()
             return func(*args, **kwargs)
-        if self.recorder is not None:
+        if self.mode == "record":  # the case kept (etops.conformance.recorded), no kernel called
             self.recorder(func, target, sample, call, args, kwargs)
+            return func(*args, **kwargs)
         inputs_args, inputs_kwargs = exact_clone(args), exact_clone(kwargs)
         expected = func(*args, **kwargs)
         if (sample, call) in self.skip:
