@@ -101,11 +101,12 @@ class Recorder:
             self.replayed += 1
             return replay(runner, task_id, dtype, recording)
         calls: list = []
+        recorder = runner.recorder
         runner.recorder, runner.mode = (lambda *call: record_call(calls, *call)), "record"
         try:
             recorded = run_opinfo_task(runner, task_id, dtype)
         finally:
-            runner.recorder, runner.mode = None, "check"
+            runner.recorder, runner.mode = recorder, "check"
         nbytes = sum(_nbytes(c.args) + _nbytes(c.kwargs) for c in calls)
         if self.nbytes + nbytes > self.limit_bytes:
             return run_opinfo_task(runner, task_id, dtype)  # too big to keep: the OpInfo, live

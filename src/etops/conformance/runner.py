@@ -23,6 +23,7 @@ import traceback
 import warnings
 import zlib
 from contextlib import nullcontext
+from typing import Callable
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -130,6 +131,10 @@ SOURCES = ((REFERENCE_TASK_PREFIX, run_reference_task), ("", run_opinfo_task))
 # ---- the runner -------------------------------------------------------------------------
 
 
+def _no_recorder(*_call) -> None:
+    raise RuntimeError("TaskRunner: mode 'record' needs a recorder")
+
+
 class TaskRunner:
     """Runs one task at a time and checks the kernels its calls reach.
 
@@ -166,7 +171,7 @@ class TaskRunner:
         self.sample_index = self.call_index = 0  # where in the task the next call is (set by the task's source)
         #: mode "record": called with (func, target, sample, call, args, kwargs) for
         #: each case (etops.conformance.recorded keeps a task's calls this way)
-        self.recorder = None
+        self.recorder: Callable[..., None] = _no_recorder
 
     def kernel(self, name: str):
         """The kernel of `name` as an exported program calls it (etops.as_program):
