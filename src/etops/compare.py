@@ -324,11 +324,13 @@ def _diff_tensors(a: torch.Tensor, e: torch.Tensor, tol: Tolerance) -> Diff:
     if tol.scaled and e.dtype.is_floating_point:
         scale = float(e.detach().abs().max())
         atol *= max(1.0, scale if math.isfinite(scale) else 1.0)
-    a, e = a.detach(), e.detach()
+    # values, not torch's lazy conjugate / negative bits (an elementwise op between a
+    # conjugated non-contiguous view and a plain tensor can read the bit wrongly)
+    a, e = a.detach().resolve_conj().resolve_neg(), e.detach().resolve_conj().resolve_neg()
     numel, pairs = e.numel(), tol.wide and e.is_complex()
     if tol.wide and floating:
         if pairs:
-            a, e = torch.view_as_real(a.resolve_conj()), torch.view_as_real(e.resolve_conj())
+            a, e = torch.view_as_real(a), torch.view_as_real(e)
         a, e = a.to(torch.float64), e.to(torch.float64)
     close = torch.isclose(a, e, rtol=rtol, atol=atol, equal_nan=True)
     if pairs:  # an element is close when both its parts are
