@@ -112,6 +112,7 @@ def table(state: dict) -> str:
         why = s.get("error") or (("no case: " + ", ".join(s["no_case"])) if s.get("no_case") else "")
         if s.get("left_out"):
             why = (why + "; " if why else "") + f"{s['left_out']} tasks past the budget"
+        why = why.replace("|", "\\|").replace("\n", " ")
         rows.append(f"| `{rel}` | {s['exit']} | {ops} | {s.get('layout_cases', '')} | {s.get('in_base', '')} | "
                     f"{', '.join(s.get('timing', [])) or '-'} | {test} | {why} |")
     head = "exits: " + ", ".join(f"{k}: {v}" for k, v in sorted(counts.items())) + f" ({len(state)} files)\n\n"
