@@ -75,6 +75,21 @@ def test_an_empty_first_sample_is_passed_over_for_one_that_can_be_sized():
     assert sample.size == pytest.approx(65536, rel=0.2), sample.shapes()
 
 
+def test_a_list_out_is_never_given_more_tensors_instead_of_bigger_ones():
+    """unbind's input scaled (or flattened) to a million elements asks for a million
+    0-d outs: that times the allocation of outs, and took a quarter of an hour."""
+    from etops.bench.sampling import list_outs, sized
+    from etops.bench.core import Pair
+
+    unbind = etops.get_kernel("aten::unbind_copy.int_out")
+    assert sized(unbind, inputs.Sample(unbind.name, (torch.randn(5),), {"dim": 0}, "test"), 65536) is None
+    split = etops.get_kernel("aten::split_copy.Tensor_out")
+    sample = inputs.Sample(split.name, (torch.randn(4, 5), 4), {"dim": 1}, "test")
+    bigger = sized(split, sample, 4096)
+    assert bigger is not None and bigger.size >= 1024
+    assert list_outs(Pair(split, bigger)) == list_outs(Pair(split, sample))
+
+
 def test_set_num_threads_round_trip():
     before = etops.get_num_threads()
     try:

@@ -295,6 +295,27 @@ def scaled(sample: Sample, size: int) -> Sample | None:
     return _remap(sample, dim_map, f"scaled from {sample.shapes()}")
 
 
+def scaled_but_axis(sample: Sample, size: int, axis: int) -> Sample | None:
+    """A sample of one tensor with every dimension above 1 but `axis` scaled by one
+    factor, so that it has about `size` elements (the axis split or unbound keeps
+    its length, so the outs grow, not their number); None when nothing scales."""
+    tensors = sample.tensors()
+    if len(tensors) != 1 or axis >= tensors[0].dim() or tensors[0].numel() == 0:
+        return None
+    shape = list(tensors[0].shape)
+    others = [i for i, d in enumerate(shape) if d > 1 and i != axis]
+    if not others:
+        return None
+    factor = (size / tensors[0].numel()) ** (1.0 / len(others))
+    new_shape = [max(1, round(d * factor)) if i in others else d for i, d in enumerate(shape)]
+
+    def fn(t):
+        return _new_like(t, new_shape)
+
+    return Sample(sample.kernel, _map_tensors(sample.args, fn), {k: _map_tensors(v, fn) for k, v in sample.kwargs.items()},
+                  sample.source, sample.functional, sample.notes + [f"scaled from {sample.shapes()}, dim {axis} held"])
+
+
 def flat(sample: Sample, size: int) -> Sample | None:
     """Every tensor with more than one element replaced by a 1-D one of `size`."""
     if not any(t.numel() > 1 for t in sample.tensors()):

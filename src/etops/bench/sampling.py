@@ -62,15 +62,60 @@ def _find_base_sample(kernel, dtype):
 
 def sized(kernel, sample, size: int | None, with_pair: bool = False):
     """A sample of about `size` elements that both sides accept: the OpInfo sample
-    scaled, else 1-D inputs; None if neither works. ``with_pair``: returns
+    scaled, else 1-D inputs, else (an operator with a list out) scaled with one
+    dimension held; none giving a list out more tensors than the sample gives
+    (list_outs); None if none works. ``with_pair``: returns
     (sample, its core.Pair) instead."""
     from . import core, inputs as _inputs
 
     if size is None or size == sample.size:
         return (sample, None) if with_pair else sample
-    for make in (_inputs.scaled, _inputs.flat):
+    for make in (_inputs.scaled, _inputs.flat, *_holding_one_axis(kernel, sample)):
         candidate = make(sample, size)
-        pair = core.Pair.try_make(kernel, candidate) if candidate is not None else None
+        if candidate is None or _more_outs_when_larger(kernel, sample, make):
+            continue  # more outs, not more work per out (unbind of a scaled dim: a million 0-d outs)
+        pair = core.Pair.try_make(kernel, candidate)
         if pair is not None:
             return (candidate, pair) if with_pair else candidate
     return (None, None) if with_pair else None
+
+
+def _holding_one_axis(kernel, sample) -> list:
+    """For an operator with a list out and a one-tensor sample: the sample scaled
+    with one dimension held (the one split or unbound, when it is that one), a
+    maker per dimension."""
+    import functools
+
+    from . import inputs as _inputs
+
+    tensors = sample.tensors()
+    if not _has_list_out(kernel) or len(tensors) != 1:
+        return []
+    return [functools.partial(_inputs.scaled_but_axis, axis=i) for i in range(tensors[0].dim())]
+
+
+def _has_list_out(kernel) -> bool:
+    schema = getattr(kernel, "_schema", None)
+    return any(a.is_out and str(a.type).startswith("List[") for a in getattr(schema, "arguments", ()))
+
+
+def _more_outs_when_larger(kernel, sample, make) -> bool:
+    """Whether `make` at 16 times the sample's size gives a list out more tensors
+    than at its size: two small calls, made before the large one (False when the kernel
+    has no list out or either call fails)."""
+    from . import core
+
+    if not _has_list_out(kernel):
+        return False
+    n = max(1, sample.size)
+    pairs = [core.Pair.try_make(kernel, c) if c is not None else None for c in (make(sample, n), make(sample, 16 * n))]
+    if any(p is None for p in pairs):
+        return False
+    return list_outs(pairs[1])[1] > list_outs(pairs[0])[1]
+
+
+def list_outs(pair) -> tuple[int, int]:
+    """(lists among the pair's outs, tensors in them): a scaled input of an operator
+    with a list out (unbind, split) may ask for more outs rather than bigger ones."""
+    lists = [v for v in pair.et_outs.values() if isinstance(v, (list, tuple))]
+    return len(lists), sum(len(v) for v in lists)
