@@ -81,16 +81,28 @@ class Recorder:
         self.limit_bytes = limit_bytes
         self.nbytes = 0
         self.replayed = 0  #: tasks replayed (not run)
+        self.unkept: set = set()  #: keys of tasks too big to keep (run live)
 
     def keep_only(self, kernels) -> None:
         """Forgets the recordings of tasks that selected other kernels than `kernels`."""
         kernels = set(kernels)
         for key in [k for k in self.recordings if k[2] is None or not k[2] <= kernels]:
             self.nbytes -= self.recordings.pop(key).nbytes
+        self.unkept = {k for k in self.unkept if k[2] is not None and k[2] <= kernels}
 
     def sources(self) -> tuple:
         """A runner's ``sources``: SOURCES with the OpInfo source recorded and replayed."""
         return tuple((prefix, self._run if run is run_opinfo_task else run) for prefix, run in SOURCES)
+
+    def prepare(self, runner, task_id: str, dtype: torch.dtype) -> None:
+        """Records the task now, in this process, when `runner` would run it from
+        OpInfo's source and it is not recorded yet (processes forked after this
+        then replay it rather than each record it for itself)."""
+        for prefix, run in runner.sources:
+            if task_id.startswith(prefix):
+                if run == self._run and runner.mode == "check":
+                    self._recording(runner, task_id, dtype)
+                return
 
     def _run(self, runner, task_id: str, dtype: torch.dtype):
         if runner.mode != "check":
@@ -99,7 +111,18 @@ class Recorder:
         recording = self.recordings.get(key)
         if recording is not None:
             self.replayed += 1
-            return replay(runner, task_id, dtype, recording)
+        else:
+            recording = self._recording(runner, task_id, dtype)
+        if recording is None:  # too big to keep: the OpInfo, live
+            return run_opinfo_task(runner, task_id, dtype)
+        return replay(runner, task_id, dtype, recording)
+
+    def _recording(self, runner, task_id: str, dtype: torch.dtype) -> Recording | None:
+        """The task's recording, made now when there is none; None when it would
+        pass the limit (kept nowhere)."""
+        key = (task_id, dtype, frozenset(runner.selected) if runner.selected is not None else None)
+        if key in self.recordings or key in self.unkept:
+            return self.recordings.get(key)
         calls: list = []
         recorder = runner.recorder
         runner.recorder, runner.mode = (lambda *call: record_call(calls, *call)), "record"
@@ -109,11 +132,12 @@ class Recorder:
             runner.recorder, runner.mode = recorder, "check"
         nbytes = sum(_nbytes(c.args) + _nbytes(c.kwargs) for c in calls)
         if self.nbytes + nbytes > self.limit_bytes:
-            return run_opinfo_task(runner, task_id, dtype)  # too big to keep: the OpInfo, live
+            self.unkept.add(key)
+            return None
         recording = self.recordings[key] = Recording(runner.atol, runner.rtol, runner.op, calls, recorded.samples,
                                                      recorded.samples_failed, recorded.sample_error, nbytes)
         self.nbytes += nbytes
-        return replay(runner, task_id, dtype, recording)
+        return recording
 
 
 def record_call(recorder: list, func, target: str, sample: int, call: int, args, kwargs) -> None:

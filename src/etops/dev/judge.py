@@ -128,13 +128,15 @@ BASE_RESULTS: dict = {}
 
 
 def run_side(name: str, plan: dict, *, hooks=GUARDED, report_dir=None, deadline: float | None = None, only=None,
-             max_details: int = 3, cache_key=None) -> tuple[Side, list]:
+             max_details: int = 3, cache_key=None, forked: bool = False) -> tuple[Side, list]:
     """One pass of check's runner over `plan` (operator -> tasks), float32 tasks of
     every operator first. `only`: run just these (operator, task) pairs; `deadline`:
     time.monotonic() after which no task starts; `cache_key`: the results are kept
-    in BASE_RESULTS under it (and taken from there when present). Returns the Side
-    and the (operator, task) pairs run."""
-    from .derived import DERIVED_PREFIX, run_derived
+    in BASE_RESULTS under it (and taken from there when present); `forked`: the
+    tasks run in task processes (task_processes.py: guarded calls without a round
+    trip each; a task whose process dies runs again here, through the guard
+    process). Returns the Side and the (operator, task) pairs run."""
+    from .task_processes import run_tasks
 
     start = time.perf_counter()
     names = sorted(plan)
@@ -142,31 +144,83 @@ def run_side(name: str, plan: dict, *, hooks=GUARDED, report_dir=None, deadline:
     report = Report(names, None, hooks is not None, 1, report_dir=str(report_dir) if report_dir else None)
     side = Side(name, report, cases=dict.fromkeys(names, 0))
     order = sorted(((n, t) for n in names for t in plan[n]), key=lambda p: (p[1]["dtype"] != "float32", p[0]))
-    ran = []
+    order = [(op, task) for op, task in order if only is None or (op, task["opinfo"], task["dtype"]) in only]
+    keys = [None if cache_key is None else (cache_key, hooks is not None, op, task["opinfo"], task["dtype"])
+            for op, task in order]
+    results = [BASE_RESULTS.get(key) if key is not None else None for key in keys]
+    todo = [i for i, r in enumerate(results) if r is None]
     kernels: dict = {}
-    for op, task in order:
-        if only is not None and (op, task["opinfo"], task["dtype"]) not in only:
+
+    def one(i: int, check_deadline: bool = True):
+        op, task = order[i]
+        if check_deadline and deadline is not None and time.monotonic() > deadline:
+            return None
+        return _run_task(kmap, op, task, hooks, report_dir, max_details, kernels)
+
+    if forked and todo:
+        for i in todo:  # recorded here, before the forks: every task process replays the same cases
+            _prepare(kmap, *order[i])
+        found = run_tasks(todo, one, lambda i, why, died: _run_again(one(i, check_deadline=False), order[i], why, died))
+    else:
+        found = [one(i) for i in todo]
+    for i, result in zip(todo, found):
+        results[i] = result
+        if result is not None and keys[i] is not None:
+            BASE_RESULTS[keys[i]] = result
+    ran = []
+    for (op, task), result in zip(order, results):
+        if result is None:  # past the deadline
             continue
-        if deadline is not None and time.monotonic() > deadline:
-            continue
-        key = None if cache_key is None else (cache_key, hooks is not None, op, task["opinfo"], task["dtype"])
-        result = BASE_RESULTS.get(key) if key is not None else None
-        if result is None:
-            runner = TaskRunner(kmap, [op], hooks=hooks, report_dir=report_dir, max_details=max_details, kernels=kernels,
-                                sources=RECORDER.sources())
-            dtype = dtype_from_name(task["dtype"])
-            if task["opinfo"].startswith(DERIVED_PREFIX):
-                result = run_derived(runner, task["opinfo"], dtype)
-            else:
-                result = runner.run(task["opinfo"], dtype)
-            if key is not None:
-                BASE_RESULTS[key] = result
         report.add(result)
         side.cases[op] += sum(sum(t.counts.values()) for (k, _), t in result.tallies.items() if k == op)
         ran.append((op, task["opinfo"], task["dtype"]))
     report.details.sort(key=lambda c: (c.kernel, c.status, c.opinfo, c.dtype, c.sample, c.call))
     side.seconds = time.perf_counter() - start
     return side, ran
+
+
+def _runner(kmap, op: str, hooks, report_dir, max_details: int, kernels: dict) -> TaskRunner:
+    return TaskRunner(kmap, [op], hooks=hooks, report_dir=report_dir, max_details=max_details, kernels=kernels,
+                      sources=RECORDER.sources())
+
+
+def _run_task(kmap, op: str, task: dict, hooks, report_dir, max_details: int, kernels: dict):
+    """One task's TaskResult on check's runner (a derived task through run_derived)."""
+    from .derived import DERIVED_PREFIX, run_derived
+
+    runner = _runner(kmap, op, hooks, report_dir, max_details, kernels)
+    dtype = dtype_from_name(task["dtype"])
+    if task["opinfo"].startswith(DERIVED_PREFIX):
+        return run_derived(runner, task["opinfo"], dtype)
+    return runner.run(task["opinfo"], dtype)
+
+
+def _prepare(kmap, op: str, task: dict) -> None:
+    """The task recorded in this process (RECORDER), when it comes from OpInfo's source."""
+    from .derived import DERIVED_PREFIX
+
+    if task["opinfo"].startswith(DERIVED_PREFIX):
+        return  # run_derived's, never recorded
+    RECORDER.prepare(_runner(kmap, op, None, None, 0, {}), task["opinfo"], dtype_from_name(task["dtype"]))
+
+
+def _run_again(result, where: tuple, why: str, died: bool):
+    """The result of a task run again here after its task process died or hung
+    (`died`, `why` says how) or its runner failed there: as run here, where a fault is a crash case naming the argument; when it
+    shows none (a kernel that corrupted the task process's memory in an earlier call,
+    outside every guard region), a crash case of its own, so the death is a finding."""
+    from ..conformance.case import CaseResult
+
+    if result is None or not died or any(status == "crash" for status, _v in result.failing.values()) \
+            or any(c.message.startswith("GuardTimeout") for c in result.details):
+        return result
+    op, task = where
+    case = CaseResult(op, "", task["opinfo"], task["dtype"], -1, -1, "crash",
+                      message=f"task {task['opinfo']} {task['dtype']}: {why.splitlines()[0]}, but passes when its calls "
+                              "go one by one through the guard process: an earlier call in that process wrote outside "
+                              "every guard region (run etops check --guard on the file's operators to find it)")
+    result.record(case, keep=True)
+    return result
 
 
 def _merge(side: Side, more: Side) -> None:
@@ -228,7 +282,8 @@ def layout_findings(plan: dict, ran: list, edit: Side, base: Side | None, instal
     laid_edit, laid_ran = {}, {}
     for layout in LAYOUTS:
         laid_edit[layout], laid_ran[layout] = run_side(f"edit, {layout}", plan, hooks=_hooks(layout, guarded),
-                                                       only=set(ran), deadline=deadline, max_details=AXIS_MAX_DETAILS)
+                                                       only=set(ran), deadline=deadline, max_details=AXIS_MAX_DETAILS,
+                                                       forked=guarded)
     laid_base: dict = {}
     if base is not None and install_base is not None and any(laid_ran.values()):
         install_base()
@@ -236,7 +291,8 @@ def layout_findings(plan: dict, ran: list, edit: Side, base: Side | None, instal
             for layout in LAYOUTS:  # the tasks the edit ran in this layout
                 laid_base[layout], _ = run_side(f"base, {layout}", plan, hooks=_hooks(layout, guarded),
                                                 only=set(laid_ran[layout]), max_details=AXIS_MAX_DETAILS,
-                                                cache_key=None if base_key is None else (base_key, layout, guarded))
+                                                cache_key=None if base_key is None else (base_key, layout, guarded),
+                                                forked=guarded)
         finally:
             restore_base()
     findings: list = []
@@ -277,13 +333,13 @@ def judge(plan: dict, install_base, restore_base, *, base_kind: str = "", guarde
     # of it that they need: the axis gets the rest)
     contiguous_deadline = None if budget is None else time.monotonic() + budget * (CONTIGUOUS_SHARE if dim_orders else 1)
     edit, ran = run_side("edit", plan, hooks=hooks, report_dir=report_dir, deadline=contiguous_deadline,
-                         max_details=max_details)
+                         max_details=max_details, forked=guarded)
     derived_run = {r[0] for r in ran if r[1].startswith("derived:")}
     unreached = {op: derived_tasks(op, dtypes) for op, n in edit.cases.items() if not n and op not in derived_run}
     unreached = {op: tasks for op, tasks in unreached.items() if tasks}
     if unreached:  # OpInfo samples planned for them reach none of their calls: cases derived from a sibling's
         more, more_ran = run_side("edit", unreached, hooks=hooks, report_dir=report_dir, deadline=contiguous_deadline,
-                                  max_details=max_details)
+                                  max_details=max_details, forked=guarded)
         _merge(edit, more)
         ran += more_ran
         plan = {**plan, **{op: plan[op] + tasks for op, tasks in unreached.items()}}
@@ -294,7 +350,8 @@ def judge(plan: dict, install_base, restore_base, *, base_kind: str = "", guarde
         if pending:
             install_base()
         try:
-            base, _ = run_side("base", plan, hooks=hooks, only=set(ran), max_details=max_details, cache_key=base_key)
+            base, _ = run_side("base", plan, hooks=hooks, only=set(ran), max_details=max_details, cache_key=base_key,
+                               forked=guarded)
         finally:
             if pending:
                 restore_base()

@@ -23,7 +23,11 @@ torch single-threaded; a call it does not answer in time (set_timeout), or durin
 which it stops using CPU time, raises etops.GuardTimeout, and Ctrl-C during a call
 raises KeyboardInterrupt: either way the guard process is killed, never orphaned.
 
-Files: call.py (the call: outs, results back), attribute.py (a fault to its
+In a process forked to be thrown away, ``here.enter()`` runs guarded calls in that
+process: the same guarded memory and two runs, no round trip; a fault ends it.
+
+Files: call.py (the call: outs, results back), here.py (guarded calls in a
+throwaway process), attribute.py (a fault to its
 argument, attribution runs), server.py (the guard process's lifetime), child.py
 (what the guard process runs), buffers.py (guarded memory), wire.py (what crosses
 the pipes), hooks.py (other tools' calls).

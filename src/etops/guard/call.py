@@ -11,7 +11,7 @@ import torch
 from ..out_shapes import allocate, outs_as_result
 from ..tensors import as_torch
 from ..registry import registry
-from . import attribute, server
+from . import attribute, here, server
 
 
 def call(op: Any, *args: Any, **kwargs: Any) -> Any:
@@ -53,10 +53,10 @@ def _sized_outs(info, bound: dict) -> dict:
 
 
 def _run(kernel, info, bound: dict):
-    """The guard process's ("ok", written, mutated, returned) for this call, or its
-    exception raised here; KernelCrashed when it died (attribute.crash: the
+    """The guard process's ("ok", written, mutated, returned) for this call (this
+    process's, after here.enter()), or its exception raised here; KernelCrashed when it died (attribute.crash: the
     argument the fault belongs to)."""
-    payload = server.run(kernel, info, bound)
+    payload = here.run(kernel, info, bound) if here.active() else server.run(kernel, info, bound)
     if isinstance(payload, server.Died):
         raise attribute.crash(kernel, info, bound, payload)
     if payload[0] == "raised":

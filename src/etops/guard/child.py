@@ -67,9 +67,10 @@ def _returned(result, call_args, info):
     return one(result)
 
 
-def run_guarded(kernel, info, bound: dict, report_fd: int, reach: int | None = None):
+def run_guarded(kernel, info, bound: dict, report_fd: int | None, reach: int | None = None):
     """The call on `bound` once per guard side, every tensor between guard regions
-    of `reach` bytes (None: buffers.py's default),
+    of `reach` bytes (None: buffers.py's default), each run's layout sent to
+    `report_fd` first (None: not sent, here.py's calls),
     the inputs not marked mutable read-only: ("ok", written outs, mutated arguments,
     the result) of the last run, or ("raised", exception)."""
     try:
@@ -81,8 +82,9 @@ def run_guarded(kernel, info, bound: dict, report_fd: int, reach: int | None = N
                 if kind in (K_TENSOR, K_TENSOR_LIST, K_OPT_TENSOR_LIST) and value is not None:
                     value = _guarded(value, name, bool(flags & (F_OUT | F_MUTABLE)), side, placed, reach)
                 call_args[name] = value
-            layout = [b.record(label) for label, b, _w in placed]
-            write_all(report_fd, frame(b"L", pickle.dumps(layout)))
+            if report_fd is not None:  # where each buffer lies, for the caller to place a fault
+                layout = [b.record(label) for label, b, _w in placed]
+                write_all(report_fd, frame(b"L", pickle.dumps(layout)))
             for _label, buffer, writable in placed:
                 if not writable:
                     buffer.make_read_only()

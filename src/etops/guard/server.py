@@ -72,7 +72,7 @@ class _TimedOut(Exception):
     (used no CPU time) rather than ran out of time."""
 
 
-def _cpu_ticks(pid: int) -> int | None:
+def cpu_ticks(pid: int) -> int | None:
     """The CPU time (user + system, in clock ticks) process `pid` has used, or None
     where /proc does not tell."""
     try:
@@ -158,7 +158,7 @@ class GuardProcess:
                 raise _TimedOut(False)
             if self._poll.poll(wait * 1000.0):
                 return
-            now, seen = time.monotonic(), _cpu_ticks(self.pid)
+            now, seen = time.monotonic(), cpu_ticks(self.pid)
             if seen is None or seen != ticks:
                 ticks, still_since = seen, now
             elif now - still_since >= STALL_SECONDS:

@@ -1,0 +1,187 @@
+"""A judge side's tasks run in forked task processes: the kernel under development
+isolated and guarded, without a round trip per call.
+
+Each task process is a fork of this one that enters etops.guard.here (every
+guarded call placed in guarded memory and run twice in that process, a fault
+ending it) and runs the tasks it is sent, one at a time, sending each TaskResult
+back. As many run at once as `workers` (the machine's cores, at most
+MAX_WORKERS), each sent the next task when it reports one. A task process that
+dies (a fault, a signal), stops using CPU time for STALL_SECONDS, takes longer than
+TASK_TIMEOUT or fails in the runner has its task run again here through `rerun`
+(the guard process's calls: a fault there is a crash case naming the argument) and
+is replaced for the tasks left. The tasks are recorded by the caller before any
+fork (etops.conformance.recorded), so each process replays the same cases.
+
+Imports etops.guard (its server's limits, here, wire) and the standard library.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import select
+import signal
+import time
+import traceback
+from typing import Any, Callable
+
+from ..guard import here
+from ..guard.server import DEFAULT_TIMEOUT, STALL_SECONDS, cpu_ticks
+from ..guard.wire import frame, read_exact, read_frame_body, write_all
+
+#: task processes at most (one per core beyond it would only share the cores)
+MAX_WORKERS = 2
+#: seconds one task may take in a task process before it is run again here
+TASK_TIMEOUT = DEFAULT_TIMEOUT
+#: seconds between checks of a busy task process's CPU time
+_CHECK_EVERY = 1.0
+
+
+def default_workers() -> int:
+    """How many task processes run at once: the cores this process may use, at
+    most MAX_WORKERS (ETOPS_DEV_WORKERS overrides)."""
+    asked = os.environ.get("ETOPS_DEV_WORKERS")
+    if asked:
+        return max(1, int(asked))
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cores = os.cpu_count() or 1
+    return max(1, min(MAX_WORKERS, cores))
+
+
+class _TaskProcess:
+    """One task process: its pid, its request and result pipes, the task in flight."""
+
+    def __init__(self, tasks: list, run_task: Callable[[Any], Any], siblings: list):
+        request_r, self.request_w = os.pipe()
+        self.result_r, result_w = os.pipe()
+        self.pid = os.fork()
+        if self.pid == 0:
+            try:
+                # its siblings' pipe ends too: a copy held here would keep them from seeing their pipe close
+                for fd in (self.request_w, self.result_r, *(f for p in siblings for f in (p.request_w, p.result_r))):
+                    os.close(fd)
+                here.enter()
+                _serve(tasks, run_task, request_r, result_w)
+            finally:
+                os._exit(0)
+        os.close(request_r)
+        os.close(result_w)
+        self.current: int | None = None
+        self.started = self.still_since = 0.0
+        self.ticks: int | None = None
+
+    def send(self, index: int) -> None:
+        write_all(self.request_w, frame(b"T", pickle.dumps(index)))
+        self.current, self.ticks = index, None
+        self.started = self.still_since = time.monotonic()
+
+    def receive(self):
+        """("done", result), ("failed", traceback text) or ("died", None)."""
+        tag = read_exact(self.result_r, 1)
+        body = read_frame_body(self.result_r) if tag in (b"R", b"X") else None
+        if body is None:
+            return "died", None
+        self.current = None
+        return ("done", pickle.loads(body)) if tag == b"R" else ("failed", body.decode("utf-8", "replace"))
+
+    def hung(self, now: float) -> str | None:
+        """Why the task in flight counts as hung (no CPU time for STALL_SECONDS, or
+        longer than TASK_TIMEOUT), else None."""
+        if now - self.started > TASK_TIMEOUT:
+            return f"took longer than {TASK_TIMEOUT:.0f} s"
+        seen = cpu_ticks(self.pid)
+        if seen is None or seen != self.ticks:
+            self.ticks, self.still_since = seen, now
+        elif now - self.still_since >= STALL_SECONDS:
+            return f"used no CPU time for {STALL_SECONDS:.0f} s"
+        return None
+
+    def end(self, kill: bool = False) -> int:
+        """Closes its pipes (it exits when its request pipe closes; killed first when
+        `kill`) and reaps it; its exit status."""
+        if kill:
+            try:
+                os.kill(self.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        for fd in (self.request_w, self.result_r):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        try:
+            return os.waitpid(self.pid, 0)[1]
+        except ChildProcessError:
+            return 0
+
+
+def _serve(tasks: list, run_task, request_fd: int, result_fd: int) -> None:
+    """A task process's loop: run each task index sent until the pipe closes."""
+    while read_exact(request_fd, 1) == b"T":
+        body = read_frame_body(request_fd)
+        if body is None:
+            return
+        try:
+            payload = frame(b"R", pickle.dumps(run_task(tasks[pickle.loads(body)])))
+        except Exception:  # noqa: BLE001 - the runner failed: the caller runs the task itself and sees why
+            payload = frame(b"X", traceback.format_exc().encode())
+        write_all(result_fd, payload)
+
+
+def describe_status(status: int) -> str:
+    """'killed by signal 11 (SIGSEGV)' / 'exited with status 139' for a wait status."""
+    if os.WIFSIGNALED(status):
+        signo = os.WTERMSIG(status)
+        return f"killed by signal {signo} ({signal.Signals(signo).name})"
+    code = os.WEXITSTATUS(status) if os.WIFEXITED(status) else status
+    if code > 128 and code - 128 in signal.Signals._value2member_map_:
+        return f"ended by signal {code - 128} ({signal.Signals(code - 128).name})"
+    return f"exited with status {code}"
+
+
+def run_tasks(tasks: list, run_task: Callable[[Any], Any], rerun: Callable[[Any, str, bool], Any],
+              workers: int | None = None) -> list:
+    """The result of each task, in order: `run_task(task)` in a task process, or
+    `rerun(task, why, died)` here for a task whose process died or hung (`died`
+    True) or whose runner raised there (False); `why` says which. Every task process is reaped before this returns or raises."""
+    results: list = [None] * len(tasks)
+    todo = list(range(len(tasks)))
+    todo.reverse()
+    count = min(workers or default_workers(), len(tasks))
+    running: list[_TaskProcess] = []
+    try:
+        while todo or any(p.current is not None for p in running):
+            while len(running) < count and todo:
+                running.append(_TaskProcess(tasks, run_task, running))
+            for process in running:
+                if process.current is None and todo:
+                    process.send(todo.pop())
+            busy = {p.result_r: p for p in running if p.current is not None}
+            ready, _, _ = select.select(list(busy), [], [], _CHECK_EVERY)
+            now = time.monotonic()
+            for process in list(busy.values()):
+                index: int = process.current  # type: ignore[assignment]  # busy: a task in flight
+                if process.result_r in ready:
+                    outcome, value = process.receive()
+                    if outcome == "done":
+                        results[index] = value
+                        continue
+                    if outcome == "failed":  # the process goes on; the task runs here, where its error shows
+                        why = f"it failed in its task process:\n{value}"
+                    else:
+                        running.remove(process)
+                        why = f"its task process {describe_status(process.end())}"
+                else:
+                    outcome, hung = "hung", process.hung(now)
+                    if hung is None:
+                        continue
+                    running.remove(process)
+                    process.end(kill=True)
+                    why = f"its task process {hung}"
+                results[index] = rerun(tasks[index], why, outcome != "failed")
+    finally:
+        for process in running:
+            process.end(kill=process.current is not None)
+    return results

@@ -1,0 +1,106 @@
+"""etops.dev.task_processes: a judge side's tasks in forked task processes. A task
+whose process dies, stalls or fails runs again in the caller, told why; the others
+keep their results, in order."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+import pytest
+
+from etops.dev import task_processes as tp
+
+
+def _never_again(task, why, died):
+    raise AssertionError(f"task {task} ran again: {why}")
+
+
+def test_results_come_back_in_order_from_two_processes():
+    pids = tp.run_tasks(list(range(12)), lambda i: (i, os.getpid()), _never_again, workers=2)
+    assert [i for i, _pid in pids] == list(range(12))
+    assert os.getpid() not in {pid for _i, pid in pids}
+
+
+def test_a_task_that_kills_its_process_runs_again_here_and_the_rest_go_on():
+    def task(i):
+        if i == 3:
+            os.kill(os.getpid(), signal.SIGSEGV)  # the guard's fault reporter ends the process
+        return i * 10
+
+    again = []
+
+    def rerun(i, why, died):
+        again.append((i, why, died))
+        return "here"
+
+    results = tp.run_tasks(list(range(8)), task, rerun, workers=2)
+    assert results == [0, 10, 20, "here", 40, 50, 60, 70]
+    assert len(again) == 1 and again[0][0] == 3 and again[0][2] is True
+    assert "SIGSEGV" in again[0][1], again[0][1]
+
+
+def test_a_task_that_raises_runs_again_here_with_the_traceback():
+    def task(i):
+        if i == 1:
+            raise ValueError("the runner's own bug")
+        return i
+
+    again = []
+    results = tp.run_tasks([0, 1, 2], task, lambda i, why, died: again.append((why, died)) or -1, workers=1)
+    assert results == [0, -1, 2]
+    assert again[0][1] is False and "ValueError: the runner's own bug" in again[0][0]
+
+
+def test_a_task_that_stops_using_cpu_time_is_killed_and_runs_again(monkeypatch):
+    monkeypatch.setattr(tp, "STALL_SECONDS", 1.0)
+    monkeypatch.setattr(tp, "_CHECK_EVERY", 0.2)
+
+    def task(i):
+        if i == 0:
+            time.sleep(600)
+        return i
+
+    start = time.monotonic()
+    again = []
+    results = tp.run_tasks([0, 1], task, lambda i, why, died: again.append((why, died)) or "here", workers=2)
+    assert results == ["here", 1]
+    assert again == [("its task process used no CPU time for 1 s", True)]
+    assert time.monotonic() - start < 60
+
+
+def test_no_task_process_outlives_the_call():
+    before = _children()
+    tp.run_tasks(list(range(4)), lambda i: i, _never_again, workers=2)
+    assert _children() == before
+
+
+def test_workers_follow_the_environment(monkeypatch):
+    monkeypatch.setenv("ETOPS_DEV_WORKERS", "3")
+    assert tp.default_workers() == 3
+    monkeypatch.delenv("ETOPS_DEV_WORKERS")
+    assert 1 <= tp.default_workers() <= tp.MAX_WORKERS
+
+
+def test_a_death_the_rerun_does_not_explain_is_a_crash_finding_of_its_own():
+    """A task process that died in a task which passes when run again through the
+    guard process: an earlier call corrupted that process outside every guard region.
+    The death stays a finding, never noise."""
+    from etops.conformance.case import TaskResult
+    from etops.dev.judge import _run_again
+
+    where = ("aten::add.out", {"opinfo": "add", "dtype": "float32"})
+    died = _run_again(TaskResult("add", "float32"), where, "its task process killed by signal 6 (SIGABRT)", True)
+    assert [status for status, _v in died.failing.values()] == ["crash"]
+    assert "SIGABRT" in died.details[0].message and "guard region" in died.details[0].message
+    failed = _run_again(TaskResult("add", "float32"), where, "it failed in its task process: ...", False)
+    assert failed.failing == {}
+
+
+def _children() -> set:
+    try:
+        with open(f"/proc/{os.getpid()}/task/{os.getpid()}/children") as f:
+            return {int(p) for p in f.read().split()}
+    except OSError:
+        pytest.skip("no /proc children list here")
