@@ -80,3 +80,32 @@ def test_guarded_calls_give_back_the_outs_they_allocated_for_kernels_returning_n
     x = torch.rand(2, 3)
     parts = etops.guard.call(reg.aten.unbind_copy.int_out, x)
     assert [p.tolist() for p in parts] == [p.tolist() for p in reg.aten.unbind_copy.int_out(x)] == [r.tolist() for r in x]
+
+
+def test_a_released_buffer_is_reused_with_its_guard_regions_still_closed():
+    """Mappings go back to a pool after each guarded call (child.py releases them
+    once the outcome holds copies); the next buffer of that size takes one, gets
+    its own values, and an access past its data still faults."""
+    import ctypes
+    import os
+    import signal
+
+    import torch
+    from etops.guard.buffers import GuardedBuffer
+
+    first = GuardedBuffer(100, "before")
+    first.tensor_like(torch.full((25,), 7.0))
+    first.make_read_only()
+    first.release()
+    again = GuardedBuffer(100, "after")
+    assert again.map_start == first.map_start
+    values = torch.arange(25, dtype=torch.float32)
+    t = again.tensor_like(values)  # writable again: the first one was left read-only
+    assert torch.equal(t, values) and again.data_end == again.map_end - again.reach
+    pid = os.fork()
+    if pid == 0:
+        signal.signal(signal.SIGSEGV, signal.SIG_DFL)
+        ctypes.memset(again.data_end, 0, 1)  # one byte past the data: the guard region after it
+        os._exit(0)
+    _, status = os.waitpid(pid, 0)
+    assert os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGSEGV

@@ -7,8 +7,10 @@ another PROT_NONE guard region. The data ends flush against the region after it
 region is `reach` bytes (by default DEFAULT_REACH or the tensor's own size if
 larger), reserved without backing memory, so that an access that far outside the
 tensor faults in its own buffer's region, never in a neighbour's memory. An input
-the kernel must not write is made read-only once filled. Imports the standard
-library and torch only.
+the kernel must not write is made read-only once filled. A buffer released after
+its call (child.py, once the outcome holds copies) gives its mapping to the next
+buffer of the same size: its guard regions stay inaccessible, its data pages are
+made writable again and overwritten. Imports the standard library and torch only.
 """
 
 from __future__ import annotations
@@ -59,6 +61,14 @@ class _Mapping:
             _libc.munmap(self.start, self.length)
 
 
+#: released mappings kept for the next guarded call, per (data pages' length, reach):
+#: an mmap, its munmap and the first touch of fresh pages cost more than a small call
+_FREE: dict[tuple[int, int], list] = {}
+#: mappings kept at most, and the bytes of their data pages at most (each stays resident)
+FREE_LIMIT, FREE_BYTES = 64, 64 << 20
+_free_count = _free_bytes = 0
+
+
 def pages(nbytes: int) -> int:
     """`nbytes` rounded up to whole pages."""
     return -(-nbytes // PAGE) * PAGE
@@ -75,19 +85,25 @@ class GuardedBuffer:
         self.nbytes, self.side = nbytes, side
         data_len = max(PAGE, pages(nbytes))
         self.reach = pages(min(MAX_REACH, max(reach or DEFAULT_REACH, nbytes, PAGE)))
-        # all of it PROT_NONE (address space only), then the data pages made
-        # accessible: one mmap and one mprotect, as many calls as a single guard page
-        while True:
-            try:
-                mapping = _Mapping(data_len + 2 * self.reach)
-                break
-            except OSError:  # an address-space limit (RLIMIT_AS): regions as large as it allows
-                if self.reach <= PAGE:
-                    raise
-                self.reach = pages(self.reach // 2)
+        self._released = False
+        reused = _take(data_len, self.reach)
+        if reused is not None:  # a released buffer's mapping: its guard regions never became accessible
+            mapping, self._array = reused
+        else:
+            # all of it PROT_NONE (address space only), then the data pages made
+            # accessible: one mmap and one mprotect, as many calls as a single guard page
+            while True:
+                try:
+                    mapping = _Mapping(data_len + 2 * self.reach)
+                    break
+                except OSError:  # an address-space limit (RLIMIT_AS): regions as large as it allows
+                    if self.reach <= PAGE:
+                        raise
+                    self.reach = pages(self.reach // 2)
+            self._array = (ctypes.c_char * mapping.length).from_address(mapping.start)
+            self._array.mapping = mapping  # torch.frombuffer holds the array, the array the mapping
+        self._mapping = mapping
         self.map_start, self.map_end = mapping.start, mapping.start + mapping.length
-        self._array = (ctypes.c_char * mapping.length).from_address(mapping.start)
-        self._array.mapping = mapping  # type: ignore[attr-defined]  # torch.frombuffer holds the array, the array the mapping
         self._data_pages_start, self._data_pages_len = self.map_start + self.reach, data_len
         self.offset = self.reach + (data_len - nbytes if side == "after" else 0)
         self.data_start = self.map_start + self.offset
@@ -105,6 +121,20 @@ class GuardedBuffer:
         t.copy_(value)
         return t
 
+    def release(self) -> None:
+        """Gives the mapping back for a later buffer of the same size (within
+        FREE_LIMIT and FREE_BYTES; else it is unmapped when the last tensor over it
+        goes). Call it once no tensor over this buffer will be used again: a later
+        buffer overwrites its data."""
+        global _free_count, _free_bytes
+        if self._released:
+            return
+        self._released = True
+        if _free_count < FREE_LIMIT and _free_bytes + self._data_pages_len <= FREE_BYTES:
+            _FREE.setdefault((self._data_pages_len, self.reach), []).append((self._mapping, self._array))
+            _free_count += 1
+            _free_bytes += self._data_pages_len
+
     def make_read_only(self) -> None:
         _protect(self._data_pages_start, self._data_pages_len, _PROT_READ)
 
@@ -112,3 +142,14 @@ class GuardedBuffer:
         """What the caller needs to map a fault back to this buffer: (label,
         map_start, map_end, data_start, data_end, reach)."""
         return (label, self.map_start, self.map_end, self.data_start, self.data_end, self.reach)
+
+
+def _take(data_len: int, reach: int):
+    """A released (mapping, array) of this size, or None."""
+    global _free_count, _free_bytes
+    free = _FREE.get((data_len, reach))
+    if not free:
+        return None
+    _free_count -= 1
+    _free_bytes -= data_len
+    return free.pop()

@@ -73,9 +73,11 @@ def run_guarded(kernel, info, bound: dict, report_fd: int | None, reach: int | N
     `report_fd` first (None: not sent, here.py's calls),
     the inputs not marked mutable read-only: ("ok", written outs, mutated arguments,
     the result) of the last run, or ("raised", exception)."""
+    every: list = []  # the buffers of both runs, released once the outcome is made
     try:
         for side in SIDES:  # the same call twice, from the caller's values each time
             placed = []  # type: ignore[var-annotated]
+            every.append(placed)
             call_args = {}
             for name, kind, flags in arguments(info):
                 value = bound.get(name)
@@ -94,6 +96,10 @@ def run_guarded(kernel, info, bound: dict, report_fd: int | None, reach: int | N
         return ("ok", written, mutated, _returned(result, call_args, info))
     except BaseException as exc:  # noqa: BLE001 - the caller re-raises it
         return ("raised", exc)
+    finally:  # what the outcome holds are copies: the mappings serve the next call
+        for placed in every:
+            for _label, buffer, _w in placed:
+                buffer.release()
 
 
 def _send_outcome(report_fd: int, payload) -> None:
