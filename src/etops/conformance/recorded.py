@@ -107,12 +107,9 @@ class Recorder:
     def _run(self, runner, task_id: str, dtype: torch.dtype):
         if runner.mode != "check":
             return run_opinfo_task(runner, task_id, dtype)
-        key = (task_id, dtype, frozenset(runner.selected) if runner.selected is not None else None)
-        recording = self.recordings.get(key)
-        if recording is not None:
+        if _key(runner, task_id, dtype) in self.recordings:
             self.replayed += 1
-        else:
-            recording = self._recording(runner, task_id, dtype)
+        recording = self._recording(runner, task_id, dtype)
         if recording is None:  # too big to keep: the OpInfo, live
             return run_opinfo_task(runner, task_id, dtype)
         return replay(runner, task_id, dtype, recording)
@@ -120,7 +117,7 @@ class Recorder:
     def _recording(self, runner, task_id: str, dtype: torch.dtype) -> Recording | None:
         """The task's recording, made now when there is none; None when it would
         pass the limit (kept nowhere)."""
-        key = (task_id, dtype, frozenset(runner.selected) if runner.selected is not None else None)
+        key = _key(runner, task_id, dtype)
         if key in self.recordings or key in self.unkept:
             return self.recordings.get(key)
         calls: list = []
@@ -138,6 +135,11 @@ class Recorder:
                                                      recorded.samples_failed, recorded.sample_error, nbytes)
         self.nbytes += nbytes
         return recording
+
+
+def _key(runner, task_id: str, dtype: torch.dtype) -> tuple:
+    """A recording's key: the task, its dtype and the kernels the runner selects."""
+    return task_id, dtype, frozenset(runner.selected) if runner.selected is not None else None
 
 
 def record_call(recorder: list, func, target: str, sample: int, call: int, args, kwargs) -> None:

@@ -159,6 +159,8 @@ def run_side(name: str, plan: dict, *, hooks=GUARDED, report_dir=None, deadline:
 
     if forked and todo:
         for i in todo:  # recorded here, before the forks: every task process replays the same cases
+            if deadline is not None and time.monotonic() > deadline:
+                break  # the task processes start none of the rest
             _prepare(kmap, *order[i])
         found = run_tasks(todo, one, lambda i, why, died: _run_again(one(i, check_deadline=False), order[i], why, died))
     else:

@@ -26,7 +26,7 @@ import traceback
 from typing import Any, Callable
 
 from ..guard import here
-from ..guard.server import DEFAULT_TIMEOUT, STALL_SECONDS, cpu_ticks
+from ..guard.server import DEFAULT_TIMEOUT, STALL_SECONDS, CpuWatch
 from ..guard.wire import frame, read_exact, read_frame_body, write_all
 
 #: task processes at most (one per core beyond it would only share the cores)
@@ -69,13 +69,13 @@ class _TaskProcess:
         os.close(request_r)
         os.close(result_w)
         self.current: int | None = None
-        self.started = self.still_since = 0.0
-        self.ticks: int | None = None
+        self.started = 0.0
+        self.watch = CpuWatch(self.pid)
 
     def send(self, index: int) -> None:
         write_all(self.request_w, frame(b"T", pickle.dumps(index)))
-        self.current, self.ticks = index, None
-        self.started = self.still_since = time.monotonic()
+        self.current, self.watch = index, CpuWatch(self.pid)
+        self.started = time.monotonic()
 
     def receive(self):
         """("done", result), ("failed", traceback text) or ("died", None)."""
@@ -91,10 +91,7 @@ class _TaskProcess:
         longer than TASK_TIMEOUT), else None."""
         if now - self.started > TASK_TIMEOUT:
             return f"took longer than {TASK_TIMEOUT:.0f} s"
-        seen = cpu_ticks(self.pid)
-        if seen is None or seen != self.ticks:
-            self.ticks, self.still_since = seen, now
-        elif now - self.still_since >= STALL_SECONDS:
+        if self.watch.stalled(now, STALL_SECONDS):
             return f"used no CPU time for {STALL_SECONDS:.0f} s"
         return None
 

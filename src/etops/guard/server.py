@@ -72,7 +72,7 @@ class _TimedOut(Exception):
     (used no CPU time) rather than ran out of time."""
 
 
-def cpu_ticks(pid: int) -> int | None:
+def _cpu_ticks(pid: int) -> int | None:
     """The CPU time (user + system, in clock ticks) process `pid` has used, or None
     where /proc does not tell."""
     try:
@@ -81,6 +81,24 @@ def cpu_ticks(pid: int) -> int | None:
         return int(fields[11]) + int(fields[12])
     except (OSError, IndexError, ValueError):
         return None
+
+
+class CpuWatch:
+    """Whether process `pid` has gone without CPU time: each look at /proc that
+    finds its CPU time unchanged since the last one that saw it move counts
+    towards a stall (a process /proc does not tell of never stalls)."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid, self.still_since = pid, time.monotonic()
+        self.ticks: int | None = None
+
+    def stalled(self, now: float, limit: float) -> bool:
+        """Whether it used no CPU time for `limit` seconds up to `now`."""
+        seen = _cpu_ticks(self.pid)
+        if seen is None or seen != self.ticks:
+            self.ticks, self.still_since = seen, now
+            return False
+        return now - self.still_since >= limit
 
 
 class Died(NamedTuple):
@@ -150,7 +168,7 @@ class GuardProcess:
         """Returns once the guard process has written (or closed) its report pipe;
         raises _TimedOut at `deadline` (time.monotonic()), or when the guard process
         used no CPU time for STALL_SECONDS."""
-        ticks, still_since = None, time.monotonic()
+        watch = CpuWatch(self.pid)
         while True:
             now = time.monotonic()
             wait = _CHECK_EVERY if deadline is None else min(_CHECK_EVERY, deadline - now)
@@ -158,10 +176,7 @@ class GuardProcess:
                 raise _TimedOut(False)
             if self._poll.poll(wait * 1000.0):
                 return
-            now, seen = time.monotonic(), cpu_ticks(self.pid)
-            if seen is None or seen != ticks:
-                ticks, still_since = seen, now
-            elif now - still_since >= STALL_SECONDS:
+            if watch.stalled(time.monotonic(), STALL_SECONDS):
                 raise _TimedOut(True)
 
     def outcome(self, deadline: float | None = None):
