@@ -94,15 +94,20 @@ class Recorder:
         """A runner's ``sources``: SOURCES with the OpInfo source recorded and replayed."""
         return tuple((prefix, self._run if run is run_opinfo_task else run) for prefix, run in SOURCES)
 
-    def prepare(self, runner, task_id: str, dtype: torch.dtype) -> None:
+    def prepare(self, runner, task_id: str, dtype: torch.dtype) -> bool:
         """Records the task now, in this process, when `runner` would run it from
         OpInfo's source and it is not recorded yet (processes forked after this
-        then replay it rather than each record it for itself)."""
+        then replay it rather than each record it for itself); whether it did."""
         for prefix, run in runner.sources:
             if task_id.startswith(prefix):
-                if run == self._run and runner.mode == "check":
-                    self._recording(runner, task_id, dtype)
-                return
+                if run != self._run or runner.mode != "check":
+                    return False
+                key = _key(runner, task_id, dtype)
+                if key in self.recordings or key in self.unkept:
+                    return False
+                self._recording(runner, task_id, dtype)
+                return True
+        return False
 
     def _run(self, runner, task_id: str, dtype: torch.dtype):
         if runner.mode != "check":

@@ -151,9 +151,11 @@ def run_side(name: str, plan: dict, *, hooks=GUARDED, report_dir=None, deadline:
     todo = [i for i, r in enumerate(results) if r is None]
     kernels: dict = {}
 
+    started: set = set()  # tasks begun here before the deadline: recorded now, so run whatever the time
+
     def one(i: int, check_deadline: bool = True):
         op, task = order[i]
-        if check_deadline and deadline is not None and time.monotonic() > deadline:
+        if check_deadline and i not in started and deadline is not None and time.monotonic() > deadline:
             return None
         return _run_task(kmap, op, task, hooks, report_dir, max_details, kernels)
 
@@ -161,7 +163,8 @@ def run_side(name: str, plan: dict, *, hooks=GUARDED, report_dir=None, deadline:
         for i in todo:  # recorded here, before the forks: every task process replays the same cases
             if deadline is not None and time.monotonic() > deadline:
                 break  # the task processes start none of the rest
-            _prepare(kmap, *order[i])
+            if _prepare(kmap, *order[i]):
+                started.add(i)
         found = run_tasks(todo, one, lambda i, why, died: _run_again(one(i, check_deadline=False), order[i], why, died))
     else:
         found = [one(i) for i in todo]
@@ -197,13 +200,15 @@ def _run_task(kmap, op: str, task: dict, hooks, report_dir, max_details: int, ke
     return runner.run(task["opinfo"], dtype)
 
 
-def _prepare(kmap, op: str, task: dict) -> None:
-    """The task recorded in this process (RECORDER), when it comes from OpInfo's source."""
+def _prepare(kmap, op: str, task: dict) -> bool:
+    """The task recorded in this process (RECORDER), when it comes from OpInfo's
+    source and was not recorded yet; whether it was recorded now (the task has begun,
+    as it would have in a pass run here: it runs past the deadline)."""
     from .derived import DERIVED_PREFIX
 
     if task["opinfo"].startswith(DERIVED_PREFIX):
-        return  # run_derived's, never recorded
-    RECORDER.prepare(_runner(kmap, op, None, None, 0, {}), task["opinfo"], dtype_from_name(task["dtype"]))
+        return False  # run_derived's, never recorded
+    return RECORDER.prepare(_runner(kmap, op, None, None, 0, {}), task["opinfo"], dtype_from_name(task["dtype"]))
 
 
 def _run_again(result, where: tuple, why: str, died: bool):
