@@ -202,3 +202,33 @@ def test_dim_order_of_and_is_dense():
         strides_for((2, 3), (0, 0))
     with pytest.raises(ValueError, match="strides"):
         dim_order_of((2, 3), (1,))
+
+
+@pytest.mark.parametrize("policy", ["torch", "opinfo", "bench", "fuzz"])
+def test_equal_values_give_what_the_element_wise_steps_give(policy):
+    """Equal tensors take a shortcut (one torch.equal); its Diff is, field by
+    field, the one the element-wise steps give (the shortcut switched off)."""
+    import dataclasses
+
+    cases = [torch.tensor([0.0, -0.0, 1.5]), torch.arange(6, dtype=torch.int32), torch.tensor([True, False]),
+             torch.tensor([1 + 2j, -3j]).conj(), torch.randn(3, 4, dtype=torch.float64).t()]
+    for value in cases:
+        same = c.diff(value.clone(), value, policy)
+        assert c.equal_values(value.clone(), value)
+        assert same.ok and same.mismatched == 0 and same.max_abs == 0.0 and same.max_rel == 0.0
+        assert same.snr == math.inf and same.numel == value.numel()
+        # the element-wise steps on the same pair (the shortcut switched off) agree field by field
+        original = c.equal_values
+        c.equal_values = lambda *_: False
+        try:
+            slow = c.diff(value.clone(), value, policy)
+        finally:
+            c.equal_values = original
+        assert dataclasses.asdict(slow) == dataclasses.asdict(same)
+
+
+def test_equal_values_is_false_for_nan_and_for_dtypes_torch_equal_refuses():
+    nan = torch.tensor([1.0, math.nan])
+    assert not c.equal_values(nan, nan.clone()) and c.diff(nan, nan.clone(), "torch").ok  # NaN where the reference has NaN
+    half = torch.tensor([1 + 1j], dtype=torch.complex32)
+    assert not c.equal_values(half, half.clone())

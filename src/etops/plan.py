@@ -10,6 +10,7 @@ fixed_len)``. The kinds and flags mirror ``etops_native.h``: change both togethe
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any, NamedTuple
 
 from . import dtypes
@@ -82,6 +83,11 @@ class Plan:
     args: tuple
     returns: tuple[int, ...]
     out_names: tuple[str, ...]
+
+    @cached_property
+    def arguments(self) -> tuple[tuple[str, int, int], ...]:
+        """(name, kind, flags) of each argument, the return slot left out."""
+        return tuple((e.name, e.kind, e.flags) for e in self.args if e.kind != K_RETURN_SLOT)
 
 
 def _strip_optional(type_str: str) -> tuple[str, bool]:

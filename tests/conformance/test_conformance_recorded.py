@@ -104,3 +104,45 @@ def test_a_seeded_random_call_is_replayed_with_the_rng_state_it_had():
     assert recorder.replayed == 1 and len(first.results) == len(again.results) > 0
     assert all(torch.equal(a, b) for a, b in zip(first.results, again.results))
     assert any(a.numel() > 0 for a in first.results)
+
+
+def test_a_replay_calls_no_aten_and_leaves_the_recording_as_recorded():
+    """A replayed case takes ATen's recorded result and gives the kernel a copy of
+    the recorded inputs: ATen is not called, and after the replay the recording
+    (inputs, ATen's result) holds what it held."""
+    from etops.conformance import recorded
+
+    kmap, recorder = default_kmap(), Recorder()
+    TaskRunner(kmap, ["aten::add.out"], sources=recorder.sources()).run("add", torch.float32)
+    (recording,) = recorder.recordings.values()
+    before = [recorded.exact_clone((c.args, c.kwargs, c.expected)) for c in recording.calls]
+    assert all(c.expected is not None and c.inputs for c in recording.calls)
+    aten_calls = []
+
+    class Counting:
+        """The recorded functions, counting their calls."""
+
+        def __init__(self, func):
+            self.func, self._schema, self.tags = func, func._schema, getattr(func, "tags", ())
+
+        def __call__(self, *args, **kwargs):
+            aten_calls.append(self.func)
+            return self.func(*args, **kwargs)
+
+        def __getattr__(self, name):
+            return getattr(self.func, name)
+
+    originals = [c.func for c in recording.calls]
+    for c in recording.calls:
+        c.func = Counting(c.func)
+    try:
+        again = TaskRunner(kmap, ["aten::add.out"], sources=recorder.sources()).run("add", torch.float32)
+    finally:
+        for c, f in zip(recording.calls, originals):
+            c.func = f
+    assert aten_calls == [] and recorder.replayed == 1
+    assert sum(sum(t.counts.values()) for t in again.tallies.values()) == len(recording.calls)
+    for c, (args, kwargs, expected) in zip(recording.calls, before):
+        for kept, was in zip(torch.utils._pytree.tree_leaves((c.args, c.kwargs, c.expected)),
+                             torch.utils._pytree.tree_leaves((args, kwargs, expected))):
+            assert not isinstance(kept, torch.Tensor) or torch.equal(kept, was)

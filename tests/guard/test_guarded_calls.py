@@ -109,3 +109,36 @@ def test_a_released_buffer_is_reused_with_its_guard_regions_still_closed():
         os._exit(0)
     _, status = os.waitpid(pid, 0)
     assert os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGSEGV
+
+
+def test_a_reused_mapping_refills_its_tensor_and_opens_its_pages_only_when_closed():
+    """A buffer that reuses a released mapping for a tensor of the same kind
+    fills the tensor made before (no new one); a tensor a call reshaped is made
+    anew; an input's read-only pages are made writable for the next buffer, an
+    out's writable ones are left as they are."""
+    import torch
+    from etops.guard import buffers
+    from etops.guard.buffers import GuardedBuffer
+
+    while buffers._take(buffers.PAGE, buffers.pages(buffers.DEFAULT_REACH)) is not None:
+        pass  # the pool's mappings of this size (earlier calls'), whatever their state
+    calls = []
+    original = buffers._protect
+    buffers._protect = lambda *a: (calls.append(a[2]), original(*a))[1]
+    try:
+        first = GuardedBuffer(100, "after")
+        t1 = first.tensor_like(torch.zeros(5, 5))
+        first.release()  # left writable (an out)
+        second = GuardedBuffer(100, "after")
+        t2 = second.tensor_like(torch.ones(5, 5))
+        assert t2 is t1 and torch.equal(t2, torch.ones(5, 5)) and calls == [buffers._PROT_READ_WRITE]
+        second.make_read_only()
+        second.release()
+        t2.resize_(25)  # what a call may do to a tensor's shape (its memory stays)
+        third = GuardedBuffer(100, "after")
+        t3 = third.tensor_like(torch.full((5, 5), 2.0))
+        assert t3 is not t2 and t3.shape == (5, 5) and torch.equal(t3, torch.full((5, 5), 2.0))
+        assert calls == [buffers._PROT_READ_WRITE, buffers._PROT_READ, buffers._PROT_READ_WRITE]
+        third.release()
+    finally:
+        buffers._protect = original

@@ -9,16 +9,18 @@ the same tasks on the edit, on the base and in each dim-order layout, and again 
 every ``--watch`` round. A ``Recorder`` gives a runner task sources that record
 each OpInfo task's calls the first time it is asked for (the runner in mode
 "record": the OpInfo runs, no kernel is called; the inputs exactly cloned, with
-the RNG state before a seeded-random call) and then replay them, that first time
-too: each call goes through the runner's ``handle`` as a run of the OpInfo would
-give it, so hooks, comparisons and results are those of such a run. Every side
+the RNG state before a seeded-random call, their description and ATen's result)
+and then replay them, that first time too: each call goes through the runner's
+``handle`` as a run of the OpInfo would give it, so hooks, comparisons and results
+are those of such a run; ATen is not called again (its recorded result is the
+case's expected one) and the recorded inputs are copied once, for the kernel. Every side
 judged through one Recorder gets the same cases the same way (a case that a live
 run would give otherwise, the edit and the base alike see as replayed).
 
 A task whose recording passes ``limit_bytes`` of inputs runs the OpInfo, on every
 side (unrecorded); one asked for in another mode than "check" runs the OpInfo.
 
-May import: torch, etops.conformance's runner and values.
+May import: torch, etops.conformance's runner, case and values.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from dataclasses import dataclass, field
 import torch
 
 from .runner import SOURCES, run_opinfo_task
+from .case import describe_call
 from .values import exact_clone
 
 #: inputs kept for all recordings of a Recorder, at most (bytes)
@@ -46,6 +49,12 @@ class RecordedCall:
     args: tuple
     kwargs: dict
     rng: torch.Tensor | None  #: the CPU RNG state before the call, for a seeded-random op
+    inputs: str = ""  #: the arguments described (a case's ``inputs``)
+    expected: object = None  #: ATen's result on `args` / `kwargs` (keep_result)
+
+    def keep_result(self, expected) -> None:
+        """Keeps ATen's result of the recorded call (copied: the task goes on with its own)."""
+        self.expected = exact_clone(expected)
 
 
 @dataclass
@@ -132,7 +141,7 @@ class Recorder:
             recorded = run_opinfo_task(runner, task_id, dtype)
         finally:
             runner.recorder, runner.mode = recorder, "check"
-        nbytes = sum(_nbytes(c.args) + _nbytes(c.kwargs) for c in calls)
+        nbytes = sum(_nbytes(c.args) + _nbytes(c.kwargs) + _nbytes(c.expected) for c in calls)
         if self.nbytes + nbytes > self.limit_bytes:
             self.unkept.add(key)
             return None
@@ -147,11 +156,14 @@ def _key(runner, task_id: str, dtype: torch.dtype) -> tuple:
     return task_id, dtype, frozenset(runner.selected) if runner.selected is not None else None
 
 
-def record_call(recorder: list, func, target: str, sample: int, call: int, args, kwargs) -> None:
-    """Appends one call, as the runner's handle got it, to `recorder`."""
+def record_call(recorder: list, func, target: str, sample: int, call: int, args, kwargs) -> RecordedCall:
+    """Appends one call, as the runner's handle got it (before ATen runs on it), to
+    `recorder`; returns it (the runner keeps ATen's result in it)."""
     seeded = torch.Tag.nondeterministic_seeded in getattr(func, "tags", ())
-    recorder.append(RecordedCall(func, target, sample, call, exact_clone(args), exact_clone(kwargs),
-                                 torch.random.get_rng_state() if seeded else None))
+    kept = RecordedCall(func, target, sample, call, exact_clone(args), exact_clone(kwargs),
+                        torch.random.get_rng_state() if seeded else None, describe_call(args, kwargs))
+    recorder.append(kept)
+    return kept
 
 
 def replay(runner, task_id: str, dtype: torch.dtype, recording: Recording):
@@ -162,7 +174,7 @@ def replay(runner, task_id: str, dtype: torch.dtype, recording: Recording):
         runner.sample_index, runner.call_index = c.sample, c.call
         if c.rng is not None:
             torch.random.set_rng_state(c.rng)
-        runner.handle(c.func, c.target, exact_clone(c.args), exact_clone(c.kwargs))
+        runner.handle(c.func, c.target, c.args, c.kwargs, recorded=c)
     runner.result.samples, runner.result.samples_failed = recording.samples, recording.samples_failed
     runner.result.sample_error = recording.sample_error
     runner.result.seconds = time.perf_counter() - start

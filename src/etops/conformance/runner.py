@@ -23,7 +23,7 @@ import traceback
 import warnings
 import zlib
 from contextlib import nullcontext
-from typing import Callable
+from typing import Any, Callable
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -171,7 +171,7 @@ class TaskRunner:
         self.sample_index = self.call_index = 0  # where in the task the next call is (set by the task's source)
         #: mode "record": called with (func, target, sample, call, args, kwargs) for
         #: each case (etops.conformance.recorded keeps a task's calls this way)
-        self.recorder: Callable[..., None] = _no_recorder
+        self.recorder: Callable[..., Any] = _no_recorder
 
     def kernel(self, name: str):
         """The kernel of `name` as an exported program calls it (etops.as_program):
@@ -215,10 +215,18 @@ class TaskRunner:
 
     # -- one case --
 
-    def handle(self, func, target: str, args, kwargs):
+    def handle(self, func, target: str, args, kwargs, recorded=None):
+        """One call of a task: the case (or cases, one per comparison) it makes of the
+        selected kernel; returns ATen's result for the task to go on with.
+        `recorded`: the call as etops.conformance.recorded kept it (its arguments,
+        which no one may write, and ATen's result on them), for a replay: ATen is not
+        called again, and the only copy made is the kernel's."""
+        if recorded is not None and (self.mode != "check" or hasattr(self.hooks, "transform")):
+            args, kwargs, recorded = exact_clone(args), exact_clone(kwargs), None  # a live call on a copy
         if self.deadline is not None and self.mode == "check" and time.monotonic() > self.deadline:
             self.left_out += 1
-            return func(*args, **kwargs)  # the sample goes on with ATen's result, the kernel is not called
+            # the sample goes on with ATen's result, the kernel is not called
+            return recorded.expected if recorded is not None else func(*args, **kwargs)
         sample, call = self.sample_index, self.call_index
         self.call_index += 1
         self.reached.add(target)
@@ -230,10 +238,13 @@ class TaskRunner:
                 raise _Abort()
             return func(*args, **kwargs)
         if self.mode == "record":  # the case kept (etops.conformance.recorded), no kernel called
-            self.recorder(func, target, sample, call, args, kwargs)
-            return func(*args, **kwargs)
+            kept = self.recorder(func, target, sample, call, args, kwargs)
+            expected = func(*args, **kwargs)
+            if kept is not None:
+                kept.keep_result(expected)
+            return expected
         inputs_args, inputs_kwargs = exact_clone(args), exact_clone(kwargs)
-        expected = func(*args, **kwargs)
+        expected = recorded.expected if recorded is not None else func(*args, **kwargs)
         if (sample, call) in self.skip:
             return expected  # crashed a worker before: the parent recorded it
         case = CaseInfo(target, overload_name(func), self.opinfo, self.dname, sample, call)
@@ -251,7 +262,7 @@ class TaskRunner:
             c_args, c_kwargs = (inputs_args, inputs_kwargs) if i == last else (exact_clone(inputs_args), exact_clone(inputs_kwargs))
             reference = comparison.reference(self, case, func, c_args, c_kwargs, case_expected)
             if reference is not NO_REFERENCE:
-                self._record(comparison.name, self.check(case, func, target, c_args, c_kwargs, case_expected, reference), func)
+                self._record(comparison.name, self.check(case, func, target, c_args, c_kwargs, case_expected, reference, recorded), func)
         return expected
 
     def _record(self, comparison: str, result: CaseResult, func) -> None:
@@ -266,17 +277,25 @@ class TaskRunner:
                 result.message += f" (no reproducer: {type(exc).__name__}: {exc})"
         self.results[comparison].record(result, keep)
 
-    def check(self, case: CaseInfo, func, target, args, kwargs, expected, reference=NO_REFERENCE) -> CaseResult:
+    def check(self, case: CaseInfo, func, target, args, kwargs, expected, reference=NO_REFERENCE,
+              recorded=None) -> CaseResult:
         """One case: the kernel of `target` called on `args`/`kwargs` and its result
         compared with `reference` (by default what AGAINST_ATEN gives: `expected`,
-        ATen's result, or the hooks' reference)."""
+        ATen's result, or the hooks' reference). `recorded`: the recorded call
+        `args`/`kwargs` are a copy of (handle's), whose description and arguments
+        serve as they are (an operator that writes its arguments gets copies)."""
+        if recorded is not None and func._schema.is_mutable:
+            recorded = None  # ATen may be called on the saved inputs: copies, not the recording's
         result = CaseResult(case.kernel, case.aten_op, case.opinfo, case.dtype, case.sample, case.call, "pass",
-                            inputs=describe_call(args, kwargs), atol=self.atol, rtol=self.rtol)
+                            inputs=recorded.inputs if recorded is not None else describe_call(args, kwargs),
+                            atol=self.atol, rtol=self.rtol)
         if reference is NO_REFERENCE:
             reference = AGAINST_ATEN.reference(self, case, func, args, kwargs, expected)
         self._saved_reference = reference if reference is not expected else None
-        # inputs as they were before the kernel ran (kernels may write mutable args)
-        self._saved_args, self._saved_kwargs = exact_clone(args), exact_clone(kwargs)
+        # inputs as they were before the kernel ran (kernels may write mutable args):
+        # a replayed call's recorded ones, which no one writes (ATen is not called on them)
+        self._saved_args, self._saved_kwargs = ((recorded.args, recorded.kwargs) if recorded is not None
+                                                else (exact_clone(args), exact_clone(kwargs)))
         try:
             kernel = self.kernel(target)
             if self.hooks is not None and hasattr(self.hooks, "inputs"):

@@ -47,10 +47,11 @@ class _Mapping:
     """One anonymous mapping, unmapped when the last object holding it goes (the
     buffer, and the ctypes array every tensor over it holds)."""
 
-    __slots__ = ("start", "length")
+    __slots__ = ("start", "length", "read_only")
 
     def __init__(self, length: int):
         self.start, self.length = 0, 0  # nothing to unmap if the mmap fails
+        self.read_only = True  # its data pages (all of it PROT_NONE until a buffer opens them)
         start = _libc.mmap(None, length, _PROT_NONE, _FLAGS, -1, 0)
         if start is None or start == _MAP_FAILED:
             raise OSError(ctypes.get_errno(), f"mmap of {length} bytes failed")
@@ -67,6 +68,8 @@ _FREE: dict[tuple[int, int], list] = {}
 #: mappings kept at most, and the bytes of their data pages at most (each stays resident)
 FREE_LIMIT, FREE_BYTES = 64, 64 << 20
 _free_count = _free_bytes = 0
+#: tensors kept per mapping for reuse (tensor_like)
+_VIEWS_PER_MAPPING = 8
 
 
 def pages(nbytes: int) -> int:
@@ -87,8 +90,12 @@ class GuardedBuffer:
         self.reach = pages(min(MAX_REACH, max(reach or DEFAULT_REACH, nbytes, PAGE)))
         self._released = False
         reused = _take(data_len, self.reach)
+        #: tensors over the data pages already made, by (offset, nbytes, dtype, shape,
+        #: strides): kept with the mapping when it is released (never by the mapping:
+        #: a tensor holds it), so the next buffer over it fills one of the same kind
+        self._views: dict = {}
         if reused is not None:  # a released buffer's mapping: its guard regions never became accessible
-            mapping, self._array = reused
+            mapping, self._array, self._views = reused
         else:
             # all of it PROT_NONE (address space only), then the data pages made
             # accessible: one mmap and one mprotect, as many calls as a single guard page
@@ -108,16 +115,25 @@ class GuardedBuffer:
         self.offset = self.reach + (data_len - nbytes if side == "after" else 0)
         self.data_start = self.map_start + self.offset
         self.data_end = self.data_start + nbytes
-        _protect(self._data_pages_start, data_len, _PROT_READ_WRITE)
+        if mapping.read_only:  # a reused mapping's data pages are writable unless its last input made them read-only
+            _protect(self._data_pages_start, data_len, _PROT_READ_WRITE)
+            mapping.read_only = False
 
     def tensor_like(self, value: torch.Tensor) -> torch.Tensor:
         """A tensor over this buffer holding `value`'s values, laid out as `value`
         (its strides, which must cover its elements exactly: a dense tensor in any
         dim order, as child.py passes them)."""
-        # count >= 1 so an empty tensor's data pointer is still the guarded address
-        flat = torch.frombuffer(self._array, dtype=torch.uint8, count=max(self.nbytes, 1), offset=self.offset)
-        elements = flat[: self.nbytes].view(value.dtype)
-        t = elements.as_strided(value.shape, value.stride()) if value.numel() else elements.view(value.shape)
+        key = (self.offset, self.nbytes, value.dtype, value.shape, value.stride())
+        views = self._views
+        t = views.get(key)
+        if t is None or t.shape != value.shape or t.stride() != value.stride():  # (a call may have reshaped it)
+            # count >= 1 so an empty tensor's data pointer is still the guarded address
+            flat = torch.frombuffer(self._array, dtype=torch.uint8, count=max(self.nbytes, 1), offset=self.offset)
+            elements = flat[: self.nbytes].view(value.dtype)
+            t = elements.as_strided(value.shape, value.stride()) if value.numel() else elements.view(value.shape)
+            if len(views) >= _VIEWS_PER_MAPPING:
+                views.clear()
+            views[key] = t
         t.copy_(value)
         return t
 
@@ -131,12 +147,13 @@ class GuardedBuffer:
             return
         self._released = True
         if _free_count < FREE_LIMIT and _free_bytes + self._data_pages_len <= FREE_BYTES:
-            _FREE.setdefault((self._data_pages_len, self.reach), []).append((self._mapping, self._array))
+            _FREE.setdefault((self._data_pages_len, self.reach), []).append((self._mapping, self._array, self._views))
             _free_count += 1
             _free_bytes += self._data_pages_len
 
     def make_read_only(self) -> None:
         _protect(self._data_pages_start, self._data_pages_len, _PROT_READ)
+        self._mapping.read_only = True
 
     def record(self, label: str) -> tuple:
         """What the caller needs to map a fault back to this buffer: (label,
@@ -145,7 +162,7 @@ class GuardedBuffer:
 
 
 def _take(data_len: int, reach: int):
-    """A released (mapping, array) of this size, or None."""
+    """A released (mapping, array, views) of this size, or None."""
     global _free_count, _free_bytes
     free = _FREE.get((data_len, reach))
     if not free:

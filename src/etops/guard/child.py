@@ -17,25 +17,26 @@ import torch
 
 from .. import _native
 from ..tensors import as_torch
-from ..plan import F_MUTABLE, F_OUT, K_OPT_TENSOR_LIST, K_RETURN_SLOT, K_TENSOR, K_TENSOR_LIST
+from ..plan import F_MUTABLE, F_OUT, K_OPT_TENSOR_LIST, K_TENSOR, K_TENSOR_LIST
 from .buffers import GuardedBuffer
 from ..layouts import layout_is_preserved
 from .wire import dense_in_any_order, dense_layout, dumps, frame, read_exact, read_frame_body, write_all
 
 #: the guard sides of a call, run in this order
 SIDES = ("after", "before")
+_TENSOR_KINDS = (K_TENSOR, K_TENSOR_LIST, K_OPT_TENSOR_LIST)
 
 
 def arguments(info):
     """(name, kind, flags) of each schema argument the guard process may place in guarded memory."""
-    return [(e.name, e.kind, e.flags) for e in info._require_plan().args if e.kind != K_RETURN_SLOT]
+    return info._require_plan().arguments
 
 
 def _guarded(value, label, writable, side, placed, reach):
     """`value` with every tensor in it copied into guarded memory (recorded in `placed`)."""
     if isinstance(value, (list, tuple)):
         return [None if v is None else _guarded(v, f"{label}[{i}]", writable, side, placed, reach) for i, v in enumerate(value)]
-    t = as_torch(value)
+    t = value if type(value) is torch.Tensor else as_torch(value)
     if not isinstance(t, torch.Tensor) or t.device.type != "cpu":
         return value  # not a CPU tensor: the call path refuses it, naming the argument
     if t.layout == torch.strided and not (dense_in_any_order(t) if layout_is_preserved() else dense_layout(t)):
@@ -74,14 +75,15 @@ def run_guarded(kernel, info, bound: dict, report_fd: int | None, reach: int | N
     the inputs not marked mutable read-only: ("ok", written outs, mutated arguments,
     the result) of the last run, or ("raised", exception)."""
     every: list = []  # the buffers of both runs, released once the outcome is made
+    schema_args, out_names = arguments(info), info.out_names()
     try:
         for side in SIDES:  # the same call twice, from the caller's values each time
             placed = []  # type: ignore[var-annotated]
             every.append(placed)
             call_args = {}
-            for name, kind, flags in arguments(info):
+            for name, kind, flags in schema_args:
                 value = bound.get(name)
-                if kind in (K_TENSOR, K_TENSOR_LIST, K_OPT_TENSOR_LIST) and value is not None:
+                if value is not None and kind in _TENSOR_KINDS:
                     value = _guarded(value, name, bool(flags & (F_OUT | F_MUTABLE)), side, placed, reach)
                 call_args[name] = value
             if report_fd is not None:  # where each buffer lies, for the caller to place a fault
@@ -90,9 +92,9 @@ def run_guarded(kernel, info, bound: dict, report_fd: int | None, reach: int | N
             for _label, buffer, writable in placed:
                 if not writable:
                     buffer.make_read_only()
-            result = kernel(**{n: v for n, v in call_args.items() if not (n in info.out_names() and v is None)})
-        written = {n: _clone(call_args[n]) for n in info.out_names()}
-        mutated = {name: _clone(call_args[name]) for name, _kind, flags in arguments(info) if flags & F_MUTABLE}
+            result = kernel(**{n: v for n, v in call_args.items() if v is not None or n not in out_names})
+        written = {n: _clone(call_args[n]) for n in out_names}
+        mutated = {name: _clone(call_args[name]) for name, _kind, flags in schema_args if flags & F_MUTABLE}
         return ("ok", written, mutated, _returned(result, call_args, info))
     except BaseException as exc:  # noqa: BLE001 - the caller re-raises it
         return ("raised", exc)
