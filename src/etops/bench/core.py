@@ -20,7 +20,7 @@ import itertools
 import statistics
 import time
 import warnings
-from typing import Any
+from typing import Any, Callable
 
 import torch
 
@@ -163,14 +163,15 @@ def _calibrate(call, target: float) -> int:
 
 
 def time_calls(calls: dict, repeats: int = 11, warmup: int = 2, target: float = 0.005,
-               same_count: bool = False) -> tuple[dict, dict]:
+               same_count: bool = False, enough: Callable[[dict], bool] | None = None) -> tuple[dict, dict]:
     """Times named calls ``{name: (fn, args, kwargs)}`` round-robin, the order
     rotated every round: ``warmup`` rounds thrown away, then ``repeats`` kept, each
     loop calibrated to last about ``target`` seconds (``same_count``: every call
     looped as many times as the slowest's calibration allows, so that two versions
     of one kernel run loops of one length: a machine that throttles long bursts, a
-    CPU quota, then slows both alike). Returns ({name: [seconds per call, one per
-    kept round]}, {name: calls per loop})."""
+    CPU quota, then slows both alike). ``enough(samples)``, asked after each kept
+    round, ends the timing early when it says the rounds so far decide it. Returns
+    ({name: [seconds per call, one per kept round]}, {name: calls per loop})."""
     samples: dict[str, list[float]] = {k: [] for k in calls}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -186,6 +187,8 @@ def time_calls(calls: dict, repeats: int = 11, warmup: int = 2, target: float = 
                 t = _loop(fn, args, kwargs, counts[name])
                 if r >= warmup:
                     samples[name].append(t)
+            if r >= warmup and enough is not None and enough(samples):
+                break
     return samples, counts
 
 

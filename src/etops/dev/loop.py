@@ -52,30 +52,45 @@ def _base(target, base, cflags):
 BASE_GTEST: dict = {}
 
 
-def _gtest_against_base(test_file, checkout, addresses: dict, base_kind: str, base_key=None) -> dict:
-    """The file's upstream test run on the base (`addresses`: operator -> the base's
-    function, swapped in over the edit for that run: the file at the git base, or the
-    kernel the edit replaced; none: no base run; a run under the same `base_key` and
-    test text is taken from BASE_GTEST) and then on the edit;
-    gtest.report.against_base's comparison, with ``base`` saying which base it was."""
+class _GtestRun:
+    """The file's upstream test, run on the base and then on the edit in a forked
+    process (background.Background) started now, while this process goes on (the
+    judge); ``result()`` waits for it: gtest.report.against_base's comparison, with
+    ``base`` saying which base it was. `addresses`: operator -> the base's function,
+    swapped in over the edit for the base's run (in the forked process): the file at
+    the git base, or the kernel the edit replaced; none: no base run. A base run
+    under the same `base_key` and test text is taken from BASE_GTEST."""
+
+    def __init__(self, test_file, checkout, addresses: dict, base_kind: str, base_key=None):
+        from .background import Background
+
+        self.key = None if base_key is None or not addresses else (base_key, str(test_file), test_file.read_text())
+        self.base = ("none" if not addresses else base_kind or "built-in")
+        before = BASE_GTEST.get(self.key) if self.key is not None else None
+        self.job = Background(lambda: _gtest_runs(test_file, checkout, addresses, before))
+
+    def result(self) -> dict:
+        from ..gtest.report import against_base
+
+        before, edit = self.job.result()
+        if self.key is not None and before is not None:
+            BASE_GTEST[self.key] = before
+        return {**against_base(before, edit), "base": self.base}
+
+
+def _gtest_runs(test_file, checkout, addresses: dict, before) -> tuple:
+    """(the base's run or `before` when given, None without a base; the edit's run)."""
     from ..gtest import gtest as run_gtest  # etops.gtest reads checkouts with this package's checkout module
-    from ..gtest.report import against_base
     from .swap import BaseSwap
 
-    if not addresses:  # operators new with the edit: no base to run, every failing test is the edit's
-        return {**against_base(None, run_gtest(test_file, root=checkout)), "base": "none"}
-    key = None if base_key is None else (base_key, str(test_file), test_file.read_text())
-    before = BASE_GTEST.get(key) if key is not None else None
-    if before is None:
+    if addresses and before is None:
         swap = BaseSwap(addresses)
         swap.install()
         try:
             before = run_gtest(test_file, root=checkout)
         finally:
             swap.restore()
-        if key is not None:
-            BASE_GTEST[key] = before
-    return {**against_base(before, run_gtest(test_file, root=checkout)), "base": base_kind or "built-in"}
+    return before, run_gtest(test_file, root=checkout)
 
 
 def _judge_file(result, target, addresses: dict, base_kind: str, directory, *, dtypes, isolate, budget, base_key,
@@ -103,24 +118,56 @@ def _judge_file(result, target, addresses: dict, base_kind: str, directory, *, d
     load_in_reproducers(directory, [str(target.path)])
 
 
-def _time_file(result, target, addresses: dict, *, dtype, repeats, threads, max_slowdown) -> None:
-    """The edit (installed) against the base's function of each operator, three sizes."""
+def _time_file(result, target, addresses: dict, *, dtype, repeats, threads, max_slowdown, isolate=True) -> None:
+    """The edit (installed) against the base's function of each operator, three
+    sizes. With `isolate` and one thread, each operator is timed in a forked process
+    (background.Background): the edit runs unguarded there, so a kernel that faults
+    on a timing input ends that process, not this one (a ``crashed`` row: a
+    finding); torch's OpenMP threads do not survive a fork, so more threads time here."""
     from ..registry import registry
     from .install import schema_of
-    from .swap import callable_base
     from .timing import time_edit
 
-    for index, impl in enumerate(target.ops):
+    def rows_of(index: int, impl) -> list:
+        from .swap import callable_base
+
         name = impl.entry.op
         kernel = as_program(registry().get_kernel(name))
         handle = callable_base(name, schema_of(impl.entry), addresses.get(name), index)
         try:
             other = None if handle is None else as_program(handle.kernel)
-            result.timing += time_edit(kernel, other, dtype=dtype, repeats=repeats, threads=threads, max_slowdown=max_slowdown,
-                                       tasks=result.sources.get(name))
+            return time_edit(kernel, other, dtype=dtype, repeats=repeats, threads=threads, max_slowdown=max_slowdown,
+                             tasks=result.sources.get(name))
         finally:
             if handle is not None and handle.active:
                 handle.deregister()
+
+    for index, impl in enumerate(target.ops):
+        if isolate and threads == 1:
+            result.timing += _rows_apart(impl.entry.op, lambda: rows_of(index, impl))
+        else:
+            result.timing += rows_of(index, impl)
+
+
+def _rows_apart(name: str, rows) -> list:
+    """`rows()` run in a forked process: its rows (the OpInfo samples it found kept
+    here for the next round), or one ``crashed`` row when the process died."""
+    from ..bench import sampling
+    from .background import Background, BackgroundFailed
+
+    def work():
+        known = set(sampling._BASE_SAMPLES)
+        made = rows()
+        return made, {k: v for k, v in sampling._BASE_SAMPLES.items() if k not in known}
+
+    try:
+        made, found = Background(work).result()
+    except BackgroundFailed as exc:
+        why = str(exc).strip().splitlines()[-1]
+        return [{"kernel": name, "label": "all sizes", "size": "-", "crashed": True,
+                 "error": f"the timing's process (the edit and the base, unguarded) ended: {why}"}]
+    sampling._BASE_SAMPLES.update(found)
+    return made
 
 
 def _test_file(target):
@@ -180,12 +227,10 @@ def run_file(path, *, root=None, yaml=None, dtypes=None, timing_dtype="float32",
         elif name in installed.replaced:
             addresses[name] = installed.replaced[name].previous_address
     base_key = base_library.source_hash if base_library is not None else tuple(sorted(addresses.items()))
-    if test_file is not None:
-        t = time.perf_counter()
-        # the test is compiled with the checkout's headers: their state is part of the base run
-        result.gtest = _gtest_against_base(test_file, target.checkout, addresses, found.kind,
-                                           (base_key, inst.headers_digest(target)))
-        result.seconds["gtest"] = time.perf_counter() - t
+    # the upstream test runs alongside the judge (its result is taken before the timing);
+    # it is compiled with the checkout's headers: their state is part of the base run
+    gtest_run = (_GtestRun(test_file, target.checkout, addresses, found.kind, (base_key, inst.headers_digest(target)))
+                 if test_file is not None else None)
     directory = _report_dir(target.path, report_dir)
     result.report_dir = str(directory)
     if check:
@@ -193,9 +238,15 @@ def run_file(path, *, root=None, yaml=None, dtypes=None, timing_dtype="float32",
         _judge_file(result, target, addresses, found.kind, directory, dtypes=dtypes, isolate=isolate, budget=budget,
                     base_key=base_key, dim_orders=dim_orders)
         result.seconds["check"] = time.perf_counter() - t - result.seconds.get("plan", 0.0)
+    if gtest_run is not None:
+        t = time.perf_counter()
+        result.gtest = gtest_run.result()
+        result.seconds["gtest"] = time.perf_counter() - t  # what the round waited for it after the judge
+        result.gtest["wall_seconds"] = round(gtest_run.job.seconds, 3)  # its process, from start to end
     if timing:
         t = time.perf_counter()
-        _time_file(result, target, addresses, dtype=timing_dtype, repeats=repeats, threads=threads, max_slowdown=max_slowdown)
+        _time_file(result, target, addresses, dtype=timing_dtype, repeats=repeats, threads=threads, max_slowdown=max_slowdown,
+                   isolate=isolate)
         result.seconds["time"] = time.perf_counter() - t
     return result
 

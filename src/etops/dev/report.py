@@ -57,7 +57,9 @@ class FileResult:
         return list(self.gtest.get("regressions", ()))
 
     def slowdowns(self) -> list:
-        return [r for r in self.timing if r.get("slowdown_finding")]
+        """Timing rows that are findings: a slowdown beyond --max-slowdown, or a
+        timing process the kernels ended (``crashed``)."""
+        return [r for r in self.timing if r.get("slowdown_finding") or r.get("crashed")]
 
     def no_case(self) -> list:
         """Operators that got no case (nothing judged them)."""

@@ -77,8 +77,9 @@ def file_lines(f) -> list[str]:
         if not f.findings:
             lines.append("  no finding")
     for row in f.timing:
-        lines.append(f"  timing {_short(row['kernel'])} {describe(row)}" + ("  <- slowdown finding" if row.get("slowdown_finding") else ""))
-    lines += _gtest_lines(f.gtest, f.seconds.get("gtest", 0.0))
+        mark = "  <- slowdown finding" if row.get("slowdown_finding") else "  <- finding" if row.get("crashed") else ""
+        lines.append(f"  timing {_short(row['kernel'])} {describe(row)}{mark}")
+    lines += _gtest_lines(f.gtest, f.gtest.get("wall_seconds", f.seconds.get("gtest", 0.0)) if f.gtest else 0.0)
     if f.report_dir:
         lines.append(f"  report folder: {f.report_dir}")
     return lines

@@ -1,7 +1,8 @@
 """``etops dev`` as a gate, on the miniature checkout committed to a git repository
 the test makes (the base is the file at HEAD): a write past the out is a memory
 finding with exit 1 and the JSON written; an unchanged file exits 0 with "no
-difference" at every size; a 2x slowdown with --max-slowdown 1.3 exits 1; an
+difference" at every size; a 2x slowdown with --max-slowdown 1.3 exits 1; a
+fault only the timing's inputs reach is a finding of the timing's process; an
 overload no OpInfo sample reaches gets derived cases; a fresh cache plans the
 same cases as a warm one; reproducers load the file."""
 
@@ -92,6 +93,20 @@ def test_a_2x_slowdown_beyond_max_slowdown_exits_1(repo, capsys):
     assert "slowdown finding" in printed
     code, printed = _dev([str(kernel), "--no-check"], capsys)  # without the threshold: a timing line, exit 0
     assert code == 0, printed
+
+
+def test_a_kernel_that_faults_on_a_timing_input_is_a_finding_not_a_dead_process(repo, tmp_path, capsys):
+    """The timing runs the edit unguarded, in a forked process: an abort only the
+    large size reaches ends that process; the round reports it (exit 1, JSON written)."""
+    kernel = repo / CPU / "op_mul.cpp"
+    kernel.write_text(minicheckout.MUL.replace(*minicheckout.ABORTS_WHEN_LARGE))
+    out = tmp_path / "dev.json"
+    code, printed = _dev([str(kernel), "--no-check", "--json", str(out)], capsys)
+    assert code == 1, printed
+    [f] = json.loads(out.read_text())["files"]
+    [row] = [r for r in f["timing"] if r.get("crashed")]
+    assert "SIGABRT" in row["error"] and row["kernel"] == "aten::mul.out", row
+    assert "timing mul.out all sizes: the timing's process" in printed and "<- finding" in printed
 
 
 def test_an_overload_no_opinfo_reaches_gets_derived_cases(repo):

@@ -1,0 +1,88 @@
+"""One piece of a round run in a forked process while this one goes on: ``etops
+dev`` runs the file's upstream test (itself a few forks of this process, so it
+calls the kernels registered here when it starts) while the judge runs, and takes
+its result before the timing, which needs a quiet machine.
+
+The fork sees this process as it was when ``Background`` started (the edit
+installed): what this process swaps in later does not reach it, nor what it
+swaps in reaches this process. Its result comes back pickled through a file.
+torch runs single-threaded in the fork: the OpenMP thread team of this process
+does not survive a fork, and libgomp would wait for it forever.
+
+Imports the standard library (and task_processes' words for a wait status).
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import sys
+import tempfile
+import time
+import traceback
+from typing import Any, Callable
+
+
+def _single_threaded() -> None:
+    """torch (when imported) set to one thread."""
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        torch.set_num_threads(1)
+
+
+class BackgroundFailed(RuntimeError):
+    """The forked process raised (its traceback is the message) or died."""
+
+
+class Background:
+    """`work()` started now in a forked process; ``result()`` waits for its value."""
+
+    def __init__(self, work: Callable[[], Any]):
+        fd, self._path = tempfile.mkstemp(prefix="etops-dev-background-")
+        os.close(fd)
+        self.started = time.perf_counter()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        self.pid = os.fork()
+        if self.pid == 0:
+            code = 0
+            try:
+                _single_threaded()
+                try:
+                    outcome = ("ok", work())
+                except BaseException:  # noqa: BLE001 - reported to the caller
+                    outcome = ("raised", traceback.format_exc())
+                with open(self._path, "wb") as f:
+                    pickle.dump(outcome, f)
+            except BaseException:  # noqa: BLE001 - a value that does not pickle: the caller sees no outcome
+                code = 1
+            finally:
+                os._exit(code)
+        self._done = False
+        self.seconds = 0.0  #: how long the work took (once result() returned)
+
+    def result(self) -> Any:
+        """`work()`'s value, once the process ended; BackgroundFailed when it raised
+        or ended without one. Call it once."""
+        if self._done:
+            raise RuntimeError("Background.result: the result was taken already")
+        self._done = True
+        _, status = os.waitpid(self.pid, 0)
+        self.seconds = time.perf_counter() - self.started
+        try:
+            with open(self._path, "rb") as f:
+                outcome = pickle.load(f)
+        except (OSError, EOFError, pickle.UnpicklingError):
+            outcome = None
+        finally:
+            try:
+                os.unlink(self._path)
+            except OSError:
+                pass
+        if outcome is None:
+            from .task_processes import describe_status
+
+            raise BackgroundFailed(f"its process {describe_status(status)} without a result")
+        if outcome[0] == "raised":
+            raise BackgroundFailed(outcome[1])
+        return outcome[1]
