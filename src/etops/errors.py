@@ -408,3 +408,9 @@ class GuardTimeout(EtopsError, TimeoutError):
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (type(self), (self.op, self.seconds, self.stalled))
+
+
+class BackgroundFailed(EtopsError, RuntimeError):
+    """A piece of ``etops dev``'s round run in a forked process
+    (``etops.dev.background``) raised there (the message is its traceback) or ended
+    without a result (the message says how its process ended)."""

@@ -11,7 +11,8 @@ import time
 
 import pytest
 
-from etops.dev.background import Background, BackgroundFailed
+from etops.dev.background import Background
+from etops.errors import BackgroundFailed
 
 
 def test_the_value_comes_back_and_the_fork_kept_the_state_it_started_with():

@@ -9,7 +9,7 @@ swaps in reaches this process. Its result comes back pickled through a file.
 torch runs single-threaded in the fork: the OpenMP thread team of this process
 does not survive a fork, and libgomp would wait for it forever.
 
-Imports the standard library (and task_processes' words for a wait status).
+Imports the standard library, etops.errors and task_processes' words for a wait status.
 """
 
 from __future__ import annotations
@@ -22,16 +22,14 @@ import time
 import traceback
 from typing import Any, Callable
 
+from ..errors import BackgroundFailed
+
 
 def _single_threaded() -> None:
     """torch (when imported) set to one thread."""
     torch = sys.modules.get("torch")
     if torch is not None:
         torch.set_num_threads(1)
-
-
-class BackgroundFailed(RuntimeError):
-    """The forked process raised (its traceback is the message) or died."""
 
 
 class Background:

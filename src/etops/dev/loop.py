@@ -153,7 +153,8 @@ def _rows_apart(name: str, rows) -> list:
     """`rows()` run in a forked process: its rows (the OpInfo samples it found kept
     here for the next round), or one ``crashed`` row when the process died."""
     from ..bench import sampling
-    from .background import Background, BackgroundFailed
+    from ..errors import BackgroundFailed
+    from .background import Background
 
     def work():
         known = set(sampling._BASE_SAMPLES)
