@@ -83,9 +83,10 @@ def describe_ratio(ratio: dict | None, verdict_text: str, other: str) -> str:
     return f"{ratio['median']:.2f}x {other}'s time (IQR {ratio['q1']:.2f}-{ratio['q3']:.2f}): {verdict_text}"
 
 
-def ab_sample(kernel, size: str | int | None = "64k", dtype="float32"):
+def ab_sample(kernel, size: str | int | None = "64k", dtype="float32", raising: tuple = ()):
     """An input for A/B timing: OpInfo's sample for the operator at `dtype`, scaled
-    to about `size` elements (None when no sample works)."""
+    to about `size` elements (None when no sample works; the kernel's exceptions
+    of the classes in `raising` are raised: sampling.sized)."""
     from . import inputs
     from .sampling import base_sample, parse_dtype, sized
 
@@ -93,4 +94,4 @@ def ab_sample(kernel, size: str | int | None = "64k", dtype="float32"):
     if base is None:
         return None
     n = inputs.parse_size(str(size)) if isinstance(size, str) else size
-    return sized(kernel, base, n)
+    return sized(kernel, base, n, raising=raising)

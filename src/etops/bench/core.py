@@ -109,10 +109,15 @@ class Pair:
         self.aten_call = (self.aten, args, {**kwargs, **self.aten_outs})
 
     @classmethod
-    def try_make(cls, kernel, sample):
+    def try_make(cls, kernel, sample, raising: tuple = ()):
+        """The Pair, or None when either side refuses the sample; the kernel's
+        exceptions of the classes in `raising` (etops.KernelCrashed for ``etops
+        dev``'s timing: a fault is a finding, not a sample to skip) are raised."""
         try:
             return cls(kernel, sample)
-        except Exception:  # noqa: BLE001
+        except Exception as exc:  # noqa: BLE001
+            if raising and isinstance(exc.__cause__, raising):
+                raise exc.__cause__ from None
             return None
 
 

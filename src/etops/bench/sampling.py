@@ -60,12 +60,13 @@ def _find_base_sample(kernel, dtype):
     return None
 
 
-def sized(kernel, sample, size: int | None, with_pair: bool = False):
+def sized(kernel, sample, size: int | None, with_pair: bool = False, raising: tuple = ()):
     """A sample of about `size` elements that both sides accept: the OpInfo sample
     scaled, else 1-D inputs, else (an operator with a list out) scaled with one
     dimension held; none giving a list out more tensors than the sample gives
     (list_outs); None if none works. ``with_pair``: returns
-    (sample, its core.Pair) instead."""
+    (sample, its core.Pair) instead. ``raising``: the kernel's exceptions that are
+    raised rather than make a candidate fail (core.Pair.try_make)."""
     from . import core, inputs as _inputs
 
     if size is None or size == sample.size:
@@ -74,7 +75,7 @@ def sized(kernel, sample, size: int | None, with_pair: bool = False):
         candidate = make(sample, size)
         if candidate is None or _more_outs_when_larger(kernel, sample, make):
             continue  # more outs, not more work per out (unbind of a scaled dim: a million 0-d outs)
-        pair = core.Pair.try_make(kernel, candidate)
+        pair = core.Pair.try_make(kernel, candidate, raising)
         if pair is not None:
             return (candidate, pair) if with_pair else candidate
     return (None, None) if with_pair else None

@@ -13,6 +13,8 @@ would narrow a range that decides nothing more. Otherwise all ``repeats`` run.""
 
 from __future__ import annotations
 
+from ..errors import KernelCrashed
+
 #: (label, elements of the largest input)
 SIZES = (("small", "1k"), ("medium", "64k"), ("large", "1M"))
 #: a ratio within 1 ± this reads "no difference" whatever its range (two builds of
@@ -53,6 +55,11 @@ def decided(ratio: dict | None, rounds: int) -> bool:
 TARGET = 0.01
 
 
+#: what a kernel raises on a timing input that is a finding rather than a sample to
+#: skip: a fault the call path trapped (the edit's kernel on an input larger than
+#: the judge's cases)
+FAULTS = (KernelCrashed,)
+
 #: dtypes the timing falls back to, in order, for an operator with no sample at the
 #: asked dtype (the bitwise operators have no float32 one); the row names the dtype
 FALLBACK_DTYPES = ("int32", "int64", "bool")
@@ -86,11 +93,11 @@ def _sample_at(kernel, size: str, dtype: str, search_opinfos: bool):
     from ..bench.sampling import parse_dtype, sized
     from ..conformance.references import find
 
-    sample = ab_sample(kernel, size, dtype) if search_opinfos else None
+    sample = ab_sample(kernel, size, dtype, raising=FAULTS) if search_opinfos else None
     if sample is not None:
         return sample
     for case in recorded_samples(kernel, parse_dtype(dtype)):
-        sample = sized(kernel, case, inputs.parse_size(size))
+        sample = sized(kernel, case, inputs.parse_size(size), raising=FAULTS)
         if sample is not None:
             return sample
     try:
@@ -105,7 +112,7 @@ def _sample_at(kernel, size: str, dtype: str, search_opinfos: bool):
     made = [m for m in made if m.size > 0]
     if not made:
         return None
-    return sized(kernel, max(made, key=lambda m: m.size), inputs.parse_size(size))
+    return sized(kernel, max(made, key=lambda m: m.size), inputs.parse_size(size), raising=FAULTS)
 
 
 #: the judge's recorded cases tried for a timing input, largest first, at most
@@ -157,7 +164,13 @@ def time_edit(kernel, base, *, dtype="float32", sizes=SIZES, repeats: int = 11, 
 
     rows = []
     for label, size in sizes:
-        sample = timing_sample(kernel, size, dtype, tasks)
+        try:
+            sample = timing_sample(kernel, size, dtype, tasks)
+        except FAULTS as exc:
+            rows.append({"kernel": kernel.name, "label": label, "size": size, "crashed": True,
+                         "error": f"the edit's kernel faulted on the timing input of about {size} elements: "
+                                  f"{str(exc).splitlines()[0][:300]}"})
+            continue
         if sample is None:
             rows.append({"kernel": kernel.name, "label": label, "size": size,
                          "error": f"no OpInfo or reference sample of about {size} elements at {dtype} "

@@ -109,6 +109,18 @@ def test_a_kernel_that_faults_on_a_timing_input_is_a_finding_not_a_dead_process(
     assert "timing mul.out all sizes: the timing's process" in printed and "<- finding" in printed
 
 
+def test_a_fault_on_the_timing_input_is_a_finding_of_that_size_not_a_missing_sample(repo, capsys):
+    """A fault the call path traps while the timing sizes its input (the edit's
+    kernel on the large size only) is that size's finding, not "no sample"."""
+    kernel = repo / CPU / "op_mul.cpp"
+    kernel.write_text(minicheckout.MUL.replace(*minicheckout.FAULTS_WHEN_LARGE))
+    code, printed = _dev([str(kernel), "--no-check"], capsys)
+    assert code == 1, printed
+    assert "timing mul.out large: the edit's kernel faulted on the timing input of about 1M elements" in printed
+    assert "SIGSEGV" in printed and "no sample" not in printed
+    assert "timing mul.out small (float32" in printed  # the sizes it does not fault on are timed
+
+
 def test_an_overload_no_opinfo_reaches_gets_derived_cases(repo):
     result = etops.dev(repo / CPU / "op_floor_divide.cpp", timing=False, dtypes=["float32"])
     try:

@@ -203,6 +203,10 @@ IGNORES_DIM_ORDER = ("mini::float_and_contiguous", "mini::is_float")
 #: planted in op_mul.cpp: the process aborted (libc's abort: no ExecuTorch abort, no
 #: trapped fault) on inputs larger than any OpInfo sample: the timing's large size
 ABORTS_WHEN_LARGE = ("  return out;\n}\n", "  if (out.numel() > 500000) __builtin_abort();\n  return out;\n}\n")
+#: planted in op_mul.cpp: a write to address 16 on inputs larger than any OpInfo
+#: sample (a fault the call path traps and raises as KernelCrashed)
+FAULTS_WHEN_LARGE = ("  return out;\n}\n",
+                     "  if (out.numel() > 500000) *reinterpret_cast<volatile float*>(16) = 0.0f;\n  return out;\n}\n")
 #: planted in op_mul.cpp: the loop run twice (a 2x slowdown, same values)
 SLOWDOWN = ("  for (size_t i = 0;", "  for (int rep = 0; rep < 2; ++rep)\n  for (size_t i = 0;")
 
