@@ -246,7 +246,7 @@ def _merge(side: Side, more: Side) -> None:
 
 def compare(edit: Side, base: Side | None, base_kind: str) -> tuple[list[Finding], list]:
     """The edit's findings (also-in-base marked) and the base's findings the edit
-    no longer shows (fixed)."""
+    no longer shows (fixed: none of their cases fails on the edit, in any way)."""
     base_clusters = base.clusters if base is not None else []
     base_keys = {c.key for c in base_clusters}
     base_cases = {(case, outcome[0]) for case, outcome in base.report.failing.items()} if base is not None else set()
@@ -255,8 +255,8 @@ def compare(edit: Side, base: Side | None, base_kind: str) -> tuple[list[Finding
         shared = c.key in base_keys or any((x.id, x.status) in base_cases for x in c.cases)
         findings.append(Finding(c, category(c), shared, base_kind if base is not None else ""))
     edit_keys = {c.key for c in edit.clusters}
-    edit_cases = {(case, outcome[0]) for case, outcome in edit.report.failing.items()}
-    fixed = [c for c in base_clusters if c.key not in edit_keys and not any((x.id, x.status) in edit_cases for x in c.cases)]
+    edit_failing = set(edit.report.failing)  # a case the edit fails otherwise (a crash now) is not fixed
+    fixed = [c for c in base_clusters if c.key not in edit_keys and not any(x.id in edit_failing for x in c.cases)]
     return findings, fixed
 
 
