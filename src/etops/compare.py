@@ -258,8 +258,7 @@ def diff(actual, expected, tolerance: "Tolerance | str" = TORCH, kind: str = VAL
     tol = policy(tolerance)
     if kind not in KINDS:
         raise ValueError(f"kind must be one of {', '.join(KINDS)}, not {kind!r}")
-    a_leaves, _ = pytree.tree_flatten(actual)
-    e_leaves, _ = pytree.tree_flatten(expected)
+    a_leaves, e_leaves = _leaves(actual), _leaves(expected)
     if len(a_leaves) != len(e_leaves):
         return Diff(structural=Structural("count", len(a_leaves), len(e_leaves)))
     total = Diff()
@@ -272,6 +271,11 @@ def diff(actual, expected, tolerance: "Tolerance | str" = TORCH, kind: str = VAL
 
 
 _SCALARS = (bool, int, float, complex)
+
+
+def _leaves(value) -> list:
+    """pytree's leaves of `value` (a tensor is its own: no tree to walk)."""
+    return [value] if isinstance(value, torch.Tensor) else pytree.tree_flatten(value)[0]
 
 
 def _diff_leaf(a, e, tol: Tolerance, kind: str) -> Diff:

@@ -25,6 +25,16 @@ def parse_dtype(value):
 _BASE_SAMPLES: dict = {}
 
 
+def found_samples() -> dict:
+    """The base samples searched so far in this process ((kernel name, dtype) -> sample or None)."""
+    return dict(_BASE_SAMPLES)
+
+
+def keep_samples(found: dict) -> None:
+    """Adds base samples another process searched (a fork's found_samples) to this one's."""
+    _BASE_SAMPLES.update(found)
+
+
 def base_sample(kernel, dtype):
     """The OpInfo sample for `kernel` at `dtype` (None: OpInfo has none); searched
     once per process, each call given a copy of its own (a kernel may write its inputs)."""

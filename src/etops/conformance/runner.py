@@ -243,20 +243,17 @@ class TaskRunner:
             if kept is not None:
                 kept.keep_result(expected)
             return expected
-        applies = getattr(self.hooks, "applies", None)
         case = CaseInfo(target, overload_name(func), self.opinfo, self.dname, sample, call)
-        if recorded is not None:  # the recording's inputs, as ATen got them: copied only for a case that runs
-            expected = recorded.expected
-            if (sample, call) in self.skip or (applies is not None and not applies(case, args, kwargs)):
-                return expected
-            inputs_args, inputs_kwargs = exact_clone(args), exact_clone(kwargs)
-        else:
+        if recorded is None:  # ATen may write its arguments: the kernel's copy is taken first
             inputs_args, inputs_kwargs = exact_clone(args), exact_clone(kwargs)
             expected = func(*args, **kwargs)
-            if (sample, call) in self.skip:
-                return expected  # crashed a worker before: the parent recorded it
-            if applies is not None and not applies(case, inputs_args, inputs_kwargs):
-                return expected  # the hooks leave this case out (e.g. no input to lay out anew)
+        else:  # the recording's arguments, which no one writes: copied below, for a case that runs
+            inputs_args, inputs_kwargs, expected = args, kwargs, recorded.expected
+        applies = getattr(self.hooks, "applies", None)
+        if (sample, call) in self.skip or (applies is not None and not applies(case, inputs_args, inputs_kwargs)):
+            return expected  # crashed a worker before (the parent recorded it), or the hooks leave it out
+        if recorded is not None:
+            inputs_args, inputs_kwargs = exact_clone(args), exact_clone(kwargs)
         case_expected = expected
         if hasattr(self.hooks, "transform"):  # the numerics axis: ATen and the kernel on the same new values
             moved = self.hooks.transform(case, func, inputs_args, inputs_kwargs)

@@ -157,9 +157,9 @@ def _rows_apart(name: str, rows) -> list:
     from .background import Background
 
     def work():
-        known = set(sampling._BASE_SAMPLES)
+        known = sampling.found_samples()
         made = rows()
-        return made, {k: v for k, v in sampling._BASE_SAMPLES.items() if k not in known}
+        return made, {k: v for k, v in sampling.found_samples().items() if k not in known}
 
     try:
         made, found = Background(work).result()
@@ -167,7 +167,7 @@ def _rows_apart(name: str, rows) -> list:
         why = str(exc).strip().splitlines()[-1]
         return [{"kernel": name, "label": "all sizes", "size": "-", "crashed": True,
                  "error": f"the timing's process (the edit and the base, unguarded) ended: {why}"}]
-    sampling._BASE_SAMPLES.update(found)
+    sampling.keep_samples(found)
     return made
 
 

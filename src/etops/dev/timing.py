@@ -126,7 +126,7 @@ def recorded_samples(kernel, dtype) -> list:
     whose outs only ATen's result can size)."""
     from ..bench import inputs
     from ..conformance.case import plan_call
-    from ..conformance.values import exact_clone
+    from ..conformance.values import dtype_name, exact_clone
     from .judge import RECORDER
 
     found = []
@@ -140,15 +140,11 @@ def recorded_samples(kernel, dtype) -> list:
             if plan.outs_from_aten:
                 continue
             sample = inputs.Sample(kernel.name, tuple(plan.args), dict(plan.kwargs),
-                                   f"etops dev's case of OpInfo '{task_id}' sample {c.sample}, {dtype_label(dtype)}")
+                                   f"etops dev's case of OpInfo '{task_id}' sample {c.sample}, {dtype_name(dtype)}")
             if sample.size > 0:
                 found.append(sample)
     found.sort(key=lambda s: -s.size)
     return [inputs.Sample(s.kernel, exact_clone(s.args), exact_clone(s.kwargs), s.source) for s in found[:RECORDED_TRIES]]
-
-
-def dtype_label(dtype) -> str:
-    return str(dtype).replace("torch.", "")
 
 
 def time_edit(kernel, base, *, dtype="float32", sizes=SIZES, repeats: int = 11, threads: int = 1,
