@@ -118,6 +118,7 @@ from ._core import (  # noqa: E402
     set_layout_preserve,
     tensor_meta,
     trap_faults,
+    trap_guarded_here,
     unarmed_dispatch,
 )
 
@@ -145,5 +146,6 @@ __all__ = [
     "shared_library_name",
     "tensor_meta",
     "trap_faults",
+    "trap_guarded_here",
     "unarmed_dispatch",
 ]

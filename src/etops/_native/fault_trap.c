@@ -250,11 +250,14 @@ volatile bool* etf_pool_flag(etf_trap** slot) {
   return ((TrapSlot*)((char*)slot - offsetof(TrapSlot, trap)))->pool_inline;
 }
 
-static int handed_over; /* etf_hand_over was called: etf_install does nothing */
+static int handed_over;   /* etf_hand_over was called: etf_install does nothing */
+static int guarded_here;  /* etf_trap_guarded_here was called: no probes, faults trapped */
 
 void etf_hand_over(void) { handed_over = 1; }
 
-int etf_handed_over(void) { return handed_over; }
+void etf_trap_guarded_here(void) { guarded_here = 1; }
+
+int etf_handed_over(void) { return handed_over || guarded_here; }
 
 int etf_install(void) {
   static int primed = 0;

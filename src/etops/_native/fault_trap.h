@@ -48,8 +48,13 @@ int etf_install(void);
 /* For a process whose faults another handler reports (a guarded call's child,
  * guard_signals.c): etf_install no longer takes the signals back. */
 void etf_hand_over(void);
-/* Whether etf_hand_over was called (a guarded call's child: its guard pages, not
- * etops' probes, judge the kernel's writes). */
+/* For a process whose guarded calls place every tensor in guarded memory
+ * themselves (etops.guard.here's task processes): the handler is installed and
+ * faults in a kernel call stay trapped (the caller decides whether the process may
+ * go on), but the first call of a signature is not probed. */
+void etf_trap_guarded_here(void);
+/* Whether etf_hand_over or etf_trap_guarded_here was called: a process whose guard
+ * pages, not etops' probes, judge the kernel's writes. */
 int etf_handed_over(void);
 
 /* This thread's NoThreadPoolGuard flag (ExecuTorch's: set, its parallel regions

@@ -29,12 +29,10 @@ def crash(kernel, info, bound: dict, died: server.Died) -> KernelCrashed:
         signo = os.WTERMSIG(died.status) if os.WIFSIGNALED(died.status) else -1
         return KernelCrashed(op, _signal_name(signo) if signo > 0 else f"exit status {os.WEXITSTATUS(died.status)}", log=log)
     signo, is_write, _code, address = died.fault
+    placed = _without_attribution_run(op, signo, is_write, address, died.layout, log)
+    if placed is not None:
+        return placed
     name, access = _signal_name(signo), _access(is_write)
-    if signo not in _MEMORY_SIGNALS or address < NULL_PAGE_BYTES:  # no address of any argument's
-        return KernelCrashed(op, name, None, access, None, None, log)
-    site = in_buffer(address, died.layout, within=PAGE)
-    if site is not None:
-        return _named(op, name, access, site, log)
     reach = attribution_reach(address, died.layout)
     if reach is not None:
         try:
@@ -47,6 +45,32 @@ def crash(kernel, info, bound: dict, died: server.Died) -> KernelCrashed:
                 return _named(op, name, _access(again.fault[1]), site, again.log)
             died, address, access = again, again.fault[3], _access(again.fault[1])
     return _relative(op, name, access, address, died)
+
+
+def placed_here(op: str, fault: KernelCrashed, layout: list) -> KernelCrashed | None:
+    """For a fault the call path trapped in a process running guarded calls itself
+    (etops.guard.here; `fault` carries the address, `layout` is the run's): the
+    KernelCrashed the guard process's death would give, when no attribution run is
+    needed (the access was stopped before it changed anything); None otherwise."""
+    if fault.address is None:  # not a trapped fault: as raised
+        return fault
+    signo = getattr(signals, fault.signal, None)
+    if signo is None:
+        return None
+    is_write = {"write": 1, "read": 0}.get(fault.access, -1)  # type: ignore[arg-type]
+    return _without_attribution_run(op, int(signo), is_write, fault.address, layout, fault.log)
+
+
+def _without_attribution_run(op: str, signo: int, is_write: int, address: int, layout: list,
+                             log: str) -> KernelCrashed | None:
+    """KernelCrashed for a fault that touched no memory (not SIGSEGV or SIGBUS), went
+    through a null pointer, or lies within a page of one buffer's data (or inside a
+    read-only input); None for one only an attribution run places."""
+    name, access = _signal_name(signo), _access(is_write)
+    if signo not in _MEMORY_SIGNALS or address < NULL_PAGE_BYTES:  # no address of any argument's
+        return KernelCrashed(op, name, None, access, None, None, log)
+    site = in_buffer(address, layout, within=PAGE)
+    return _named(op, name, access, site, log) if site is not None else None
 
 
 def in_buffer(address: int, layout: list, within: int | None):

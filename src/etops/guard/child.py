@@ -16,6 +16,7 @@ import pickle
 import torch
 
 from .. import _native
+from ..errors import KernelCrashed
 from ..tensors import as_torch
 from ..plan import F_MUTABLE, F_OUT, K_OPT_TENSOR_LIST, K_TENSOR, K_TENSOR_LIST
 from .buffers import GuardedBuffer
@@ -68,12 +69,14 @@ def _returned(result, call_args, info):
     return one(result)
 
 
-def run_guarded(kernel, info, bound: dict, report_fd: int | None, reach: int | None = None):
+def run_guarded(kernel, info, bound: dict, report_fd: int | None, reach: int | None = None, trapped=None):
     """The call on `bound` once per guard side, every tensor between guard regions
     of `reach` bytes (None: buffers.py's default), each run's layout sent to
     `report_fd` first (None: not sent, here.py's calls),
     the inputs not marked mutable read-only: ("ok", written outs, mutated arguments,
-    the result) of the last run, or ("raised", exception)."""
+    the result) of the last run, or ("raised", exception). `trapped(info, fault,
+    layout)`: for calls run in a process that traps faults (here.py), the exception
+    to raise for a KernelCrashed the call path trapped in a run laid out as `layout`."""
     every: list = []  # the buffers of both runs, released once the outcome is made
     schema_args, out_names = arguments(info), info.out_names()
     try:
@@ -97,6 +100,8 @@ def run_guarded(kernel, info, bound: dict, report_fd: int | None, reach: int | N
         mutated = {name: _clone(call_args[name]) for name, _kind, flags in schema_args if flags & F_MUTABLE}
         return ("ok", written, mutated, _returned(result, call_args, info))
     except BaseException as exc:  # noqa: BLE001 - the caller re-raises it
+        if trapped is not None and isinstance(exc, KernelCrashed) and every:
+            exc = trapped(info, exc, [b.record(label) for label, b, _w in every[-1]])
         return ("raised", exc)
     finally:  # what the outcome holds are copies: the mappings serve the next call
         for placed in every:

@@ -5,6 +5,8 @@ argument. A correct kernel gives the same result guarded and unguarded."""
 
 from __future__ import annotations
 
+import os
+
 import pytest
 import torch
 from custom_helpers import SCALE_SOURCE, TWICE_SCHEMA, cache  # noqa: F401
@@ -20,6 +22,10 @@ BODIES = {
     "before_in": "o[0] = in[-1];",
     # writes into 'x', which the schema does not mark mutable
     "into_input": "const_cast<float*>(in)[0] = 3.0f;",
+    # divides by x's first element, an int zero: SIGFPE, no memory touched
+    "divide": "volatile int zero = (int)in[0]; o[0] = (float)(7 / zero);",
+    # reads a tebibyte past 'x': no guard region of the call's reaches it
+    "far_read": "o[0] = in[(ssize_t)1 << 38];",
 }
 
 _KERNELS: dict = {}
@@ -192,3 +198,62 @@ def test_a_guarded_call_gives_the_kernel_the_layout_an_unguarded_call_gives(cach
         guarded = etops.guard.call(kernel, x, out=torch.zeros(4, dtype=torch.long))
     assert direct.tolist() == dim_order, direct
     assert guarded.tolist() == dim_order, guarded
+
+
+def _in_a_task_process(work):
+    """work() in a forked process that entered etops.guard.here (etops dev's task
+    processes): its value, or BackgroundFailed naming how the process ended."""
+    from etops.dev.background import Background
+    from etops.guard import here
+
+    def entered():
+        here.enter()
+        return work()
+
+    return Background(entered).result()
+
+
+def test_a_process_running_guarded_calls_itself_survives_the_faults_the_guard_names(cache):
+    """A fault the guard process would name at once (past an out, before an input,
+    into a read-only input), or that touches no memory (SIGFPE), is trapped in a
+    process running its guarded calls itself: the call raises the KernelCrashed the
+    guard process gives, and the same process makes its next calls, with no guard
+    process. Before, each such case ended the task process and cost a fork or two."""
+    names = ("past_out", "before_in", "into_input", "divide")
+    kernels = {name: _bad(name) for name in names}
+    x = torch.arange(6.0)
+    expected = {}
+    for name in names:
+        with pytest.raises(etops.KernelCrashed) as info:
+            etops.guard.call(kernels[name], torch.zeros(6) if name == "divide" else x, out=torch.empty(6))
+        expected[name] = str(info.value)
+    assert "SIGFPE" in expected["divide"]
+
+    def work():
+        seen = {}
+        for name in names + names:  # each twice: the process goes on after each
+            try:
+                etops.guard.call(kernels[name], torch.zeros(6) if name == "divide" else x, out=torch.empty(6))
+                seen[name] = "no fault"
+            except etops.KernelCrashed as exc:
+                seen[name] = str(exc)
+        clean = torch.equal(etops.guard.call(etops.registry().aten.add.out, x, x), x + x)
+        return seen, clean, etops.guard.guard_pid(), os.getpid()
+
+    seen, clean, guard_pid, pid = _in_a_task_process(work)
+    assert seen == expected
+    assert clean and guard_pid is None and pid != os.getpid()
+
+
+def test_a_fault_no_guard_region_explains_still_ends_the_task_process(cache):
+    """A fault far from every argument (a wild pointer, which may have written
+    elsewhere first) is never trapped there: the process ends, and whoever forked
+    it runs the call again through the guard process, which places it."""
+    from etops.errors import BackgroundFailed
+
+    far = _bad("far_read")
+    x = torch.arange(6.0)
+    with pytest.raises(etops.KernelCrashed, match="SIGSEGV"):
+        etops.guard.call(far, x, out=torch.empty(6))
+    with pytest.raises(BackgroundFailed, match="SIGSEGV"):
+        _in_a_task_process(lambda: etops.guard.call(far, x, out=torch.empty(6)))
