@@ -1,7 +1,7 @@
 """One piece of a round run in a forked process while this one goes on: ``etops
 dev`` runs the file's upstream test (itself a few forks of this process, so it
-calls the kernels registered here when it starts) while the judge runs, and takes
-its result before the timing, which needs a quiet machine.
+calls the kernels registered here when it starts) and the timing (alongside.py)
+while the judge runs.
 
 The fork sees this process as it was when ``Background`` started (the edit
 installed): what this process swaps in later does not reach it, nor what it
@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import pickle
+import signal
 import sys
 import tempfile
 import time
@@ -57,7 +58,34 @@ class Background:
             finally:
                 os._exit(code)
         self._done = False
+        self._status: int | None = None  # its wait status, once reaped
         self.seconds = 0.0  #: how long the work took (once result() returned)
+
+    def done(self) -> bool:
+        """Whether its process has ended (reaped now if so; result() then returns at once)."""
+        if self._status is None:
+            pid, status = os.waitpid(self.pid, os.WNOHANG)
+            if pid == 0:
+                return False
+            self._status = status
+            self.seconds = time.perf_counter() - self.started
+        return True
+
+    def stop(self) -> None:
+        """Ends its process if it still runs, and reaps it; the result is not taken."""
+        if self._done:
+            return
+        self._done = True
+        if self._status is None:
+            try:
+                os.kill(self.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            self._status = os.waitpid(self.pid, 0)[1]
+        try:
+            os.unlink(self._path)
+        except OSError:
+            pass
 
     def result(self) -> Any:
         """`work()`'s value, once the process ended; BackgroundFailed when it raised
@@ -65,8 +93,10 @@ class Background:
         if self._done:
             raise RuntimeError("Background.result: the result was taken already")
         self._done = True
-        _, status = os.waitpid(self.pid, 0)
-        self.seconds = time.perf_counter() - self.started
+        if self._status is None:
+            self._status = os.waitpid(self.pid, 0)[1]
+            self.seconds = time.perf_counter() - self.started
+        status = self._status
         try:
             with open(self._path, "rb") as f:
                 outcome = pickle.load(f)

@@ -128,14 +128,16 @@ BASE_RESULTS: dict = {}
 
 
 def run_side(name: str, plan: dict, *, hooks=GUARDED, report_dir=None, deadline: float | None = None, only=None,
-             max_details: int = 3, cache_key=None, forked: bool = False) -> tuple[Side, list]:
+             max_details: int = 3, cache_key=None, forked: bool = False, alongside=None) -> tuple[Side, list]:
     """One pass of check's runner over `plan` (operator -> tasks), float32 tasks of
     every operator first. `only`: run just these (operator, task) pairs; `deadline`:
     time.monotonic() after which no task starts; `cache_key`: the results are kept
     in BASE_RESULTS under it (and taken from there when present); `forked`: the
     tasks run in task processes (task_processes.py: guarded calls without a round
     trip each; a task whose process dies runs again here, through the guard
-    process). Returns the Side and the (operator, task) pairs run."""
+    process). `alongside`: the round's alongside.Alongside (the timing), started
+    once the tasks are recorded (its samples may be recorded cases) and polled while
+    the task processes run. Returns the Side and the (operator, task) pairs run."""
     from .task_processes import run_tasks
 
     start = time.perf_counter()
@@ -165,7 +167,10 @@ def run_side(name: str, plan: dict, *, hooks=GUARDED, report_dir=None, deadline:
                 break  # the task processes start none of the rest
             if _prepare(kmap, *order[i]):
                 started.add(i)
-        found = run_tasks(todo, one, lambda i, why, died: _run_again(one(i, check_deadline=False), order[i], why, died))
+        if alongside is not None:
+            alongside.start()
+        found = run_tasks(todo, one, lambda i, why, died: _run_again(one(i, check_deadline=False), order[i], why, died),
+                          on_cycle=None if alongside is None else alongside.poll)
     else:
         found = [one(i) for i in todo]
     for i, result in zip(todo, found):
@@ -279,8 +284,15 @@ def _dim_order_cases(laid: Side, contiguous: Side) -> list:
     return [c for c in laid.report.details if c.status != "pass" and failing.get(c.id) != c.status]
 
 
+def _polled_only(alongside):
+    """`alongside` for a pass of the base (swapped in): only when it has started
+    already, so that it is polled; never started there, where its fork would time
+    the base as the edit."""
+    return alongside if alongside is not None and alongside.started else None
+
+
 def layout_findings(plan: dict, ran: list, edit: Side, base: Side | None, install_base, restore_base, *,
-                    base_kind: str, guarded: bool, deadline, report_dir, base_key) -> tuple[list, list, dict]:
+                    base_kind: str, guarded: bool, deadline, report_dir, base_key, alongside=None) -> tuple[list, list, dict]:
     """(findings, fixed, per layout: its cases per operator and the tasks left out)
     of the axis over the (operator, OpInfo, dtype) tasks in `ran`, which `edit` and
     `base` (the contiguous passes: their every failing case, Report.failing) ran; tasks past
@@ -290,7 +302,7 @@ def layout_findings(plan: dict, ran: list, edit: Side, base: Side | None, instal
     for layout in LAYOUTS:
         laid_edit[layout], laid_ran[layout] = run_side(f"edit, {layout}", plan, hooks=_hooks(layout, guarded),
                                                        only=set(ran), deadline=deadline, max_details=AXIS_MAX_DETAILS,
-                                                       forked=guarded)
+                                                       forked=guarded, alongside=alongside)
     laid_base: dict = {}
     if base is not None and install_base is not None and any(laid_ran.values()):
         install_base()
@@ -299,7 +311,7 @@ def layout_findings(plan: dict, ran: list, edit: Side, base: Side | None, instal
                 laid_base[layout], _ = run_side(f"base, {layout}", plan, hooks=_hooks(layout, guarded),
                                                 only=set(laid_ran[layout]), max_details=AXIS_MAX_DETAILS,
                                                 cache_key=None if base_key is None else (base_key, layout, guarded),
-                                                forked=guarded)
+                                                forked=guarded, alongside=_polled_only(alongside))
         finally:
             restore_base()
     findings: list = []
@@ -322,7 +334,8 @@ def layout_findings(plan: dict, ran: list, edit: Side, base: Side | None, instal
 
 
 def judge(plan: dict, install_base, restore_base, *, base_kind: str = "", guarded: bool = True, report_dir=None,
-          budget: float | None = None, max_details: int = 3, dtypes=None, base_key=None, dim_orders: bool = True) -> dict:
+          budget: float | None = None, max_details: int = 3, dtypes=None, base_key=None, dim_orders: bool = True,
+          alongside=None) -> dict:
     """The edit (installed now) and the base (`install_base()` swaps it in,
     `restore_base()` puts the edit back; None: no base) judged on the same
     tasks; the base runs the tasks the edit ran (those judged before under
@@ -330,7 +343,8 @@ def judge(plan: dict, install_base, restore_base, *, base_kind: str = "", guarde
     never reach gets derived tasks (a sibling overload's samples). `dim_orders`: the
     dim-order axis too (layout_findings: the same tasks in each dense layout, within
     the budget). Returns edit / base Sides, findings, fixed, tasks left out per operator,
-    cases per layout and operator."""
+    cases per layout and operator. `alongside`: the round's timing, started once the
+    edit's tasks are recorded (run_side)."""
     from .derived import tasks_for as derived_tasks
 
     RECORDER.keep_only(plan)  # this file's operators' recordings (a --watch round's are the last round's)
@@ -340,13 +354,13 @@ def judge(plan: dict, install_base, restore_base, *, base_kind: str = "", guarde
     # of it that they need: the axis gets the rest)
     contiguous_deadline = None if budget is None else time.monotonic() + budget * (CONTIGUOUS_SHARE if dim_orders else 1)
     edit, ran = run_side("edit", plan, hooks=hooks, report_dir=report_dir, deadline=contiguous_deadline,
-                         max_details=max_details, forked=guarded)
+                         max_details=max_details, forked=guarded, alongside=alongside)
     derived_run = {r[0] for r in ran if r[1].startswith("derived:")}
     unreached = {op: derived_tasks(op, dtypes) for op, n in edit.cases.items() if not n and op not in derived_run}
     unreached = {op: tasks for op, tasks in unreached.items() if tasks}
     if unreached:  # OpInfo samples planned for them reach none of their calls: cases derived from a sibling's
         more, more_ran = run_side("edit", unreached, hooks=hooks, report_dir=report_dir, deadline=contiguous_deadline,
-                                  max_details=max_details, forked=guarded)
+                                  max_details=max_details, forked=guarded, alongside=alongside)
         _merge(edit, more)
         ran += more_ran
         plan = {**plan, **{op: plan[op] + tasks for op, tasks in unreached.items()}}
@@ -358,7 +372,7 @@ def judge(plan: dict, install_base, restore_base, *, base_kind: str = "", guarde
             install_base()
         try:
             base, _ = run_side("base", plan, hooks=hooks, only=set(ran), max_details=max_details, cache_key=base_key,
-                               forked=guarded)
+                               forked=guarded, alongside=_polled_only(alongside))
         finally:
             if pending:
                 restore_base()
@@ -372,7 +386,7 @@ def judge(plan: dict, install_base, restore_base, *, base_kind: str = "", guarde
             max(deadline, time.monotonic() + budget * (1 - CONTIGUOUS_SHARE))
         laid, gone, layout_cases = layout_findings(plan, ran, edit, base, install_base, restore_base, base_kind=base_kind,
                                                    guarded=guarded, deadline=axis_deadline, report_dir=report_dir,
-                                                   base_key=base_key)
+                                                   base_key=base_key, alongside=alongside)
         findings, fixed = findings + laid, fixed + gone
     left_out = {op: sum(1 for t in plan[op] if (op, t["opinfo"], t["dtype"]) not in set(ran)) for op in plan}
     return {"edit": edit, "base": base, "findings": findings, "fixed": fixed, "left_out": left_out, "plan": plan,

@@ -94,10 +94,11 @@ def _gtest_runs(test_file, checkout, addresses: dict, before) -> tuple:
 
 
 def _judge_file(result, target, addresses: dict, base_kind: str, directory, *, dtypes, isolate, budget, base_key,
-                dim_orders) -> None:
+                dim_orders, alongside=None) -> None:
     """check's judge on the edit (installed) and the base (`addresses`: operator ->
     the base's function, swapped in for its pass); this round's reproducers, each
-    loading the file, in `directory`."""
+    loading the file, in `directory`. `alongside`: the round's timing, started once
+    the edit's cases are recorded (judge.run_side)."""
     import shutil
 
     from .cases import plan
@@ -110,20 +111,22 @@ def _judge_file(result, target, addresses: dict, base_kind: str, directory, *, d
     t = time.perf_counter()
     tasks = plan(result.ops, dtypes)
     result.seconds["plan"] = time.perf_counter() - t
+    result.sources = {op: sorted({t["opinfo"] for t in ts}) for op, ts in tasks.items()}  # the timing's, until judged
     swap = BaseSwap(addresses)
     judged = judge(tasks, swap.install if addresses else None, swap.restore, base_kind=base_kind if addresses else "",
                    guarded=isolate, report_dir=directory, budget=budget, dtypes=dtypes, base_key=base_key,
-                   dim_orders=dim_orders)
+                   dim_orders=dim_orders, alongside=alongside)
     result.set_judged(judged["plan"], judged)
     load_in_reproducers(directory, [str(target.path)])
 
 
-def _time_file(result, target, addresses: dict, *, dtype, repeats, threads, max_slowdown, isolate=True) -> None:
-    """The edit (installed) against the base's function of each operator, three
-    sizes. With `isolate` and one thread, each operator is timed in a forked process
-    (background.Background): the edit runs unguarded there, so a kernel that faults
-    on a timing input ends that process, not this one (a ``crashed`` row: a
-    finding); torch's OpenMP threads do not survive a fork, so more threads time here."""
+def _timing_rows(result, target, addresses: dict, *, dtype, repeats, threads, max_slowdown, isolate=True) -> list:
+    """The rows of the edit (installed) against the base's function of each
+    operator, three sizes. With `isolate` and one thread, each operator is timed in
+    a forked process (background.Background): the edit runs unguarded there, so a
+    kernel that faults on a timing input ends that process, not this one (a
+    ``crashed`` row: a finding); torch's OpenMP threads do not survive a fork, so
+    more threads time here."""
     from ..registry import registry
     from .install import schema_of
     from .timing import time_edit
@@ -142,33 +145,58 @@ def _time_file(result, target, addresses: dict, *, dtype, repeats, threads, max_
             if handle is not None and handle.active:
                 handle.deregister()
 
+    rows: list = []
     for index, impl in enumerate(target.ops):
         if isolate and threads == 1:
-            result.timing += _rows_apart(impl.entry.op, lambda: rows_of(index, impl))
+            rows += _rows_apart(impl.entry.op, lambda: rows_of(index, impl))
         else:
-            result.timing += rows_of(index, impl)
+            rows += rows_of(index, impl)
+    return rows
+
+
+def _sampled(work):
+    """A function giving `work()` and the OpInfo samples it found (etops.bench.sampling),
+    for a forked process to hand back to this one (keep_found)."""
+    from ..bench import sampling
+
+    def run():
+        known = sampling.found_samples()
+        made = work()
+        return made, {k: v for k, v in sampling.found_samples().items() if k not in known}
+
+    return run
+
+
+def _keep_found(outcome):
+    """`work()`'s value from a _sampled outcome, its samples kept here for the next round."""
+    from ..bench import sampling
+
+    made, found = outcome
+    sampling.keep_samples(found)
+    return made
 
 
 def _rows_apart(name: str, rows) -> list:
     """`rows()` run in a forked process: its rows (the OpInfo samples it found kept
     here for the next round), or one ``crashed`` row when the process died."""
-    from ..bench import sampling
     from ..errors import BackgroundFailed
     from .background import Background
 
-    def work():
-        known = sampling.found_samples()
-        made = rows()
-        return made, {k: v for k, v in sampling.found_samples().items() if k not in known}
-
     try:
-        made, found = Background(work).result()
+        return _keep_found(Background(_sampled(rows)).result())
     except BackgroundFailed as exc:
         why = str(exc).strip().splitlines()[-1]
         return [{"kernel": name, "label": "all sizes", "size": "-", "crashed": True,
                  "error": f"the timing's process (the edit and the base, unguarded) ended: {why}"}]
-    sampling.keep_samples(found)
-    return made
+
+
+def _timing_alongside(result, target, addresses: dict, others, **timing):
+    """The round's timing (_timing_rows, each operator in a process of its own) as
+    an alongside.Alongside, to run on a core of its own while the judge runs, the
+    processes `others` kept off it too."""
+    from .alongside import Alongside
+
+    return Alongside(_sampled(lambda: _timing_rows(result, target, addresses, **timing)), others)
 
 
 def _test_file(target):
@@ -234,22 +262,47 @@ def run_file(path, *, root=None, yaml=None, dtypes=None, timing_dtype="float32",
                  if test_file is not None else None)
     directory = _report_dir(target.path, report_dir)
     result.report_dir = str(directory)
-    if check:
-        t = time.perf_counter()
-        _judge_file(result, target, addresses, found.kind, directory, dtypes=dtypes, isolate=isolate, budget=budget,
-                    base_key=base_key, dim_orders=dim_orders)
-        result.seconds["check"] = time.perf_counter() - t - result.seconds.get("plan", 0.0)
-    if gtest_run is not None:
-        t = time.perf_counter()
-        result.gtest = gtest_run.result()
-        result.seconds["gtest"] = time.perf_counter() - t  # what the round waited for it after the judge
-        result.gtest["wall_seconds"] = round(gtest_run.job.seconds, 3)  # its process, from start to end
-    if timing:
-        t = time.perf_counter()
-        _time_file(result, target, addresses, dtype=timing_dtype, repeats=repeats, threads=threads, max_slowdown=max_slowdown,
-                   isolate=isolate)
-        result.seconds["time"] = time.perf_counter() - t
+    timing_args = {"dtype": timing_dtype, "repeats": repeats, "threads": threads, "max_slowdown": max_slowdown,
+                   "isolate": isolate}
+    # with isolation and one thread, the timing runs on a core of its own while the judge runs (alongside.py)
+    # (the upstream test keeps off its core too)
+    alongside = (_timing_alongside(result, target, addresses, () if gtest_run is None else (gtest_run.job.pid,),
+                                   **timing_args)
+                 if timing and check and isolate and threads == 1 else None)
+    try:
+        if check:
+            t = time.perf_counter()
+            _judge_file(result, target, addresses, found.kind, directory, dtypes=dtypes, isolate=isolate, budget=budget,
+                        base_key=base_key, dim_orders=dim_orders, alongside=alongside)
+            result.seconds["check"] = time.perf_counter() - t - result.seconds.get("plan", 0.0)
+        if gtest_run is not None:
+            t = time.perf_counter()
+            result.gtest = gtest_run.result()
+            result.seconds["gtest"] = time.perf_counter() - t  # what the round waited for it after the judge
+            result.gtest["wall_seconds"] = round(gtest_run.job.seconds, 3)  # its process, from start to end
+        if timing:
+            t = time.perf_counter()
+            result.timing += _timing_result(alongside, result, target, addresses, timing_args)
+            result.seconds["time"] = time.perf_counter() - t  # what the round waited for it after the judge
+    finally:
+        if alongside is not None:
+            alongside.close()
     return result
+
+
+def _timing_result(alongside, result, target, addresses: dict, timing_args: dict) -> list:
+    """The timing's rows: the alongside run's when it started (its process dying is
+    one ``crashed`` row), else timed now."""
+    from ..errors import BackgroundFailed
+
+    if alongside is None or not alongside.started:
+        return _timing_rows(result, target, addresses, **timing_args)
+    try:
+        return _keep_found(alongside.result())
+    except BackgroundFailed as exc:
+        why = str(exc).strip().splitlines()[-1]
+        return [{"kernel": ", ".join(result.ops), "label": "all sizes", "size": "-", "crashed": True,
+                 "error": f"the timing's process ended: {why}"}]
 
 
 def dev(paths, *, root=None, yaml=None, dtypes=None, timing_dtype="float32", threads=1, repeats=11, check=True,

@@ -139,10 +139,12 @@ def describe_status(status: int) -> str:
 
 
 def run_tasks(tasks: list, run_task: Callable[[Any], Any], rerun: Callable[[Any, str, bool], Any],
-              workers: int | None = None) -> list:
+              workers: int | None = None, on_cycle: Callable[[list], None] | None = None) -> list:
     """The result of each task, in order: `run_task(task)` in a task process, or
     `rerun(task, why, died)` here for a task whose process died or hung (`died`
-    True) or whose runner raised there (False); `why` says which. Every task process is reaped before this returns or raises."""
+    True) or whose runner raised there (False); `why` says which. `on_cycle(pids)`:
+    called with the running task processes' pids each time a result comes in (or
+    every _CHECK_EVERY seconds). Every task process is reaped before this returns or raises."""
     results: list = [None] * len(tasks)
     todo = list(range(len(tasks)))
     todo.reverse()
@@ -157,6 +159,8 @@ def run_tasks(tasks: list, run_task: Callable[[Any], Any], rerun: Callable[[Any,
                     process.send(todo.pop())
             busy = {p.result_r: p for p in running if p.current is not None}
             ready, _, _ = select.select(list(busy), [], [], _CHECK_EVERY)
+            if on_cycle is not None:
+                on_cycle([p.pid for p in running])
             now = time.monotonic()
             for process in list(busy.values()):
                 index: int = process.current  # type: ignore[assignment]  # busy: a task in flight
