@@ -28,6 +28,7 @@ from .hooks import origin_provider
 from .out_shapes import infer_outs
 from .tensors import as_torch
 from .schemas import split_name, torch_overload
+from .signature_cache import SignatureCache, signature
 from .slow_path import SLOW_PATH
 from .torch_checks import check_values, check_with_torch
 
@@ -371,7 +372,7 @@ class KernelInfo:
         overload = torch_overload(self.name) if self.name.startswith("aten::") else None
         resizes: dict | None = {} if meta_checked else None
         if not meta_checked and overload is not None:
-            refusal, resizes = check_with_torch(self.name, overload, bound, self.out_names())
+            refusal, resizes = _checked_with_torch(self.name, overload, bound, self.out_names())
             if refusal is not None:
                 raise refusal
         self.entry.check_like_torch(bound, self)
@@ -503,5 +504,25 @@ def _layout_warning(name: str, judging):
 
     return warn
 
+
+
+#: calls torch's checks accepted: (operator, argument signature, outs included) ->
+#: (the outs' resizes,); a refusal is checked again (its message names the values)
+TORCH_ACCEPTED = SignatureCache("torch accepted", 1 << 15)
+
+
+def _checked_with_torch(name: str, overload, bound: dict, out_names):
+    """check_with_torch's (refusal, resizes), an accepted signature's from TORCH_ACCEPTED."""
+    try:
+        key = (name, tuple((n, signature(v)) for n, v in bound.items()))
+    except TypeError:
+        return check_with_torch(name, overload, bound, out_names)
+    found = TORCH_ACCEPTED.get(key)
+    if found is not None:
+        return None, None if found[0] is None else dict(found[0])
+    refusal, resizes = check_with_torch(name, overload, bound, out_names)
+    if refusal is None:
+        TORCH_ACCEPTED.put(key, (None if resizes is None else dict(resizes),))
+    return refusal, resizes
 
 __all__ = ["KernelInfo", "RegisteredKernel", "Selection", "UncallableKernel", "decode_key", "library_of", "make_kernel"]

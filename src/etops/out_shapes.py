@@ -14,6 +14,7 @@ import torch
 from typing import Any
 
 from .errors import SchemaError
+from .signature_cache import SignatureCache, signature
 from .layouts import is_dense, strides_for
 from .tensors import as_torch, from_dlpack, to_meta
 from .torch_checks import refusal_error
@@ -80,42 +81,36 @@ def _fake_says_data_dependent(functional, positional, keywords) -> bool:
 # ---- the cache ----------------------------------------------------------------------
 
 
-def _signature(value):
-    """A hashable summary of an argument for the out-shape cache: tensors by shape,
-    stride and dtype, everything else by type and value."""
-    if isinstance(value, torch.Tensor):
-        return ("T", tuple(value.shape), value.stride(), value.dtype)
-    if isinstance(value, (list, tuple)):
-        return tuple(_signature(v) for v in value)
-    if hasattr(value, "__dlpack__"):
-        return _signature(from_dlpack(value))
-    hash(value)
-    return (type(value), value)  # 2, 2.0 and True are equal but promote differently
+#: torch's out specs per (operator name, schema: a schema registered again
+#: differently gets its own entries) and argument signature
+OUT_SHAPES = SignatureCache("out shapes", 1 << 15)
 
 
-_OUT_CACHE_SIZE = 256
+def _operator_key(info) -> tuple:
+    """(name, schema) of `info`'s operator, found once per KernelInfo."""
+    key = info.__dict__.get("_operator_key")
+    if key is None:
+        key = info.__dict__["_operator_key"] = (info.name, str(getattr(info, "_schema", None)))
+    return key
 
 
 def infer_outs(info, bound: dict) -> dict:
     """out name -> (shape, dtype, stride or None) or list of those for tensor-list
-    outs, from torch's meta kernels (cached per argument signature on `info`, a
-    KernelInfo); data-dependent ops get an upper bound. None for an out torch's functional does not compute (it
+    outs, from torch's meta kernels (cached per operator and argument signature);
+    data-dependent ops get an upper bound. None for an out torch's functional does not compute (it
     returns None for it: convolution_backward's output_mask), which the kernel
     leaves alone too."""
     if is_data_dependent(info):
         return _infer_outs_uncached(info, bound)
     outs = set(info.out_names())
     try:
-        key = tuple(_signature(v) for n, v in bound.items() if n not in outs)
+        key = (_operator_key(info), tuple(signature(v) for n, v in bound.items() if n not in outs))
     except TypeError:
         return _infer_outs_uncached(info, bound)
-    cache = info.__dict__.setdefault("_out_cache", {})
-    found = cache.get(key)
+    found = OUT_SHAPES.get(key)
     if found is None:
         found = _infer_outs_uncached(info, bound)
-        if len(cache) >= _OUT_CACHE_SIZE:
-            cache.clear()
-        cache[key] = found
+        OUT_SHAPES.put(key, found)
     return found
 
 

@@ -146,3 +146,37 @@ def test_a_replay_calls_no_aten_and_leaves_the_recording_as_recorded():
         for kept, was in zip(torch.utils._pytree.tree_leaves((c.args, c.kwargs, c.expected)),
                              torch.utils._pytree.tree_leaves((args, kwargs, expected))):
             assert not isinstance(kept, torch.Tensor) or torch.equal(kept, was)
+
+
+def test_a_guarded_replay_gives_the_recorded_inputs_uncopied_and_leaves_them_as_recorded():
+    """Hooks whose call never writes its inputs (``leaves_inputs``: a guarded call
+    places copies of its own) get the recorded tensors themselves, no copy per case;
+    an unguarded replay gets copies. Either way the recording holds what it held."""
+    import etops
+
+    leaves = torch.utils._pytree.tree_leaves
+    kmap, recorder = default_kmap(), Recorder()
+    TaskRunner(kmap, ["aten::add.out"], sources=recorder.sources()).run("add", torch.float32)
+    (recording,) = recorder.recordings.values()
+    before = [[t.clone() if isinstance(t, torch.Tensor) else t for t in leaves((c.args, c.kwargs))] for c in recording.calls]
+    recorded = {id(t) for c in recording.calls for t in leaves((c.args, c.kwargs)) if isinstance(t, torch.Tensor)}
+
+    class Seeing:
+        """Guarded calls, noting the tensors they are given."""
+
+        def __init__(self, leaves_inputs):
+            self.leaves_inputs, self.given = leaves_inputs, []
+
+        def invoke(self, kernel, args, kwargs):
+            self.given += [id(t) for t in leaves((args, kwargs)) if isinstance(t, torch.Tensor)]
+            return etops.guard.call(kernel, *args, **kwargs)
+
+    guarded, copying = Seeing(True), Seeing(False)
+    for hooks in (guarded, copying):
+        again = TaskRunner(kmap, ["aten::add.out"], hooks=hooks, sources=recorder.sources()).run("add", torch.float32)
+        assert sum(t.counts.get("pass", 0) for t in again.tallies.values()) == len(recording.calls)
+    assert recorded & set(guarded.given)  # the recording's own tensors
+    assert not recorded & set(copying.given)  # copies
+    for c, was in zip(recording.calls, before):
+        for kept, old in zip(leaves((c.args, c.kwargs)), was):
+            assert not isinstance(kept, torch.Tensor) or torch.equal(kept, old)

@@ -63,10 +63,26 @@ def _transposed(t: torch.Tensor) -> torch.Tensor:
     return t.permute(order).contiguous().permute(order)
 
 
+#: (layout, shape) -> whether the layout lays a contiguous tensor of that shape out
+#: anew (it depends on the shape alone; asked for every case of the axis)
+_CHANGES: dict = {}
+
+
+def _changes(lay, shape) -> bool:
+    key = (lay, shape)
+    found = _CHANGES.get(key)
+    if found is None:
+        if len(_CHANGES) >= 1 << 14:
+            _CHANGES.clear()
+        found = _CHANGES[key] = not lay(torch.empty(shape, dtype=torch.uint8)).is_contiguous()
+    return found
+
+
 def _relaid_any(value, lay) -> bool:
     if isinstance(value, (list, tuple)):
         return any(_relaid_any(v, lay) for v in value)
-    return isinstance(value, torch.Tensor) and value.is_contiguous() and value.numel() >= 2 and not lay(value).is_contiguous()
+    return (isinstance(value, torch.Tensor) and value.is_contiguous() and value.numel() >= 2
+            and _changes(lay, tuple(value.shape)))
 
 
 class _Mode:

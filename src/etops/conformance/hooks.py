@@ -18,7 +18,10 @@ def load_hooks(spec):
     (default: ATen's result); ``inputs(case, args, kwargs)`` returns the arguments
     the kernel gets instead (same values); ``calling(case)`` returns a context
     manager the kernel call runs in; ``invoke(kernel, args, kwargs)`` makes the
-    call (``etops check --guard``); ``applies(case, args, kwargs)`` False leaves the
+    call (``etops check --guard``); ``leaves_inputs`` True says that call never
+    writes the arguments it is given but the outs and those the schema marks
+    mutable (a guarded call places copies), so a replayed case's recorded inputs
+    go to it uncopied; ``applies(case, args, kwargs)`` False leaves the
     case out of the sweep (not checked, not counted). The first two exist for testing the
     machinery, the others for sweeps such as ``etops check --dim-orders``."""
     if spec is None or not isinstance(spec, str):
@@ -48,6 +51,10 @@ class _GuardedHooks:
 
     def __init__(self, base):
         self._base = base
+
+    #: a guarded call copies every tensor argument into guarded memory, and copies
+    #: back only the outs and the arguments the schema marks mutable
+    leaves_inputs = True
 
     def __getattr__(self, name):
         if name == "invoke":

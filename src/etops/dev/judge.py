@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pickle
 import re
 import time
 from dataclasses import dataclass, field
@@ -32,6 +33,7 @@ from ..conformance.hooks import with_guard
 from ..conformance.recorded import Recorder
 from ..conformance.runner import TaskRunner, default_kmap, dtype_from_name
 from ..conformance.sweep import Report
+from .. import signature_cache
 
 #: the hooks of a guarded pass (etops check --guard's)
 GUARDED = "etops.guard.hooks:guarded"
@@ -169,8 +171,12 @@ def run_side(name: str, plan: dict, *, hooks=GUARDED, report_dir=None, deadline:
                 started.add(i)
         if alongside is not None:
             alongside.start()
-        found = run_tasks(todo, one, lambda i, why, died: _run_again(one(i, check_deadline=False), order[i], why, died),
-                          on_cycle=None if alongside is None else alongside.poll)
+        handed = run_tasks(todo, _with_torch_answers(one),
+                           lambda i, why, died: (_run_again(one(i, check_deadline=False), order[i], why, died), {}),
+                           on_cycle=None if alongside is None else alongside.poll)
+        found = [result for result, _made in handed]
+        for _result, made in handed:  # later forks (the base, each layout, the next round) start with them
+            signature_cache.keep(made)
     else:
         found = [one(i) for i in todo]
     for i, result in zip(todo, found):
@@ -187,6 +193,23 @@ def run_side(name: str, plan: dict, *, hooks=GUARDED, report_dir=None, deadline:
     report.details.sort(key=lambda c: (c.kernel, c.status, c.opinfo, c.dtype, c.sample, c.call))
     side.seconds = time.perf_counter() - start
     return side, ran
+
+
+def _with_torch_answers(run):
+    """`run` for a task process: (its result, torch's answers the process worked out
+    for it: etops.signature_cache's entries, none when they do not pickle), so that
+    no process works one out twice."""
+
+    def run_and_hand_back(i):
+        result = run(i)
+        made = signature_cache.made_here()
+        try:
+            pickle.dumps(made)
+        except Exception:  # noqa: BLE001 - an argument that does not pickle: worked out again where needed
+            made = {}
+        return result, made
+
+    return run_and_hand_back
 
 
 def _runner(kmap, op: str, hooks, report_dir, max_details: int, kernels: dict) -> TaskRunner:

@@ -7,7 +7,10 @@ from .call import call
 
 
 class _Guarded:
-    """invoke(kernel, args, kwargs): the call made by etops.guard.call."""
+    """invoke(kernel, args, kwargs): the call made by etops.guard.call, which writes
+    back only the outs and the arguments the schema marks mutable (leaves_inputs)."""
+
+    leaves_inputs = True
 
     @staticmethod
     def invoke(kernel, args, kwargs):

@@ -1,0 +1,86 @@
+"""Caches of torch's answers about a call, keyed by the call's argument signature
+(tensors by shape, strides and dtype, everything else by type and value): the out
+shapes torch's meta kernels give (out_shapes.py) and whether torch's checks accept a
+call (kernel.py). The answers depend on the operator and the signature only, never
+on the kernel object asking, so one cache serves every kernel object of an operator
+(an edit swapped in, its base, each ``etops dev --watch`` round) and lives as long
+as the process.
+
+A process forked to run calls and be thrown away (``etops dev``'s task processes)
+hands the entries it made back with its results (``made_here`` there, ``keep``
+here), so that later forks start with them and no process works one out twice.
+Core module: imports torch and etops.tensors only.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from .tensors import from_dlpack
+
+#: name -> SignatureCache, for made_here / keep
+_CACHES: dict[str, "SignatureCache"] = {}
+
+
+def signature(value) -> Any:
+    """A hashable summary of an argument: tensors by shape, strides and dtype,
+    everything else by type and value (TypeError when a value is not hashable)."""
+    if isinstance(value, torch.Tensor):
+        return ("T", tuple(value.shape), value.stride(), value.dtype)
+    if isinstance(value, (list, tuple)):
+        return tuple(signature(v) for v in value)
+    if hasattr(value, "__dlpack__"):
+        return signature(from_dlpack(value))
+    hash(value)
+    return (type(value), value)  # 2, 2.0 and True are equal but promote differently
+
+
+class SignatureCache:
+    """One process-wide cache, emptied when it holds `limit` entries."""
+
+    def __init__(self, name: str, limit: int):
+        self.name, self.limit = name, limit
+        self._entries: dict = {}
+        self._made: list = []  # keys put here since the last made_here()
+        _CACHES[name] = self
+
+    def get(self, key) -> Any:
+        return self._entries.get(key)
+
+    def put(self, key, value) -> None:
+        self._store(key, value)
+        self._made.append(key)
+        if len(self._made) > self.limit:  # nobody takes them: only the latest could go back
+            del self._made[: len(self._made) // 2]
+
+    def _store(self, key, value) -> None:
+        if len(self._entries) >= self.limit:
+            self._entries.clear()
+        self._entries[key] = value
+
+    def clear(self) -> None:
+        self._entries.clear()
+        self._made.clear()
+
+
+def made_here() -> dict:
+    """Every cache's entries put in this process since the last call: cache name ->
+    {key: value}, for a forked process to hand back (keep)."""
+    made = {}
+    for name, cache in _CACHES.items():
+        entries = {key: cache._entries[key] for key in cache._made if key in cache._entries}
+        cache._made.clear()
+        if entries:
+            made[name] = entries
+    return made
+
+
+def keep(made: dict) -> None:
+    """Keeps the entries another process made (its made_here())."""
+    for name, entries in made.items():
+        cache = _CACHES.get(name)
+        if cache is not None:
+            for key, value in entries.items():
+                cache._store(key, value)
