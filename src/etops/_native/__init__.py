@@ -18,6 +18,7 @@ native code of their own (custom, delegate, bench.threads).
 from __future__ import annotations
 
 import ctypes
+import functools
 import importlib.metadata
 import importlib.util
 import os
@@ -44,8 +45,10 @@ KERNEL_LIBRARIES = tuple(
 )
 
 
+@functools.lru_cache(maxsize=None)
 def executorch_lib_dir() -> str:
-    """The ``lib/`` folder of the installed executorch package (found without importing it)."""
+    """The ``lib/`` folder of the installed executorch package (found without
+    importing it, once per process)."""
     spec = importlib.util.find_spec("executorch")
     if spec is None or not spec.submodule_search_locations:
         raise ImportError("etops needs the executorch package it was built against: pip install executorch=="

@@ -47,13 +47,34 @@ def resolve_rev(top: Path, rev: str) -> str:
         raise CheckoutError(f"{rev!r} names no commit of the git checkout {top}") from None
 
 
-def file_at(top: Path, commit: str, path: Path) -> bytes | None:
-    """`path`'s content at `commit`; None when it did not exist there."""
-    rel = path.resolve().relative_to(top).as_posix()
-    try:
-        return _git(top, "show", f"{commit}:{rel}", binary=True)
-    except CheckoutError:
-        return None
+def files_at(top: Path, commit: str, paths: list) -> list:
+    """Each of `paths`' contents at `commit` (None where it did not exist there),
+    read by one git process (``git cat-file --batch``), not one per file: a file
+    includes about fifty checkout headers."""
+    names = [f"{commit}:{Path(p).resolve().relative_to(top).as_posix()}" for p in paths]
+    if any("\n" in n for n in names):
+        raise CheckoutError("a path with a newline cannot be read from git")
+    proc = subprocess.run(["git", "-C", str(top), "cat-file", "--batch"], input="".join(n + "\n" for n in names).encode(),
+                          capture_output=True)
+    if proc.returncode != 0:
+        err = proc.stderr.decode(errors="replace").strip().splitlines() or ["failed"]
+        raise CheckoutError(f"git cat-file --batch: {err[0]}")
+    out: list[bytes | None] = []
+    at = 0
+    data = proc.stdout
+    for _name in names:  # "<object> <type> <size>\n<content>\n", or "<name> missing\n"
+        end = data.index(b"\n", at)
+        header = data[at:end].split()
+        at = end + 1
+        if len(header) == 3 and header[1] == b"blob":
+            size = int(header[2])
+            out.append(data[at:at + size])
+            at += size + 1
+        else:  # missing, ambiguous, or not a file (a tree): as git show's failure
+            if len(header) == 3:
+                at += int(header[2]) + 1
+            out.append(None)
+    return out
 
 
 def changed_since(top: Path, rev: str) -> list[Path]:
@@ -107,18 +128,17 @@ def find_base(target, rev: str | None = None) -> Base:
         if rev is not None:
             raise
         return Base("built-in", why=f"no commit at HEAD ({exc})")
-    original = file_at(top, commit, target.path)
-    if original is None:
-        return Base("built-in", rev=wanted, commit=commit, why=f"{target.path.name} is new since {wanted}")
-    changed_headers = []
+    headers = []
     for header in sorted(target.headers):
         try:
             header.relative_to(top)
         except ValueError:
             continue
-        old = file_at(top, commit, header)
-        if old is not None and old != header.read_bytes():
-            changed_headers.append((header, old))
+        headers.append(header)
+    original, *olds = files_at(top, commit, [target.path, *headers])
+    if original is None:
+        return Base("built-in", rev=wanted, commit=commit, why=f"{target.path.name} is new since {wanted}")
+    changed_headers = [(header, old) for header, old in zip(headers, olds) if old is not None and old != header.read_bytes()]
     unchanged = original == target.path.read_bytes() and not changed_headers
     digest = hashlib.sha256(commit.encode() + str(target.path).encode() + original
                             + b"".join(str(h).encode() + o for h, o in changed_headers)).hexdigest()[:16]

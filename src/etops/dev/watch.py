@@ -5,6 +5,7 @@ a file that does not compile shows its diagnostics and the watch goes on."""
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import time
 from pathlib import Path
@@ -37,6 +38,23 @@ def fingerprint(paths: set[Path]) -> str:
     return h.hexdigest()
 
 
+#: seconds without a save after which the watch collects what the rounds left
+SETTLE_AFTER = 1.0
+
+
+def _freeze(collect: bool) -> None:
+    """Every object alive now frozen (gc.freeze), after a full collection when
+    `collect`: later collections scan only what came after them. A full collection
+    of the half million objects a round keeps (the recordings, the base's results)
+    took 0.26 s, in every other round; the task processes forked from this one leave
+    the frozen objects' pages alone. A round ends with a freeze (no time); the
+    collection of what the rounds left waits until the watch idles (SETTLE_AFTER)."""
+    if collect:
+        gc.unfreeze()
+        gc.collect()
+    gc.freeze()
+
+
 def watch(paths, on_round=print, *, rounds: int | None = None, poll: float = 0.2, idle_timeout: float | None = None,
           **options):
     """Runs ``etops.dev(paths, **options)`` now and after every change of a kernel
@@ -64,13 +82,21 @@ def watch(paths, on_round=print, *, rounds: int | None = None, poll: float = 0.2
                 result = DevResult([FileResult(str(files[0]), error=f"etops dev failed: {type(exc).__name__}: {exc}")])
             done += 1
             on_round(result)
+            _freeze(collect=False)
             if rounds is not None and done >= rounds:
                 return result
             watched = watched_files(files, root) | watched
             waited = time.monotonic()
+            settled = False
             while fingerprint(watched) == seen:
-                if idle_timeout is not None and time.monotonic() - waited > idle_timeout:
+                idle = time.monotonic() - waited
+                if idle_timeout is not None and idle > idle_timeout:
                     return result
+                if not settled and idle > SETTLE_AFTER:
+                    _freeze(collect=True)
+                    settled = True
                 time.sleep(poll)
     except KeyboardInterrupt:
         return result
+    finally:
+        gc.unfreeze()  # the caller's collections see every object again
