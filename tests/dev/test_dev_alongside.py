@@ -34,9 +34,9 @@ def affinity(monkeypatch):
 
 def test_the_work_runs_on_the_last_core_while_the_rest_keep_to_the_others(affinity):
     job = alongside.Alongside(lambda: os.sched_getaffinity(0), others=(4242,))
-    assert not job.started
+    assert not job.started and job.cores is None
     job.start()
-    assert job.started
+    assert job.started and job.cores == 4  # its own core counted: it gives it back
     assert affinity[0] == {0, 1, 2} and affinity[4242] == {0, 1, 2}  # this process and the one named
     assert job.result() == {3}  # what the fork saw: its own core
     assert affinity[0] == CORES and affinity[4242] == CORES  # every core back once it ended

@@ -79,6 +79,13 @@ class Alongside:
             _set_cores(pid, rest)
             self._narrowed.add(pid)
 
+    @property
+    def cores(self) -> int | None:
+        """Once started, how many cores this process may use, the work's own
+        included (it gives it back when it ends: size pools of processes by this,
+        not by the narrowed affinity); None before."""
+        return len(self._cores) if self.started else None
+
     def poll(self, pids=()) -> None:
         """When the work has ended: this process, the processes narrowed at start and
         `pids` (processes forked since, which inherited the narrowed cores) get every

@@ -129,51 +129,84 @@ RECORDER = Recorder()
 BASE_RESULTS: dict = {}
 
 
+@dataclass
+class Pass:
+    """One pass of the judge's tasks: its Side's name, the runner's hooks, where its
+    reproducers go (None: none), how many details it keeps per kernel and status,
+    and when none of its tasks starts any more (time.monotonic(); None: no limit)."""
+
+    name: str
+    hooks: Any
+    report_dir: Any = None
+    max_details: int = 3
+    deadline: float | None = None
+
+
 def run_side(name: str, plan: dict, *, hooks=GUARDED, report_dir=None, deadline: float | None = None, only=None,
              max_details: int = 3, cache_key=None, forked: bool = False, alongside=None) -> tuple[Side, list]:
-    """One pass of check's runner over `plan` (operator -> tasks), float32 tasks of
-    every operator first. `only`: run just these (operator, task) pairs; `deadline`:
-    time.monotonic() after which no task starts; `cache_key`: the results are kept
+    """One pass of check's runner over `plan` (run_passes with that pass alone):
+    the Side and the (operator, task) pairs run."""
+    return run_passes([Pass(name, hooks, report_dir, max_details, deadline)], plan, only=only, cache_key=cache_key,
+                      forked=forked, alongside=alongside)[0]
+
+
+def run_passes(passes: list, plan: dict, *, only=None, cache_key=None, forked: bool = False,
+               alongside=None) -> list[tuple[Side, list]]:
+    """Passes of check's runner over `plan` (operator -> tasks), float32 tasks of
+    every operator first: each task runs under the first pass's hooks, then under
+    each later pass's (the edit's dim-order layouts) in the same process, which
+    spares a pass of task processes each; a later pass runs only the tasks the
+    first one ran. `only`: run just these (operator, task) pairs; a pass's
+    `deadline`: no task of it starts after; `cache_key` (one pass only): the results are kept
     in BASE_RESULTS under it (and taken from there when present); `forked`: the
     tasks run in task processes (task_processes.py: guarded calls without a round
     trip each; a task whose process dies runs again here, through the guard
     process). `alongside`: the round's alongside.Alongside (the timing), started
     once the tasks are recorded (its samples may be recorded cases) and polled while
-    the task processes run. Returns the Side and the (operator, task) pairs run."""
-    from .task_processes import run_tasks
+    the task processes run. Returns each pass's Side and the (operator, task) pairs it ran."""
+    from .task_processes import default_workers, run_tasks
 
+    if cache_key is not None and len(passes) > 1:
+        raise ValueError("run_passes: argument 'cache_key' is for one pass only")
     start = time.perf_counter()
+    first = passes[0]
     names = sorted(plan)
     kmap = default_kmap()
-    report = Report(names, None, hooks is not None, 1, report_dir=str(report_dir) if report_dir else None)
-    side = Side(name, report, cases=dict.fromkeys(names, 0))
     order = sorted(((n, t) for n in names for t in plan[n]), key=lambda p: (p[1]["dtype"] != "float32", p[0]))
     order = [(op, task) for op, task in order if only is None or (op, task["opinfo"], task["dtype"]) in only]
-    keys = [None if cache_key is None else (cache_key, hooks is not None, op, task["opinfo"], task["dtype"])
+    keys = [None if cache_key is None else (cache_key, first.hooks is not None, op, task["opinfo"], task["dtype"])
             for op, task in order]
-    results = [BASE_RESULTS.get(key) if key is not None else None for key in keys]
+    cached = [BASE_RESULTS.get(key) if key is not None else None for key in keys]
+    results: list = [None if r is None else [r] for r in cached]
     todo = [i for i, r in enumerate(results) if r is None]
     kernels: dict = {}
 
     started: set = set()  # tasks begun here before the deadline: recorded now, so run whatever the time
 
-    def one(i: int, check_deadline: bool = True):
+    def one(i: int, check_deadline: bool = True) -> list:
         op, task = order[i]
-        if check_deadline and i not in started and deadline is not None and time.monotonic() > deadline:
-            return None
-        return _run_task(kmap, op, task, hooks, report_dir, max_details, kernels)
+        out: list = []
+        for p in passes:
+            late = check_deadline and p.deadline is not None and time.monotonic() > p.deadline
+            if (late and not (p is first and i in started)) or (out and out[0] is None):
+                out.append(None)
+            else:
+                out.append(_run_task(kmap, op, task, p.hooks, p.report_dir, p.max_details, kernels))
+        return out
 
     if forked and todo:
         for i in todo:  # recorded here, before the forks: every task process replays the same cases
-            if deadline is not None and time.monotonic() > deadline:
+            if first.deadline is not None and time.monotonic() > first.deadline:
                 break  # the task processes start none of the rest
             if _prepare(kmap, *order[i]):
                 started.add(i)
         if alongside is not None:
             alongside.start()
+        # every core counted, the timing's too: the task processes get it back when the timing ends
+        workers = default_workers(alongside.cores if alongside is not None else None)
         handed = run_tasks(todo, _with_torch_answers(one),
-                           lambda i, why, died: (_run_again(one(i, check_deadline=False), order[i], why, died), {}),
-                           on_cycle=None if alongside is None else alongside.poll)
+                           lambda i, why, died: ([_run_again(r, order[i], why, died) for r in one(i, check_deadline=False)], {}),
+                           workers=workers, on_cycle=None if alongside is None else alongside.poll)
         found = [result for result, _made in handed]
         for _result, made in handed:  # later forks (the base, each layout, the next round) start with them
             signature_cache.keep(made)
@@ -181,8 +214,16 @@ def run_side(name: str, plan: dict, *, hooks=GUARDED, report_dir=None, deadline:
         found = [one(i) for i in todo]
     for i, result in zip(todo, found):
         results[i] = result
-        if result is not None and keys[i] is not None:
-            BASE_RESULTS[keys[i]] = result
+        if result[0] is not None and keys[i] is not None:
+            BASE_RESULTS[keys[i]] = result[0]
+    return [_side_of(p, names, order, [r[k] for r in results], start) for k, p in enumerate(passes)]
+
+
+def _side_of(p: Pass, names: list, order: list, results: list, start: float) -> tuple[Side, list]:
+    """The Side of pass `p` from its results (None: not run), and the (operator,
+    task) pairs it ran."""
+    report = Report(names, None, p.hooks is not None, 1, report_dir=str(p.report_dir) if p.report_dir else None)
+    side = Side(p.name, report, cases=dict.fromkeys(names, 0))
     ran = []
     for (op, task), result in zip(order, results):
         if result is None:  # past the deadline
@@ -291,8 +332,7 @@ def compare(edit: Side, base: Side | None, base_kind: str) -> tuple[list[Finding
 #: the dim-order axis's layouts (check's --dim-order-axis), in the order they run
 LAYOUTS = tuple(AXIS_LAYOUTS)
 #: the share of a budget in which the edit's contiguous tasks may start when the axis
-#: runs; the axis' tasks may start until the budget's end, and at least for the rest
-#: of this share after the contiguous cases (so a budget cut leaves it some tasks)
+#: runs; a task's layouts run right after it, and may start until the budget's end
 CONTIGUOUS_SHARE = 0.6
 
 
@@ -314,18 +354,22 @@ def _polled_only(alongside):
     return alongside if alongside is not None and alongside.started else None
 
 
+def layout_passes(guarded: bool, deadline) -> list:
+    """The edit's passes of the dim-order axis, one per layout of LAYOUTS (run with
+    its contiguous pass, run_passes): none of their tasks starts after `deadline`."""
+    return [Pass(f"edit, {layout}", _hooks(layout, guarded), None, AXIS_MAX_DETAILS, deadline) for layout in LAYOUTS]
+
+
 def layout_findings(plan: dict, ran: list, edit: Side, base: Side | None, install_base, restore_base, *,
-                    base_kind: str, guarded: bool, deadline, report_dir, base_key, alongside=None) -> tuple[list, list, dict]:
+                    base_kind: str, guarded: bool, laid: list, report_dir, base_key, alongside=None) -> tuple[list, list, dict]:
     """(findings, fixed, per layout: its cases per operator and the tasks left out)
     of the axis over the (operator, OpInfo, dtype) tasks in `ran`, which `edit` and
-    `base` (the contiguous passes: their every failing case, Report.failing) ran; tasks past
-    `deadline` are left out, and the base runs those the edit ran. The base's layout passes run with `install_base()` once, its
+    `base` (the contiguous passes: their every failing case, Report.failing) ran;
+    `laid`: the edit's (Side, tasks run) per layout of LAYOUTS (layout_passes);
+    the base runs the tasks the edit ran in each layout, with `install_base()` once, its
     results kept per base and layout (judge.BASE_RESULTS)."""
-    laid_edit, laid_ran = {}, {}
-    for layout in LAYOUTS:
-        laid_edit[layout], laid_ran[layout] = run_side(f"edit, {layout}", plan, hooks=_hooks(layout, guarded),
-                                                       only=set(ran), deadline=deadline, max_details=AXIS_MAX_DETAILS,
-                                                       forked=guarded, alongside=alongside)
+    laid_edit = {layout: side for layout, (side, _ran) in zip(LAYOUTS, laid)}
+    laid_ran = {layout: layout_ran for layout, (_side, layout_ran) in zip(LAYOUTS, laid)}
     laid_base: dict = {}
     if base is not None and install_base is not None and any(laid_ran.values()):
         install_base()
@@ -376,16 +420,21 @@ def judge(plan: dict, install_base, restore_base, *, base_kind: str = "", guarde
     # with the axis, contiguous tasks start within CONTIGUOUS_SHARE of the budget (all
     # of it that they need: the axis gets the rest)
     contiguous_deadline = None if budget is None else time.monotonic() + budget * (CONTIGUOUS_SHARE if dim_orders else 1)
-    edit, ran = run_side("edit", plan, hooks=hooks, report_dir=report_dir, deadline=contiguous_deadline,
-                         max_details=max_details, forked=guarded, alongside=alongside)
+    # the dim-order axis' passes run each task right after its contiguous run, in the
+    # same task process; their tasks start before the budget's end
+    passes = [Pass("edit", hooks, report_dir, max_details, contiguous_deadline),
+              *(layout_passes(guarded, deadline) if dim_orders else [])]
+    (edit, ran), *laid = run_passes(passes, plan, forked=guarded, alongside=alongside)
     derived_run = {r[0] for r in ran if r[1].startswith("derived:")}
     unreached = {op: derived_tasks(op, dtypes) for op, n in edit.cases.items() if not n and op not in derived_run}
     unreached = {op: tasks for op, tasks in unreached.items() if tasks}
     if unreached:  # OpInfo samples planned for them reach none of their calls: cases derived from a sibling's
-        more, more_ran = run_side("edit", unreached, hooks=hooks, report_dir=report_dir, deadline=contiguous_deadline,
-                                  max_details=max_details, forked=guarded, alongside=alongside)
+        (more, more_ran), *more_laid = run_passes(passes, unreached, forked=guarded, alongside=alongside)
         _merge(edit, more)
         ran += more_ran
+        for (side, layout_ran), (more_side, more_layout_ran) in zip(laid, more_laid):
+            _merge(side, more_side)
+            layout_ran += more_layout_ran
         plan = {**plan, **{op: plan[op] + tasks for op, tasks in unreached.items()}}
     edit.clusters = cl.build(edit.report, report_dir=report_dir, hooks=hooks, shrink=False) if report_dir else cl.group(edit.report.details)
     base = None
@@ -403,17 +452,14 @@ def judge(plan: dict, install_base, restore_base, *, base_kind: str = "", guarde
     findings, fixed = compare(edit, base, base_kind)
     layout_cases: dict = {}
     if dim_orders:
-        # the axis' tasks start before the budget's end, or within its remaining share
-        # when the contiguous cases ran past it
-        axis_deadline = None if budget is None or deadline is None else \
-            max(deadline, time.monotonic() + budget * (1 - CONTIGUOUS_SHARE))
-        laid, gone, layout_cases = layout_findings(plan, ran, edit, base, install_base, restore_base, base_kind=base_kind,
-                                                   guarded=guarded, deadline=axis_deadline, report_dir=report_dir,
-                                                   base_key=base_key, alongside=alongside)
-        findings, fixed = findings + laid, fixed + gone
+        laid_found, gone, layout_cases = layout_findings(plan, ran, edit, base, install_base, restore_base,
+                                                         base_kind=base_kind, guarded=guarded, laid=laid,
+                                                         report_dir=report_dir, base_key=base_key, alongside=alongside)
+        findings, fixed = findings + laid_found, fixed + gone
     left_out = {op: sum(1 for t in plan[op] if (op, t["opinfo"], t["dtype"]) not in set(ran)) for op in plan}
     return {"edit": edit, "base": base, "findings": findings, "fixed": fixed, "left_out": left_out, "plan": plan,
             "layout_cases": layout_cases}
 
 
-__all__ = ["LAYOUTS", "Finding", "Side", "category", "compare", "input_dtype", "judge", "layout_findings", "run_side"]
+__all__ = ["LAYOUTS", "Finding", "Pass", "Side", "category", "compare", "input_dtype", "judge", "layout_findings", "layout_passes",
+           "run_passes", "run_side"]

@@ -37,16 +37,17 @@ TASK_TIMEOUT = DEFAULT_TIMEOUT
 _CHECK_EVERY = 1.0
 
 
-def default_workers() -> int:
-    """How many task processes run at once: the cores this process may use, at
-    most MAX_WORKERS (ETOPS_DEV_WORKERS overrides)."""
+def default_workers(cores: int | None = None) -> int:
+    """How many task processes run at once: `cores` (None: the cores this process
+    may use now), at most MAX_WORKERS (ETOPS_DEV_WORKERS overrides)."""
     asked = os.environ.get("ETOPS_DEV_WORKERS")
     if asked:
         return max(1, int(asked))
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        cores = os.cpu_count() or 1
+    if cores is None:
+        try:
+            cores = len(os.sched_getaffinity(0))
+        except (AttributeError, OSError):
+            cores = os.cpu_count() or 1
     return max(1, min(MAX_WORKERS, cores))
 
 

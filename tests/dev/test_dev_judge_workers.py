@@ -1,0 +1,64 @@
+"""The judge's task processes while the timing holds a core (etops.dev.alongside):
+they are as many as the machine's cores allow, the timing's counted, not as many
+as the narrowed affinity shows. (They were one: the judge's first pass ran in a
+single task process while the timing ran, and after it on two cores.)"""
+
+from __future__ import annotations
+
+import os
+
+from etops.dev import judge, task_processes
+from etops.dev.cases import plan
+
+
+class _Timing:
+    """An Alongside already started, whose work holds one of two cores."""
+
+    started, cores = True, 2
+
+    def start(self):
+        pass
+
+    def poll(self, pids=()):
+        pass
+
+
+def test_the_task_processes_count_the_timings_core(monkeypatch):
+    tasks = {op: ts[:2] for op, ts in plan(["aten::add.out"], ["float32"]).items()}
+    asked = []
+
+    def run_tasks(todo, run_task, rerun, workers=None, on_cycle=None):
+        asked.append((workers, task_processes.default_workers()))
+        return [([None], {}) for _ in todo]
+
+    monkeypatch.setattr(task_processes, "run_tasks", run_tasks)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0})  # narrowed: the timing holds core 1
+    monkeypatch.delenv("ETOPS_DEV_WORKERS", raising=False)
+    judge.run_side("edit", tasks, forked=True, alongside=_Timing())
+    assert asked == [(2, 1)]
+    assert task_processes.default_workers(8) == task_processes.MAX_WORKERS
+    monkeypatch.setenv("ETOPS_DEV_WORKERS", "3")
+    assert task_processes.default_workers(2) == 3
+
+
+def test_later_passes_run_each_task_the_first_ran_right_after_it():
+    """run_passes: a task's dim-order layouts run right after its contiguous run
+    (one pass of task processes for all of them); a later pass runs only what the
+    first ran, and none of its tasks starts past its own deadline."""
+    import time
+
+    from etops.dev.judge import Pass, layout_passes, run_passes
+
+    tasks = {op: ts[:2] for op, ts in plan(["aten::add.out"], ["float32"]).items()}
+    first = Pass("edit", judge.GUARDED)
+    (edit, ran), *laid = run_passes([first, *layout_passes(True, None)], tasks, forked=True)
+    assert len(ran) == 2 and edit.cases["aten::add.out"] > 0
+    assert [side.name for side, _ in laid] == [f"edit, {layout}" for layout in judge.LAYOUTS]
+    assert all(layout_ran == ran for _side, layout_ran in laid)  # each layout ran the tasks the first pass ran
+    assert laid[1][0].cases["aten::add.out"] > 0  # transposed inputs: cases of their own
+    past = time.monotonic() - 1
+    (edit, ran), (late, late_ran) = run_passes([first, Pass("late", judge.GUARDED, deadline=past)], tasks, forked=True)
+    assert len(ran) == 2 and late_ran == [] and late.cases["aten::add.out"] == 0
+    (none, none_ran), (after, after_ran) = run_passes([Pass("edit", judge.GUARDED, deadline=past),
+                                                        Pass("after", judge.GUARDED)], tasks, forked=True)
+    assert none_ran == [] and after_ran == []  # nothing after a first pass that ran nothing
