@@ -6,6 +6,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from .process_end import signal_name
+
 
 class EtopsError(Exception):
     """Base of every etops error."""
@@ -199,7 +201,6 @@ def kernel_failure(error_type: type, op: str, failure: Any, site_of: Any = None,
 
 
 #: signal numbers a kernel can raise (Linux's), and what SIGFPE's si_code says
-_SIGNAL_NAMES = {4: "SIGILL", 7: "SIGBUS", 8: "SIGFPE", 11: "SIGSEGV"}
 _FPE_CODES = {1: "integer division by zero or overflow", 2: "integer overflow", 3: "floating-point division by zero",
               4: "floating-point overflow", 5: "floating-point underflow", 6: "inexact floating-point result",
               7: "invalid floating-point operation"}
@@ -273,7 +274,7 @@ class KernelCrashed(KernelError):
         page stopped the access)."""
         signo, code, address, is_write = fault.signal, fault.code, fault.address, fault.is_write
         guarded = (fault.argument, fault.where, fault.offset) if fault.argument is not None else None
-        signal = _SIGNAL_NAMES.get(signo, f"signal {signo}")
+        signal = signal_name(signo)
         memory = signal in ("SIGSEGV", "SIGBUS")
         reason = _FPE_CODES.get(code, "") if signal == "SIGFPE" else ""
         access = {1: "write", 0: "read"}.get(is_write) if memory else None

@@ -21,6 +21,7 @@ import threading
 import time
 from pathlib import Path
 
+from ..process_end import from_exit_code
 from .case import CaseResult, TaskResult
 
 #: Seconds a task may go without any news before its worker counts as hung.
@@ -214,11 +215,4 @@ def run_pool(tasks: list[dict], config: dict, jobs: int, on_result, timeout: flo
 
 
 def _describe_exit(code: int | None) -> str:
-    if code is not None and code < 0:
-        import signal
-
-        try:
-            return f"worker killed by {signal.Signals(-code).name}"
-        except ValueError:
-            return f"worker killed by signal {-code}"
-    return f"worker exited with status {code}"
+    return f"worker {from_exit_code(code)}"

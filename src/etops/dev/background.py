@@ -24,6 +24,7 @@ import traceback
 from typing import Any, Callable
 
 from ..errors import BackgroundFailed
+from ..process_end import from_wait_status
 
 
 def _single_threaded() -> None:
@@ -108,9 +109,7 @@ class Background:
             except OSError:
                 pass
         if outcome is None:
-            from .task_processes import describe_status
-
-            raise BackgroundFailed(f"its process {describe_status(status)} without a result")
+            raise BackgroundFailed(f"its process {from_wait_status(status)} without a result")
         if outcome[0] == "raised":
             raise BackgroundFailed(outcome[1])
         return outcome[1]

@@ -28,6 +28,7 @@ from typing import Any, Callable
 from ..guard import here
 from ..guard.server import DEFAULT_TIMEOUT, STALL_SECONDS, CpuWatch
 from ..guard.wire import frame, read_exact, read_frame_body, write_all
+from ..process_end import from_wait_status
 
 #: task processes at most (one per core beyond it would only share the cores)
 MAX_WORKERS = 2
@@ -128,17 +129,6 @@ def _serve(tasks: list, run_task, request_fd: int, result_fd: int) -> None:
         write_all(result_fd, payload)
 
 
-def describe_status(status: int) -> str:
-    """'killed by signal 11 (SIGSEGV)' / 'exited with status 139' for a wait status."""
-    if os.WIFSIGNALED(status):
-        signo = os.WTERMSIG(status)
-        return f"killed by signal {signo} ({signal.Signals(signo).name})"
-    code = os.WEXITSTATUS(status) if os.WIFEXITED(status) else status
-    if code > 128 and code - 128 in signal.Signals._value2member_map_:
-        return f"ended by signal {code - 128} ({signal.Signals(code - 128).name})"
-    return f"exited with status {code}"
-
-
 def run_tasks(tasks: list, run_task: Callable[[Any], Any], rerun: Callable[[Any, str, bool], Any],
               workers: int | None = None, on_cycle: Callable[[list], None] | None = None) -> list:
     """The result of each task, in order: `run_task(task)` in a task process, or
@@ -174,7 +164,7 @@ def run_tasks(tasks: list, run_task: Callable[[Any], Any], rerun: Callable[[Any,
                         why = f"it failed in its task process:\n{value}"
                     else:
                         running.remove(process)
-                        why = f"its task process {describe_status(process.end())}"
+                        why = f"its task process {from_wait_status(process.end())}"
                 else:
                     outcome, hung = "hung", process.hung(now)
                     if hung is None:

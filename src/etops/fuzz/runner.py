@@ -21,6 +21,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..process_end import from_exit_code
 from . import worker
 
 _CTX = None
@@ -102,10 +103,8 @@ class IsolatedRunner:
         self.deaths += 1
         if status == "hang":
             what = f"no answer within {self.timeout:.0f}s (killed)"
-        elif code is not None and code < 0:
-            what = f"killed by {signal.Signals(-code).name}"
         else:
-            what = f"exited with status {code}"
+            what = from_exit_code(code)
         stderr = self._stderr_from(pos)
         notice = [line for line in stderr.splitlines() if line.startswith("etops: ExecuTorch aborted")]
         return {

@@ -19,6 +19,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..process_end import from_wait_status
+
 #: Test statuses, as reports and JSON give them.
 PASSED, FAILED, SKIPPED, CRASHED = "passed", "failed", "skipped", "crashed"
 
@@ -45,17 +47,6 @@ class BinaryRun:
     tests: list[TestResult] = field(default_factory=list)
     problem: str | None = None
     seconds: float = 0.0
-
-
-def _ended(status: int) -> str:
-    if os.WIFSIGNALED(status):
-        sig = os.WTERMSIG(status)
-        try:
-            name = signal.Signals(sig).name
-        except ValueError:
-            name = f"signal {sig}"
-        return f"killed by {name}"
-    return f"exited with code {os.WEXITSTATUS(status)}"
 
 
 def _child(binary: str, argv: list[str], log: str, events: str) -> None:
@@ -164,13 +155,13 @@ def run_binary(binary: Path, test_filter: str | None = None, timeout: float = 30
             clean = not timed_out and os.WIFEXITED(status) and os.WEXITSTATUS(status) in (0, 1)
             tail = _tail(log)
             if running is not None:
-                why = f"timed out after {timeout:g} s" if timed_out else _ended(status)
+                why = f"timed out after {timeout:g} s" if timed_out else from_wait_status(status)
                 failures = _message(parts.get(running, []), "failure")
                 text = why + (f"\n{failures}" if failures else "") + (f"\n--- output ---\n{tail}" if tail else "")
                 done[running] = TestResult(running, CRASHED, text)
                 continue  # run the tests after it
             if not clean:
-                why = f"timed out after {timeout:g} s" if timed_out else _ended(status)
+                why = f"timed out after {timeout:g} s" if timed_out else from_wait_status(status)
                 result.problem = f"the test binary {why} outside any test" + (f"\n--- output ---\n{tail}" if tail else "")
             break
     result.tests = list(done.values())

@@ -14,6 +14,7 @@ import signal as signals
 
 from ..crash_site import NULL_PAGE_BYTES, locate_in, relative
 from ..errors import GuardTimeout, KernelCrashed
+from ..process_end import signal_name
 from . import server
 from .buffers import DEFAULT_REACH, MAX_REACH, PAGE, pages
 
@@ -27,12 +28,12 @@ def crash(kernel, info, bound: dict, died: server.Died) -> KernelCrashed:
     op, log = info.name, died.log
     if died.fault is None:
         signo = os.WTERMSIG(died.status) if os.WIFSIGNALED(died.status) else -1
-        return KernelCrashed(op, _signal_name(signo) if signo > 0 else f"exit status {os.WEXITSTATUS(died.status)}", log=log)
+        return KernelCrashed(op, signal_name(signo) if signo > 0 else f"exit status {os.WEXITSTATUS(died.status)}", log=log)
     signo, is_write, _code, address = died.fault
     placed = _without_attribution_run(op, signo, is_write, address, died.layout, log)
     if placed is not None:
         return placed
-    name, access = _signal_name(signo), _access(is_write)
+    name, access = signal_name(signo), _access(is_write)
     reach = attribution_reach(address, died.layout)
     if reach is not None:
         try:
@@ -66,7 +67,7 @@ def _without_attribution_run(op: str, signo: int, is_write: int, address: int, l
     """KernelCrashed for a fault that touched no memory (not SIGSEGV or SIGBUS), went
     through a null pointer, or lies within a page of one buffer's data (or inside a
     read-only input); None for one only an attribution run places."""
-    name, access = _signal_name(signo), _access(is_write)
+    name, access = signal_name(signo), _access(is_write)
     if signo not in _MEMORY_SIGNALS or address < NULL_PAGE_BYTES:  # no address of any argument's
         return KernelCrashed(op, name, None, access, None, None, log)
     site = in_buffer(address, layout, within=PAGE)
@@ -123,10 +124,3 @@ def _relative(op: str, name: str, access, address: int, died: server.Died) -> Ke
 
 def _access(is_write: int):
     return None if is_write < 0 else ("write" if is_write else "read")
-
-
-def _signal_name(signo: int) -> str:
-    try:
-        return signals.Signals(signo).name
-    except ValueError:
-        return f"signal {signo}"
