@@ -52,7 +52,7 @@ def decided(ratio: dict | None, rounds: int) -> bool:
 
 
 #: seconds each timed loop lasts: long enough for a share of a loaded machine to average out
-TARGET = 0.005
+TARGET = 0.01
 
 
 #: what a kernel raises on a timing input that is a finding rather than a sample to
