@@ -411,7 +411,7 @@ def judge(plan: dict, install_base, restore_base, *, base_kind: str = "", guarde
     dim-order axis too (layout_findings: the same tasks in each dense layout, within
     the budget). Returns edit / base Sides, findings, fixed, tasks left out per operator,
     cases per layout and operator. `alongside`: the round's timing, started once the
-    edit's tasks are recorded (run_side)."""
+    edit's tasks are recorded (run_passes)."""
     from .derived import tasks_for as derived_tasks
 
     RECORDER.keep_only(plan)  # this file's operators' recordings (a --watch round's are the last round's)

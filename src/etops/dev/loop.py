@@ -98,7 +98,7 @@ def _judge_file(result, target, addresses: dict, base_kind: str, directory, *, d
     """check's judge on the edit (installed) and the base (`addresses`: operator ->
     the base's function, swapped in for its pass); this round's reproducers, each
     loading the file, in `directory`. `alongside`: the round's timing, started once
-    the edit's cases are recorded (judge.run_side)."""
+    the edit's cases are recorded (judge.run_passes)."""
     import shutil
 
     from .cases import plan

@@ -2,11 +2,12 @@
 isolated and guarded, without a round trip per call.
 
 Each task process is a fork of this one that enters etops.guard.here (every
-guarded call placed in guarded memory and run twice in that process, a fault
-ending it) and runs the tasks it is sent, one at a time, sending each TaskResult
-back. As many run at once as `workers` (the machine's cores, at most
-MAX_WORKERS), each sent the next task when it reports one. A task process that
-dies (a fault, a signal), stops using CPU time for STALL_SECONDS, takes longer than
+guarded call placed in guarded memory and run twice in that process; a fault the
+guard stopped is the call's KernelCrashed there, any other ends the process) and
+runs the tasks it is sent, one at a time, sending each TaskResult back. As many run
+at once as `workers` (the machine's cores, at most MAX_WORKERS), each sent the next
+task when it reports one. A task process that dies (a fault no guard region
+explains, a signal), stops using CPU time for STALL_SECONDS, takes longer than
 TASK_TIMEOUT or fails in the runner has its task run again here through `rerun`
 (the guard process's calls: a fault there is a crash case naming the argument) and
 is replaced for the tasks left. The tasks are recorded by the caller before any
