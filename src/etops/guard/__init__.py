@@ -24,7 +24,9 @@ which it stops using CPU time, raises etops.GuardTimeout, and Ctrl-C during a ca
 raises KeyboardInterrupt: either way the guard process is killed, never orphaned.
 
 In a process forked to be thrown away, ``here.enter()`` runs guarded calls in that
-process: the same guarded memory and two runs, no round trip; a fault ends it.
+process: the same guarded memory and two runs, no round trip; a fault the guard
+stopped (or one that touches no memory) raises the KernelCrashed the guard process
+would give, any other ends that process.
 
 Files: call.py (the call: outs, results back), here.py (guarded calls in a
 throwaway process), attribute.py (a fault to its
