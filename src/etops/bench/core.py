@@ -174,21 +174,29 @@ def time_calls(calls: dict, repeats: int = 11, warmup: int = 2, target: float = 
     loop calibrated to last about ``target`` seconds (``same_count``: every call
     looped as many times as the slowest's calibration allows, so that two versions
     of one kernel run loops of one length: a machine that throttles long bursts, a
-    CPU quota, then slows both alike). ``enough(samples)``, asked after each kept
-    round, ends the timing early when it says the rounds so far decide it. Returns
-    ({name: [seconds per call, one per kept round]}, {name: calls per loop})."""
+    CPU quota, then slows both alike). A name may give a list of calls instead: round
+    r runs the (r mod length)-th (two kernels trading their outs every round, so that
+    where each out lies in memory weighs on both alike). ``enough(samples)``, asked
+    after each kept round, ends the timing early when it says the rounds so far
+    decide it. Returns ({name: [seconds per call, one per kept round]}, {name: calls
+    per loop})."""
+    variants = {k: list(c) if isinstance(c, list) else [c] for k, c in calls.items()}
     samples: dict[str, list[float]] = {k: [] for k in calls}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        counts = {k: _calibrate(c, target) for k, c in calls.items()}
+        for k, vs in variants.items():
+            for v in vs[1:]:  # each variant called once before the timed loops
+                v[0](*v[1], **v[2])
+        counts = {k: _calibrate(vs[0], target) for k, vs in variants.items()}
         if same_count:  # each side's fastest of three calibrations (a busy moment would shorten the loops)
-            best = {k: max(counts[k], *(_calibrate(c, target) for _ in range(2))) for k, c in calls.items()}
+            best = {k: max(counts[k], *(_calibrate(vs[0], target) for _ in range(2))) for k, vs in variants.items()}
             counts = dict.fromkeys(counts, min(best.values()))
         names = list(calls)
         for r in range(warmup + repeats):
             shift = r % len(names)
             for name in names[shift:] + names[:shift]:
-                fn, args, kwargs = calls[name]
+                vs = variants[name]
+                fn, args, kwargs = vs[r % len(vs)]
                 t = _loop(fn, args, kwargs, counts[name])
                 if r >= warmup:
                     samples[name].append(t)
