@@ -51,8 +51,11 @@ def decided(ratio: dict | None, rounds: int) -> bool:
     return all(f > 1.0 + 2 * MIN_EFFECT for f in figures) or all(f < 1.0 - 2 * MIN_EFFECT for f in figures)
 
 
-#: seconds each timed loop lasts: long enough for a share of a loaded machine to average out
-TARGET = 0.01
+#: seconds each timed loop lasts (the timing has a core of its own: alongside.py). The
+#: "slower" sizes unchanged files read in a sweep with these loops came from where
+#: each side's out lay, which the sides now trade every round (bench.ab), not from
+#: the loops' length; 10 ms loops made the round 0.3 s longer
+TARGET = 0.005
 
 
 #: what a kernel raises on a timing input that is a finding rather than a sample to
