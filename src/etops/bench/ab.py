@@ -59,7 +59,7 @@ def time_ab(kernel, previous, sample, *, repeats: int = 11, warmup: int = 2, tar
                 previous(*call[1], **call[2])
                 row["agree_builtin"] = all(core._agree(pair.et_outs[k], outs[k]) for k in outs)
                 if outs:
-                    # the two kernels trade their outs every round: where an out lies
+                    # the two kernels trade their outs call by call: where an out lies
                     # (a 4k alias with an input) weighs on both alike, never on one
                     # (an unchanged copy kernel read 0.91x and 1.07x by placement alone)
                     traded = (kernel, sample.args, {**sample.kwargs, **outs})

@@ -49,6 +49,16 @@ def _loop(fn, args, kwargs, n: int) -> float:
     return (clock() - t0) / 1e9 / n
 
 
+def _loop_in_turn(calls: list, n: int) -> float:
+    """Seconds per call of `n` calls, `calls` ((fn, args, kwargs) each) in turn."""
+    turns = itertools.islice(itertools.cycle(calls), n)
+    clock = time.perf_counter_ns
+    t0 = clock()
+    for fn, args, kwargs in turns:
+        fn(*args, **kwargs)
+    return (clock() - t0) / 1e9 / n
+
+
 def _outs_of(kernel, result) -> dict:
     names = kernel.out_names()
     if len(names) == 1:
@@ -174,9 +184,9 @@ def time_calls(calls: dict, repeats: int = 11, warmup: int = 2, target: float = 
     loop calibrated to last about ``target`` seconds (``same_count``: every call
     looped as many times as the slowest's calibration allows, so that two versions
     of one kernel run loops of one length: a machine that throttles long bursts, a
-    CPU quota, then slows both alike). A name may give a list of calls instead: round
-    r runs the (r mod length)-th (two kernels trading their outs every round, so that
-    where each out lies in memory weighs on both alike). ``enough(samples)``, asked
+    CPU quota, then slows both alike). A name may give a list of calls instead: its
+    loop runs them in turn, call by call (two kernels trading their outs, so that
+    where each out lies in memory weighs on both alike within every round). ``enough(samples)``, asked
     after each kept round, ends the timing early when it says the rounds so far
     decide it. Returns ({name: [seconds per call, one per kept round]}, {name: calls
     per loop})."""
@@ -196,8 +206,11 @@ def time_calls(calls: dict, repeats: int = 11, warmup: int = 2, target: float = 
             shift = r % len(names)
             for name in names[shift:] + names[:shift]:
                 vs = variants[name]
-                fn, args, kwargs = vs[r % len(vs)]
-                t = _loop(fn, args, kwargs, counts[name])
+                if len(vs) == 1:
+                    fn, args, kwargs = vs[0]
+                    t = _loop(fn, args, kwargs, counts[name])
+                else:
+                    t = _loop_in_turn(vs, counts[name])
                 if r >= warmup:
                     samples[name].append(t)
             if r >= warmup and enough is not None and enough(samples):
