@@ -185,9 +185,15 @@ def _rows_apart(name: str, rows) -> list:
     try:
         return _keep_found(Background(_sampled(rows)).result())
     except BackgroundFailed as exc:
-        why = str(exc).strip().splitlines()[-1]
-        return [{"kernel": name, "label": "all sizes", "size": "-", "crashed": True,
-                 "error": f"the timing's process (the edit and the base, unguarded) ended: {why}"}]
+        return _ended_row(name, exc)
+
+
+def _ended_row(name: str, failed) -> list:
+    """The one ``crashed`` row of a timing whose forked process ended without its
+    rows (`failed`: its BackgroundFailed): a finding, with the last line it gave."""
+    why = str(failed).strip().splitlines()[-1]
+    return [{"kernel": name, "label": "all sizes", "size": "-", "crashed": True,
+             "error": f"the timing's process (the edit and the base, unguarded) ended: {why}"}]
 
 
 def _timing_alongside(result, target, addresses: dict, others, **timing):
@@ -300,9 +306,7 @@ def _timing_result(alongside, result, target, addresses: dict, timing_args: dict
     try:
         return _keep_found(alongside.result())
     except BackgroundFailed as exc:
-        why = str(exc).strip().splitlines()[-1]
-        return [{"kernel": ", ".join(result.ops), "label": "all sizes", "size": "-", "crashed": True,
-                 "error": f"the timing's process ended: {why}"}]
+        return _ended_row(", ".join(result.ops), exc)
 
 
 def dev(paths, *, root=None, yaml=None, dtypes=None, timing_dtype="float32", threads=1, repeats=11, check=True,
