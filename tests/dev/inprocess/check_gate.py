@@ -52,6 +52,34 @@ def test_a_write_past_the_out_is_a_memory_finding_and_the_json_is_written(repo, 
     assert run.returncode != 0
 
 
+def test_watch_carries_on_after_a_memory_bug_and_states_the_wheel_flags(repo, tmp_path):
+    """--watch with the kernel isolated and guarded (the default): a write past the
+    out is a memory finding each round, the watch process lives on to the next save,
+    and each round says the flags it compiled with (the wheel's)."""
+    from etops.dev.install import WHEEL_CFLAGS
+
+    kernel = repo / CPU / "op_mul.cpp"
+    kernel.write_text(minicheckout.MUL.replace(*minicheckout.OUT_OF_BOUNDS))
+    rounds = []
+
+    def on_round(result):
+        rounds.append(result)
+        if len(rounds) == 1:
+            kernel.write_text(kernel.read_text() + "\n// saved again\n")
+
+    last = etops.dev.watch(kernel, on_round, rounds=2, poll=0.05, idle_timeout=60, dtypes=["float32"], timing=False,
+                           budget=20)
+    try:
+        assert len(rounds) == 2
+        for result in rounds:
+            [f] = result.files
+            assert result.exit_code == 1 and "memory" in [x.category for x in f.new_findings], f.findings
+            assert f.build["flags"] == list(WHEEL_CFLAGS)
+            assert "wheel flags -O3 -DNDEBUG -ffunction-sections -fdata-sections" in result.text()
+    finally:
+        last.restore()
+
+
 def test_an_edit_that_reads_tensors_as_contiguous_is_a_dim_order_finding(repo, tmp_path, capsys):
     """The dim-order axis is on by default: the edit drops op_mul.cpp's dim-order
     checks, so channels-last or transposed inputs (which the base refuses) are read
