@@ -45,3 +45,20 @@ def test_a_finding_the_base_shares_is_listed_apart_and_does_not_gate():
     by_case = _side("base", [_cluster("other-key", "mismatch", [_case("add/1", "mismatch")])])
     [f] = compare(_side("edit", shared), by_case, "git")[0]
     assert f.in_base and not f.gating  # the same case failing the same way on the base
+
+
+def test_only_a_wrong_value_a_crash_an_abort_or_a_memory_error_gates_not_a_numerics_verdict():
+    """check's classifier decides: precision loss and a difference within ATen's
+    own error are listed, never exit 1; a refusal gates only against a base that
+    passed (none without a base: a new operator); a mismatch's side names the
+    float64 reference when the case has one."""
+    from etops.dev.judge import Finding
+
+    ex = SimpleNamespace(reference_error=0.5, aten_reference_error=0.01)
+    cluster = SimpleNamespace(kind="mismatch", example=ex, cases=[ex])
+    gates = {c: Finding(cluster, c, False, "git").gating
+             for c in ("wrong", "memory", "crash", "abort", "precision loss", "within ATen's error", "unsupported")}
+    assert gates == {"wrong": True, "memory": True, "crash": True, "abort": True, "precision loss": False,
+                     "within ATen's error": False, "unsupported": True}
+    assert not Finding(cluster, "unsupported", False, "").gating
+    assert Finding(cluster, "wrong", False, "git").side() == "the edit (the base agrees) off the float64 reference by 0.5, ATen by 0.01"
