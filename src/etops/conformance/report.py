@@ -36,7 +36,7 @@ JSON_SCHEMA = {
 KERNEL_KEYS = ("kernel", "cases", *STATUSES, "dtypes", "dtypes_passing", "opinfos", "max_abs_error", "max_rel_error", "by_dtype")
 CASE_KEYS = ("kernel", "aten_op", "opinfo", "dtype", "sample", "call", "status", "message", "inputs", "max_abs_error",
              "max_rel_error", "atol", "rtol", "reproducer", "rule", "verdict", "reference_error", "aten_reference_error",
-             "ulps", "aten_ulps", "reference", "reason")
+             "ulps", "aten_ulps", "reference", "reason", "base_ulps", "outcome")
 
 
 def _versions() -> dict:

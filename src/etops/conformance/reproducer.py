@@ -133,10 +133,18 @@ try:
 {calling}    actual = etops.as_program("{kernel}")({kernel_args})  # ExecuTorch, as a program calls it
 except Exception as exc:  # refused, or failed
     print("ATen:      ", expected)
-    sys.exit(f"ExecuTorch: {{type(exc).__name__}}: {{exc}}")
+{refused}    sys.exit(f"ExecuTorch: {{type(exc).__name__}}: {{exc}}")
 print("ATen:      ", expected)
 print("ExecuTorch:", actual)
 {compare}'''
+
+#: a wrong value's reproducer: a refusal is no wrong value (a refusal is a finding of its own)
+_REFUSAL_IS_NOT_THIS = '''\
+    if isinstance(exc, (etops.KernelError, etops.NoMatchingKernelError)) and not isinstance(
+            exc, (etops.KernelCrashed, etops.KernelAborted)):
+        print(f"ExecuTorch refuses the call, so computes no wrong value: {exc}")
+        sys.exit(0)
+'''
 
 _LITERAL_COMPARE = '''\
 try:
@@ -153,6 +161,16 @@ args, kwargs = (lambda *a, **k: (list(a), k))({aten_args})
 why = wrong_by_ulps(torch.ops.{aten_attr}, args, kwargs, actual, expected)
 if why:
     sys.exit(f"WRONG: {{why}}")
+'''
+
+
+_REGRESSION_COMPARE = '''\
+from etops.conformance.effective import regressed_by_ulps  # in ulps against a more precise reference
+args, kwargs = (lambda *a, **k: (list(a), k))({aten_args})
+why = regressed_by_ulps(torch.ops.{aten_attr}, args, kwargs, actual, expected, base_ulps={base_ulps!r})
+if why:
+    sys.exit(f"PRECISION REGRESSION: {{why}}")
+print("no precision regression")
 '''
 
 
@@ -204,11 +222,15 @@ def _call_literal(args, kwargs, names, clone: bool) -> str:
 
 
 def literal_reproducer(case, func, args, kwargs, *, summary: str, values: bool = True, preserve: bool = False,
-                       reference=None) -> str:
+                       reference=None, guarded: bool = False, base_ulps: float | None = None) -> str:
     """The text of a standalone script for one case: the inputs as literals
     (values, dtypes, dim orders), ATen's call, the kernel's call (under
-    ``etops.layout("preserve")`` when `preserve`) and the comparison (with
-    `reference`, a tensor, instead of ATen's result when given: a test hook's)."""
+    ``etops.layout("preserve")`` when `preserve`; through etops.guard.call when
+    `guarded`, as a crash or memory finding was found: a read or write outside a
+    tensor raises there, where unguarded it may pass unseen) and the comparison
+    (with `reference`, a tensor, instead of ATen's result when given: a test
+    hook's; a precision regression's, given `base_ulps`, the error rule of
+    etops.conformance.outcome against the base's error, and nothing else)."""
     import etops
 
     from .case import plan_call
@@ -246,15 +268,23 @@ def literal_reproducer(case, func, args, kwargs, *, summary: str, values: bool =
         compare = _LITERAL_COMPARE.format(tolerance=tolerance)
     else:
         compare = _COMPARE_META
-    if values and getattr(case, "ulps", None) is not None:  # float64: judged in ulps against a more precise reference
+    if values and base_ulps is not None:  # a precision regression: the base's error is the bound, not OpInfo's tolerance
+        compare = _REGRESSION_COMPARE.format(aten_attr=f"aten.{op}.{overload or 'default'}",
+                                             aten_args=_call_literal(args, kwargs, names, clone=True), base_ulps=base_ulps)
+    elif values and getattr(case, "ulps", None) is not None:  # float64: judged in ulps against a more precise reference
         compare = _PRECISE_COMPARE.format(aten_attr=f"aten.{op}.{overload or 'default'}",
                                           aten_args=_call_literal(args, kwargs, names, clone=True)) + compare
     text = _LITERAL_TEMPLATE.format(
         summary=summary.replace('"""', "'''"), status=case.status, kernel=case.kernel, aten_op=case.aten_op,
         script_name="reproducer.py", tensors="\n".join(lines), aten_attr=f"aten.{op}.{overload or 'default'}",
-        aten_args=_call_literal(args, kwargs, names, clone=True), calling=calling, kernel_args=kernel_args, compare=compare)
+        aten_args=_call_literal(args, kwargs, names, clone=True), calling=calling, kernel_args=kernel_args, compare=compare,
+        refused=_REFUSAL_IS_NOT_THIS if values and case.status == "mismatch" else "")
     if isinstance(reference, torch.Tensor):
         text = text.replace("  # ATen\n", "  # ATen\nexpected = reference\n", 1)
+    if guarded:
+        text = text.replace('actual = etops.as_program("{0}")('.format(case.kernel),
+                            'actual = etops.guard.call(etops.as_program("{0}"), '.format(case.kernel), 1)
+        text = text.replace("  # ExecuTorch, as a program calls it", "  # ExecuTorch, as a program calls it, guarded", 1)
     return text.replace("    actual = etops", indent + "actual = etops", 1)
 
 

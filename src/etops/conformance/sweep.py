@@ -133,6 +133,7 @@ class Report:
     tallies: dict = field(default_factory=dict)  # (kernel, dtype) -> Tally
     details: list = field(default_factory=list)  # CaseResult, non-pass (capped per kernel, OpInfo, dtype, status)
     failing: dict = field(default_factory=dict)  # case id -> (status, verdict), every non-pass case (uncapped)
+    every_case: dict = field(default_factory=dict)  # case id -> CaseResult, every case (runners made with keep_cases)
     tasks: int = 0
     samples: int = 0
     samples_failed: int = 0
@@ -151,6 +152,7 @@ class Report:
             self.tallies.setdefault(key, Tally()).merge(tally)
         self.details.extend(result.details)
         self.failing.update(result.failing)
+        self.every_case.update(result.every_case)
         for crash in crashes:
             self.tallies.setdefault((crash.kernel, crash.dtype), Tally()).add("crash", crash.opinfo)
             self.details.append(crash)

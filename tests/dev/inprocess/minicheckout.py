@@ -207,6 +207,26 @@ ABORTS_WHEN_LARGE = ("  return out;\n}\n", "  if (out.numel() > 500000) __builti
 #: sample (a fault the call path traps and raises as KernelCrashed)
 FAULTS_WHEN_LARGE = ("  return out;\n}\n",
                      "  if (out.numel() > 500000) *reinterpret_cast<volatile float*>(16) = 0.0f;\n  return out;\n}\n")
+#: planted in op_add.cpp (add.out): every sum scaled by 1 + 8e-7, about 7 ulps of float32: within OpInfo's
+#: float32 tolerance (rtol 1.3e-6), a precision regression against the base's and ATen's half an ulp
+IMPRECISE = ("    o[i] = x[", "    o[i] = (1.0f + 8e-7f) * x[")
+#: planted in op_add.cpp (add.Scalar_out): ExecuTorch aborts (an ET_CHECK) on a one-element tensor
+ABORTS_ON_ONE_ELEMENT = ("  const float v = static_cast<float>(mini::to_double(alpha) * mini::to_double(b));",
+                         "  ET_CHECK_MSG(a.numel() != 1, \"planted\");\n"
+                         "  const float v = static_cast<float>(mini::to_double(alpha) * mini::to_double(b));")
+#: planted in op_mul.cpp: a read of the element one past the first operand (a read fault guarded, unseen unguarded)
+READS_PAST_INPUT = ("  return out;\n}\n", "  volatile float past = x[a.numel()];\n  (void)past;\n  return out;\n}\n")
+#: planted in op_floor_divide.cpp: a write through a pointer near null (a crash in no tensor)
+CRASHES = ("  for (size_t i = 0; i < static_cast<size_t>(a.numel()); ++i) o[i] = std::floor(x[i] / v);",
+           "  *reinterpret_cast<volatile float*>(16) = 0.0f;\n"
+           "  for (size_t i = 0; i < static_cast<size_t>(a.numel()); ++i) o[i] = std::floor(x[i] / v);")
+#: planted in op_mul.cpp, in the base (committed) and the edit: inf where the first operand is below -5 (the base's
+#: own wrong value) and, the edit's, where it is above 5: both "non-finite where ATen's are finite"
+BASE_WRONG = ("    o[i] = x[mini::broadcast_offset(a, out, i)] * y[mini::broadcast_offset(b, out, i)];",
+              "    o[i] = x[mini::broadcast_offset(a, out, i)] < -5 ? __builtin_inff()\n"
+              "           : x[mini::broadcast_offset(a, out, i)] * y[mini::broadcast_offset(b, out, i)];")
+EDIT_WRONG = ("    o[i] = x[mini::broadcast_offset(a, out, i)] < -5 ? __builtin_inff()\n",
+              "    o[i] = x[mini::broadcast_offset(a, out, i)] < -5 || x[mini::broadcast_offset(a, out, i)] > 5 ? __builtin_inff()\n")
 #: planted in op_mul.cpp: the loop run twice (a 2x slowdown, same values)
 SLOWDOWN = ("  for (size_t i = 0;", "  for (int rep = 0; rep < 2; ++rep)\n  for (size_t i = 0;")
 
@@ -236,14 +256,25 @@ def write(folder: Path, *, buggy: bool = False, name: str = "executorch") -> Pat
 def git_checkout(folder: Path) -> Path:
     """The miniature checkout as a git repository of its own, committed (the base of
     ``etops dev`` is the file at HEAD)."""
+    checkout = write(folder)
+    git(checkout, "init", "-q")
+    commit(checkout)
+    return checkout
+
+
+def git(checkout: Path, *args: str) -> None:
+    """Runs git in `checkout` (a test's identity, no user configuration)."""
     import subprocess
 
-    checkout = write(folder)
     env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t",
-           "PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(folder)}
-    for args in (["init", "-q"], ["add", "-A"], ["commit", "-q", "-m", "base"]):
-        subprocess.run(["git", "-C", str(checkout), *args], check=True, env=env, capture_output=True)
-    return checkout
+           "PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(checkout.parent)}
+    subprocess.run(["git", "-C", str(checkout), *args], check=True, env=env, capture_output=True)
+
+
+def commit(checkout: Path) -> None:
+    """Commits every change of `checkout` (a new base for ``etops dev``)."""
+    git(checkout, "add", "-A")
+    git(checkout, "commit", "-q", "-m", "base")
 
 
 def stable_folder() -> Path:
