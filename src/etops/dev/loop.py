@@ -117,7 +117,7 @@ def _judge_file(result, target, addresses: dict, base_kind: str, directory, *, d
                    guarded=isolate, report_dir=directory, budget=budget, dtypes=dtypes, base_key=base_key,
                    dim_orders=dim_orders, alongside=alongside)
     result.set_judged(judged["plan"], judged)
-    load_in_reproducers(directory, [str(target.path)])
+    load_in_reproducers(directory, [str(target.path)], {str(target.path): target.helpers})
 
 
 def _timing_rows(result, target, addresses: dict, *, dtype, repeats, threads, max_slowdown, isolate=True) -> list:
@@ -213,16 +213,19 @@ def _test_file(target):
 
 def run_file(path, *, root=None, yaml=None, dtypes=None, timing_dtype="float32", threads=1, repeats=11, check=True,
              timing=True, cflags=(), budget=CHECK_BUDGET, base=None, isolate=True, max_slowdown=None,
-             report_dir=None, gtest=True, dim_orders=True) -> FileResult:
+             report_dir=None, gtest=True, dim_orders=True, helpers=()) -> FileResult:
     """One kernel file through the loop (see ``dev``); a file that cannot be located
     or built gives a FileResult with ``error`` set, nothing swapped. ``base``: the
-    git revision the edit is compared with (None: HEAD; False: the built-in)."""
+    git revision the edit is compared with (None: HEAD; False: the built-in).
+    ``helpers``: helper sources of the checkout built with the file, edit and base
+    (install.locate)."""
     from . import install as inst
 
     result = FileResult(str(path))
+    result.helpers = [str(h) for h in helpers]
     start = time.perf_counter()
     try:
-        target = inst.locate(path, root, yaml)
+        target = inst.locate(path, root, yaml, helpers)
     except CheckoutError as exc:
         result.error = str(exc)
         result.no_operators = isinstance(exc, NoOperators)
@@ -328,7 +331,8 @@ def dev(paths, *, root=None, yaml=None, dtypes=None, timing_dtype="float32", thr
     may take (float32 first; tasks left out are counted; None: no limit);
     ``max_slowdown``: a slowdown beyond it (and the noise) is a finding;
     ``report_dir``: where reproducers go; ``changed``: a git revision: the kernel
-    files changed since it (and those including a changed header), added to `paths`;
+    files changed since it, those including a changed header and those using a
+    changed helper source (built with it; changes.changed_kernel_files), added to `paths`;
     ``gtest``: run the checkout's upstream test of the file (``kernels/test/op_<name>_test.cpp``,
     etops.gtest) on the base (as the judge's) and on the edit: a test the edit turns
     from pass to fail is a finding; ``dim_orders``: the dim-order axis (the edit's
@@ -343,12 +347,13 @@ def dev(paths, *, root=None, yaml=None, dtypes=None, timing_dtype="float32", thr
     named = {Path(p).resolve() for p in given if Path(p).is_file()}
     files = kernel_files(given) if given else []
     notes: list[str] = []
-    if changed is not None:
+    helpers: dict = {}
+    if changed is not None:  # kernel files only: a changed helper leads to those using it, built with it
         from .changes import changed_kernel_files
 
-        more, notes = changed_kernel_files(given[0] if given else ".", changed, root)
-        named |= set(more)
-        files += [f for f in more if f not in files]
+        change = changed_kernel_files(given[0] if given else ".", changed, root)
+        notes, helpers = change.notes, change.helpers
+        files += [f for f in change.files if f not in files]
     results, skipped = [], []
     stems = [f.stem for f in files]
     for f in files:
@@ -357,7 +362,8 @@ def dev(paths, *, root=None, yaml=None, dtypes=None, timing_dtype="float32", thr
         sub = None if report_dir is None else Path(report_dir) / unique
         r = run_file(f, root=root, yaml=yaml, dtypes=dtypes, timing_dtype=timing_dtype, threads=threads, repeats=repeats,
                      check=check, timing=timing, cflags=cflags, budget=budget, base=base, isolate=isolate,
-                     max_slowdown=max_slowdown, report_dir=sub, gtest=gtest, dim_orders=dim_orders)
+                     max_slowdown=max_slowdown, report_dir=sub, gtest=gtest, dim_orders=dim_orders,
+                     helpers=helpers.get(f, ()))
         if r.no_operators and f not in named:
             skipped.append(str(f))  # a helper source of a folder, not a kernel file
         else:

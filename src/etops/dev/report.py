@@ -37,6 +37,7 @@ class FileResult:
     seconds: dict = field(default_factory=dict)  #: per phase
     report_dir: str = ""
     gtest: dict = field(default_factory=dict)  #: the upstream test file on the kernels replaced and the edit (etops.gtest.report.against_base)
+    helpers: list = field(default_factory=list)  #: helper sources of the checkout built with the file (--changed)
     installed: object = field(default=None, repr=False)
 
     def set_judged(self, plan: dict, judged: dict) -> None:
@@ -74,7 +75,7 @@ class FileResult:
         return EXIT_NO_CASE if self.no_case() else EXIT_OK
 
     def to_dict(self) -> dict:
-        return {"path": self.path, "ops": self.ops, "replaced": self.replaced, "checkout": self.checkout, "yamls": self.yamls,
+        return {"path": self.path, "helpers": self.helpers, "ops": self.ops, "replaced": self.replaced, "checkout": self.checkout, "yamls": self.yamls,
                 "build": self.build, "base": self.base, "error": self.error, "cases": self.cases, "base_cases": self.base_cases,
                 "sources": self.sources, "left_out": self.left_out, "no_case": self.no_case(),
                 "layout_cases": self.layout_cases,
