@@ -120,15 +120,10 @@ class DevResult:
             json.dump(self.to_dict(), fh, indent=1, default=str)
 
     def text(self) -> str:
-        from .text import file_lines
+        """The terminal lines (text.text: rendered from the same outline as the markdown)."""
+        from .text import text
 
-        lines = list(self.notes)
-        for f in self.files:
-            lines += file_lines(f)
-        if self.skipped:
-            lines.append(f"skipped (no operator of the YAML): {', '.join(p.rsplit('/', 1)[-1] for p in self.skipped)}")
-        lines.append(self.verdict())
-        return "\n".join(lines)
+        return text(self)
 
     def markdown(self) -> str:
         from .text import markdown

@@ -232,8 +232,15 @@ def test_dev_changed_judges_the_kernels_of_a_changed_header_and_helper_not_the_h
 
     helper.write_text(minicheckout.TIMES_SOURCE.replace(*minicheckout.DOUBLED_PRODUCT))
     subprocess.run(["git", "-C", str(repo), "checkout", "--", str(header)], check=True)
-    code, printed = _dev(args, capsys)
+    md = tmp_path / "dev.md"
+    code, printed = _dev([*args, "--markdown", str(md)], capsys)
     assert code == 1, printed
+    # the markdown: the text's verdict, its findings, no absolute path
+    comment = md.read_text()
+    assert comment.splitlines()[0] == "### etops dev " + printed.strip().splitlines()[-1]
+    found = [line.strip() for line in printed.splitlines() if "recorded case" in line]
+    assert found and all(f"- {line}" in comment.splitlines() for line in found)
+    assert "`kernels/portable/cpu/op_mul.cpp`" in comment and str(repo) not in comment
     [mul] = json.loads(out.read_text())["files"]
     assert mul["path"].endswith("op_mul.cpp") and mul["base"]["kind"] == "git"
     [wrong] = [x for x in mul["findings"] if x["gating"]]
