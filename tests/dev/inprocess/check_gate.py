@@ -262,3 +262,42 @@ def test_a_finding_labels_its_inputs_by_their_own_dtype():
     [cluster] = group([case])
     line = finding_line(Finding(cluster, "wrong", False, "git"))
     assert "on float64 inputs" in line and "float32" not in line, line
+
+
+def test_a_round_names_each_phase_on_the_status_line_of_a_terminal(repo, monkeypatch):
+    """Every phase of a round goes through etops.dev.progress: the builds, discovery,
+    the judge's passes with their tasks counted, the timing (the status line, on a
+    terminal; a Status that records what it is told stands in for it)."""
+    import io
+
+    from etops.dev import progress
+
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+
+    told: list = []
+
+    class Recording(progress.Status):
+        def phase(self, label):
+            told.append(("phase", label))
+            return super().phase(label)
+
+        def count(self, done, total):
+            told.append(("count", done, total))
+            super().count(done, total)
+
+    monkeypatch.setattr(progress, "STATUS", Recording(Terminal(), thread=False))
+    result = etops.dev(repo / CPU / "op_mul.cpp", dtypes=["float32"], budget=20, gtest=False)
+    try:
+        assert result.exit_code == 0, result.text()
+    finally:
+        result.restore()
+    phases = [t[1] for t in told if t[0] == "phase"]
+    for wanted in ("op_mul.cpp", "building the edit", "building the base", "discovery: the OpInfos reaching its operators",
+                   "judging", "base tasks", "timing"):
+        assert wanted in phases, phases
+    assert any(p.startswith("edit +") and p.endswith(" tasks") for p in phases), phases
+    counts = [t for t in told if t[0] == "count"]
+    assert counts and all(0 <= done <= total for _, done, total in counts)
+    assert any(done == total > 0 for _, done, total in counts)
