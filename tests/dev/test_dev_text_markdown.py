@@ -79,3 +79,9 @@ def test_a_file_that_did_not_build_names_its_diagnostics_relative_to_the_checkou
     assert md.splitlines()[0] == f"### etops dev {text.splitlines()[-1]}" and "[exit 2" in md.splitlines()[0]
     assert "kernels/portable/cpu/op_mul.cpp:3:1: error: expected ';'" in md
     assert not re.search(r"(^|[\s`(\[])/\w", md, re.M), md
+
+
+def test_a_change_touching_no_kernel_file_says_so_in_both():
+    result = DevResult([], 0.5, [], ["--changed HEAD: 1 changed file, 0 kernel files, 0 helper sources, 1 header"], "HEAD")
+    assert result.verdict().startswith("verdict: the change since HEAD touches no kernel file [exit 2")
+    assert result.markdown().splitlines()[0] == "### etops dev " + result.text().splitlines()[-1]

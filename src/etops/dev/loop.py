@@ -377,4 +377,4 @@ def dev(paths, *, root=None, yaml=None, dtypes=None, timing_dtype="float32", thr
             skipped.append(str(f))  # a helper source of a folder, not a kernel file
         else:
             results.append(r)
-    return DevResult(results, time.perf_counter() - start, skipped, notes)
+    return DevResult(results, time.perf_counter() - start, skipped, notes, changed)

@@ -90,12 +90,13 @@ class DevResult:
     seconds: float = 0.0  #: edit to verdict: every phase, every file
     skipped: list = field(default_factory=list)  #: files of a folder that implement no operator (helpers)
     notes: list = field(default_factory=list)  #: --changed: what the change touched
+    changed: str | None = None  #: --changed's revision
 
     @property
     def exit_code(self) -> int:
         """0: the edit introduces no finding; 1: it introduces one (or a slowdown
         beyond --max-slowdown); 2: a file did not build (or none implements an
-        operator); 3: an operator of a file got no case."""
+        operator, or --changed's change touches none); 3: an operator of a file got no case."""
         if not self.files:
             return EXIT_ERROR
         codes = {f.exit_code for f in self.files}
@@ -136,7 +137,9 @@ class DevResult:
 
     def verdict(self) -> str:
         code = self.exit_code
-        if not self.files:
+        if not self.files and self.changed is not None:
+            what = f"the change since {self.changed} touches no kernel file"
+        elif not self.files:
             what = "no file implements an operator of its YAML"
         elif code == EXIT_ERROR:
             what = "a file did not build"
