@@ -292,7 +292,7 @@ def run_file(path, *, root=None, yaml=None, dtypes=None, timing_dtype="float32",
             result.seconds["check"] = time.perf_counter() - t - result.seconds.get("plan", 0.0)
         if gtest_run is not None:
             t = time.perf_counter()
-            with progress.phase(f"upstream test {test_file.name}"):
+            with progress.phase(f"upstream test {target.path.stem}_test.cpp"):
                 result.gtest = gtest_run.result()
             result.seconds["gtest"] = time.perf_counter() - t  # what the round waited for it after the judge
             result.gtest["wall_seconds"] = round(gtest_run.job.seconds, 3)  # its process, from start to end
