@@ -107,10 +107,24 @@ class _NoBar:
         pass
 
 
+class _CountBar(_NoBar):
+    """Progress handed to a function: `report(done, total)` after each update."""
+
+    def __init__(self, total: int, report):
+        self.total, self.done, self.report = total, 0, report
+
+    def update(self, n=1):
+        self.done += n
+        self.report(self.done, self.total)
+
+
 def _bar(total: int, desc: str, progress):
-    """A tqdm bar on stderr (progress None: only on a terminal)."""
+    """A tqdm bar on stderr (progress None: only on a terminal; False: none; a
+    function: called with (done, total) instead)."""
     if progress is False:
         return _NoBar()
+    if callable(progress):
+        return _CountBar(total, progress)
     try:
         from tqdm import tqdm
     except ImportError:

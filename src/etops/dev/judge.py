@@ -39,6 +39,7 @@ from ..conformance.sweep import Report
 from ..conformance.values import PRECISION_REGRESSION
 from .. import signature_cache
 from .derived import DERIVED_PREFIX, run_derived
+from . import progress
 
 #: the hooks of a guarded pass (etops check --guard's)
 GUARDED = "etops.guard.hooks:guarded"
@@ -177,8 +178,6 @@ def run_passes(passes: list, plan: dict, *, only=None, cache_key=None, forked: b
     process). `alongside`: the round's alongside.Alongside (the timing), started
     once the tasks are recorded (its samples may be recorded cases) and polled while
     the task processes run. Returns each pass's Side and the (operator, task) pairs it ran."""
-    from .task_processes import default_workers, run_tasks
-
     if cache_key is not None and len(passes) > 1:
         raise ValueError("run_passes: argument 'cache_key' is for one pass only")
     start = time.perf_counter()
@@ -207,29 +206,45 @@ def run_passes(passes: list, plan: dict, *, only=None, cache_key=None, forked: b
                 out.append(_run_task(kmap, op, task, p.hooks, p.report_dir, p.max_details, kernels))
         return out
 
-    if forked and todo:
-        for i in todo:  # recorded here, before the forks: every task process replays the same cases
-            if first.deadline is not None and time.monotonic() > first.deadline:
-                break  # the task processes start none of the rest
-            if _prepare(kmap, *order[i]):
-                started.add(i)
-        if alongside is not None:
-            alongside.start()
-        # every core counted, the timing's too: the task processes get it back when the timing ends
-        workers = default_workers(alongside.cores if alongside is not None else None)
-        handed = run_tasks(todo, _with_torch_answers(one),
-                           lambda i, why, died: ([_run_again(r, order[i], why, died) for r in one(i, check_deadline=False)], {}),
-                           workers=workers, on_cycle=None if alongside is None else alongside.poll)
-        found = [result for result, _made in handed]
-        for _result, made in handed:  # later forks (the base, each layout, the next round) start with them
-            signature_cache.keep(made)
-    else:
-        found = [one(i) for i in todo]
+    label = f"{first.name}" + (f" +{len(passes) - 1} layouts" if len(passes) > 1 else "") + " tasks"
+    with progress.phase(label):
+        found = _run_todo(todo, order, one, first, kmap, started, forked, alongside)
     for i, result in zip(todo, found):
+
         results[i] = result
         if result[0] is not None and keys[i] is not None:
             BASE_RESULTS[keys[i]] = result[0]
     return [_side_of(p, names, order, [r[k] for r in results], start) for k, p in enumerate(passes)]
+
+
+def _run_todo(todo: list, order: list, one, first: Pass, kmap, started: set, forked: bool, alongside) -> list:
+    """The results of tasks `todo` (indexes into `order`), run by `one`: in task
+    processes when `forked` (each OpInfo task recorded here first), else here; the
+    status line counts them (progress.count)."""
+    from .task_processes import default_workers, run_tasks
+
+    if not (forked and todo):
+        found = []
+        for n, i in enumerate(todo):
+            found.append(one(i))
+            progress.count(n + 1, len(todo))
+        return found
+    progress.count(0, len(todo))
+    for i in todo:  # recorded here, before the forks: every task process replays the same cases
+        if first.deadline is not None and time.monotonic() > first.deadline:
+            break  # the task processes start none of the rest
+        if _prepare(kmap, *order[i]):
+            started.add(i)
+    if alongside is not None:
+        alongside.start()
+    # every core counted, the timing's too: the task processes get it back when the timing ends
+    workers = default_workers(alongside.cores if alongside is not None else None)
+    handed = run_tasks(todo, _with_torch_answers(one),
+                       lambda i, why, died: ([_run_again(r, order[i], why, died) for r in one(i, check_deadline=False)], {}),
+                       workers=workers, on_cycle=None if alongside is None else alongside.poll, on_done=progress.count)
+    for _result, made in handed:  # later forks (the base, each layout, the next round) start with them
+        signature_cache.keep(made)
+    return [result for result, _made in handed]
 
 
 def _side_of(p: Pass, names: list, order: list, results: list, start: float) -> tuple[Side, list]:

@@ -11,6 +11,7 @@ import time
 
 from ..errors import BuildError
 from ..registry import as_program
+from . import progress
 from .checkout import CheckoutError, NoOperators
 from .report import DevResult, FileResult
 
@@ -109,15 +110,17 @@ def _judge_file(result, target, addresses: dict, base_kind: str, directory, *, d
     for folder in ("findings", "reproducers"):  # this round's reproducers only
         shutil.rmtree(directory / folder, ignore_errors=True)
     t = time.perf_counter()
-    tasks = plan(result.ops, dtypes)
+    with progress.phase("discovery: the OpInfos reaching its operators"):
+        tasks = plan(result.ops, dtypes, progress=progress.count)
     result.seconds["plan"] = time.perf_counter() - t
     result.sources = {op: sorted({t["opinfo"] for t in ts}) for op, ts in tasks.items()}  # the timing's, until judged
     swap = BaseSwap(addresses)
-    judged = judge(tasks, swap.install if addresses else None, swap.restore, base_kind=base_kind if addresses else "",
-                   guarded=isolate, report_dir=directory, budget=budget, dtypes=dtypes, base_key=base_key,
-                   dim_orders=dim_orders, alongside=alongside)
+    with progress.phase("judging"):
+        judged = judge(tasks, swap.install if addresses else None, swap.restore, base_kind=base_kind if addresses else "",
+                       guarded=isolate, report_dir=directory, budget=budget, dtypes=dtypes, base_key=base_key,
+                       dim_orders=dim_orders, alongside=alongside)
     result.set_judged(judged["plan"], judged)
-    load_in_reproducers(directory, [str(target.path)])
+    load_in_reproducers(directory, [str(target.path)], {str(target.path): target.helpers})
 
 
 def _timing_rows(result, target, addresses: dict, *, dtype, repeats, threads, max_slowdown, isolate=True) -> list:
@@ -147,6 +150,7 @@ def _timing_rows(result, target, addresses: dict, *, dtype, repeats, threads, ma
 
     rows: list = []
     for index, impl in enumerate(target.ops):
+        progress.count(index, len(target.ops))
         if isolate and threads == 1:
             rows += _rows_apart(impl.entry.op, lambda: rows_of(index, impl))
         else:
@@ -213,16 +217,19 @@ def _test_file(target):
 
 def run_file(path, *, root=None, yaml=None, dtypes=None, timing_dtype="float32", threads=1, repeats=11, check=True,
              timing=True, cflags=(), budget=CHECK_BUDGET, base=None, isolate=True, max_slowdown=None,
-             report_dir=None, gtest=True, dim_orders=True) -> FileResult:
+             report_dir=None, gtest=True, dim_orders=True, helpers=()) -> FileResult:
     """One kernel file through the loop (see ``dev``); a file that cannot be located
     or built gives a FileResult with ``error`` set, nothing swapped. ``base``: the
-    git revision the edit is compared with (None: HEAD; False: the built-in)."""
+    git revision the edit is compared with (None: HEAD; False: the built-in).
+    ``helpers``: helper sources of the checkout built with the file, edit and base
+    (install.locate)."""
     from . import install as inst
 
     result = FileResult(str(path))
+    result.helpers = [str(h) for h in helpers]
     start = time.perf_counter()
     try:
-        target = inst.locate(path, root, yaml)
+        target = inst.locate(path, root, yaml, helpers)
     except CheckoutError as exc:
         result.error = str(exc)
         result.no_operators = isinstance(exc, NoOperators)
@@ -231,7 +238,8 @@ def run_file(path, *, root=None, yaml=None, dtypes=None, timing_dtype="float32",
     result.seconds["locate"] = time.perf_counter() - start
     t = time.perf_counter()
     try:
-        library = inst.build_target(target, cflags)
+        with progress.phase("building the edit"):
+            library = inst.build_target(target, cflags)
     except (BuildError, CheckoutError) as exc:
         result.error = str(exc)
         return result
@@ -241,7 +249,8 @@ def run_file(path, *, root=None, yaml=None, dtypes=None, timing_dtype="float32",
     test_file = _test_file(target) if gtest else None
     t = time.perf_counter()
     try:
-        found, base_library = _base(target, False if not (check or timing or test_file) else base, cflags)
+        with progress.phase("building the base"):
+            found, base_library = _base(target, False if not (check or timing or test_file) else base, cflags)
     except CheckoutError as exc:  # git could not give the base
         result.error = f"--base: {exc}"
         return result
@@ -283,12 +292,14 @@ def run_file(path, *, root=None, yaml=None, dtypes=None, timing_dtype="float32",
             result.seconds["check"] = time.perf_counter() - t - result.seconds.get("plan", 0.0)
         if gtest_run is not None:
             t = time.perf_counter()
-            result.gtest = gtest_run.result()
+            with progress.phase(f"upstream test {target.path.stem}_test.cpp"):
+                result.gtest = gtest_run.result()
             result.seconds["gtest"] = time.perf_counter() - t  # what the round waited for it after the judge
             result.gtest["wall_seconds"] = round(gtest_run.job.seconds, 3)  # its process, from start to end
         if timing:
             t = time.perf_counter()
-            result.timing += _timing_result(alongside, result, target, addresses, timing_args)
+            with progress.phase("timing"):
+                result.timing += _timing_result(alongside, result, target, addresses, timing_args)
             result.seconds["time"] = time.perf_counter() - t  # what the round waited for it after the judge
     finally:
         if alongside is not None:
@@ -328,7 +339,8 @@ def dev(paths, *, root=None, yaml=None, dtypes=None, timing_dtype="float32", thr
     may take (float32 first; tasks left out are counted; None: no limit);
     ``max_slowdown``: a slowdown beyond it (and the noise) is a finding;
     ``report_dir``: where reproducers go; ``changed``: a git revision: the kernel
-    files changed since it (and those including a changed header), added to `paths`;
+    files changed since it, those including a changed header and those using a
+    changed helper source (built with it; changes.changed_kernel_files), added to `paths`;
     ``gtest``: run the checkout's upstream test of the file (``kernels/test/op_<name>_test.cpp``,
     etops.gtest) on the base (as the judge's) and on the edit: a test the edit turns
     from pass to fail is a finding; ``dim_orders``: the dim-order axis (the edit's
@@ -343,23 +355,26 @@ def dev(paths, *, root=None, yaml=None, dtypes=None, timing_dtype="float32", thr
     named = {Path(p).resolve() for p in given if Path(p).is_file()}
     files = kernel_files(given) if given else []
     notes: list[str] = []
-    if changed is not None:
+    helpers: dict = {}
+    if changed is not None:  # kernel files only: a changed helper leads to those using it, built with it
         from .changes import changed_kernel_files
 
-        more, notes = changed_kernel_files(given[0] if given else ".", changed, root)
-        named |= set(more)
-        files += [f for f in more if f not in files]
+        change = changed_kernel_files(given[0] if given else ".", changed, root)
+        notes, helpers = change.notes, change.helpers
+        files += [f for f in change.files if f not in files]
     results, skipped = [], []
     stems = [f.stem for f in files]
     for f in files:
         # one folder a file: its stem, made unique when two files share it (portable and optimized op_add.cpp)
         unique = f.stem if stems.count(f.stem) == 1 else f"{f.stem}-{f.parent.parent.name}-{f.parent.name}"
         sub = None if report_dir is None else Path(report_dir) / unique
-        r = run_file(f, root=root, yaml=yaml, dtypes=dtypes, timing_dtype=timing_dtype, threads=threads, repeats=repeats,
-                     check=check, timing=timing, cflags=cflags, budget=budget, base=base, isolate=isolate,
-                     max_slowdown=max_slowdown, report_dir=sub, gtest=gtest, dim_orders=dim_orders)
+        with progress.phase(f.name if len(files) == 1 else f"{f.name} ({files.index(f) + 1}/{len(files)})"):
+            r = run_file(f, root=root, yaml=yaml, dtypes=dtypes, timing_dtype=timing_dtype, threads=threads,
+                         repeats=repeats, check=check, timing=timing, cflags=cflags, budget=budget, base=base,
+                         isolate=isolate, max_slowdown=max_slowdown, report_dir=sub, gtest=gtest, dim_orders=dim_orders,
+                         helpers=helpers.get(f, ()))
         if r.no_operators and f not in named:
             skipped.append(str(f))  # a helper source of a folder, not a kernel file
         else:
             results.append(r)
-    return DevResult(results, time.perf_counter() - start, skipped, notes)
+    return DevResult(results, time.perf_counter() - start, skipped, notes, changed)

@@ -131,17 +131,20 @@ def _serve(tasks: list, run_task, request_fd: int, result_fd: int) -> None:
 
 
 def run_tasks(tasks: list, run_task: Callable[[Any], Any], rerun: Callable[[Any, str, bool], Any],
-              workers: int | None = None, on_cycle: Callable[[list], None] | None = None) -> list:
+              workers: int | None = None, on_cycle: Callable[[list], None] | None = None,
+              on_done: Callable[[int, int], None] | None = None) -> list:
     """The result of each task, in order: `run_task(task)` in a task process, or
     `rerun(task, why, died)` here for a task whose process died or hung (`died`
     True) or whose runner raised there (False); `why` says which. `on_cycle(pids)`:
     called with the running task processes' pids each time a result comes in (or
-    every _CHECK_EVERY seconds). Every task process is reaped before this returns or raises."""
+    every _CHECK_EVERY seconds); `on_done(done, total)`: each time a task's result
+    is in. Every task process is reaped before this returns or raises."""
     results: list = [None] * len(tasks)
     todo = list(range(len(tasks)))
     todo.reverse()
     count = min(workers or default_workers(), len(tasks))
     running: list[_TaskProcess] = []
+    done = 0
     try:
         while todo or any(p.current is not None for p in running):
             while len(running) < count and todo:
@@ -160,6 +163,9 @@ def run_tasks(tasks: list, run_task: Callable[[Any], Any], rerun: Callable[[Any,
                     outcome, value = process.receive()
                     if outcome == "done":
                         results[index] = value
+                        done += 1
+                        if on_done is not None:
+                            on_done(done, len(tasks))
                         continue
                     if outcome == "failed":  # the process goes on; the task runs here, where its error shows
                         why = f"it failed in its task process:\n{value}"
@@ -174,6 +180,9 @@ def run_tasks(tasks: list, run_task: Callable[[Any], Any], rerun: Callable[[Any,
                     process.end(kill=True)
                     why = f"its task process {hung}"
                 results[index] = rerun(tasks[index], why, outcome != "failed")
+                done += 1
+                if on_done is not None:
+                    on_done(done, len(tasks))
     finally:
         for process in running:
             process.end(kill=process.current is not None)

@@ -182,14 +182,72 @@ def test_a_fresh_cache_plans_the_same_cases_as_a_warm_one(tmp_path, monkeypatch)
 def test_changed_finds_edited_kernels_and_those_including_an_edited_header(repo):
     from etops.dev.changes import changed_kernel_files
 
-    assert changed_kernel_files(repo, "HEAD")[0] == []
+    assert changed_kernel_files(repo, "HEAD").files == []
     (repo / CPU / "op_mul.cpp").write_text(minicheckout.MUL + "\n// edited\n")
-    assert [p.name for p in changed_kernel_files(repo, "HEAD")[0]] == ["op_mul.cpp"]
+    assert [p.name for p in changed_kernel_files(repo, "HEAD").files] == ["op_mul.cpp"]
     header = repo / CPU / "util/mini_broadcast.h"
     header.write_text(header.read_text() + "\n// edited\n")
-    files, notes = changed_kernel_files(repo, "HEAD")
-    assert sorted(p.name for p in files) == ["op_add.cpp", "op_floor_divide.cpp", "op_mul.cpp"]
-    assert "1 header" in notes[0] and "op_add.cpp" in notes[1]
+    change = changed_kernel_files(repo, "HEAD")
+    assert sorted(p.name for p in change.files) == ["op_add.cpp", "op_floor_divide.cpp", "op_mul.cpp"]
+    assert "1 header" in change.notes[0] and "op_add.cpp" in change.notes[1]
+
+
+def test_changed_leads_from_a_helper_source_to_the_kernels_using_it(repo):
+    """A changed helper source (no operator of the YAML) is never a kernel file: it
+    leads to the kernel files including its header, which are built with it."""
+    from etops.dev.changes import changed_kernel_files
+
+    minicheckout.commit_helper(repo)
+    helper = repo / CPU / "util/mini_times.cpp"
+    helper.write_text(helper.read_text() + "// edited\n")
+    change = changed_kernel_files(repo, "HEAD")
+    [kernel] = change.files
+    assert kernel.name == "op_mul.cpp" and change.helpers == {kernel: [helper.resolve()]}
+    assert "1 helper source" in change.notes[0] and "util/mini_times.cpp" in change.notes[1]
+
+
+def test_dev_changed_judges_the_kernels_of_a_changed_header_and_helper_not_the_helper(repo, tmp_path, capsys):
+    """`etops dev --changed` after a no-op edit of the util header and of a helper
+    source: the three kernel files including the header are judged (the helper is
+    built with the one using it), the helper is not, and the round exits 0; a bug
+    planted in the helper then is a finding of the kernel using it (exit 1), its
+    reproducer building the helper too."""
+    minicheckout.commit_helper(repo)
+    header = repo / CPU / "util/mini_broadcast.h"
+    header.write_text(header.read_text().replace("inline bool is_float", "// a comment\ninline bool is_float"))
+    helper = repo / CPU / "util/mini_times.cpp"
+    helper.write_text("// a comment\n" + minicheckout.TIMES_SOURCE)
+    out = tmp_path / "dev.json"
+    args = ["--changed", "--root", str(repo), "--dtype", "float32", "--no-timing", "--no-gtest", "--no-dim-orders",
+            "--budget", "30", "--json", str(out)]
+    code, printed = _dev(args, capsys)
+    assert code == 0, printed
+    files = json.loads(out.read_text())["files"]
+    assert sorted(f["path"].rsplit("/", 1)[-1] for f in files) == ["op_add.cpp", "op_floor_divide.cpp", "op_mul.cpp"]
+    assert all(f["error"] is None for f in files), [f["error"] for f in files]
+    [mul] = [f for f in files if f["path"].endswith("op_mul.cpp")]
+    assert mul["helpers"] == [str(helper.resolve())] and mul["cases"]["aten::mul.out"] > 0
+    assert all(not f["helpers"] for f in files if f is not mul)
+    assert "mini_times.cpp implements none" not in printed and "did not build" not in printed
+
+    helper.write_text(minicheckout.TIMES_SOURCE.replace(*minicheckout.DOUBLED_PRODUCT))
+    subprocess.run(["git", "-C", str(repo), "checkout", "--", str(header)], check=True)
+    md = tmp_path / "dev.md"
+    code, printed = _dev([*args, "--markdown", str(md)], capsys)
+    assert code == 1, printed
+    # the markdown: the text's verdict, its findings, no absolute path
+    comment = md.read_text()
+    assert comment.splitlines()[0] == "### etops dev " + printed.strip().splitlines()[-1]
+    found = [line.strip() for line in printed.splitlines() if "recorded case" in line]
+    assert found and all(f"- {line}" in comment.splitlines() for line in found)
+    assert "`kernels/portable/cpu/op_mul.cpp`" in comment and str(repo) not in comment
+    [mul] = json.loads(out.read_text())["files"]
+    assert mul["path"].endswith("op_mul.cpp") and mul["base"]["kind"] == "git"
+    [wrong] = [x for x in mul["findings"] if x["gating"]]
+    assert wrong["category"] == "wrong", wrong
+    assert wrong["reproducer"], wrong
+    run = subprocess.run([sys.executable, wrong["reproducer"]], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert run.returncode == 1, run.stdout + run.stderr
 
 
 def test_a_finding_labels_its_inputs_by_their_own_dtype():
@@ -204,3 +262,42 @@ def test_a_finding_labels_its_inputs_by_their_own_dtype():
     [cluster] = group([case])
     line = finding_line(Finding(cluster, "wrong", False, "git"))
     assert "on float64 inputs" in line and "float32" not in line, line
+
+
+def test_a_round_names_each_phase_on_the_status_line_of_a_terminal(repo, monkeypatch):
+    """Every phase of a round goes through etops.dev.progress: the builds, discovery,
+    the judge's passes with their tasks counted, the timing (the status line, on a
+    terminal; a Status that records what it is told stands in for it)."""
+    import io
+
+    from etops.dev import progress
+
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+
+    told: list = []
+
+    class Recording(progress.Status):
+        def phase(self, label):
+            told.append(("phase", label))
+            return super().phase(label)
+
+        def count(self, done, total):
+            told.append(("count", done, total))
+            super().count(done, total)
+
+    monkeypatch.setattr(progress, "STATUS", Recording(Terminal(), thread=False))
+    result = etops.dev(repo / CPU / "op_mul.cpp", dtypes=["float32"], budget=20, gtest=False)
+    try:
+        assert result.exit_code == 0, result.text()
+    finally:
+        result.restore()
+    phases = [t[1] for t in told if t[0] == "phase"]
+    for wanted in ("op_mul.cpp", "building the edit", "building the base", "discovery: the OpInfos reaching its operators",
+                   "judging", "base tasks", "timing"):
+        assert wanted in phases, phases
+    assert any(p.startswith("edit +") and p.endswith(" tasks") for p in phases), phases
+    counts = [t for t in told if t[0] == "count"]
+    assert counts and all(0 <= done <= total for _, done, total in counts)
+    assert any(done == total > 0 for _, done, total in counts)

@@ -1,7 +1,7 @@
 """A miniature ExecuTorch checkout for the ``etops dev`` tests, written by the tests:
 ``executorch/kernels/portable/functions.yaml`` and three kernel files in
 ``kernels/portable/cpu/`` sharing a util header of their own
-(``cpu/util/mini_broadcast.h``). The kernels are float32-only (other dtypes are
+(``cpu/util/mini_broadcast.h``; ``commit_helper`` adds a helper source). The kernels are float32-only (other dtypes are
 refused with InvalidArgument: "unsupported", not a finding) and broadcast through
 the header. ``add_source(buggy=True)`` is op_add.cpp with a planted bug: the first operand
 is indexed as if it were never broadcast along a trailing dim (wrong for a (5, 1)
@@ -229,6 +229,55 @@ EDIT_WRONG = ("    o[i] = x[mini::broadcast_offset(a, out, i)] < -5 ? __builtin_
               "    o[i] = x[mini::broadcast_offset(a, out, i)] < -5 || x[mini::broadcast_offset(a, out, i)] > 5 ? __builtin_inff()\n")
 #: planted in op_mul.cpp: the loop run twice (a 2x slowdown, same values)
 SLOWDOWN = ("  for (size_t i = 0;", "  for (int rep = 0; rep < 2; ++rep)\n  for (size_t i = 0;")
+
+
+#: a helper source of the miniature checkout and its header (``commit_helper``): the
+#: product of op_mul.cpp, defined in ``cpu/util/mini_times.cpp``
+TIMES_HEADER = """\
+#pragma once
+#include <executorch/kernels/portable/cpu/util/mini_broadcast.h>
+
+namespace mini {
+
+// The product of mul.out's elements.
+float times(float a, float b);
+
+}  // namespace mini
+"""
+TIMES_SOURCE = """\
+#include <executorch/kernels/portable/cpu/util/mini_times.h>
+
+namespace mini {
+
+float times(float a, float b) {
+  return a * b;
+}
+
+}  // namespace mini
+"""
+#: planted in mini_times.cpp: the product doubled (mul.out's results wrong)
+DOUBLED_PRODUCT = ("return a * b;", "return 2.0f * a * b;")
+
+
+def commit_helper(checkout: Path) -> None:
+    """Adds the helper source ``cpu/util/mini_times.cpp`` (its header ``mini_times.h``
+    includes mini_broadcast.h) to the git checkout, op_mul.cpp calling it, and
+    commits (a function the wheel lacks: op_mul.cpp builds only with the helper
+    compiled in, as ``etops dev --changed`` does)."""
+    import subprocess
+
+    cpu = checkout / "kernels/portable/cpu"
+    write_file(cpu / "util/mini_times.h", TIMES_HEADER)
+    write_file(cpu / "util/mini_times.cpp", TIMES_SOURCE)
+    write_file(cpu / "op_mul.cpp", MUL.replace(
+        "#include <executorch/kernels/portable/cpu/util/mini_broadcast.h>",
+        "#include <executorch/kernels/portable/cpu/util/mini_times.h>").replace(
+        "x[mini::broadcast_offset(a, out, i)] * y[mini::broadcast_offset(b, out, i)]",
+        "mini::times(x[mini::broadcast_offset(a, out, i)], y[mini::broadcast_offset(b, out, i)])"))
+    env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t",
+           "PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(checkout)}
+    for args in (["add", "-A"], ["commit", "-q", "-m", "a helper source"]):
+        subprocess.run(["git", "-C", str(checkout), *args], check=True, env=env, capture_output=True)
 
 
 def add_source(buggy: bool = False) -> str:
