@@ -207,7 +207,7 @@ def regressed_by_ulps(func, args, kwargs, actual, expected, base_ulps: float) ->
     measure(scratch, func, args, kwargs, actual, expected)
     if scratch.ulps is None:
         judge(scratch, func, args, kwargs, actual, expected, None)  # float64: against the longdouble reference
-    if not more_precise(scratch) or not regressed(scratch.ulps, base_ulps, scratch.aten_ulps):
+    if scratch.ulps is None or not more_precise(scratch) or not regressed(scratch.ulps, base_ulps, scratch.aten_ulps):
         return None
     return (f"{scratch.ulps:.3g} ulps from a more precise reference ({scratch.reference}); the base's "
             f"{base_ulps:.3g}, ATen's {scratch.aten_ulps or 0.0:.3g}")

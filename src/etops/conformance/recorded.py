@@ -53,7 +53,8 @@ class RecordedCall:
     inputs: str = ""  #: the arguments described (a case's ``inputs``)
     expected: object = None  #: ATen's result on `args` / `kwargs` (keep_result)
     #: ATen's result on the inputs widened to float64 (effective.wide_reference), once asked for
-    wide: object = None
+    #: (an empty tuple: ATen has none)
+    wide: tuple | None = None
 
     def keep_result(self, expected) -> None:
         """Keeps ATen's result of the recorded call (copied: the task goes on with its own)."""
@@ -64,14 +65,15 @@ class RecordedCall:
         no wide version), computed once: the edit, the base and every round measure
         their errors against the same reference."""
         if self.wide is None:
-            self.wide = wide_reference(self.func, self.args, self.kwargs) or ()
+            self.wide = tuple(wide_reference(self.func, self.args, self.kwargs) or ())
         return list(self.wide) or None
 
     def wants_wide(self) -> bool:
         """Whether ATen's result is float16, bfloat16 or float32 (measured against a wide
         reference) of an operator that writes none of its arguments (those are measured
         on the runner's copies, never on the recording's)."""
-        return not self.func._schema.is_mutable and any(isinstance(v, torch.Tensor) and v.dtype in MEASURED for v in leaves(self.expected))
+        mutable = self.func._schema.is_mutable  # type: ignore[attr-defined]
+        return not mutable and any(isinstance(v, torch.Tensor) and v.dtype in MEASURED for v in leaves(self.expected))
 
 
 @dataclass
