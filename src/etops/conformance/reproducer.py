@@ -138,13 +138,29 @@ print("ATen:      ", expected)
 print("ExecuTorch:", actual)
 {compare}'''
 
-#: a wrong value's reproducer: a refusal is no wrong value (a refusal is a finding of its own)
-_REFUSAL_IS_NOT_THIS = '''\
+#: what a reproducer of a finding of each kind does when the call fails otherwise than
+#: the finding says (its bug is gone, whatever else the kernel does: another finding)
+_NOT_THIS_FINDING = {
+    # a wrong value's: a refusal is no wrong value (a refusal is a finding of its own)
+    "mismatch": '''\
     if isinstance(exc, (etops.KernelError, etops.NoMatchingKernelError)) and not isinstance(
             exc, (etops.KernelCrashed, etops.KernelAborted)):
         print(f"ExecuTorch refuses the call, so computes no wrong value: {exc}")
         sys.exit(0)
-'''
+''',
+    "crash": '''\
+    if not isinstance(exc, etops.KernelCrashed):
+        print(f"ExecuTorch does not crash: {type(exc).__name__}: {exc}")
+        sys.exit(0)
+''',
+    "abort": '''\
+    if not isinstance(exc, etops.KernelAborted):
+        print(f"ExecuTorch does not abort: {type(exc).__name__}: {exc}")
+        sys.exit(0)
+''',
+}
+#: ... and when the call returns: a crash's or an abort's bug is gone
+_RETURNED_IS_NOT_THIS = {"crash": "print(\"ExecuTorch returned: no crash\")\n", "abort": "print(\"ExecuTorch returned: no abort\")\n"}
 
 _LITERAL_COMPARE = '''\
 try:
@@ -268,7 +284,9 @@ def literal_reproducer(case, func, args, kwargs, *, summary: str, values: bool =
         compare = _LITERAL_COMPARE.format(tolerance=tolerance)
     else:
         compare = _COMPARE_META
-    if values and base_ulps is not None:  # a precision regression: the base's error is the bound, not OpInfo's tolerance
+    if case.status in _RETURNED_IS_NOT_THIS:  # a crash's or an abort's reproducer: only that failure is its bug
+        compare = _RETURNED_IS_NOT_THIS[case.status]
+    elif values and base_ulps is not None:  # a precision regression: the base's error is the bound, not OpInfo's tolerance
         compare = _REGRESSION_COMPARE.format(aten_attr=f"aten.{op}.{overload or 'default'}",
                                              aten_args=_call_literal(args, kwargs, names, clone=True), base_ulps=base_ulps)
     elif values and getattr(case, "ulps", None) is not None:  # float64: judged in ulps against a more precise reference
@@ -278,7 +296,7 @@ def literal_reproducer(case, func, args, kwargs, *, summary: str, values: bool =
         summary=summary.replace('"""', "'''"), status=case.status, kernel=case.kernel, aten_op=case.aten_op,
         script_name="reproducer.py", tensors="\n".join(lines), aten_attr=f"aten.{op}.{overload or 'default'}",
         aten_args=_call_literal(args, kwargs, names, clone=True), calling=calling, kernel_args=kernel_args, compare=compare,
-        refused=_REFUSAL_IS_NOT_THIS if values and case.status == "mismatch" else "")
+        refused=_NOT_THIS_FINDING.get(case.status, "") if values or case.status != "mismatch" else "")
     if isinstance(reference, torch.Tensor):
         text = text.replace("  # ATen\n", "  # ATen\nexpected = reference\n", 1)
     if guarded:
