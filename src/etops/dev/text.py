@@ -86,24 +86,26 @@ def file_lines(f) -> list[str]:
 
 
 def _gtest_lines(g: dict, seconds: float) -> list[str]:
-    """The upstream test file's lines: counts on the edit, each regression (a
-    finding), the tests already failing on the base (the git base's kernel, or
-    the one the edit replaces)."""
+    """The upstream test files' lines: per file run, counts on the edit with the
+    kernel set, each regression (a finding), the tests already failing on the base
+    (the git base's kernel, or the one the edit replaces); per file not run, why."""
     if not g:
         return []
-    name = g["file"].rsplit("/", 1)[-1]
-    if g.get("error"):
-        return [f"  gtest {name}: not built ({g['error'].splitlines()[0][:200]})"]
-    shown = ", ".join(f"{n} {s}" for s, n in g["counts"].items() if n) or "no test"
     kind = g.get("base") or ""
     base = {"git": "the git base", "none": "no base (new operators)"}.get(kind, "the replaced kernel")
-    lines = [f"  gtest {name} on the edit: {shown} [{seconds:.1f} s, {base} and the edit]"]
-    for r in g["regressions"]:
-        first = (r["message"].splitlines() or [""])[0][:200]
-        before = "no base to pass on" if kind == "none" else f"passes on {base}"
-        lines.append(f"    finding: {r['name']} {before}, {r['status']} on the edit: {first}")
-    if g["base_failing"]:
-        lines.append(f"    failing before the edit already: {', '.join(g['base_failing'])}")
+    lines = []
+    for fg in g.get("files", ()):
+        name = fg["file"].rsplit("/", 1)[-1]
+        shown = ", ".join(f"{n} {s}" for s, n in fg["counts"].items() if n) or "no test"
+        lines.append(f"  gtest {name} on the edit: {shown} [{fg.get('kernel_set') or 'no'} set; {seconds:.1f} s, {base} and the edit]")
+        for r in fg["regressions"]:
+            first = (r["message"].splitlines() or [""])[0][:200]
+            before = "no base to pass on" if kind == "none" else f"passes on {base}"
+            lines.append(f"    finding: {r['name']} {before}, {r['status']} on the edit: {first}")
+        if fg["base_failing"]:
+            lines.append(f"    failing before the edit already: {', '.join(fg['base_failing'])}")
+    for n in g.get("not_run", ()):
+        lines.append(f"  gtest {n['file'].rsplit('/', 1)[-1] + ' ' if n['file'] else ''}not run: {n['why'][:240]}")
     return lines
 
 
@@ -128,6 +130,9 @@ def markdown(result) -> str:
                                  ("Not gating", [x for x in f.findings if not x.gating and not x.in_base])):
                 if group:
                     out += ["", f"**{title}**", ""] + [f"- {finding_line(x)}" for x in group]
+        if f.gtest.get("not_run"):
+            out += ["", "**Upstream tests not run**", ""] + [f"- {'`' + n['file'] + '`: ' if n['file'] else ''}{n['why']}"
+                                                              for n in f.gtest["not_run"]]
         if f.timing:
             out += ["", "| operator | size | input | edit / base | IQR | verdict |", "|---|---|---|---:|---|---|"]
             for r in f.timing:
