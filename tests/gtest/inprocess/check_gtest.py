@@ -227,9 +227,15 @@ def test_a_folder_test_calls_kernels_by_their_cpp_names_through_the_registry(min
     assert tests["WithContext"].status == "passed"
     assert tests["WithoutContextLarge"].status == "failed"  # the module's kernel: the planted bug
     assert "the last element was not scaled" in tests["WithoutContextLarge"].message
+    refused = tests["WithoutContextRefused"]  # no context to look at: the kernel's failure fails the test
+    assert refused.status == "failed"
+    assert "etops_gtest_mini::scale.out, called without a context, failed it (Error 0x12)" in refused.message
+    missing = tests["WithoutContextUnregistered"]  # said once, by the call
+    assert missing.status == "failed" and "no kernel registered for etops_gtest_mini::unregistered.out" in missing.message
+    assert "called without a context" not in missing.message
     fixed = etops.override(gtest_mini.OP, gtest_mini.FIXED_KERNEL, schema=gtest_mini.SCHEMA)
     try:
-        again = etops.gtest(test)
+        again = etops.gtest(test, test_filter="*Context:*Large")
         assert {t.name: t.status for t in again.files[0].tests} == {
             "OpScaleNativeTest.WithContext": "passed", "OpScaleNativeTest.WithoutContextLarge": "passed"}
     finally:

@@ -38,6 +38,10 @@ static void scale(const Tensor& self, double factor, Tensor& out) {
 
 Tensor& scale_out(KernelRuntimeContext& ctx, const Tensor& self, double factor, Tensor& out) {
   ET_CHECK_MSG(factor == factor, "factor is NaN");
+  if (factor == 7) {  // a refusal: the context fails
+    ctx.fail(Error::InvalidArgument);
+    return out;
+  }
   if (factor == 13) {
     volatile int* nowhere = nullptr;
     *nowhere = 1;
@@ -235,6 +239,20 @@ TEST(OpScaleNativeTest, WithoutContextLarge) {
   Tensor o = out.tensor();
   scale_out(in.tensor(), 2.0, o);
   EXPECT_EQ(out.data, (std::vector<float>{2, 4, 6, 8, 10})) << "the last element was not scaled";
+}
+
+TEST(OpScaleNativeTest, WithoutContextRefused) {
+  ::executorch::runtime::runtime_init();
+  Floats in({1}), out({0});
+  Tensor o = out.tensor();
+  scale_out(in.tensor(), 7.0, o);  // the kernel fails the context the call made for itself
+}
+
+TEST(OpScaleNativeTest, WithoutContextUnregistered) {
+  ::executorch::runtime::runtime_init();
+  Floats in({1}), out({0});
+  Tensor o = out.tensor();
+  torch::executor::native::unregistered_out(in.tensor(), o);
 }
 """
 
