@@ -129,6 +129,15 @@ def test_a_kernel_folders_generated_headers_are_not_looked_for_in_the_checkout(t
     assert described.generated == ("executorch/kernels/quantized/NativeFunctions.h", "executorch/kernels/portable/Functions.h")
     assert layout.folder_header(described.generated[0]) == ("kernels/quantized", "NativeFunctions")
     assert layout.default_kernel_set(test, co) == "quantized"
+    # the test of a kernel file: it calls one of the file's operators, by <op>_outf or by its kernel's C++ name
+    assert layout.calls_any(described, {"quantized_decomposed::quantize_per_tensor.out": "torch::executor::quantize_per_tensor_out"})
+    assert layout.calls_any(described, {"aten::add.out": "torch::executor::add_out"})
+    assert not layout.calls_any(described, {"quantized_decomposed::add.out": "torch::executor::quantized_add_out"})
+    shared = co / "kernels/test/op_add_test.cpp"
+    shared.parent.mkdir(parents=True, exist_ok=True)
+    shared.write_text("void f() { torch::executor::aten::add_outf(c, a, b, 1, o); }\n")
+    assert layout.calls_any(layout.describe(shared, co, co), {"aten::add.out": "torch::executor::opt_add_out"})
+    assert not layout.calls_any(layout.describe(shared, co, co), {"quantized_decomposed::add.out": "torch::executor::quantized_add_out"})
 
 
 def test_native_functions_come_from_the_folders_yaml_with_and_without_a_context(tmp_path, user_schemas):

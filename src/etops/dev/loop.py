@@ -238,20 +238,25 @@ def _test_files(target, run: bool) -> tuple[list, list, str | None]:
     """(the upstream test files of the kernel file to run, those not run as
     ``{"file", "why"}``, the kernel set of its folder): upstream keeps them in
     ``kernels/test/`` and in the folder's own ``kernels/<set>/test/``
-    (gtest.layout.tests_of_kernel). None found is one line naming where it looked;
-    `run` False (``--no-gtest``) lists every one found as not run."""
+    (gtest.layout.tests_of_kernel); one that calls none of the file's operators
+    (kernels/test/op_add_test.cpp for kernels/quantized/cpu/op_add.cpp) is not run.
+    None found is one line naming where it looked; `run` False (``--no-gtest``)
+    lists every one found as not run."""
     from ..gtest import layout
 
     places = layout.tests_of_kernel(target.path, target.checkout)
-    found = [p for p in places if p.is_file()]
     kernel_set = layout.kernel_set_of(target.path, target.checkout)
-
-    if not found:
+    existing = [p for p in places if p.is_file()]
+    if not existing:
         looked = ", ".join(_in_checkout(p, target.checkout) for p in places)
         return [], [{"file": "", "why": f"no upstream test: none of {looked} exists"}], kernel_set
+    operators = {i.entry.op: i.entry.function for i in target.ops}
+    calling = [p for p in existing if layout.calls_any(layout.describe(p, target.checkout, target.include_root), operators)]
+    not_run = [{"file": _in_checkout(p, target.checkout), "why": f"it calls none of the file's operators ({', '.join(operators)})"}
+               for p in existing if p not in calling]
     if not run:
-        return [], [{"file": _in_checkout(p, target.checkout), "why": "not asked for (--no-gtest)"} for p in found], kernel_set
-    return found, [], kernel_set
+        return [], not_run + [{"file": _in_checkout(p, target.checkout), "why": "not asked for (--no-gtest)"} for p in calling], kernel_set
+    return calling, not_run, kernel_set
 
 
 def run_file(path, *, root=None, yaml=None, dtypes=None, timing_dtype="float32", threads=1, repeats=11, check=True,

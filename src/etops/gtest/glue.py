@@ -24,6 +24,7 @@ from ..dev.checkout import YamlKernel
 from ..dev.install import schema_of
 from ..errors import BuildError, CheckoutError, EtopsError
 from ..plan import build_plan
+from .layout import operator_base
 
 #: C++ type of a fresh scalar return -> the EValue accessor that reads it
 _FRESH = {"int64_t": "toInt", "double": "toDouble", "bool": "toBool"}
@@ -45,12 +46,6 @@ def _fits(schema, function: str) -> bool:
         return any(a.is_out for a in schema.arguments)
     written = [a for a in schema.arguments if a.alias_info is not None and a.alias_info.is_write]
     return bool(written) and not any(a.is_out for a in schema.arguments)
-
-
-def operator_base(function: str) -> str:
-    """The operator name a generated C++ function is named after: ``add_outf`` ->
-    ``add``, ``copy_`` -> ``copy_``."""
-    return function[: -len("_outf")] if function.endswith("_outf") else function
 
 
 def candidates(namespace: str, function: str, entries: list[YamlKernel], registered: list[str]) -> list[str]:

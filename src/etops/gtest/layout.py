@@ -189,6 +189,26 @@ def tests_of_kernel(kernel_file: Path, checkout: Path) -> list[Path]:
     return list(dict.fromkeys(places))
 
 
+def calls_any(test: TestFile, operators: dict[str, str]) -> bool:
+    """Whether `test` calls one of `operators` (operator name -> its kernel's C++
+    name, the YAML's kernel_name): ``torch::executor::<namespace>::<op>_outf`` (or
+    ``<op>_``) of the operator's namespace and name, or the kernel by its name
+    (``torch::executor::native::<kernel>``)."""
+    called = {(ns, operator_base(fn)) for ns, fn in test.functions}
+    natives = set(test.natives)
+    for op, kernel in operators.items():
+        namespace, _, rest = op.partition("::")
+        if (namespace, rest.split(".", 1)[0]) in called or kernel.rsplit("::", 1)[-1] in natives:
+            return True
+    return False
+
+
+def operator_base(function: str) -> str:
+    """The operator name a generated C++ function is named after: ``add_outf`` ->
+    ``add``, ``copy_`` -> ``copy_``."""
+    return function[: -len("_outf")] if function.endswith("_outf") else function
+
+
 def features_inputs(checkout: Path, kernel_set: str | None) -> tuple[Path | None, Path | None, Path | None]:
     """(supported_features.yaml, the set's def YAML, gen_supported_features.py) of the
     checkout, each None when absent. CheckoutError for a set the checkout lacks."""

@@ -302,3 +302,11 @@ def test_dev_runs_the_folders_tests_with_its_kernel_set_and_says_why_a_test_did_
         assert "- no upstream test: none of" in result.markdown()
     finally:
         result.restore()
+    (kernel.parents[1] / "test/op_scale_test.cpp").write_text(  # a test of another operator of the same name
+        "void f() { torch::executor::etops_gtest_mini::unregistered_outf(c, a, o); }\n")
+    result = etops.dev(kernel, check=False, timing=False)
+    try:
+        assert result.files[0].gtest["not_run"] == [{"file": "kernels/test/op_scale_test.cpp",
+                                                     "why": "it calls none of the file's operators (etops_gtest_mini::scale.out)"}]
+    finally:
+        result.restore()
