@@ -188,7 +188,7 @@ def test_the_gtest_lines_of_dev_say_why_each_test_file_did_not_run():
              "not_run": [{"file": "kernels/quantized/test/op_q_test.cpp", "why": "does not build: x.cpp:1:1: error: boom"}]}
     result = DevResult([FileResult("kernels/quantized/cpu/op_q.cpp", gtest=gtest)])
     text = result.text()
-    assert "  gtest op_q_test.cpp on the edit: 3 passed [quantized set; " in text
-    assert "  gtest op_q_test.cpp not run: does not build: x.cpp:1:1: error: boom" in text
+    assert "  gtest kernels/test/op_q_test.cpp on the edit: 3 passed [quantized set; " in text
+    assert "  gtest kernels/quantized/test/op_q_test.cpp not run: does not build: x.cpp:1:1: error: boom" in text
     assert "**Upstream tests not run**" in result.markdown()
     assert "- `kernels/quantized/test/op_q_test.cpp`: does not build: x.cpp:1:1: error: boom" in result.markdown()

@@ -88,8 +88,12 @@ class _GtestRun:
         if self.key is not None and before is not None:
             BASE_GTEST[self.key] = before
         out = against_base(before, edit)
-        built = [{**n, "file": _in_checkout(n["file"], self.checkout)} for n in out["not_run"]]
-        return {**out, "not_run": self.not_run + built, "base": self.base}
+
+        def named(entries: list) -> list:  # each test file named as reports name checkout files
+            return [{**e, "file": _in_checkout(e["file"], self.checkout)} for e in entries]
+
+        return {**out, "file": self.files[0], "files": named(out["files"]), "regressions": named(out["regressions"]),
+                "not_run": self.not_run + named(out["not_run"]), "base": self.base}
 
 
 def _in_checkout(path, checkout) -> str:

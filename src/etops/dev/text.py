@@ -95,7 +95,7 @@ def _gtest_lines(g: dict, seconds: float) -> list[str]:
     base = {"git": "the git base", "none": "no base (new operators)"}.get(kind, "the replaced kernel")
     lines = []
     for fg in g.get("files", ()):
-        name = fg["file"].rsplit("/", 1)[-1]
+        name = fg["file"]
         shown = ", ".join(f"{n} {s}" for s, n in fg["counts"].items() if n) or "no test"
         lines.append(f"  gtest {name} on the edit: {shown} [{fg.get('kernel_set') or 'no'} set; {seconds:.1f} s, {base} and the edit]")
         for r in fg["regressions"]:
@@ -105,7 +105,7 @@ def _gtest_lines(g: dict, seconds: float) -> list[str]:
         if fg["base_failing"]:
             lines.append(f"    failing before the edit already: {', '.join(fg['base_failing'])}")
     for n in g.get("not_run", ()):
-        lines.append(f"  gtest {n['file'].rsplit('/', 1)[-1] + ' ' if n['file'] else ''}not run: {n['why'][:240]}")
+        lines.append(f"  gtest {n['file'] + ' ' if n['file'] else ''}not run: {n['why'][:240]}")
     return lines
 
 

@@ -176,7 +176,7 @@ def test_dev_runs_the_files_upstream_test_on_the_base_and_the_edit(mini):
         plain.restore()
         assert plain.files[0].gtest["files"] == [] and plain.files[0].gtest["not_run"] == [
             {"file": "kernels/test/op_scale_test.cpp", "why": "not asked for (--no-gtest)"}]
-        assert "gtest op_scale_test.cpp not run: not asked for (--no-gtest)" in plain.text()
+        assert "gtest kernels/test/op_scale_test.cpp not run: not asked for (--no-gtest)" in plain.text()
     finally:
         fixed.restore()
 
@@ -267,12 +267,12 @@ def test_dev_runs_the_folders_tests_with_its_kernel_set_and_says_why_a_test_did_
         [f] = result.files
         assert f.error is None, f.error
         g = f.gtest
-        assert [x["file"].rsplit("kernels/", 1)[1] for x in g["files"]] == ["test/op_scale_test.cpp", "plain/test/op_scale_test.cpp"]
+        assert [x["file"] for x in g["files"]] == ["kernels/test/op_scale_test.cpp", "kernels/plain/test/op_scale_test.cpp"]
         assert {x["kernel_set"] for x in g["files"]} == {"plain"}  # the kernel file's folder, not the default (portable)
         assert g["files"][0]["counts"]["skipped"] == 0  # plain claims double: DoubleInputs runs
         assert sorted(r["name"] for r in g["regressions"]) == ["OpScaleNativeTest.WithoutContextLarge", "OpScaleOutTest.LargeTensor"]
         assert g["not_run"] == [] and result.exit_code == 1
-        assert "[plain set;" in result.text()
+        assert "gtest kernels/plain/test/op_scale_test.cpp on the edit: 1 passed, 3 failed [plain set;" in result.text()
     finally:
         result.restore()
     folder_test = kernel.parent / "test/op_scale_test.cpp"
@@ -286,9 +286,9 @@ def test_dev_runs_the_folders_tests_with_its_kernel_set_and_says_why_a_test_did_
         assert n["file"] == "kernels/plain/test/op_scale_test.cpp"
         assert n["why"].startswith("does not build: ") and "undeclared_thing" in n["why"]
         assert json.loads(out.read_text())["files"][0]["gtest"]["not_run"] == [n]
-        assert "gtest op_scale_test.cpp not run: does not build: " in result.text()
+        assert "gtest kernels/plain/test/op_scale_test.cpp not run: does not build: " in result.text()
         assert "- `kernels/plain/test/op_scale_test.cpp`: does not build: " in result.markdown()
-        assert [x["file"].rsplit("kernels/", 1)[1] for x in result.files[0].gtest["files"]] == ["test/op_scale_test.cpp"]
+        assert [x["file"] for x in result.files[0].gtest["files"]] == ["kernels/test/op_scale_test.cpp"]
     finally:
         result.restore()
     folder_test.unlink()
