@@ -94,10 +94,12 @@ def _gtest_lines(g: dict, seconds: float) -> list[str]:
     kind = g.get("base") or ""
     base = {"git": "the git base", "none": "no base (new operators)"}.get(kind, "the replaced kernel")
     lines = []
-    for fg in g.get("files", ()):
+    files = g.get("files", ())
+    took = f"{seconds:.1f} s" + (f" for the {len(files)} files" if len(files) > 1 else "")
+    for fg in files:
         name = fg["file"]
         shown = ", ".join(f"{n} {s}" for s, n in fg["counts"].items() if n) or "no test"
-        lines.append(f"  gtest {name} on the edit: {shown} [{fg.get('kernel_set') or 'no'} set; {seconds:.1f} s, {base} and the edit]")
+        lines.append(f"  gtest {name} on the edit: {shown} [{fg.get('kernel_set') or 'no'} set; {took}, {base} and the edit]")
         for r in fg["regressions"]:
             first = (r["message"].splitlines() or [""])[0][:200]
             before = "no base to pass on" if kind == "none" else f"passes on {base}"
