@@ -126,8 +126,8 @@ def test_a_kernel_folders_generated_headers_are_not_looked_for_in_the_checkout(t
     assert layout.find_checkout(test) == co.resolve()  # nothing it includes is missing: the generated headers aside
     described = layout.describe(test, co, co)
     assert described.natives == ("quantize_per_tensor_out", "add_out")
-    assert described.generated == ("executorch/kernels/quantized/NativeFunctions.h", "executorch/kernels/portable/Functions.h")
-    assert layout.folder_header(described.generated[0]) == ("kernels/quantized", "NativeFunctions")
+    assert described.generated == (("executorch/kernels/quantized/NativeFunctions.h", "kernels/quantized", "NativeFunctions"),
+                                   ("executorch/kernels/portable/Functions.h", "kernels/portable", "Functions"))
     assert layout.default_kernel_set(test, co) == "quantized"
     # the test of a kernel file: it calls one of the file's operators, by <op>_outf or by its kernel's C++ name
     assert layout.calls_any(described, {"quantized_decomposed::quantize_per_tensor.out": "torch::executor::quantize_per_tensor_out"})

@@ -60,7 +60,9 @@ class TestFile:
     checkout: Path  #: the folder ``executorch/...`` includes resolve into
     functions: tuple[tuple[str, str], ...]  #: (namespace, C++ name) of each ``<op>_outf`` / ``<op>_`` called
     natives: tuple[str, ...]  #: C++ names of kernels used as ``torch::executor::native::<name>``
-    generated: tuple[str, ...]  #: the kernel folders' generated headers included (``executorch/kernels/<folder>/NativeFunctions.h``)
+    #: the kernel folders' generated headers included: (include, folder, kind), e.g.
+    #: ("executorch/kernels/quantized/NativeFunctions.h", "kernels/quantized", "NativeFunctions")
+    generated: tuple[tuple[str, str, str], ...]
     helpers: tuple[Path, ...]  #: checkout sources next to included checkout headers (X.h -> X.cpp)
     headers: tuple[Path, ...]  #: checkout headers the file includes, directly or not
     uses_features: bool  #: whether supported_features.h is included (directly or through a header)
@@ -109,7 +111,8 @@ def describe(path: Path, checkout: Path, include_root: Path) -> TestFile:
     texts = [path.read_text()] + [h.read_text() for h in headers]
     functions = tuple(dict.fromkeys(m for t in texts for m in _CALL.findall(t)))
     natives = tuple(dict.fromkeys(m for t in texts for m in _NATIVE.findall(t)))
-    generated = tuple(dict.fromkeys(inc for t in texts for inc in includes(t) if folder_header(inc) is not None))
+    generated = tuple(dict.fromkeys((inc, *found) for t in texts for inc in includes(t)
+                                    if (found := folder_header(inc)) is not None))
     helpers = tuple(h.with_suffix(".cpp") for h in headers if h.suffix == ".h" and h.with_suffix(".cpp").is_file())
     uses = any(FEATURES_HEADER in includes(t) for t in texts)
     return TestFile(path, checkout, functions, natives, generated, helpers, tuple(headers), uses)

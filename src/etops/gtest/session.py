@@ -96,8 +96,7 @@ def _queue(build: Build, co: _Checkout, path: Path, registered: list[str], res: 
     header, notes = glue.functions_header(test.functions, entries, registered)
     headers = {layout.FUNCTIONS_HEADER: header}
     natives: dict[str, str] = {}  # a kernel folder's NativeFunctions.h: folder -> the include naming it
-    for include in test.generated:
-        folder, kind = layout.folder_header(include)
+    for include, folder, kind in test.generated:
         if kind == "Functions":  # a kernel folder's Functions.h: the <op>_outf functions
             headers[include] = f"#pragma once\n#include <{layout.FUNCTIONS_HEADER}>\n"
         else:
