@@ -310,3 +310,19 @@ def test_dev_runs_the_folders_tests_with_its_kernel_set_and_says_why_a_test_did_
                                                      "why": "it calls none of the file's operators (etops_gtest_mini::scale.out)"}]
     finally:
         result.restore()
+
+
+@needs_googletest
+def test_dev_says_why_when_the_process_running_the_tests_died(mini, monkeypatch):
+    from etops.dev import loop
+
+    kernel = mini.parents[1] / "mini" / "op_scale.cpp"
+    monkeypatch.setattr(loop, "_gtest_runs", lambda *args: os._exit(3))  # the forked process ends without a result
+    result = etops.dev(kernel, check=False, timing=False)
+    try:
+        [n] = result.files[0].gtest["not_run"]
+        assert n["file"] == "kernels/test/op_scale_test.cpp" and n["why"].startswith("its process ended: "), n
+        assert "exit" in n["why"] and result.files[0].gtest["files"] == [], n
+        assert "gtest kernels/test/op_scale_test.cpp not run: its process ended: " in result.text()
+    finally:
+        result.restore()
