@@ -35,11 +35,14 @@ def _round() -> DevResult:
     f.cases, f.base_cases, f.sources = {"aten::mul.out": 12}, {"aten::mul.out": 12}, {"aten::mul.out": ["mul"]}
     f.findings = [_finding("Tensor[5, 1]:float32, Tensor[5]:float32", "wrong", False, f"{REPORTS}/op_mul/findings/000_wrong.py"),
                   _finding("Tensor[2]:float32, Tensor[2]:float32", "wrong", True, f"{REPORTS}/op_mul/findings/001_wrong.py")]
-    f.gtest = {"file": f"{CHECKOUT}/kernels/test/op_mul_test.cpp", "counts": {"passed": 40, "failed": 2}, "base": "git",
-               "regressions": [{"name": "OpMulOutTest.BroadcastA", "status": "failed",
-                                "message": f"{CHECKOUT}/kernels/test/op_mul_test.cpp:120: Failure\nValue of: out"},
-                               {"name": "OpMulOutTest.BroadcastB", "status": "crashed", "message": "SIGSEGV"}],
-               "base_failing": ["OpMulOutTest.Old"], "wall_seconds": 1.5}
+    regressions = [{"name": "OpMulOutTest.BroadcastA", "status": "failed",
+                    "message": f"{CHECKOUT}/kernels/test/op_mul_test.cpp:120: Failure\nValue of: out"},
+                   {"name": "OpMulOutTest.BroadcastB", "status": "crashed", "message": "SIGSEGV"}]
+    f.gtest = {"base": "git", "wall_seconds": 1.5, "regressions": regressions,
+               "files": [{"file": "kernels/test/op_mul_test.cpp", "counts": {"passed": 40, "failed": 2},
+                          "kernel_set": "portable", "regressions": regressions, "base_failing": ["OpMulOutTest.Old"]}],
+               "not_run": [{"file": "kernels/portable/test/op_mul_test.cpp",
+                            "why": f"does not build: {CHECKOUT}/kernels/portable/test/op_mul_test.cpp:3: error"}]}
     f.timing = []
     return DevResult([f], 12.5, [], ["--changed HEAD: 1 changed file, 0 kernel files, 1 helper source, 0 headers"])
 
@@ -64,6 +67,9 @@ def test_the_markdown_holds_the_verdict_findings_and_gtest_regressions_of_the_te
     assert md_regressions == [r.replace(CHECKOUT + "/", "") for r in text_regressions]
     assert "kernels/test/op_mul_test.cpp:120: Failure" in md_regressions[0]
     assert "OpMulOutTest.Old" in md and "40 passed, 2 failed" in md
+    # each upstream test file not run, with why, in both
+    assert "gtest kernels/portable/test/op_mul_test.cpp not run: does not build:" in text
+    assert "- `kernels/portable/test/op_mul_test.cpp`: does not build: kernels/portable/test/op_mul_test.cpp:3: error" in md
     # paths: relative to the checkout, reproducers under the report folder's name
     assert "`kernels/portable/cpu/op_mul.cpp`" in md and "`kernels/portable/cpu/util/mini_times.cpp`" in md
     assert "`etops-dev/op_mul/findings/000_wrong.py`" in md

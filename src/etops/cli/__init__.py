@@ -118,7 +118,8 @@ def build_parser() -> argparse.ArgumentParser:
                     help="leave out the dim-order axis (the edit's cases again channels-last and transposed, under "
                          "etops.layout('preserve'), against the base's)")
     dv.add_argument("--no-gtest", action="store_true", help="do not run the checkout's kernels/test/op_<name>_test.cpp "
-                                                            "(etops gtest) on the base and the edit")
+                                                            "and kernels/<folder>/test/op_<name>_test.cpp (etops gtest) "
+                                                            "on the base and the edit")
 
     # `check` is the conformance command line (etops.conformance.cli): main() hands it
     # everything after the word; this entry only lists it in --help.

@@ -48,38 +48,71 @@ def _base(target, base, cflags):
         return Base("built-in", rev=found.rev, commit=found.commit, why=why), None
 
 
-#: the base's runs of upstream tests, kept for the process: (base identity, test file,
-#: its text) -> its gtest result (a --watch round runs the test on the edit only)
+#: the base's runs of upstream tests, kept for the process: (base identity, kernel set,
+#: the test files and their texts) -> its gtest result (a --watch round runs the tests on the edit only)
 BASE_GTEST: dict = {}
 
 
 class _GtestRun:
-    """The file's upstream test, run on the base and then on the edit in a forked
+    """The file's upstream tests, run on the base and then on the edit in a forked
     process (background.Background) started now, while this process goes on (the
-    judge); ``result()`` waits for it: gtest.report.against_base's comparison, with
-    ``base`` saying which base it was. `addresses`: operator -> the base's function,
-    swapped in over the edit for the base's run (in the forked process): the file at
-    the git base, or the kernel the edit replaced; none: no base run. A base run
-    under the same `base_key` and test text is taken from BASE_GTEST."""
+    judge), with `kernel_set`'s supported features (the kernel file's folder's set);
+    ``result()`` waits for it: gtest.report.against_base's comparison, with ``base``
+    saying which base it was and `not_run` (test files not run, and why) added.
+    `addresses`: operator -> the base's function, swapped in over the edit for the
+    base's run (in the forked process): the file at the git base, or the kernel the
+    edit replaced; none: no base run. A base run under the same `base_key`, kernel
+    set and test texts is taken from BASE_GTEST."""
 
-    def __init__(self, test_file, checkout, addresses: dict, base_kind: str, base_key=None):
+    def __init__(self, test_files: list, checkout, addresses: dict, base_kind: str, base_key=None, kernel_set=None,
+                 not_run=()):
         from .background import Background
 
-        self.key = None if base_key is None or not addresses else (base_key, str(test_file), test_file.read_text())
+        texts = tuple((str(f), f.read_text()) for f in test_files)
+        self.key = None if base_key is None or not addresses else (base_key, kernel_set, texts)
         self.base = ("none" if not addresses else base_kind or "built-in")
+        self.checkout = checkout
+        self.files = [_in_checkout(f, checkout) for f in test_files]
+        self.not_run = list(not_run)
         before = BASE_GTEST.get(self.key) if self.key is not None else None
-        self.job = Background(lambda: _gtest_runs(test_file, checkout, addresses, before))
+        self.job = Background(lambda: _gtest_runs(test_files, checkout, addresses, before, kernel_set))
 
     def result(self) -> dict:
+        from ..errors import BackgroundFailed
         from ..gtest.report import against_base
 
-        before, edit = self.job.result()
+        try:
+            before, edit = self.job.result()
+        except BackgroundFailed as exc:  # the process running the tests died outside any test run
+            why = "its process ended: " + (str(exc).strip().splitlines() or ["?"])[-1]
+            return {**not_run_result(self.not_run + [{"file": f, "why": why} for f in self.files]), "base": self.base}
         if self.key is not None and before is not None:
             BASE_GTEST[self.key] = before
-        return {**against_base(before, edit), "base": self.base}
+        out = against_base(before, edit)
+
+        def named(entries: list) -> list:  # each test file named as reports name checkout files
+            return [{**e, "file": _in_checkout(e["file"], self.checkout)} for e in entries]
+
+        return {**out, "file": self.files[0], "files": named(out["files"]), "regressions": named(out["regressions"]),
+                "not_run": self.not_run + named(out["not_run"]), "base": self.base}
 
 
-def _gtest_runs(test_file, checkout, addresses: dict, before) -> tuple:
+def _in_checkout(path, checkout) -> str:
+    """`path` relative to `checkout` when inside it (as reports name checkout files), else absolute."""
+    from pathlib import Path
+
+    full = Path(path).resolve()
+    return str(full.relative_to(checkout.resolve())) if full.is_relative_to(checkout.resolve()) else str(full)
+
+
+def not_run_result(not_run: list) -> dict:
+    """The gtest part of a kernel file's result when no upstream test ran: each test
+    file (or the places looked in) with why."""
+    return {"file": "", "files": [], "not_run": list(not_run), "error": None, "regressions": [], "base_failing": [],
+            "counts": {}, "seconds": 0.0}
+
+
+def _gtest_runs(test_files: list, checkout, addresses: dict, before, kernel_set) -> tuple:
     """(the base's run or `before` when given, None without a base; the edit's run)."""
     from ..gtest import gtest as run_gtest  # etops.gtest reads checkouts with this package's checkout module
     from .swap import BaseSwap
@@ -88,10 +121,10 @@ def _gtest_runs(test_file, checkout, addresses: dict, before) -> tuple:
         swap = BaseSwap(addresses)
         swap.install()
         try:
-            before = run_gtest(test_file, root=checkout)
+            before = run_gtest(test_files, root=checkout, kernel_set=kernel_set)
         finally:
             swap.restore()
-    return before, run_gtest(test_file, root=checkout)
+    return before, run_gtest(test_files, root=checkout, kernel_set=kernel_set)
 
 
 def _judge_file(result, target, addresses: dict, base_kind: str, directory, *, dtypes, isolate, budget, base_key,
@@ -209,10 +242,29 @@ def _timing_alongside(result, target, addresses: dict, others, **timing):
     return Alongside(_sampled(lambda: _timing_rows(result, target, addresses, **timing)), others)
 
 
-def _test_file(target):
-    """The checkout's upstream gtest of the kernel file (``kernels/test/op_<name>_test.cpp``), or None."""
-    found = target.checkout / "kernels" / "test" / f"{target.path.stem}_test.cpp"
-    return found if found.is_file() else None
+def _test_files(target, run: bool) -> tuple[list, list, str | None]:
+    """(the upstream test files of the kernel file to run, those not run as
+    ``{"file", "why"}``, the kernel set of its folder): upstream keeps them in
+    ``kernels/test/`` and in the folder's own ``kernels/<set>/test/``
+    (gtest.layout.tests_of_kernel); one that calls none of the file's operators
+    (kernels/test/op_add_test.cpp for kernels/quantized/cpu/op_add.cpp) is not run.
+    None found is one line naming where it looked; `run` False (``--no-gtest``)
+    lists every one found as not run."""
+    from ..gtest import layout
+
+    places = layout.tests_of_kernel(target.path, target.checkout)
+    kernel_set = layout.kernel_set_of(target.path, target.checkout)
+    existing = [p for p in places if p.is_file()]
+    if not existing:
+        looked = ", ".join(_in_checkout(p, target.checkout) for p in places)
+        return [], [{"file": "", "why": f"no upstream test: none of {looked} exists"}], kernel_set
+    operators = {i.entry.op: i.entry.function for i in target.ops}
+    calling = [p for p in existing if layout.calls_any(layout.describe(p, target.checkout, target.include_root), operators)]
+    not_run = [{"file": _in_checkout(p, target.checkout), "why": f"it calls none of the file's operators ({', '.join(operators)})"}
+               for p in existing if p not in calling]
+    if not run:
+        return [], not_run + [{"file": _in_checkout(p, target.checkout), "why": "not asked for (--no-gtest)"} for p in calling], kernel_set
+    return calling, not_run, kernel_set
 
 
 def run_file(path, *, root=None, yaml=None, dtypes=None, timing_dtype="float32", threads=1, repeats=11, check=True,
@@ -246,11 +298,11 @@ def run_file(path, *, root=None, yaml=None, dtypes=None, timing_dtype="float32",
     result.seconds["build"] = time.perf_counter() - t
     result.build = {"seconds": result.seconds["build"], "compiled": library.compiled, "build_dir": library.build_dir,
                     "flags": list(inst.WHEEL_CFLAGS)}
-    test_file = _test_file(target) if gtest else None
+    test_files, tests_not_run, kernel_set = _test_files(target, gtest)
     t = time.perf_counter()
     try:
         with progress.phase("building the base"):
-            found, base_library = _base(target, False if not (check or timing or test_file) else base, cflags)
+            found, base_library = _base(target, False if not (check or timing or test_files) else base, cflags)
     except CheckoutError as exc:  # git could not give the base
         result.error = f"--base: {exc}"
         return result
@@ -273,8 +325,11 @@ def run_file(path, *, root=None, yaml=None, dtypes=None, timing_dtype="float32",
     base_key = base_library.source_hash if base_library is not None else tuple(sorted(addresses.items()))
     # the upstream test runs alongside the judge (its result is taken before the timing);
     # it is compiled with the checkout's headers: their state is part of the base run
-    gtest_run = (_GtestRun(test_file, target.checkout, addresses, found.kind, (base_key, inst.headers_digest(target)))
-                 if test_file is not None else None)
+    gtest_run = (_GtestRun(test_files, target.checkout, addresses, found.kind, (base_key, inst.headers_digest(target)),
+                           kernel_set, tests_not_run)
+                 if test_files else None)
+    if gtest_run is None:
+        result.gtest = not_run_result(tests_not_run)
     directory = _report_dir(target.path, report_dir)
     result.report_dir = str(directory)
     timing_args = {"dtype": timing_dtype, "repeats": repeats, "threads": threads, "max_slowdown": max_slowdown,
@@ -341,9 +396,10 @@ def dev(paths, *, root=None, yaml=None, dtypes=None, timing_dtype="float32", thr
     ``report_dir``: where reproducers go; ``changed``: a git revision: the kernel
     files changed since it, those including a changed header and those using a
     changed helper source (built with it; changes.changed_kernel_files), added to `paths`;
-    ``gtest``: run the checkout's upstream test of the file (``kernels/test/op_<name>_test.cpp``,
-    etops.gtest) on the base (as the judge's) and on the edit: a test the edit turns
-    from pass to fail is a finding; ``dim_orders``: the dim-order axis (the edit's
+    ``gtest``: run the checkout's upstream tests of the file (``kernels/test/op_<name>_test.cpp``
+    and ``kernels/<set>/test/op_<name>_test.cpp``, etops.gtest, with the supported features
+    of the file's folder's set) on the base (as the judge's) and on the edit: a test the
+    edit turns from pass to fail is a finding, a test file not run says why; ``dim_orders``: the dim-order axis (the edit's
     cases again channels-last and with the last two dims transposed, under
     ``etops.layout("preserve")``, against the base's in the same layout)."""
     from pathlib import Path

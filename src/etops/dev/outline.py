@@ -67,13 +67,13 @@ class FindingItem:
 
 @dataclass
 class GtestOutline:
-    """The upstream test file on the edit: counts, each regression (a finding),
-    the tests the base fails already; or why it was not built."""
+    """One upstream test file run on the base and the edit: counts on the edit with
+    its kernel set, each regression (a finding), the tests the base fails already."""
 
     name: str
-    error: str = ""
     counts: str = ""
-    seconds: float = 0.0
+    kernel_set: str = ""
+    seconds: str = ""  #: '3.0 s', or '3.0 s for the 2 files'
     base: str = ""  #: 'the git base', 'the replaced kernel', 'no base (new operators)'
     regressions: list = field(default_factory=list)  #: one line each: name, before, status, message
     base_failing: list = field(default_factory=list)
@@ -104,7 +104,8 @@ class FileOutline:
     fixed: list = field(default_factory=list)  #: summaries of base findings the edit no longer shows
     no_finding: bool = False  #: judged, and nothing found
     timing: list = field(default_factory=list)  #: TimingItem
-    gtest: GtestOutline | None = None
+    gtests: list = field(default_factory=list)  #: GtestOutline per upstream test file run
+    tests_not_run: list = field(default_factory=list)  #: (file or '', why) per upstream test file not run
     report_dir: str = ""
 
 
@@ -123,19 +124,22 @@ def _layouts(f) -> str:
         for layout, v in f.layout_cases.items())
 
 
-def _gtest(g: dict, seconds: float) -> GtestOutline | None:
+def _gtests(g: dict, seconds: float) -> tuple[list, list]:
+    """(a GtestOutline per test file run, (file, why) per test file not run) of the
+    round's upstream tests (etops.gtest.report.against_base's comparison)."""
     if not g:
-        return None
-    name = g["file"].rsplit("/", 1)[-1]
-    if g.get("error"):
-        return GtestOutline(name, error=g["error"].splitlines()[0][:200])
+        return [], []
     kind = g.get("base") or ""
     base = {"git": "the git base", "none": "no base (new operators)"}.get(kind, "the replaced kernel")
     before = "no base to pass on" if kind == "none" else f"passes on {base}"
-    regressions = [f"{r['name']} {before}, {r['status']} on the edit: {(r['message'].splitlines() or [''])[0][:200]}"
-                   for r in g["regressions"]]
-    return GtestOutline(name, counts=", ".join(f"{n} {s}" for s, n in g["counts"].items() if n) or "no test",
-                        seconds=seconds, base=base, regressions=regressions, base_failing=list(g["base_failing"]))
+    files = g.get("files", ())
+    took = f"{seconds:.1f} s" + (f" for the {len(files)} files" if len(files) > 1 else "")
+    ran = [GtestOutline(fg["file"], counts=", ".join(f"{n} {s}" for s, n in fg["counts"].items() if n) or "no test",
+                        kernel_set=fg.get("kernel_set") or "no", seconds=took, base=base,
+                        regressions=[f"{r['name']} {before}, {r['status']} on the edit: "
+                                     f"{(r['message'].splitlines() or [''])[0][:200]}" for r in fg["regressions"]],
+                        base_failing=list(fg["base_failing"])) for fg in files]
+    return ran, [(n["file"] or "", n["why"][:240]) for n in g.get("not_run", ())]
 
 
 def file_outline(f) -> FileOutline:
@@ -163,7 +167,8 @@ def file_outline(f) -> FileOutline:
     out.timing = [TimingItem(short(r["kernel"]), describe(r),
                              "slowdown finding" if r.get("slowdown_finding") else "finding" if r.get("crashed") else "", r)
                   for r in f.timing]
-    out.gtest = _gtest(f.gtest, f.gtest.get("wall_seconds", f.seconds.get("gtest", 0.0)) if f.gtest else 0.0)
+    out.gtests, out.tests_not_run = _gtests(f.gtest, f.gtest.get("wall_seconds", f.seconds.get("gtest", 0.0))
+                                            if f.gtest else 0.0)
     return out
 
 

@@ -48,27 +48,26 @@ def _file_text(o: FileOutline) -> list[str]:
         lines.append("  no finding")
     for t in o.timing:
         lines.append(f"  timing {t.kernel} {t.words}" + (f"  <- {t.mark}" if t.mark else ""))
-    lines += _gtest_text(o.gtest)
+    lines += _gtest_text(o)
     if o.report_dir:
         lines.append(f"  report folder: {o.report_dir}")
     return lines
 
 
 def _gtest_head(g: GtestOutline) -> str:
-    if g.error:
-        return f"gtest {g.name}: not built ({g.error})"
-    return f"gtest {g.name} on the edit: {g.counts} [{g.seconds:.1f} s, {g.base} and the edit]"
+    return f"gtest {g.name} on the edit: {g.counts} [{g.kernel_set} set; {g.seconds}, {g.base} and the edit]"
 
 
-def _gtest_text(g: GtestOutline | None) -> list[str]:
-    """The upstream test file's lines: counts on the edit, each regression (a
-    finding), the tests already failing on the base."""
-    if g is None:
-        return []
-    lines = [f"  {_gtest_head(g)}"] + [f"    finding: {r}" for r in g.regressions]
-    if g.base_failing:
-        lines.append(f"    failing before the edit already: {', '.join(g.base_failing)}")
-    return lines
+def _gtest_text(o: FileOutline) -> list[str]:
+    """The upstream test files' lines: per file run, counts on the edit, each
+    regression (a finding), the tests already failing on the base; per file not
+    run, why."""
+    lines = []
+    for g in o.gtests:
+        lines += [f"  {_gtest_head(g)}"] + [f"    finding: {r}" for r in g.regressions]
+        if g.base_failing:
+            lines.append(f"    failing before the edit already: {', '.join(g.base_failing)}")
+    return lines + [f"  gtest {name + ' ' if name else ''}not run: {why}" for name, why in o.tests_not_run]
 
 
 def file_lines(f) -> list[str]:
@@ -150,13 +149,15 @@ def _file_markdown(o: FileOutline) -> list[str]:
             q = r["vs_builtin"]
             out.append(f"| `{t.kernel}` | {r['label']} | {r['dtype']} {r['size']} | {q['median']:.2f}x | "
                        f"{q['q1']:.2f}-{q['q3']:.2f} | {r['verdict']}{mark} |")
-    if o.gtest is not None:
-        g = o.gtest
+    for g in o.gtests:
         out += ["", f"**Upstream test**: {rel(_gtest_head(g))}"]
         if g.regressions:
             out += [""] + [f"- finding: {rel(r)}" for r in g.regressions]
         if g.base_failing:
             out += ["", f"Failing before the edit already: {', '.join(g.base_failing)}"]
+    if o.tests_not_run:
+        out += ["", "**Upstream tests not run**", ""] + [f"- {'`' + rel(name) + '`: ' if name else ''}{rel(why)}"
+                                                         for name, why in o.tests_not_run]
     return out
 
 
