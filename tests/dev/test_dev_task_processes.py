@@ -13,25 +13,25 @@ import pytest
 from etops.dev import task_processes as tp
 
 
-def _never_again(task, why, died):
+def _never_again(task, why, died, hangs):
     raise AssertionError(f"task {task} ran again: {why}")
 
 
 def test_results_come_back_in_order_from_two_processes():
-    pids = tp.run_tasks(list(range(12)), lambda i: (i, os.getpid()), _never_again, workers=2)
+    pids = tp.run_tasks(list(range(12)), lambda i, hangs: (i, os.getpid()), _never_again, workers=2)
     assert [i for i, _pid in pids] == list(range(12))
     assert os.getpid() not in {pid for _i, pid in pids}
 
 
 def test_a_task_that_kills_its_process_runs_again_here_and_the_rest_go_on():
-    def task(i):
+    def task(i, hangs):
         if i == 3:
             os.kill(os.getpid(), signal.SIGSEGV)  # the guard's fault reporter ends the process
         return i * 10
 
     again = []
 
-    def rerun(i, why, died):
+    def rerun(i, why, died, hangs):
         again.append((i, why, died))
         return "here"
 
@@ -42,13 +42,13 @@ def test_a_task_that_kills_its_process_runs_again_here_and_the_rest_go_on():
 
 
 def test_a_task_that_raises_runs_again_here_with_the_traceback():
-    def task(i):
+    def task(i, hangs):
         if i == 1:
             raise ValueError("the runner's own bug")
         return i
 
     again = []
-    results = tp.run_tasks([0, 1, 2], task, lambda i, why, died: again.append((why, died)) or -1, workers=1)
+    results = tp.run_tasks([0, 1, 2], task, lambda i, why, died, hangs: again.append((why, died)) or -1, workers=1)
     assert results == [0, -1, 2]
     assert again[0][1] is False and "ValueError: the runner's own bug" in again[0][0]
 
@@ -57,14 +57,14 @@ def test_a_task_that_stops_using_cpu_time_is_killed_and_runs_again(monkeypatch):
     monkeypatch.setattr(tp, "STALL_SECONDS", 1.0)
     monkeypatch.setattr(tp, "_CHECK_EVERY", 0.2)
 
-    def task(i):
+    def task(i, hangs):
         if i == 0:
             time.sleep(600)
         return i
 
     start = time.monotonic()
     again = []
-    results = tp.run_tasks([0, 1], task, lambda i, why, died: again.append((why, died)) or "here", workers=2)
+    results = tp.run_tasks([0, 1], task, lambda i, why, died, hangs: again.append((why, died)) or "here", workers=2)
     assert results == ["here", 1]
     assert again == [("its task process used no CPU time for 1 s", True)]
     assert time.monotonic() - start < 60
@@ -72,7 +72,7 @@ def test_a_task_that_stops_using_cpu_time_is_killed_and_runs_again(monkeypatch):
 
 def test_no_task_process_outlives_the_call():
     before = _children()
-    tp.run_tasks(list(range(4)), lambda i: i, _never_again, workers=2)
+    tp.run_tasks(list(range(4)), lambda i, hangs: i, _never_again, workers=2)
     assert _children() == before
 
 

@@ -23,8 +23,10 @@ from .values import clip, describe
 #: corrupt memory on such inputs: only the rules table's ``memory`` rules guard the
 #: kernel as a program calls it); CaseResult.rule names the guard. abort: ExecuTorch
 #: aborted inside the kernel (an ET_CHECK; etops unwound it), as it would abort a
-#: program; crash: the kernel killed its worker or guard process
-STATUSES = ("pass", "mismatch", "unsupported", "guarded", "error", "crash", "abort")
+#: program; crash: the kernel killed its worker or guard process; hang: the kernel did
+#: not return within the case's time limit (etops.conformance.case_clock: its process
+#: was killed, CaseResult.limit_seconds the limit it exceeded)
+STATUSES = ("pass", "mismatch", "unsupported", "guarded", "error", "crash", "abort", "hang")
 
 
 @dataclass
@@ -67,6 +69,8 @@ class CaseResult(CaseInfo):
     aten_ulps: float | None = None
     reference: str | None = None
     reason: str | None = None
+    #: hang: the time limit (seconds) the kernel's call exceeded (etops.conformance.case_clock.limit)
+    limit_seconds: float | None = None
 
     def to_json(self) -> dict:
         return dataclasses.asdict(self)

@@ -152,7 +152,7 @@ class Report:
         self.details.extend(result.details)
         self.failing.update(result.failing)
         for crash in crashes:
-            self.tallies.setdefault((crash.kernel, crash.dtype), Tally()).add("crash", crash.opinfo)
+            self.tallies.setdefault((crash.kernel, crash.dtype), Tally()).add(crash.status, crash.opinfo)  # a crash or a hang
             self.details.append(crash)
             self.failing[crash.id] = (crash.status, getattr(crash, "verdict", None))
 

@@ -27,6 +27,7 @@ import re
 import time
 from dataclasses import dataclass, field
 
+from ..conformance import case_clock
 from ..conformance import clusters as cl
 from ..conformance.dim_orders import AXIS_LAYOUTS, AXIS_MAX_DETAILS
 from ..conformance.hooks import with_guard
@@ -39,7 +40,7 @@ from .. import signature_cache
 GUARDED = "etops.guard.hooks:guarded"
 #: finding categories that make the edit fail (exit 1) when the base does not share them;
 #: "unsupported" only when there is a base that passed (a refusal where the base passed)
-GATING = ("memory", "crash", "abort", "wrong", "error", "guarded")
+GATING = ("memory", "crash", "hang", "abort", "wrong", "error", "guarded")
 _MEMORY = re.compile(r"(read|write|access) (past the end|before the start|inside a read-only input|inside) of argument '([^']+)'")
 _INPUT_DTYPE = re.compile(r"Tensor\[[^\]]*\]:(\w+)")
 
@@ -183,15 +184,22 @@ def run_passes(passes: list, plan: dict, *, only=None, cache_key=None, forked: b
 
     started: set = set()  # tasks begun here before the deadline: recorded now, so run whatever the time
 
-    def one(i: int, check_deadline: bool = True) -> list:
+    def one(i: int, hangs: tuple = (), check_deadline: bool = True) -> list:
+        """Task i under each pass (the k-th pass's cases labelled k on the case clock);
+        `hangs`: its cases past their limit in earlier task processes (skipped, recorded
+        as hang cases; the task runs whatever the deadline: it has begun)."""
         op, task = order[i]
         out: list = []
-        for p in passes:
-            late = check_deadline and p.deadline is not None and time.monotonic() > p.deadline
+        for k, p in enumerate(passes):
+            case_clock.set_label(k)
+            late = check_deadline and not hangs and p.deadline is not None and time.monotonic() > p.deadline
             if (late and not (p is first and i in started)) or (out and out[0] is None):
                 out.append(None)
+            elif len(hangs) >= case_clock.MAX_HANGS_PER_TASK:
+                out.append(case_clock.given_up(task["opinfo"], task["dtype"], hangs, k))
             else:
-                out.append(_run_task(kmap, op, task, p.hooks, p.report_dir, p.max_details, kernels))
+                result = _run_task(kmap, op, task, p.hooks, p.report_dir, p.max_details, kernels, case_clock.skipped(hangs, k))
+                out.append(case_clock.with_hangs(result, hangs, k))
         return out
 
     if forked and todo:
@@ -205,7 +213,8 @@ def run_passes(passes: list, plan: dict, *, only=None, cache_key=None, forked: b
         # every core counted, the timing's too: the task processes get it back when the timing ends
         workers = default_workers(alongside.cores if alongside is not None else None)
         handed = run_tasks(todo, _with_torch_answers(one),
-                           lambda i, why, died: ([_run_again(r, order[i], why, died) for r in one(i, check_deadline=False)], {}),
+                           lambda i, why, died, hangs: ([_run_again(r, order[i], why, died)
+                                                         for r in one(i, hangs, check_deadline=False)], {}),
                            workers=workers, on_cycle=None if alongside is None else alongside.poll)
         found = [result for result, _made in handed]
         for _result, made in handed:  # later forks (the base, each layout, the next round) start with them
@@ -241,8 +250,8 @@ def _with_torch_answers(run):
     for it: etops.signature_cache's entries, none when they do not pickle), so that
     no process works one out twice."""
 
-    def run_and_hand_back(i):
-        result = run(i)
+    def run_and_hand_back(i, hangs=()):
+        result = run(i, hangs)
         made = signature_cache.made_here()
         try:
             pickle.dumps(made)
@@ -253,16 +262,17 @@ def _with_torch_answers(run):
     return run_and_hand_back
 
 
-def _runner(kmap, op: str, hooks, report_dir, max_details: int, kernels: dict) -> TaskRunner:
+def _runner(kmap, op: str, hooks, report_dir, max_details: int, kernels: dict, skip=()) -> TaskRunner:
     return TaskRunner(kmap, [op], hooks=hooks, report_dir=report_dir, max_details=max_details, kernels=kernels,
-                      sources=RECORDER.sources())
+                      sources=RECORDER.sources(), skip=skip)
 
 
-def _run_task(kmap, op: str, task: dict, hooks, report_dir, max_details: int, kernels: dict):
-    """One task's TaskResult on check's runner (a derived task through run_derived)."""
+def _run_task(kmap, op: str, task: dict, hooks, report_dir, max_details: int, kernels: dict, skip=()):
+    """One task's TaskResult on check's runner (a derived task through run_derived),
+    the (sample, call) cases in `skip` left out."""
     from .derived import DERIVED_PREFIX, run_derived
 
-    runner = _runner(kmap, op, hooks, report_dir, max_details, kernels)
+    runner = _runner(kmap, op, hooks, report_dir, max_details, kernels, skip)
     dtype = dtype_from_name(task["dtype"])
     if task["opinfo"].startswith(DERIVED_PREFIX):
         return run_derived(runner, task["opinfo"], dtype)
