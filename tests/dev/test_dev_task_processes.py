@@ -70,6 +70,41 @@ def test_a_task_that_stops_using_cpu_time_is_killed_and_runs_again(monkeypatch):
     assert time.monotonic() - start < 60
 
 
+def _sleeps_in_a_case(i, hangs, spin=False):
+    """Task 1 publishes a case on its process's case clock, then never returns from
+    it (time.sleep with every signal it could be asked to stop by ignored, as a
+    kernel in C code would; or a busy loop), until it is sent again with that case hung."""
+    from etops.conformance import case_clock
+    from etops.conformance.case import CaseResult
+
+    if i == 1 and not hangs:
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGALRM):
+            signal.signal(sig, signal.SIG_IGN)
+        case_clock.set_label(1)
+        case_clock.started(CaseResult("aten::mul.out", "aten::mul.Tensor", "mul", "float32", 4, 0, "pass",
+                                      inputs="Tensor[5, 1]:float32"), 1e-5)
+        while True:
+            if spin:
+                continue
+            time.sleep(600)
+    return i, [(h.label, h.where, h.inputs, h.limit) for h in hangs]
+
+
+@pytest.mark.parametrize("spin", [False, True], ids=["sleeps", "spins"])
+def test_a_case_past_its_limit_kills_its_process_and_the_task_goes_on_in_a_new_one(monkeypatch, spin):
+    """The case clock says task 1's case has run past its limit: its process is killed
+    (neither the stall watch nor the task timeout had to fire), the task is sent to a
+    new task process with that Hang (what it skips and records), never run again here;
+    the other tasks keep their results."""
+    monkeypatch.setenv("ETOPS_CASE_TIMEOUT_FLOOR", "0.5")
+    monkeypatch.setattr(tp, "STALL_SECONDS", 3600.0)
+    monkeypatch.setattr(tp, "TASK_TIMEOUT", 3600.0)
+    before = _children()
+    results = tp.run_tasks([0, 1, 2, 3], lambda i, hangs: _sleeps_in_a_case(i, hangs, spin), _never_again, workers=2)
+    assert results == [(0, []), (1, [(1, (4, 0), "Tensor[5, 1]:float32", 0.5)]), (2, []), (3, [])]
+    assert _children() == before
+
+
 def test_no_task_process_outlives_the_call():
     before = _children()
     tp.run_tasks(list(range(4)), lambda i, hangs: i, _never_again, workers=2)
