@@ -89,9 +89,9 @@ def test_a_returned_call_clears_the_page_and_a_process_without_a_clock_publishes
         case_clock.started(_case(), 0.1)  # no clock in use here: nothing written
         assert clock.current() is None
         case_clock.use(clock)
-        case_clock.started(_case(), 0.1)
+        since = case_clock.started(_case(), 0.1)
         assert clock.current() is not None
-        case_clock.ended()
+        assert case_clock.ended(since) >= 0
         assert clock.current() is None and clock.overdue(time.monotonic() + 1e6) is None
     finally:
         case_clock.use(None)
@@ -115,6 +115,14 @@ def test_a_clock_in_a_memory_file_is_read_from_a_spawned_process():
         case_clock.CaseClock.from_fd(-1)
 
 
+def test_the_base_times_are_the_longest_of_its_results():
+    from etops.conformance.case import TaskResult
+
+    one, two = TaskResult("mul", "float32"), TaskResult("mul", "float32")
+    one.case_seconds, two.case_seconds = {"a": 0.1, "b": 0.5}, {"a": 0.3}
+    assert case_clock.base_seconds([one, two]) == {"a": 0.3, "b": 0.5}
+
+
 def test_the_base_times_known_make_part_of_a_limit(monkeypatch):
     monkeypatch.setenv(case_clock.FLOOR_ENV, "1")
     clock = case_clock.CaseClock()
@@ -134,15 +142,16 @@ def test_the_runner_publishes_each_kernel_call_with_atens_time_for_it(monkeypatc
     """A recorded task keeps ATen's time of each call; the replay's kernel calls are
     published with it (and a live run's with the time it measured), each call ended."""
     seen: list = []
-    monkeypatch.setattr(case_clock, "started", lambda case, aten_seconds: seen.append(("start", case.id, aten_seconds)))
-    monkeypatch.setattr(case_clock, "ended", lambda: seen.append(("end",)))
+    monkeypatch.setattr(case_clock, "started", lambda case, aten_seconds: seen.append(("start", case.id, aten_seconds)) or 0.0)
+    monkeypatch.setattr(case_clock, "ended", lambda since: seen.append(("end",)) or 0.25)
     recorder = Recorder()
-    TaskRunner(default_kmap(), ["aten::add.out"], sources=recorder.sources()).run("add", torch.float32)
+    result = TaskRunner(default_kmap(), ["aten::add.out"], sources=recorder.sources()).run("add", torch.float32)
     (recording,) = recorder.recordings.values()
     assert recording.calls and all(c.seconds is not None and c.seconds >= 0 for c in recording.calls)
     starts = [s for s in seen if s[0] == "start"]
     assert len(starts) == len(recording.calls) == len([s for s in seen if s[0] == "end"])
     assert [s[2] for s in starts] == [c.seconds for c in recording.calls]
+    assert result.case_seconds == {s[1]: 0.25 for s in starts}  # each kernel call's time, for a later round's limits
     seen.clear()
     TaskRunner(default_kmap(), ["aten::add.out"]).run("add", torch.float32)  # live: ATen's time measured
     assert seen and all(s[2] is not None and s[2] >= 0 for s in seen if s[0] == "start")

@@ -126,6 +126,8 @@ class TaskResult:
     samples_failed: int = 0
     sample_error: str = ""
     seconds: float = 0.0
+    #: case id -> seconds its kernel call took (etops dev keeps the base's: part of the edit's case limits)
+    case_seconds: dict = field(default_factory=dict)
 
     def record(self, result: CaseResult, keep: bool) -> None:
         tally = self.tallies.setdefault((result.kernel, result.dtype), Tally())

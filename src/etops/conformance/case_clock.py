@@ -246,11 +246,25 @@ def set_label(label: int) -> None:
     _label = int(label)
 
 
+def base_seconds(results) -> dict:
+    """case id -> the longest time its kernel call took in `results` (TaskResults: their case_seconds)."""
+    seconds: dict = {}
+    for result in results:
+        for case, s in getattr(result, "case_seconds", {}).items():
+            seconds[case] = max(s, seconds.get(case, 0.0))
+    return seconds
+
+
 def know_base(seconds: dict) -> None:
     """The base's kernel time per case id (etops dev's base, from an earlier round):
     part of those cases' limits in this process and the processes it forks."""
     _base_seconds.clear()
     _base_seconds.update(seconds)
+
+
+def known_base() -> dict:
+    """The base's kernel times per case id this process knows (know_base)."""
+    return dict(_base_seconds)
 
 
 def started(case, aten_seconds: float | None) -> float:
@@ -266,11 +280,13 @@ def started(case, aten_seconds: float | None) -> float:
     return now
 
 
-def ended() -> None:
-    """The call in flight returned (or raised): no case in flight."""
+def ended(since: float) -> float:
+    """The call in flight, started at `since` (started's value), returned (or raised):
+    no case in flight. Returns the seconds it took."""
     if _clock is not None:
         _clock.publish(_label, 0.0, 0.0, None)
+    return time.monotonic() - since
 
 
 __all__ = ["FACTOR", "FLOOR_ENV", "FLOOR_SECONDS", "MAX_HANGS_PER_TASK", "CaseClock", "Hang", "ended", "floor_seconds",
-           "given_up", "know_base", "limit", "set_label", "skipped", "started", "use", "with_hangs"]
+           "base_seconds", "given_up", "know_base", "known_base", "limit", "set_label", "skipped", "started", "use", "with_hangs"]

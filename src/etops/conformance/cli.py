@@ -59,7 +59,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--strict", action="store_true", help="exit 1 if any case is a mismatch, guarded, error, crash or abort "
                    "(default: 1 on a crash, an abort, a wrong result or an error)")
     p.add_argument("--report-only", action="store_true", help="exit 0 whatever the sweep found (the report is the result)")
-    p.add_argument("--timeout", type=float, default=None, metavar="S", help="isolated mode: seconds without news before a worker counts as hung (120)")
+    p.add_argument("--timeout", type=float, default=None, metavar="S", help="isolated mode: seconds without news, while no kernel call is in flight, before a "
+                        "worker counts as hung (120; a kernel call has its case's limit: ETOPS_CASE_TIMEOUT_FLOOR)")
     p.add_argument("--max-details", type=int, default=3, metavar="N", help="recorded cases (and reproducers) per kernel, OpInfo, dtype and status (3)")
     p.add_argument("--refresh-discovery", action="store_true", help="rediscover which OpInfos reach which kernels (cached otherwise)")
     p.add_argument("--dim-orders", choices=["programs", "channels-last", "reversed"], default="programs",

@@ -324,11 +324,13 @@ class TaskRunner:
             calling = self.hooks.calling(case) if self.hooks is not None and hasattr(self.hooks, "calling") else nullcontext()
             invoke = getattr(self.hooks, "invoke", None) if self.hooks is not None else None
             with calling:
-                case_clock.started(result, aten_seconds)
+                since = case_clock.started(result, aten_seconds)
                 try:
                     actual = call_kernel(kernel, plan, expected, invoke)
                 finally:
-                    case_clock.ended()
+                    seconds = case_clock.ended(since)
+                    if getattr(self, "result", None) is not None:  # a task's case (not a case checked again alone)
+                        self.result.case_seconds[result.id] = seconds
         except KernelCrashed as exc:  # a guarded call's child died (--guard)
             result.status = "crash"
             result.message = clip(str(exc), 500)

@@ -425,6 +425,8 @@ def judge(plan: dict, install_base, restore_base, *, base_kind: str = "", guarde
     from .derived import tasks_for as derived_tasks
 
     RECORDER.keep_only(plan)  # this file's operators' recordings (a --watch round's are the last round's)
+    # the base's kernel times per case, from an earlier round (--watch): part of each case's limit (the forks inherit them)
+    case_clock.know_base(case_clock.base_seconds(r for k, r in BASE_RESULTS.items() if base_key is not None and k[0] == base_key))
     hooks = GUARDED if guarded else None
     deadline = None if budget is None else time.monotonic() + budget
     # with the axis, contiguous tasks start within CONTIGUOUS_SHARE of the budget (all

@@ -118,11 +118,11 @@ def _check_refusal(runner, func, target, kernel, sample, on_meta: bool = False) 
         if runner.on_start is not None:
             runner.on_start(case)
         try:
-            case_clock.started(result, None)  # no time of the reference's that says how long a refusal takes
+            since = case_clock.started(result, None)  # no time of the reference's says how long a refusal takes
             try:
                 kernel(*args, **kwargs)
             finally:
-                case_clock.ended()
+                case_clock.ended(since)
         except KernelCrashed as exc:
             result.status, result.message = "crash", str(exc)[:500]
         except KernelAborted as exc:  # refused by aborting, as it would abort a program
