@@ -25,6 +25,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 from ..process_end import from_exit_code
 from .case import CaseResult, TaskResult
@@ -52,10 +53,11 @@ class Worker:
         env["PYTHONWARNINGS"] = "ignore"
         self.log = tempfile.TemporaryFile()
         self.clock = CaseClock.shared_file()
+        clock_fd: int = self.clock.fd  # type: ignore[assignment]  # a memory file's
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "etops.conformance._worker", json.dumps({**config, "clock_fd": self.clock.fd})],
+            [sys.executable, "-m", "etops.conformance._worker", json.dumps({**config, "clock_fd": clock_fd})],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log, env=env, start_new_session=True,
-            pass_fds=(self.clock.fd,),
+            pass_fds=(clock_fd,),
         )
         self._buffer = b""
 
@@ -143,7 +145,7 @@ def run_pool(tasks: list[dict], config: dict, jobs: int, on_result, timeout: flo
                     worker.send({**task, "skip": skip})
                     current = None
                     since = 0
-                    outcome = None
+                    outcome: Any = None  # a TaskResult, a Hang, ("died", status), None (EOF) or "timeout"
                     news = time.monotonic()
                     while not stop.is_set():
                         msg = worker.read(min(_POLL, timeout))

@@ -67,7 +67,7 @@ def default_workers(cores: int | None = None) -> int:
 class _TaskProcess:
     """One task process: its pid, its request and result pipes, the task in flight."""
 
-    def __init__(self, tasks: list, run_task: Callable[[Any], Any], siblings: list):
+    def __init__(self, tasks: list, run_task: Callable[[Any, tuple], Any], siblings: list):
         request_r, self.request_w = os.pipe()
         self.result_r, result_w = os.pipe()
         self.clock = case_clock.CaseClock()
@@ -169,8 +169,8 @@ def run_tasks(tasks: list, run_task: Callable[[Any, tuple], Any], rerun: Callabl
                 running.append(_TaskProcess(tasks, run_task, running))
             for process in running:
                 if process.current is None and todo:
-                    index = todo.pop()
-                    process.send(index, tuple(hangs.get(index, ())))
+                    sent = todo.pop()
+                    process.send(sent, tuple(hangs.get(sent, ())))
             busy = {p.result_r: p for p in running if p.current is not None}
             ready, _, _ = select.select(list(busy), [], [], _CHECK_EVERY)
             if on_cycle is not None:
