@@ -112,6 +112,36 @@ def test_watch_carries_on_after_a_memory_bug_and_states_the_wheel_flags(repo, tm
         last.restore()
 
 
+def test_watch_carries_on_after_a_kernel_that_never_returns(repo, monkeypatch):
+    """--watch: a kernel spinning forever on one input is a hang finding each round
+    (its task processes killed and replaced), and the watch process lives on to the
+    next save; the second round knows the base's times of the first."""
+    from etops.conformance import case_clock
+
+    monkeypatch.setenv("ETOPS_CASE_TIMEOUT_FLOOR", "2")
+    kernel = repo / CPU / "op_mul.cpp"
+    kernel.write_text(minicheckout.MUL.replace(*minicheckout.SPINS_ON_ONE_SHAPE))
+    rounds = []
+
+    def on_round(result):
+        rounds.append((result, case_clock.known_base()))
+        if len(rounds) == 1:
+            kernel.write_text(kernel.read_text() + "\n// saved again\n")
+
+    last = etops.dev.watch(kernel, on_round, rounds=2, poll=0.05, idle_timeout=60, dtypes=["float32"], timing=False,
+                           dim_orders=False)
+    try:
+        assert len(rounds) == 2
+        for result, _known in rounds:
+            [f] = result.files
+            assert result.exit_code == 1 and [x.category for x in f.new_findings] == ["hang"], f.findings
+            assert f.cases["aten::mul.out"] == f.base_cases["aten::mul.out"]
+        assert not rounds[0][1] and rounds[1][1]  # the base's kernel times: known from the first round on
+    finally:
+        last.restore()
+        case_clock.know_base({})
+
+
 def test_an_edit_that_reads_tensors_as_contiguous_is_a_dim_order_finding(repo, tmp_path, capsys):
     """The dim-order axis is on by default: the edit drops op_mul.cpp's dim-order
     checks, so channels-last or transposed inputs (which the base refuses) are read
