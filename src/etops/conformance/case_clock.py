@@ -53,6 +53,8 @@ MAX_HANGS_PER_TASK = 6
 _HEAD = struct.Struct("=QqqddI")
 _PAGE = 4096
 _BLOB = _PAGE - _HEAD.size
+#: characters of a case's input description published (the page holds them whole)
+_INPUTS = 2000
 
 
 def floor_seconds() -> float:
@@ -276,7 +278,7 @@ def started(case, aten_seconds: float | None) -> float:
         seconds = limit(aten_seconds, _base_seconds.get(case.id))
         _clock.publish(_label, now, seconds, {"kernel": case.kernel, "aten_op": case.aten_op, "opinfo": case.opinfo,
                                               "dtype": case.dtype, "sample": case.sample, "call": case.call,
-                                              "inputs": getattr(case, "inputs", "") or ""})
+                                              "inputs": (getattr(case, "inputs", "") or "")[:_INPUTS]})
     return now
 
 
