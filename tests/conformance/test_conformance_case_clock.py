@@ -155,3 +155,19 @@ def test_the_runner_publishes_each_kernel_call_with_atens_time_for_it(monkeypatc
     seen.clear()
     TaskRunner(default_kmap(), ["aten::add.out"]).run("add", torch.float32)  # live: ATen's time measured
     assert seen and all(s[2] is not None and s[2] >= 0 for s in seen if s[0] == "start")
+
+
+def test_a_tasks_hangs_are_skipped_and_recorded_per_label_and_too_many_give_the_rest_up():
+    from etops.conformance.case import TaskResult
+
+    def hang(label, sample):
+        return case_clock.Hang(label, 1, "aten::mul.out", "aten::mul.Tensor", "mul", "float32", sample, 0,
+                               "Tensor[5, 1]:float32", 0.0, 2.0, 2.1)
+
+    hangs = (hang(0, 4), hang(1, 4), hang(0, 7))
+    assert case_clock.skipped(hangs, 0) == {(4, 0), (7, 0)} and case_clock.skipped(hangs, 2) == set()
+    result = case_clock.with_hangs(TaskResult("mul", "float32"), hangs, 0)
+    assert sorted(result.failing.values()) == [("hang", None)] * 2 and len(result.details) == 2
+    assert result.tallies[("aten::mul.out", "float32")].counts["hang"] == 2
+    given_up = case_clock.given_up("mul", "float32", hangs, 1)
+    assert [c.sample for c in given_up.details] == [4] and "gave up after 3" in given_up.sample_error
