@@ -24,8 +24,10 @@ from .values import clip, describe
 #: corrupt memory on such inputs: only the rules table's ``memory`` rules guard the
 #: kernel as a program calls it); CaseResult.rule names the guard. abort: ExecuTorch
 #: aborted inside the kernel (an ET_CHECK; etops unwound it), as it would abort a
-#: program; crash: the kernel killed its worker or guard process
-STATUSES = ("pass", "mismatch", "unsupported", "guarded", "error", "crash", "abort")
+#: program; crash: the kernel killed its worker or guard process; hang: the kernel did
+#: not return within the case's time limit (etops.conformance.case_clock: its process
+#: was killed, CaseResult.limit_seconds the limit it exceeded)
+STATUSES = ("pass", "mismatch", "unsupported", "guarded", "error", "crash", "abort", "hang")
 
 
 @dataclass
@@ -72,6 +74,8 @@ class CaseResult(CaseInfo):
     base_ulps: float | None = None
     #: what happened, as a structured value (etops.conformance.outcome): what verdicts are decided from
     outcome: Outcome | None = None
+    #: hang: the time limit (seconds) the kernel's call exceeded (etops.conformance.case_clock.limit)
+    limit_seconds: float | None = None
 
     def to_json(self) -> dict:
         d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
@@ -138,6 +142,8 @@ class TaskResult:
     samples_failed: int = 0
     sample_error: str = ""
     seconds: float = 0.0
+    #: case id -> seconds its kernel call took (etops dev keeps the base's: part of the edit's case limits)
+    case_seconds: dict = field(default_factory=dict)
 
     def record(self, result: CaseResult, keep: bool, every: bool = False) -> None:
         """Counts `result`; keeps it in ``details`` when `keep`, in ``every_case`` when `every`."""

@@ -25,11 +25,11 @@ from typing import Any
 from .values import VERDICTS, WRONG, clip
 
 #: the kinds of finding (case statuses), worst first
-KINDS = ("crash", "abort", "guarded", "mismatch", "unsupported", "error")
+KINDS = ("crash", "hang", "abort", "guarded", "mismatch", "unsupported", "error")
 #: what reports count and list findings by, worst first: the kinds with mismatches
 #: split by verdict (wrong results apart from precision losses)
-CATEGORIES = ("crash", "abort", "guarded", "wrong", "precision regression", "precision loss", "within ATen's error",
-              "unsupported", "error")
+CATEGORIES = ("crash", "hang", "abort", "guarded", "wrong", "precision regression", "precision loss",
+              "within ATen's error", "unsupported", "error")
 #: how the headline words a count of one category: (one, several)
 _WORDS = {"wrong": ("wrong result", "wrong results"), "precision loss": ("precision loss", "precision losses"),
           "precision regression": ("precision regression", "precision regressions")}
@@ -115,6 +115,8 @@ def signature(case) -> str:
         return _crash_signature(case)
     if case.status == "abort":
         return _abort_signature(case)
+    if case.status == "hang":  # one cause: the kernel does not return (the limits of its cases differ)
+        return "does not return"
     if case.status == "guarded" and case.rule:
         return case.rule
     return normalized_message(case.message)
@@ -198,6 +200,7 @@ class Cluster:
                 "max_abs_error": getattr(ex, "max_abs_error", None), "max_rel_error": getattr(ex, "max_rel_error", None),
                 "verdict": getattr(ex, "verdict", None), "reference_error": getattr(ex, "reference_error", None),
                 "aten_reference_error": getattr(ex, "aten_reference_error", None),
+                "limit_seconds": getattr(ex, "limit_seconds", None),
                 "example": self.cases[0].id if self.cases else None}
 
 
@@ -266,6 +269,9 @@ def summary(cluster: Cluster) -> str:
         text = f"{op} {doing} on {dts} inputs{where}: {cluster.signature}{errs}"
     elif cluster.kind == "crash":
         text = f"{op} crashes ({cluster.signature}) on {dts} inputs{where}"
+    elif cluster.kind == "hang":
+        seconds = getattr(example, "limit_seconds", None)
+        text = f"{op} does not return" + (f" within {seconds:.3g} s" if seconds is not None else "") + f" on {dts} inputs{where}"
     elif cluster.kind == "abort":
         check = _ABORT_PREFIX.sub("", _message(example))
         text = f"{op} aborts (ET_CHECK) on {dts} inputs{where}: {check}"
@@ -339,11 +345,13 @@ def build(report, *, report_dir=None, hooks=None, layout: str | None = None, pre
             cluster.shrink = "inputs not found" if cluster.shrink == "not tried" else cluster.shrink
             continue
         func, _target, args, kwargs = found
-        if shrink:
+        if shrink and cluster.kind != "hang":  # a hang's inputs are never called here: the call would not return
             try:
                 args, kwargs, cluster.shrink = _shrunk(cluster, case, func, args, kwargs, hooks)
             except Exception as exc:  # noqa: BLE001 - the cluster keeps its recorded inputs
                 cluster.shrink = f"not shrunk ({type(exc).__name__}: {clip(str(exc), 80)})"
+        if cluster.kind == "hang":
+            cluster.shrink = "not tried (the call does not return)"
         if cluster.kind == "mismatch":  # the figures reported are those of the input shown
             _refigure(cluster, case, func, args, kwargs, hooks)
         try:
@@ -433,6 +441,7 @@ def _reproduce(cluster, case, func, args, kwargs, hooks, preserve, directory, in
         cluster.reproducer = write_literal_reproducer(directory, name, case, func, shown_args, shown_kwargs, summary=cluster.summary,
                                                       values=values_compared(func), preserve=preserve, reference=reference,
                                                       guarded=cluster.kind == "crash",
-                                                      base_ulps=getattr(case, "base_ulps", None))
+                                                      base_ulps=getattr(case, "base_ulps", None),
+                                                      limit_seconds=case.limit_seconds if case.status == "hang" else None)
     except Exception as exc:  # noqa: BLE001
         cluster.summary += f" (no reproducer: {type(exc).__name__}: {clip(str(exc), 120)})"

@@ -9,7 +9,8 @@ the same tasks on the edit, on the base and in each dim-order layout, and again 
 every ``--watch`` round. A ``Recorder`` gives a runner task sources that record
 each OpInfo task's calls the first time it is asked for (the runner in mode
 "record": the OpInfo runs, no kernel is called; the inputs exactly cloned, with
-the RNG state before a seeded-random call, their description and ATen's result)
+the RNG state before a seeded-random call, their description, ATen's result and the
+time ATen took, which the case's time limit is derived from: etops.conformance.case_clock)
 and then replay them, that first time too: each call goes through the runner's
 ``handle`` as a run of the OpInfo would give it, so hooks, comparisons and results
 are those of such a run; ATen is not called again (its recorded result is the
@@ -55,10 +56,13 @@ class RecordedCall:
     #: ATen's result on the inputs widened to float64 (effective.wide_reference), once asked for
     #: (an empty tuple: ATen has none)
     wide: tuple | None = None
+    seconds: float | None = None  #: ATen's time for the call (part of the case's limit: etops.conformance.case_clock)
 
-    def keep_result(self, expected) -> None:
-        """Keeps ATen's result of the recorded call (copied: the task goes on with its own)."""
+    def keep_result(self, expected, seconds: float | None = None) -> None:
+        """Keeps ATen's result of the recorded call (copied: the task goes on with its
+        own) and the time ATen took (None: not measured)."""
         self.expected = exact_clone(expected)
+        self.seconds = seconds
 
     def wide_reference(self) -> list | None:
         """ATen's result on the recorded inputs widened to float64, its leaves (None:

@@ -12,8 +12,12 @@ runner's *comparisons*, with OpInfo's tolerance for the dtype (the rules table's
 ``etops dev`` also what the kernel an override replaced computes (etops.dev.check).
 The two commands differ only in the sources and comparisons they pass.
 
-May import: torch, the core, and etops.conformance's case, values, mapping, hooks,
-guarded, opinfos, reproducer and references modules (none of which imports it).
+Each kernel call is published on this process's case clock (case_clock.started /
+ended, with ATen's time for the same call: measured here, or the recording's), so
+that a parent can kill a process whose kernel never returns (a ``hang`` case).
+
+May import: torch, the core, and etops.conformance's case, case_clock, values, mapping,
+hooks, guarded, opinfos, reproducer and references modules (none of which imports it).
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ from ..compare import OPINFO
 from ..errors import KernelAborted, KernelCrashed, KernelError, NoMatchingKernelError, UnrepresentableError
 from ..ops import rules_for
 from ..registry import as_program, registry
+from . import case_clock
 from .case import STATUSES, CaseInfo, CaseResult, KernelCall, Tally, TaskResult, bind, call_kernel, describe_call, plan_call  # noqa: F401 - runner's API too
 from .guarded import refusing_rule
 from .hooks import load_hooks
@@ -246,16 +251,20 @@ class TaskRunner:
             return func(*args, **kwargs)
         if self.mode == "record":  # the case kept (etops.conformance.recorded), no kernel called
             kept = self.recorder(func, target, sample, call, args, kwargs)
+            begun = time.perf_counter()
             expected = func(*args, **kwargs)
             if kept is not None:
-                kept.keep_result(expected)
+                kept.keep_result(expected, time.perf_counter() - begun)
             return expected
         case = CaseInfo(target, overload_name(func), self.opinfo, self.dname, sample, call)
         if recorded is None:  # ATen may write its arguments: the kernel's copy is taken first
             inputs_args, inputs_kwargs = exact_clone(args), exact_clone(kwargs)
+            begun = time.perf_counter()
             expected = func(*args, **kwargs)
+            aten_seconds: float | None = time.perf_counter() - begun
         else:  # the recording's arguments, which no one writes: copied below, for a case that runs
             inputs_args, inputs_kwargs, expected = args, kwargs, recorded.expected
+            aten_seconds = recorded.seconds
         applies = getattr(self.hooks, "applies", None)
         if (sample, call) in self.skip or (applies is not None and not applies(case, inputs_args, inputs_kwargs)):
             return expected  # crashed a worker before (the parent recorded it), or the hooks leave it out
@@ -273,7 +282,8 @@ class TaskRunner:
             c_args, c_kwargs = (inputs_args, inputs_kwargs) if i == last else (exact_clone(inputs_args), exact_clone(inputs_kwargs))
             reference = comparison.reference(self, case, func, c_args, c_kwargs, case_expected)
             if reference is not NO_REFERENCE:
-                self._record(comparison.name, self.check(case, func, target, c_args, c_kwargs, case_expected, reference, recorded), func)
+                self._record(comparison.name, self.check(case, func, target, c_args, c_kwargs, case_expected, reference, recorded,
+                                                         aten_seconds), func)
         return expected
 
     def _record(self, comparison: str, result: CaseResult, func) -> None:
@@ -289,12 +299,14 @@ class TaskRunner:
         self.results[comparison].record(result, keep, self.keep_cases)
 
     def check(self, case: CaseInfo, func, target, args, kwargs, expected, reference=NO_REFERENCE,
-              recorded=None) -> CaseResult:
+              recorded=None, aten_seconds: float | None = None) -> CaseResult:
         """One case: the kernel of `target` called on `args`/`kwargs` and its result
         compared with `reference` (by default what AGAINST_ATEN gives: `expected`,
         ATen's result, or the hooks' reference). `recorded`: the recorded call
         `args`/`kwargs` are a copy of (handle's), whose description and arguments
-        serve as they are (an operator that writes its arguments gets copies)."""
+        serve as they are (an operator that writes its arguments gets copies).
+        `aten_seconds`: ATen's time for the call (None: not known), part of the
+        case's limit on this process's case clock."""
         if recorded is not None and func._schema.is_mutable:
             recorded = None  # ATen may be called on the saved inputs: copies, not the recording's
         result = CaseResult(case.kernel, case.aten_op, case.opinfo, case.dtype, case.sample, case.call, "pass",
@@ -319,7 +331,13 @@ class TaskRunner:
             calling = self.hooks.calling(case) if self.hooks is not None and hasattr(self.hooks, "calling") else nullcontext()
             invoke = getattr(self.hooks, "invoke", None) if self.hooks is not None else None
             with calling:
-                actual = call_kernel(kernel, plan, expected, invoke)
+                since = case_clock.started(result, aten_seconds)
+                try:
+                    actual = call_kernel(kernel, plan, expected, invoke)
+                finally:
+                    seconds = case_clock.ended(since)
+                    if getattr(self, "result", None) is not None:  # a task's case (not a case checked again alone)
+                        self.result.case_seconds[result.id] = seconds
         except KernelCrashed as exc:  # a guarded call's child died (--guard)
             result.status = "crash"
             result.message = clip(str(exc), 500)

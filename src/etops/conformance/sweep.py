@@ -168,7 +168,7 @@ class Report:
         self.failing.update(result.failing)
         self.every_case.update(result.every_case)
         for crash in crashes:
-            self.tallies.setdefault((crash.kernel, crash.dtype), Tally()).add("crash", crash.opinfo)
+            self.tallies.setdefault((crash.kernel, crash.dtype), Tally()).add(crash.status, crash.opinfo)  # a crash or a hang
             self.details.append(crash)
             self.failing[crash.id] = (crash.status, getattr(crash, "verdict", None))
 

@@ -28,6 +28,7 @@ import re
 import time
 from dataclasses import dataclass, field
 
+from ..conformance import case_clock
 from ..conformance import clusters as cl
 from ..conformance.dim_orders import AXIS_LAYOUTS, AXIS_MAX_DETAILS
 from ..conformance.hooks import with_guard
@@ -45,7 +46,7 @@ from . import progress
 GUARDED = "etops.guard.hooks:guarded"
 #: finding categories that make the edit fail (exit 1) when the base does not share them;
 #: "unsupported" only when there is a base that passed (a refusal where the base passed)
-GATING = ("memory", "crash", "abort", "wrong", "precision regression", "error", "guarded")
+GATING = ("memory", "crash", "hang", "abort", "wrong", "precision regression", "error", "guarded")
 _INPUT_DTYPE = re.compile(r"Tensor\[[^\]]*\]:(\w+)")
 
 
@@ -195,15 +196,22 @@ def run_passes(passes: list, plan: dict, *, only=None, cache_key=None, forked: b
 
     started: set = set()  # tasks begun here before the deadline: recorded now, so run whatever the time
 
-    def one(i: int, check_deadline: bool = True) -> list:
+    def one(i: int, hangs: tuple = (), check_deadline: bool = True) -> list:
+        """Task i under each pass (the k-th pass's cases labelled k on the case clock);
+        `hangs`: its cases past their limit in earlier task processes (skipped, recorded
+        as hang cases; the task runs whatever the deadline: it has begun)."""
         op, task = order[i]
         out: list = []
-        for p in passes:
-            late = check_deadline and p.deadline is not None and time.monotonic() > p.deadline
+        for k, p in enumerate(passes):
+            case_clock.set_label(k)
+            late = check_deadline and not hangs and p.deadline is not None and time.monotonic() > p.deadline
             if (late and not (p is first and i in started)) or (out and out[0] is None):
                 out.append(None)
+            elif len(hangs) >= case_clock.MAX_HANGS_PER_TASK:
+                out.append(case_clock.given_up(task["opinfo"], task["dtype"], hangs, k))
             else:
-                out.append(_run_task(kmap, op, task, p.hooks, p.report_dir, p.max_details, kernels))
+                result = _run_task(kmap, op, task, p.hooks, p.report_dir, p.max_details, kernels, case_clock.skipped(hangs, k))
+                out.append(case_clock.with_hangs(result, hangs, k))
         return out
 
     label = f"{first.name}" + (f" +{len(passes) - 1} layouts" if len(passes) > 1 else "") + " tasks"
@@ -240,7 +248,8 @@ def _run_todo(todo: list, order: list, one, first: Pass, kmap, started: set, for
     # every core counted, the timing's too: the task processes get it back when the timing ends
     workers = default_workers(alongside.cores if alongside is not None else None)
     handed = run_tasks(todo, _with_torch_answers(one),
-                       lambda i, why, died: ([_run_again(r, order[i], why, died) for r in one(i, check_deadline=False)], {}),
+                       lambda i, why, died, hangs: ([_run_again(r, order[i], why, died)
+                                                     for r in one(i, hangs, check_deadline=False)], {}),
                        workers=workers, on_cycle=None if alongside is None else alongside.poll, on_done=progress.count)
     for _result, made in handed:  # later forks (the base, each layout, the next round) start with them
         signature_cache.keep(made)
@@ -269,8 +278,8 @@ def _with_torch_answers(run):
     for it: etops.signature_cache's entries, none when they do not pickle), so that
     no process works one out twice."""
 
-    def run_and_hand_back(i):
-        result = run(i)
+    def run_and_hand_back(i, hangs=()):
+        result = run(i, hangs)
         made = signature_cache.made_here()
         try:
             pickle.dumps(made)
@@ -287,14 +296,15 @@ def sources() -> tuple:
     return ((DERIVED_PREFIX, run_derived), *RECORDER.sources())
 
 
-def _runner(kmap, op: str, hooks, report_dir, max_details: int, kernels: dict) -> TaskRunner:
+def _runner(kmap, op: str, hooks, report_dir, max_details: int, kernels: dict, skip=()) -> TaskRunner:
     return TaskRunner(kmap, [op], hooks=hooks, report_dir=report_dir, max_details=max_details, kernels=kernels,
-                      sources=sources(), keep_cases=True, measure=True)
+                      sources=sources(), skip=skip, keep_cases=True, measure=True)
 
 
-def _run_task(kmap, op: str, task: dict, hooks, report_dir, max_details: int, kernels: dict):
-    """One task's TaskResult on check's runner."""
-    return _runner(kmap, op, hooks, report_dir, max_details, kernels).run(task["opinfo"], dtype_from_name(task["dtype"]))
+def _run_task(kmap, op: str, task: dict, hooks, report_dir, max_details: int, kernels: dict, skip=()):
+    """One task's TaskResult on check's runner, the (sample, call) cases in `skip` left out."""
+    runner = _runner(kmap, op, hooks, report_dir, max_details, kernels, skip)
+    return runner.run(task["opinfo"], dtype_from_name(task["dtype"]))
 
 
 def _prepare(kmap, op: str, task: dict) -> bool:
@@ -504,6 +514,8 @@ def judge(plan: dict, install_base, restore_base, *, base_kind: str = "", guarde
     from .derived import tasks_for as derived_tasks
 
     RECORDER.keep_only(plan)  # this file's operators' recordings (a --watch round's are the last round's)
+    # the base's kernel times per case, from an earlier round (--watch): part of each case's limit (the forks inherit them)
+    case_clock.know_base(case_clock.base_seconds(r for k, r in BASE_RESULTS.items() if base_key is not None and k[0] == base_key))
     hooks = GUARDED if guarded else None
     deadline = None if budget is None else time.monotonic() + budget
     # with the axis, contiguous tasks start within CONTIGUOUS_SHARE of the budget (all

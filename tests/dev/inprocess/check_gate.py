@@ -1,6 +1,7 @@
 """``etops dev`` as a gate, on the miniature checkout committed to a git repository
 the test makes (the base is the file at HEAD): a write past the out is a memory
-finding with exit 1 and the JSON written; an unchanged file exits 0 with "no
+finding with exit 1 and the JSON written; a kernel that never returns on one input
+is a hang finding, the other cases judged; an unchanged file exits 0 with "no
 difference" at every size; a 2x slowdown with --max-slowdown 1.3 exits 1; a
 fault only the timing's inputs reach is a finding of the timing's process; an
 overload no OpInfo sample reaches gets derived cases; a fresh cache plans the
@@ -52,6 +53,37 @@ def test_a_write_past_the_out_is_a_memory_finding_and_the_json_is_written(repo, 
     assert run.returncode != 0
 
 
+def test_a_kernel_that_never_returns_on_one_input_is_a_hang_finding_and_the_rest_is_judged(repo, tmp_path, capsys,
+                                                                                            monkeypatch):
+    """op_mul.cpp spins forever when its first operand is (5, 1): each such case's task
+    process is killed once past the case's limit (a 2 s floor here: ATen's time for
+    these calls is far below it), replaced, and the rest of the task judged there. The
+    hang is a gating finding naming that input and the limit (text, JSON, markdown);
+    the edit gets as many cases as the base; the reproducer exits 1 while the plant
+    stands and 0 once it is removed."""
+    monkeypatch.setenv("ETOPS_CASE_TIMEOUT_FLOOR", "2")
+    kernel = repo / CPU / "op_mul.cpp"
+    kernel.write_text(minicheckout.MUL.replace(*minicheckout.SPINS_ON_ONE_SHAPE))
+    out, md = tmp_path / "dev.json", tmp_path / "dev.md"
+    code, printed = _dev([str(kernel), "--dtype", "float32", "--no-timing", "--json", str(out), "--markdown", str(md)], capsys)
+    assert code == 1, printed
+    [f] = json.loads(out.read_text())["files"]
+    gating = [x for x in f["findings"] if x["gating"]]
+    [hang] = gating
+    assert (hang["category"], hang["kind"], hang["in_base"], hang["limit_seconds"]) == ("hang", "hang", False, 2.0), hang
+    assert hang["inputs"] == "Tensor[5, 1]:float32, Tensor[5]:float32" and hang["cases"] >= 1
+    assert f["cases"]["aten::mul.out"] == f["base_cases"]["aten::mul.out"] > hang["cases"]  # every other case judged
+    assert "new findings (1):" in printed and "hang: mul.out does not return within 2 s" in printed
+    assert "- hang: mul.out does not return within 2 s" in md.read_text()
+    script = hang["reproducer"]
+    assert script and "etops.dev.load" in open(script).read()
+    run = subprocess.run([sys.executable, script], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert run.returncode == 1 and "did not return within 2.0 s" in run.stderr, run.stdout + run.stderr[-2000:]
+    kernel.write_text(minicheckout.MUL)  # the plant removed: the call returns in time
+    run = subprocess.run([sys.executable, script], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert run.returncode == 0 and "returned within 2.0 s" in run.stdout, run.stdout + run.stderr[-2000:]
+
+
 def test_watch_carries_on_after_a_memory_bug_and_states_the_wheel_flags(repo, tmp_path):
     """--watch with the kernel isolated and guarded (the default): a write past the
     out is a memory finding each round, the watch process lives on to the next save,
@@ -78,6 +110,36 @@ def test_watch_carries_on_after_a_memory_bug_and_states_the_wheel_flags(repo, tm
             assert "wheel flags -O3 -DNDEBUG -ffunction-sections -fdata-sections" in result.text()
     finally:
         last.restore()
+
+
+def test_watch_carries_on_after_a_kernel_that_never_returns(repo, monkeypatch):
+    """--watch: a kernel spinning forever on one input is a hang finding each round
+    (its task processes killed and replaced), and the watch process lives on to the
+    next save; the second round knows the base's times of the first."""
+    from etops.conformance import case_clock
+
+    monkeypatch.setenv("ETOPS_CASE_TIMEOUT_FLOOR", "2")
+    kernel = repo / CPU / "op_mul.cpp"
+    kernel.write_text(minicheckout.MUL.replace(*minicheckout.SPINS_ON_ONE_SHAPE))
+    rounds = []
+
+    def on_round(result):
+        rounds.append((result, case_clock.known_base()))
+        if len(rounds) == 1:
+            kernel.write_text(kernel.read_text() + "\n// saved again\n")
+
+    last = etops.dev.watch(kernel, on_round, rounds=2, poll=0.05, idle_timeout=60, dtypes=["float32"], timing=False,
+                           dim_orders=False)
+    try:
+        assert len(rounds) == 2
+        for result, _known in rounds:
+            [f] = result.files
+            assert result.exit_code == 1 and [x.category for x in f.new_findings] == ["hang"], f.findings
+            assert f.cases["aten::mul.out"] == f.base_cases["aten::mul.out"]
+        assert not rounds[0][1] and rounds[1][1]  # the base's kernel times: known from the first round on
+    finally:
+        last.restore()
+        case_clock.know_base({})
 
 
 def test_an_edit_that_reads_tensors_as_contiguous_is_a_dim_order_finding(repo, tmp_path, capsys):

@@ -227,6 +227,11 @@ BASE_WRONG = ("    o[i] = x[mini::broadcast_offset(a, out, i)] * y[mini::broadca
               "           : x[mini::broadcast_offset(a, out, i)] * y[mini::broadcast_offset(b, out, i)];")
 EDIT_WRONG = ("    o[i] = x[mini::broadcast_offset(a, out, i)] < -5 ? __builtin_inff()\n",
               "    o[i] = x[mini::broadcast_offset(a, out, i)] < -5 || x[mini::broadcast_offset(a, out, i)] > 5 ? __builtin_inff()\n")
+#: planted in op_mul.cpp: a loop that never ends when the first operand is (5, 1) (one
+#: OpInfo sample: (5, 1) * (5,)); every other input is multiplied as before
+SPINS_ON_ONE_SHAPE = ("  const float* x = a.const_data_ptr<float>();\n",
+                      "  if (a.dim() == 2 && a.size(0) == 5 && a.size(1) == 1) {\n    volatile bool spin = true;\n"
+                      "    while (spin) {\n    }\n  }\n  const float* x = a.const_data_ptr<float>();\n")
 #: planted in op_mul.cpp: the loop run twice (a 2x slowdown, same values)
 SLOWDOWN = ("  for (size_t i = 0;", "  for (int rep = 0; rep < 2; ++rep)\n  for (size_t i = 0;")
 
