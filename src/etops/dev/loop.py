@@ -215,14 +215,36 @@ def _keep_found(outcome):
 
 def _rows_apart(name: str, rows) -> list:
     """`rows()` run in a forked process: its rows (the OpInfo samples it found kept
-    here for the next round), or one ``crashed`` row when the process died."""
+    here for the next round), or one ``crashed`` row when the process died or did
+    not end within timing_limit() (killed: a kernel spinning on a timing input)."""
     from ..errors import BackgroundFailed
     from .background import Background
 
     try:
-        return _keep_found(Background(_sampled(rows)).result())
+        return _keep_found(Background(_sampled(rows)).result(limit=timing_limit()))
     except BackgroundFailed as exc:
         return _ended_row(name, exc)
+
+
+#: seconds the timing of one operator (its three sizes, edit and base) may take in its
+#: process before it is killed and is a finding (ETOPS_TIMING_LIMIT sets it)
+TIMING_LIMIT = 180.0
+
+
+def timing_limit() -> float:
+    """TIMING_LIMIT, or the environment's ETOPS_TIMING_LIMIT (positive seconds)."""
+    import os
+
+    asked = os.environ.get("ETOPS_TIMING_LIMIT")
+    if not asked:
+        return TIMING_LIMIT
+    try:
+        seconds = float(asked)
+    except ValueError:
+        seconds = -1.0
+    if not seconds > 0:
+        raise ValueError(f"ETOPS_TIMING_LIMIT must be a positive number of seconds, got {asked!r}")
+    return seconds
 
 
 def _ended_row(name: str, failed) -> list:

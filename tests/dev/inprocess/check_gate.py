@@ -199,6 +199,18 @@ def test_a_kernel_that_faults_on_a_timing_input_is_a_finding_not_a_dead_process(
     assert "timing mul.out all sizes: the timing's process" in printed and "<- finding" in printed
 
 
+def test_a_kernel_spinning_on_a_timing_input_is_a_finding_and_the_round_ends(repo, capsys, monkeypatch):
+    """The timing calls the edit unguarded, in a process of its own per operator: a
+    kernel that never returns on the large size is killed after the timing's limit
+    (ETOPS_TIMING_LIMIT), a finding (exit 1), and the round ends."""
+    monkeypatch.setenv("ETOPS_TIMING_LIMIT", "30")
+    kernel = repo / CPU / "op_mul.cpp"
+    kernel.write_text(minicheckout.MUL.replace(*minicheckout.SPINS_WHEN_LARGE))
+    code, printed = _dev([str(kernel), "--no-check", "--no-gtest"], capsys)
+    assert code == 1, printed
+    assert "did not end within 30 s" in printed and "<- finding" in printed, printed
+
+
 def test_a_fault_on_the_timing_input_is_a_finding_of_that_size_not_a_missing_sample(repo, capsys):
     """A fault the call path traps while the timing sizes its input (the edit's
     kernel on the large size only) is that size's finding, not "no sample"."""

@@ -232,6 +232,10 @@ EDIT_WRONG = ("    o[i] = x[mini::broadcast_offset(a, out, i)] < -5 ? __builtin_
 SPINS_ON_ONE_SHAPE = ("  const float* x = a.const_data_ptr<float>();\n",
                       "  if (a.dim() == 2 && a.size(0) == 5 && a.size(1) == 1) {\n    volatile bool spin = true;\n"
                       "    while (spin) {\n    }\n  }\n  const float* x = a.const_data_ptr<float>();\n")
+#: planted in op_mul.cpp: a loop that never ends on inputs larger than any OpInfo sample (the timing's large size)
+SPINS_WHEN_LARGE = ("  return out;\n}\n",
+                    "  if (out.numel() > 500000) {\n    volatile bool spin = true;\n    while (spin) {\n    }\n  }\n"
+                    "  return out;\n}\n")
 #: planted in op_mul.cpp: the loop run twice (a 2x slowdown, same values)
 SLOWDOWN = ("  for (size_t i = 0;", "  for (int rep = 0; rep < 2; ++rep)\n  for (size_t i = 0;")
 
