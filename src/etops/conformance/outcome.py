@@ -102,7 +102,7 @@ def of_exception(exc: BaseException, status: str, rule: str | None = None) -> Ou
     if isinstance(exc, KernelError):
         return Outcome(status, error=exc.error_name, site=exc.site or None)
     if isinstance(exc, GuardTimeout):
-        return Outcome(status, seconds=exc.seconds)
+        return Outcome(status, error=type(exc).__name__, seconds=exc.seconds)
     if isinstance(exc, GuardRefusal):
         return Outcome(status, rule=rule, argument=exc.argument, error=type(exc).__name__)
     return Outcome(status, rule=rule, error=type(exc).__name__)

@@ -327,7 +327,7 @@ def _run_again(result, where: tuple, why: str, died: bool):
     from ..conformance.case import CaseResult
 
     if result is None or not died or any(status == "crash" for status, _v in result.failing.values()) \
-            or any(c.message.startswith("GuardTimeout") for c in result.details):
+            or any(_outcome(c).error == "GuardTimeout" for c in result.details):
         return result
     op, task = where
     case = CaseResult(op, "", task["opinfo"], task["dtype"], -1, -1, "crash",
