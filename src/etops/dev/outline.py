@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .judge import input_dtype, memory_site
-from .timing import describe
+from .timing import describe, interval, verdict_text
 
 
 def short(name: str) -> str:
@@ -85,6 +85,8 @@ class TimingItem:
     words: str  #: timing.describe(row)
     mark: str  #: 'slowdown finding', 'finding' or ''
     row: dict
+    interval: str = "-"  #: '0.98-1.05': the interval of the median ratio edit / base (timing.interval)
+    verdict: str = ""  #: timing.verdict_text(row): 'no difference', 'too noisy: ratio 0.80-14.00x', ...
 
 
 @dataclass
@@ -142,6 +144,16 @@ def _gtests(g: dict, seconds: float) -> tuple[list, list]:
     return ran, [(n["file"] or "", n["why"][:240]) for n in g.get("not_run", ())]
 
 
+def _timing_item(r: dict) -> TimingItem:
+    """One timing row's item: its words, its mark, and for a timed row the interval
+    and the verdict as they read (timing.verdict_text)."""
+    mark = "slowdown finding" if r.get("slowdown_finding") else "finding" if r.get("crashed") else ""
+    if r.get("error") or "vs_builtin" not in r:
+        return TimingItem(short(r["kernel"]), describe(r), mark, r)
+    low, high, _ = interval(r["vs_builtin"])
+    return TimingItem(short(r["kernel"]), describe(r), mark, r, f"{low:.2f}-{high:.2f}", verdict_text(r))
+
+
 def file_outline(f) -> FileOutline:
     """What the round says about one kernel file (a report.FileResult)."""
     out = FileOutline(f.path, f.checkout, list(f.yamls), f.error, helpers=list(f.helpers),
@@ -164,9 +176,7 @@ def file_outline(f) -> FileOutline:
                       for title, group in (("new findings", new), ("not gating", other), ("also in base", shared)) if group]
         out.fixed = [c.summary[:120] for c in f.fixed]
         out.no_finding = not f.findings
-    out.timing = [TimingItem(short(r["kernel"]), describe(r),
-                             "slowdown finding" if r.get("slowdown_finding") else "finding" if r.get("crashed") else "", r)
-                  for r in f.timing]
+    out.timing = [_timing_item(r) for r in f.timing]
     out.gtests, out.tests_not_run = _gtests(f.gtest, f.gtest.get("wall_seconds", f.seconds.get("gtest", 0.0))
                                             if f.gtest else 0.0)
     return out

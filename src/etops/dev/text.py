@@ -140,15 +140,14 @@ def _file_markdown(o: FileOutline) -> list[str]:
     if o.no_finding:
         out += ["", "No finding."]
     if o.timing:
-        out += ["", "| operator | size | input | edit / base | IQR | verdict |", "|---|---|---|---:|---|---|"]
+        out += ["", "| operator | size | input | edit / base | interval | verdict |", "|---|---|---|---:|---|---|"]
         for t in o.timing:
             r, mark = t.row, (f" **{t.mark}**" if t.mark else "")
             if r.get("error") or "vs_builtin" not in r:
                 out.append(f"| `{t.kernel}` | {r.get('label')} | - | - | - | {rel(r.get('error') or 'no base')}{mark} |")
                 continue
-            q = r["vs_builtin"]
-            out.append(f"| `{t.kernel}` | {r['label']} | {r['dtype']} {r['size']} | {q['median']:.2f}x | "
-                       f"{q['q1']:.2f}-{q['q3']:.2f} | {r['verdict']}{mark} |")
+            out.append(f"| `{t.kernel}` | {r['label']} | {r['dtype']} {r['size']} | {r['vs_builtin']['median']:.2f}x | "
+                       f"{t.interval} | {t.verdict}{mark} |")
     for g in o.gtests:
         out += ["", f"**Upstream test**: {rel(_gtest_head(g))}"]
         if g.regressions:
