@@ -64,6 +64,9 @@ def test_a_slowdown_whose_size_the_rounds_cannot_tell_gates_only_beyond_its_whol
     r = _ratio([1.7, 25.5, 1.1, 20.9, 1.2, 20.4, 14.5, 14.4, 2.0, 15.3, 14.6])
     assert timing.verdict(r) == "slower" and r["median"] == 14.5 and r["low"] == 1.7
     assert timing.slowdown_finding(r, 1.3) and not timing.slowdown_finding(r, 3.0)
+    said = timing.verdict_text({"verdict": "slower", "vs_builtin": r})
+    assert said == "slower: ratio 1.70-20.40x, too noisy to tell how much"
+    assert timing.verdict_text({"verdict": "slower", "vs_builtin": _ratio(TIGHT_2X)}) == "slower"
 
 
 def test_a_few_rounds_far_off_do_not_spoil_the_verdict():

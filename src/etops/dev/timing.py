@@ -32,6 +32,9 @@ MIN_EFFECT = 0.08
 #: "no difference" only when the whole interval of the ratio lies within 1 ± this;
 #: an interval reaching past it, not beyond 1 ± MIN_EFFECT, is "too noisy"
 NO_DIFFERENCE = 0.15
+#: an interval whose high end is beyond this times its low end tells which side is
+#: slower, not by how much: its verdict's text says so (``verdict_text``)
+TELLS_SIZE = 1.5
 #: the verdicts of a timed size with a base (and "not timed" without a ratio)
 VERDICTS = ("slower", "faster", "no difference", "too noisy")
 
@@ -259,12 +262,18 @@ def time_edit(kernel, base, *, dtype="float32", sizes=SIZES, repeats: int = 11, 
 
 def verdict_text(row: dict) -> str:
     """The verdict of a timed row as it reads: "too noisy" with the ratio's
-    interval ('too noisy: ratio 0.80-14.00x'), else the verdict."""
-    ratio = row.get("vs_builtin")
-    if row.get("verdict") == "too noisy" and ratio is not None:
-        low, high, _ = interval(ratio)
+    interval ('too noisy: ratio 0.80-14.00x'); "slower" or "faster" with it too
+    when it spans more than TELLS_SIZE ('slower: ratio 1.11-15.83x, too noisy to
+    tell how much'); else the verdict."""
+    ratio, said = row.get("vs_builtin"), row.get("verdict", "not timed")
+    if ratio is None or said not in VERDICTS:
+        return said
+    low, high, _ = interval(ratio)
+    if said == "too noisy":
         return f"too noisy: ratio {low:.2f}-{high:.2f}x"
-    return row.get("verdict", "not timed")
+    if said in ("slower", "faster") and high > TELLS_SIZE * low:
+        return f"{said}: ratio {low:.2f}-{high:.2f}x, too noisy to tell how much"
+    return said
 
 
 def describe(row: dict) -> str:
