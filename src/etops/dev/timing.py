@@ -10,8 +10,9 @@ their median (``bench.core.median_interval``, at least 90% confident: a round
 far off moves it by one rank only): "slower" or "faster" only when the whole
 interval lies beyond 1 ± ``MIN_EFFECT``; "no difference" only when it lies
 within 1 ± ``NO_DIFFERENCE``; otherwise "too noisy" (the rounds cannot tell:
-never "slower" or "faster", never a finding). ``max_slowdown`` R makes a
-slowdown whose whole interval lies beyond R a finding.
+never "slower" or "faster", never a finding); a "slower" / "faster" interval
+wider than ``TELLS_SIZE`` reads as telling the side, not the size. ``max_slowdown``
+R makes a slowdown whose whole interval lies beyond R a finding.
 
 The rounds stop early (``decided``) once at least ``MIN_ROUNDS`` of them put the
 interval within 1 ± NO_DIFFERENCE / 2 or beyond 1 ± 2 MIN_EFFECT; otherwise all
