@@ -143,7 +143,8 @@ def verdict(row: dict) -> str:
             why.append(f"reproducer of {f['category']} exits {f.get('with_plant')} with the plant")
         if f.get("after_revert") != 0:
             why.append(f"reproducer of {f['category']} exits {f.get('after_revert')} after the revert")
-    return "ok" if not why else "FAIL: " + "; ".join(why)
+    counted = [w if why.count(w) == 1 else f"{w} (x{why.count(w)})" for w in dict.fromkeys(why)]
+    return "ok" if not why else "FAIL: " + "; ".join(counted)
 
 
 def run_one(repo: Path, plant: dict, out: Path, extra: list[str], timeout: float, repro_timeout: float) -> dict:
@@ -189,7 +190,7 @@ def _cell(text) -> str:
 
 def table(state: dict) -> str:
     """The markdown table, a row a plant (then the controls), and the count of ok."""
-    rows = ["| plant | kind | file | exit (want 1) | findings (gating first) | reproducer with the plant (want 1) | "
+    rows = ["| plant | kind | file | exit | findings | reproducer with the plant (want 1) | "
             "after revert (want 0) | s | verdict |", "|---|---|---|---|---|---|---|---:|---|"]
     order = [p["name"] for p in PLANTS + CONTROLS]
     names = [n for n in order if n in state] + sorted(n for n in state if n not in order)
@@ -197,11 +198,17 @@ def table(state: dict) -> str:
     for name in names:
         r = state[name]
         ok += r["verdict"] == "ok"
-        fs = sorted(r["findings"], key=lambda f: (not f["gating"], f["in_base"]))
-        kinds = [f"{f['category']}{' (' + f['layout'] + ')' if f.get('layout') else ''}"
-                 f"{' [gating]' if f['gating'] else ' [in base]' if f['in_base'] else ''}" for f in fs]
-        kinds += [f"{t} [gating]" for t in r["timing_findings"]]
-        kinds += [f"gtest {t} [gating]" for t in r.get("gtest_regressions", [])]
+        fs = r["findings"]
+        kinds = [f"{f['category']}{' (' + f['layout'] + ')' if f.get('layout') else ''}" for f in fs if f["gating"]]
+        kinds += r["timing_findings"]
+        if r.get("gtest_regressions"):
+            kinds.append(f"upstream test: {len(r['gtest_regressions'])} regressions")
+        kinds = ["gating: " + ", ".join(k if kinds.count(k) == 1 else f"{k} x{kinds.count(k)}"
+                                        for k in dict.fromkeys(kinds))] if kinds else []
+        new = sorted({f["category"] for f in fs if not f["gating"] and not f["in_base"]})
+        kinds += ["not gating: " + ", ".join(new)] if new else []
+        shared = sorted({f["category"] for f in fs if f["in_base"]})
+        kinds += [f"in base: {', '.join(shared)}"] if shared else []
         gating = [f for f in fs if f["gating"]]
         with_plant = ", ".join(str(f.get("with_plant", "-")) for f in gating) or "-"
         after = ", ".join(str(f.get("after_revert", "-")) for f in gating) or "-"
