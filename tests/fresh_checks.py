@@ -167,7 +167,9 @@ def _run_folder(folder: Path, items: list[CheckItem], rootpath: Path) -> _Folder
     reads each test's outcome from its JUnit XML (from its verbose output when it
     died before writing that)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_XDIST_")}  # a plain interpreter
-    env["PYTHONPATH"] = SRC + os.pathsep + env.get("PYTHONPATH", "")
+    # no empty entry (it would put the working folder first: a test's folder holding a
+    # checkout named executorch would shadow the package)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (SRC, env.get("PYTHONPATH")) if p)
     with tempfile.TemporaryDirectory(prefix="etops-checks-") as tmp:
         xml = Path(tmp) / "junit.xml"
         command = [sys.executable, "-m", "pytest", "-v", "-p", "no:cacheprovider", "-p", "no:warnings",

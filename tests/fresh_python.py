@@ -68,7 +68,9 @@ def start_module(module: str) -> None:
 
 def _run(code: str, timeout: float) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_XDIST_")}  # a plain interpreter
-    env["PYTHONPATH"] = SRC + os.pathsep + env.get("PYTHONPATH", "")
+    # no empty entry (it would put the working folder first: a test's folder holding a
+    # checkout named executorch would shadow the package)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (SRC, env.get("PYTHONPATH")) if p)
     try:
         return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout, env=env)
     except subprocess.TimeoutExpired as exc:

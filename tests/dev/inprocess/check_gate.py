@@ -50,7 +50,7 @@ def test_a_write_past_the_out_is_a_memory_finding_and_the_json_is_written(repo, 
     script = memory[0]["reproducer"]
     assert script and "etops.dev.load" in open(script).read()
     run = subprocess.run([sys.executable, script], capture_output=True, text=True, timeout=300, cwd=tmp_path)
-    assert run.returncode != 0
+    assert run.returncode == 1, run.stdout + run.stderr[-2000:]
 
 
 def test_a_kernel_that_never_returns_on_one_input_is_a_hang_finding_and_the_rest_is_judged(repo, tmp_path, capsys,
