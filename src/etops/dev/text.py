@@ -38,6 +38,14 @@ def _sources(f, op: str) -> str:
     return ", ".join(f"{len(v)} {k}{'s' if len(v) != 1 else ''}" for k, v in kinds.items() if v) or "no source"
 
 
+def _axis_line(title: str, cases: dict) -> str:
+    """An axis' line: per layout or transform, the cases of each operator and the tasks left out."""
+    return f"  {title}: " + "; ".join(
+        f"{name} " + ", ".join(f"{_short(op)} {n} cases" for op, n in v["cases"].items())
+        + (f", {v['tasks left out']} tasks left out (budget)" if v["tasks left out"] else "")
+        for name, v in cases.items())
+
+
 def file_lines(f) -> list[str]:
     lines = [f"{f.path}"]
     if f.checkout:
@@ -58,10 +66,9 @@ def file_lines(f) -> list[str]:
             lines.append(f"  {_short(op)}: {f.cases.get(op, 0)} cases{base} from {_sources(f, op)}{left}"
                          + ("  <- no case" if op in f.no_case() else ""))
         if f.layout_cases:  # the dim-order axis: cases whose inputs each layout lays out anew
-            lines.append("  dim-order axis (etops.layout('preserve')): " + "; ".join(
-                f"{layout} " + ", ".join(f"{_short(op)} {n} cases" for op, n in v["cases"].items())
-                + (f", {v['tasks left out']} tasks left out (budget)" if v["tasks left out"] else "")
-                for layout, v in f.layout_cases.items()))
+            lines.append(_axis_line("dim-order axis (etops.layout('preserve'))", f.layout_cases))
+        if f.numerics_cases:  # the numerics axis: the accumulating operators' cases on transformed inputs
+            lines.append(_axis_line("numerics axis (inputs transformed)", f.numerics_cases))
         new = [x for x in f.findings if x.gating]
         other = [x for x in f.findings if not x.gating and not x.in_base]
         shared = [x for x in f.findings if x.in_base]
