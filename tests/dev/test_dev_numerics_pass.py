@@ -79,3 +79,22 @@ def test_dev_transforms_move_integer_inputs_so_a_narrow_accumulator_overflows():
 def test_a_transform_name_must_be_known():
     with pytest.raises(ValueError, match="argument 'name'"):
         numerics.Transform("sideways")
+
+
+def test_a_pass_limited_to_some_tasks_runs_only_those_and_they_come_right_after_float32():
+    """run_passes: a later pass's ``tasks`` limit it (the numerics axis runs an
+    operator's own OpInfo), and those tasks run right after the float32 ones, so a
+    budget cuts the other OpInfos' tasks first."""
+    from etops.dev.cases import plan
+    from etops.dev.judge import Pass, run_passes
+
+    planned = plan(["aten::sum.IntList_out"], ["float32", "float64"])["aten::sum.IntList_out"]
+    others = sorted({t["opinfo"] for t in planned} - {"sum"})[:2]
+    tasks = {"aten::sum.IntList_out": [t for t in planned if t["opinfo"] in {"sum", *others}]}
+    assert len({t["dtype"] for t in tasks["aten::sum.IntList_out"] if t["opinfo"] == "sum"}) == 2
+    own = frozenset({("aten::sum.IntList_out", "sum")})
+    (edit, ran), (limited, limited_ran) = run_passes([Pass("edit", None), Pass("limited", None, tasks=own)], tasks)
+    assert [(r[1], r[2]) for r in limited_ran] == [("sum", "float32"), ("sum", "float64")]
+    assert limited.cases["aten::sum.IntList_out"] > 0 and limited.cases["aten::sum.IntList_out"] < edit.cases["aten::sum.IntList_out"]
+    float32 = [r for r in ran if r[2] == "float32"]
+    assert ran[:len(float32)] == float32 and ran[len(float32)] == ("aten::sum.IntList_out", "sum", "float64")
