@@ -83,8 +83,8 @@ def _biggest(t: torch.Tensor) -> float:
 
 def offset(t: torch.Tensor) -> torch.Tensor:
     if not t.is_floating_point():  # an integer tensor: max(dtype) // 8, every element kept in range
-        c = min(torch.iinfo(t.dtype).max // 8, torch.iinfo(t.dtype).max - int(t.max()))
-        return t + c if c > 0 else t
+        step = min(torch.iinfo(t.dtype).max // 8, torch.iinfo(t.dtype).max - int(t.max()))
+        return t + step if step > 0 else t
     c = min(1024.0 * (1.0 + _biggest(t)), torch.finfo(t.dtype).max / 256)
     return t + c
 

@@ -15,7 +15,9 @@ ran on contiguous inputs run again in each dense layout of check's axis
 (channels-last for rank 4 and 5, the last two dims transposed for rank >= 2, under
 ``etops.layout("preserve")``; guarded as the contiguous pass is), on the edit and on
 the base. A case that fails laid out and not (or otherwise) contiguous is a
-dim-order finding of that layout, clustered with the layout in its key.
+dim-order finding of that layout, clustered with the layout in its key. Other axes
+(the numerics axis, etops.dev.numerics_pass) are given to ``judge`` and run the same
+way: their passes right after the contiguous one, then their own comparison.
 """
 
 from __future__ import annotations
