@@ -8,12 +8,13 @@ time, from process start to exit.
   test file's object and binary not (what an edit of the test costs);
 - warm, all cached: nothing to compile (the run and the interpreter).
 
-- the scoreboard (``--scoreboard``): every ``kernels/test/op_*_test.cpp`` of the
-  checkout in one ``etops gtest`` process with the cache as it is, its wall time, and
-  the per-file table of docs/gtest.md (markdown, from the run's --json).
+- the scoreboard (``--scoreboard``): every ``op_*_test.cpp`` of a test folder of the
+  checkout (``--folder``: ``kernels/test`` by default, ``kernels/quantized/test``,
+  ``kernels/portable/test``) in one ``etops gtest`` process with the cache as it is,
+  its wall time, and the per-file table of docs/gtest.md (markdown, from the run's --json).
 
     python benchmarks/bench_gtest.py CHECKOUT [--file kernels/test/op_add_test.cpp] [--rounds 3] [--json out.json]
-    python benchmarks/bench_gtest.py CHECKOUT --scoreboard [--json gtest.json]
+    python benchmarks/bench_gtest.py CHECKOUT --scoreboard [--folder kernels/quantized/test] [--json gtest.json]
 """
 
 from __future__ import annotations
@@ -65,10 +66,10 @@ def table(data: dict) -> str:
     return "\n".join(rows)
 
 
-def scoreboard(checkout: Path, out: str | None) -> None:
+def scoreboard(checkout: Path, out: str | None, folder: str = "kernels/test") -> None:
     out = out or str(Path(tempfile.gettempdir()) / "etops-gtest-scoreboard.json")
     started = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-m", "etops", "gtest", str(checkout / "kernels" / "test"), "--json", out,
+    proc = subprocess.run([sys.executable, "-m", "etops", "gtest", str(checkout / folder), "--json", out,
                            "--timeout", "120"], capture_output=True, text=True)
     seconds = time.perf_counter() - started
     data = json.loads(Path(out).read_text())
@@ -84,10 +85,11 @@ def main() -> None:
     ap.add_argument("--file", default="kernels/test/op_add_test.cpp", help="the test file, relative to the checkout")
     ap.add_argument("--rounds", type=int, default=3, help="rounds of each warm measurement (median reported)")
     ap.add_argument("--json", help="write the figures (with --scoreboard: etops gtest's JSON) to this file")
-    ap.add_argument("--scoreboard", action="store_true", help="every kernels/test/op_*_test.cpp, and the per-file table")
+    ap.add_argument("--scoreboard", action="store_true", help="every op_*_test.cpp of --folder, and the per-file table")
+    ap.add_argument("--folder", default="kernels/test", help="the scoreboard's test folder, relative to the checkout")
     args = ap.parse_args()
     if args.scoreboard:
-        scoreboard(args.checkout, args.json)
+        scoreboard(args.checkout, args.json, args.folder)
         return
     test = (args.checkout / args.file).resolve()
     with tempfile.TemporaryDirectory(prefix="etops-bench-gtest-") as tmp:

@@ -60,7 +60,8 @@ def _summary(f: dict) -> dict:
         "layout_cases": sum(sum(v.get("cases", {}).values()) for v in (f.get("layout_cases") or {}).values()),
         "left_out": sum((f.get("left_out") or {}).values()),
         "timing": words,
-        "gtest": {**counts, "regressions": len(gt.get("regressions") or []), "error": (gt.get("error") or "")[:200]} if gt else {},
+        "gtest": {**counts, "regressions": len(gt.get("regressions") or []), "error": (gt.get("error") or "")[:200],
+                  "ran": len(gt.get("files") or []), "not_run": [n["why"][:200] for n in gt.get("not_run") or []]} if gt else {},
         "seconds": round(sum((f.get("seconds") or {}).values()), 1),
     }
 
@@ -108,7 +109,9 @@ def table(state: dict) -> str:
         ops = ", ".join(f"{op.split('::')[-1]} ({s.get('cases', {}).get(op, 0)})" for op in s.get("ops", []))
         gt = s.get("gtest") or {}
         test = (f"{gt.get('passed', 0)} passed, {gt.get('failed', 0)} failed, {gt.get('regressions', 0)} regressions"
-                if gt and not gt.get("error") else "does not build" if gt else "-")
+                if gt.get("ran", not gt.get("error")) and gt else "does not build" if gt.get("error") else "-")
+        if gt.get("not_run"):
+            test += f" ({len(gt['not_run'])} test file{'s' if len(gt['not_run']) != 1 else ''} not run)"
         why = s.get("error") or (("no case: " + ", ".join(s["no_case"])) if s.get("no_case") else "")
         if s.get("left_out"):
             why = (why + "; " if why else "") + f"{s['left_out']} tasks past the budget"

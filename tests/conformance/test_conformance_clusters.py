@@ -120,10 +120,39 @@ def test_group_orders_worst_kind_first_and_picks_the_smallest_case():
              _case("pass")]
     clusters = group(cases)
     assert [c.kind for c in clusters] == ["crash", "guarded", "unsupported"]
-    assert list(KINDS[:3]) == ["crash", "abort", "guarded"]
+    assert list(KINDS[:4]) == ["crash", "hang", "abort", "guarded"]
     guarded = clusters[1]
     assert len(guarded.cases) == 2 and guarded.inputs == "tensor(1.0, float32)"
     assert "min_dim" in guarded.summary and "smallest input: tensor(1.0, float32)" in guarded.summary
+
+
+def test_hangs_of_a_kernel_are_one_finding_saying_the_limit_and_never_called_when_built(tmp_path, monkeypatch):
+    """Hang cases (whatever their limits) are one root cause of their kernel; the
+    finding says the representative's limit and input; building it finds its inputs
+    again but never calls the kernel (no shrink, no recheck), and its reproducer
+    makes the call in a child, waited for the limit: 0 when it returns in time."""
+    from etops.conformance import clusters as cl
+    from etops.conformance.case_clock import Hang
+    from etops.conformance.sweep import Report
+
+    def hang(sample, inputs, limit):
+        return Hang(0, 1, "aten::relu.out", "aten::relu", "nn.functional.relu", "float32", sample, 0, inputs, 0.0, limit,
+                    limit + 0.1).case()
+
+    cases = [hang(2, "Tensor[5, 5]:float32", 30.0), hang(1, "Tensor[5, 10, 5]:float32", 12.0)]
+    [c] = group(cases)
+    assert (c.kind, c.category, c.signature, c.inputs) == ("hang", "hang", "does not return", "Tensor[5, 5]:float32")
+    assert c.summary.startswith("relu.out does not return within 30 s on float32 inputs") and c.to_json()["limit_seconds"] == 30.0
+    monkeypatch.setattr(cl, "_shrunk", lambda *a: pytest.fail("a hang's inputs were shrunk"))
+    monkeypatch.setattr(cl, "_refigure", lambda *a: pytest.fail("a hang's inputs were checked again"))
+    report = Report(["aten::relu.out"], ["float32"], True, 1)
+    report.details = [cases[0]]
+    [built] = cl.build(report, report_dir=tmp_path)
+    assert built.shrink.startswith("not tried") and built.reproducer
+    text = Path(built.reproducer).read_text()
+    assert "LIMIT = 30.0" in text and "os.fork()" in text
+    run = _run_script(built.reproducer)  # the built-in relu returns at once
+    assert run.returncode == 0 and "returned within 30.0 s" in run.stdout, run.stdout + run.stderr[-2000:]
 
 
 # ---- shrinking -------------------------------------------------------------------

@@ -115,3 +115,53 @@ def test_guarded_sweep_gives_the_same_statuses():
     guarded = conformance.run(["aten::mul.out"], dtypes=["float32"], opinfo_filter={"mul"}, progress=False,
                               hooks="etops.guard.hooks:guarded")
     assert guarded.totals() == plain.totals() and guarded.totals()["pass"] > 0
+
+
+#: aten::relu.out that never returns on a (5, 5) input (one sample of OpInfo
+#: nn.functional.relu at float32), and is right on every other
+SPINNING_RELU = r'''
+import etops
+
+SOURCE = r"""
+Tensor& spinning_relu_out(KernelRuntimeContext& ctx, const Tensor& in, Tensor& out) {
+  ET_KERNEL_CHECK(ctx, in.scalar_type() == ScalarType::Float && out.scalar_type() == ScalarType::Float, InvalidArgument, out);
+  ET_KERNEL_CHECK(ctx, executorch::runtime::resize_tensor(out, in.sizes()) == Error::Ok, InvalidArgument, out);
+  if (in.dim() == 2 && in.size(0) == 5 && in.size(1) == 5) {
+    volatile bool spin = true;
+    while (spin) {
+    }
+  }
+  const float* x = in.const_data_ptr<float>();
+  float* o = out.mutable_data_ptr<float>();
+  for (ssize_t i = 0; i < in.numel(); i++) o[i] = x[i] > 0.0f ? x[i] : 0.0f;
+  return out;
+}
+"""
+
+
+def load():
+    return etops.override("aten::relu.out", SOURCE, function="spinning_relu_out")
+'''
+
+
+def test_a_kernel_that_never_returns_is_a_hang_finding_and_the_isolated_sweep_completes(tmp_path):
+    """etops check --isolated over a custom kernel that spins forever on one input: its
+    worker is killed once the case is past its limit (a small floor here), the case is
+    a hang naming the input and the limit, every other case is judged, the sweep ends
+    with exit 1 and its JSON."""
+    (tmp_path / "spinning.py").write_text(SPINNING_RELU)
+    env = dict(os.environ, PYTHONPATH=SRC + os.pathsep + os.environ.get("PYTHONPATH", ""),
+               ETOPS_CASE_TIMEOUT_FLOOR="1", ETOPS_CACHE_DIR=str(tmp_path / "cache"))
+    proc = subprocess.run([sys.executable, "-m", "etops", "check", "aten::relu.out", "--dtype", "float32", "--opinfo",
+                           "nn.functional.relu", "--isolated", "--load", "spinning.py:load", "--json", "report.json",
+                           "--no-progress"], capture_output=True, text=True, timeout=600, env=env, cwd=tmp_path)
+    assert proc.returncode == 1, proc.stdout + proc.stderr[-3000:]
+    import json
+
+    data = json.loads((tmp_path / "report.json").read_text())
+    [hang] = data["hangs"]
+    assert (hang["status"], hang["sample"], hang["inputs"], hang["limit_seconds"]) == ("hang", 2, "Tensor[5, 5]:float32", 1.0)
+    assert data["totals"]["hang"] == 1 and data["totals"]["pass"] == data["totals"]["cases"] - 1 >= 3
+    [finding] = data["findings"]
+    assert (finding["kind"], finding["category"], finding["inputs"], finding["limit_seconds"]) == ("hang", "hang", "Tensor[5, 5]:float32", 1.0)
+    assert "relu.out does not return within 1 s" in proc.stdout

@@ -50,3 +50,27 @@ def test_a_death_is_named():
         Background(lambda: os.kill(os.getpid(), signal.SIGKILL)).result()
     with pytest.raises(BackgroundFailed, match="exited with status 1 without a result"):
         Background(lambda: (lambda: None)).result()  # a value that does not pickle
+
+
+def test_work_past_its_limit_is_killed_and_raises_background_failed():
+    """A forked piece of work that never ends (a kernel spinning on a timing input)
+    costs its limit: killed, reaped, BackgroundFailed saying so."""
+    import os
+    import time
+
+    import pytest
+
+    from etops.dev.background import Background
+    from etops.errors import BackgroundFailed
+
+    job = Background(lambda: time.sleep(600))
+    start = time.perf_counter()
+    with pytest.raises(BackgroundFailed, match="did not end within 0.5 s"):
+        job.result(limit=0.5)
+    assert time.perf_counter() - start < 30
+    with pytest.raises(ChildProcessError):
+        os.waitpid(job.pid, os.WNOHANG)  # reaped
+    quick = Background(lambda: 1)
+    with pytest.raises(ValueError, match="argument 'limit'"):
+        quick.result(limit=0)
+    assert quick.result(limit=60) == 1

@@ -27,7 +27,7 @@ def test_the_task_processes_count_the_timings_core(monkeypatch):
     tasks = {op: ts[:2] for op, ts in plan(["aten::add.out"], ["float32"]).items()}
     asked = []
 
-    def run_tasks(todo, run_task, rerun, workers=None, on_cycle=None):
+    def run_tasks(todo, run_task, rerun, workers=None, on_cycle=None, on_done=None):
         asked.append((workers, task_processes.default_workers()))
         return [([None], {}) for _ in todo]
 
@@ -62,3 +62,35 @@ def test_later_passes_run_each_task_the_first_ran_right_after_it():
     (none, none_ran), (after, after_ran) = run_passes([Pass("edit", judge.GUARDED, deadline=past),
                                                         Pass("after", judge.GUARDED)], tasks, forked=True)
     assert none_ran == [] and after_ran == []  # nothing after a first pass that ran nothing
+
+
+def test_the_bases_times_of_an_earlier_round_are_part_of_the_edits_case_limits(monkeypatch):
+    """judge(): the base's kernel time per case kept from an earlier round (its
+    BASE_RESULTS under this base's key, not another base's) is known to the case
+    clock before the edit's tasks run (and so to the task processes forked then)."""
+    import pytest
+
+    from etops.conformance import case_clock
+    from etops.conformance.case import TaskResult
+
+    mine, other = TaskResult("add", "float32"), TaskResult("add", "float32")
+    mine.case_seconds = {"aten::add.out|add|float32|s0c0": 0.5}
+    other.case_seconds = {"aten::add.out|add|float32|s1c0": 9.0}
+    monkeypatch.setitem(judge.BASE_RESULTS, ("this base", True, "aten::add.out", "add", "float32"), mine)
+    monkeypatch.setitem(judge.BASE_RESULTS, ("another base", True, "aten::add.out", "add", "float32"), other)
+    seen = []
+
+    class Stop(Exception):
+        pass
+
+    def run_passes(passes, plan, **kwargs):
+        seen.append(case_clock.known_base())
+        raise Stop
+
+    monkeypatch.setattr(judge, "run_passes", run_passes)
+    try:
+        with pytest.raises(Stop):
+            judge.judge({"aten::add.out": []}, None, None, base_key="this base", dim_orders=False)
+    finally:
+        case_clock.know_base({})
+    assert seen == [{"aten::add.out|add|float32|s0c0": 0.5}]

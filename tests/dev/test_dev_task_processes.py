@@ -13,25 +13,25 @@ import pytest
 from etops.dev import task_processes as tp
 
 
-def _never_again(task, why, died):
+def _never_again(task, why, died, hangs):
     raise AssertionError(f"task {task} ran again: {why}")
 
 
 def test_results_come_back_in_order_from_two_processes():
-    pids = tp.run_tasks(list(range(12)), lambda i: (i, os.getpid()), _never_again, workers=2)
+    pids = tp.run_tasks(list(range(12)), lambda i, hangs: (i, os.getpid()), _never_again, workers=2)
     assert [i for i, _pid in pids] == list(range(12))
     assert os.getpid() not in {pid for _i, pid in pids}
 
 
 def test_a_task_that_kills_its_process_runs_again_here_and_the_rest_go_on():
-    def task(i):
+    def task(i, hangs):
         if i == 3:
             os.kill(os.getpid(), signal.SIGSEGV)  # the guard's fault reporter ends the process
         return i * 10
 
     again = []
 
-    def rerun(i, why, died):
+    def rerun(i, why, died, hangs):
         again.append((i, why, died))
         return "here"
 
@@ -42,13 +42,13 @@ def test_a_task_that_kills_its_process_runs_again_here_and_the_rest_go_on():
 
 
 def test_a_task_that_raises_runs_again_here_with_the_traceback():
-    def task(i):
+    def task(i, hangs):
         if i == 1:
             raise ValueError("the runner's own bug")
         return i
 
     again = []
-    results = tp.run_tasks([0, 1, 2], task, lambda i, why, died: again.append((why, died)) or -1, workers=1)
+    results = tp.run_tasks([0, 1, 2], task, lambda i, why, died, hangs: again.append((why, died)) or -1, workers=1)
     assert results == [0, -1, 2]
     assert again[0][1] is False and "ValueError: the runner's own bug" in again[0][0]
 
@@ -57,22 +57,57 @@ def test_a_task_that_stops_using_cpu_time_is_killed_and_runs_again(monkeypatch):
     monkeypatch.setattr(tp, "STALL_SECONDS", 1.0)
     monkeypatch.setattr(tp, "_CHECK_EVERY", 0.2)
 
-    def task(i):
+    def task(i, hangs):
         if i == 0:
             time.sleep(600)
         return i
 
     start = time.monotonic()
     again = []
-    results = tp.run_tasks([0, 1], task, lambda i, why, died: again.append((why, died)) or "here", workers=2)
+    results = tp.run_tasks([0, 1], task, lambda i, why, died, hangs: again.append((why, died)) or "here", workers=2)
     assert results == ["here", 1]
     assert again == [("its task process used no CPU time for 1 s", True)]
     assert time.monotonic() - start < 60
 
 
+def _sleeps_in_a_case(i, hangs, spin=False):
+    """Task 1 publishes a case on its process's case clock, then never returns from
+    it (time.sleep with every signal it could be asked to stop by ignored, as a
+    kernel in C code would; or a busy loop), until it is sent again with that case hung."""
+    from etops.conformance import case_clock
+    from etops.conformance.case import CaseResult
+
+    if i == 1 and not hangs:
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGALRM):
+            signal.signal(sig, signal.SIG_IGN)
+        case_clock.set_label(1)
+        case_clock.started(CaseResult("aten::mul.out", "aten::mul.Tensor", "mul", "float32", 4, 0, "pass",
+                                      inputs="Tensor[5, 1]:float32"), 1e-5)
+        while True:
+            if spin:
+                continue
+            time.sleep(600)
+    return i, [(h.label, h.where, h.inputs, h.limit) for h in hangs]
+
+
+@pytest.mark.parametrize("spin", [False, True], ids=["sleeps", "spins"])
+def test_a_case_past_its_limit_kills_its_process_and_the_task_goes_on_in_a_new_one(monkeypatch, spin):
+    """The case clock says task 1's case has run past its limit: its process is killed
+    (neither the stall watch nor the task timeout had to fire), the task is sent to a
+    new task process with that Hang (what it skips and records), never run again here;
+    the other tasks keep their results."""
+    monkeypatch.setenv("ETOPS_CASE_TIMEOUT_FLOOR", "0.5")
+    monkeypatch.setattr(tp, "STALL_SECONDS", 3600.0)
+    monkeypatch.setattr(tp, "TASK_TIMEOUT", 3600.0)
+    before = _children()
+    results = tp.run_tasks([0, 1, 2, 3], lambda i, hangs: _sleeps_in_a_case(i, hangs, spin), _never_again, workers=2)
+    assert results == [(0, []), (1, [(1, (4, 0), "Tensor[5, 1]:float32", 0.5)]), (2, []), (3, [])]
+    assert _children() == before
+
+
 def test_no_task_process_outlives_the_call():
     before = _children()
-    tp.run_tasks(list(range(4)), lambda i: i, _never_again, workers=2)
+    tp.run_tasks(list(range(4)), lambda i, hangs: i, _never_again, workers=2)
     assert _children() == before
 
 

@@ -32,17 +32,20 @@ def _outs_like(kernel, outs: dict) -> dict:
 
 
 def time_ab(kernel, previous, sample, *, repeats: int = 11, warmup: int = 2, target: float = 0.005,
-            threads: int | None = 1, aten: bool = True, same_count: bool = False, enough=None) -> dict:
+            threads: int | None = 1, aten: bool = True, same_count: bool = False, enough=None,
+            clock: str = "wall") -> dict:
     """Times `kernel` (the operator's kernel object, the new kernel installed),
     `previous` (a callable kernel: the one it replaced; None for a new operator) and
     ATen on `sample`. Returns the row: seconds per call of each side, the paired
     ratios with their quartiles, whether the results agree, the verdicts, and the
     thread count used. ``aten=False``: ATen is not timed (its result still checked);
     ``same_count``: every side looped as many times; ``enough(samples)``: the
-    rounds so far decide it, no more are run (core.time_calls)."""
+    rounds so far decide it, no more are run (core.time_calls); ``clock``: "wall"
+    or "cpu", the clock the loops read (core.CLOCKS), named in the row."""
+    core.clock_of(clock)
     row: dict[str, Any] = {"kernel": kernel.name, "size": sample.size, "shapes": sample.shapes(),
                            "dtype": str(sample.dtype).replace("torch.", "") if sample.dtype is not None else "-",
-                           "input": sample.source, "threads": threads, "error": None}
+                           "input": sample.source, "threads": threads, "clock": clock, "error": None}
     with core.thread_counts(threads) as used:
         row["threads"] = used["torch"]
         try:
@@ -70,7 +73,7 @@ def time_ab(kernel, previous, sample, *, repeats: int = 11, warmup: int = 2, tar
             except Exception as exc:  # noqa: BLE001
                 row["builtin_error"] = core._one_line(exc)
         samples, counts = core.time_calls(calls, repeats=repeats, warmup=warmup, target=target, same_count=same_count,
-                                          enough=enough)
+                                          enough=enough, clock=clock)
     for name, values in samples.items():
         row[name] = core._summary(values)
     row["calls_per_loop"] = counts

@@ -10,13 +10,20 @@ calls to last ``target`` seconds. Reported per side: min and median seconds per
 call; the zero-size call's median is the per-call overhead and
 ``median(call - zero-size call)`` the kernel time. Ratios are ExecuTorch / ATen,
 taken within each round (neighbouring loops share the machine's state) and
-summarised by their median and interquartile range (the noise).
+summarised by their median and interquartile range (the noise), and by the
+sign test's confidence interval of their median (``median_interval``).
+
+The clock is the wall clock unless a caller asks for ``clock="cpu"``: the
+calling thread's CPU time, which leaves out the time the thread waits for a core
+(another process running on it); only one thread's work counts, so it suits
+one-thread timings only.
 """
 
 from __future__ import annotations
 
 import contextlib
 import itertools
+import math
 import statistics
 import time
 import warnings
@@ -40,19 +47,30 @@ def _summary(samples: list[float]) -> dict:
     return {"min": s[0], "median": statistics.median(s), "q1": q1, "q3": q3, "samples": samples}
 
 
-def _loop(fn, args, kwargs, n: int) -> float:
+#: the clocks a timing may read (nanoseconds): the wall clock, or the calling
+#: thread's CPU time (time spent waiting for a core left out)
+CLOCKS = {"wall": time.perf_counter_ns, "cpu": time.thread_time_ns}
+
+
+def clock_of(name: str):
+    """The nanosecond clock called `name` in CLOCKS; ValueError naming `clock` otherwise."""
+    try:
+        return CLOCKS[name]
+    except (KeyError, TypeError):
+        raise ValueError(f"clock must be one of {', '.join(CLOCKS)}, got {name!r}") from None
+
+
+def _loop(fn, args, kwargs, n: int, clock=time.perf_counter_ns) -> float:
     repeat = itertools.repeat(None, n)
-    clock = time.perf_counter_ns
     t0 = clock()
     for _ in repeat:
         fn(*args, **kwargs)
     return (clock() - t0) / 1e9 / n
 
 
-def _loop_in_turn(calls: list, n: int) -> float:
+def _loop_in_turn(calls: list, n: int, clock=time.perf_counter_ns) -> float:
     """Seconds per call of `n` calls, `calls` ((fn, args, kwargs) each) in turn."""
     turns = itertools.islice(itertools.cycle(calls), n)
-    clock = time.perf_counter_ns
     t0 = clock()
     for fn, args, kwargs in turns:
         fn(*args, **kwargs)
@@ -168,17 +186,18 @@ def thread_counts(n: int | None):
             _threads.set_num_threads(et_before)
 
 
-def _calibrate(call, target: float) -> int:
+def _calibrate(call, target: float, clock=time.perf_counter_ns) -> int:
     fn, args, kwargs = call
     fn(*args, **kwargs)
-    t = _loop(fn, args, kwargs, 1)
+    t = _loop(fn, args, kwargs, 1, clock)
     if t < target / 10:
-        t = _loop(fn, args, kwargs, max(1, int(target / 10 / max(t, 1e-9))))
+        t = _loop(fn, args, kwargs, max(1, int(target / 10 / max(t, 1e-9))), clock)
     return max(1, min(1_000_000, int(target / max(t, 1e-9))))
 
 
 def time_calls(calls: dict, repeats: int = 11, warmup: int = 2, target: float = 0.005,
-               same_count: bool = False, enough: Callable[[dict], bool] | None = None) -> tuple[dict, dict]:
+               same_count: bool = False, enough: Callable[[dict], bool] | None = None,
+               clock: str = "wall") -> tuple[dict, dict]:
     """Times named calls ``{name: (fn, args, kwargs)}`` round-robin, the order
     rotated every round: ``warmup`` rounds thrown away, then ``repeats`` kept, each
     loop calibrated to last about ``target`` seconds (``same_count``: every call
@@ -188,8 +207,10 @@ def time_calls(calls: dict, repeats: int = 11, warmup: int = 2, target: float = 
     loop runs them in turn, call by call (two kernels trading their outs, so that
     where each out lies in memory weighs on both alike within every round). ``enough(samples)``, asked
     after each kept round, ends the timing early when it says the rounds so far
-    decide it. Returns ({name: [seconds per call, one per kept round]}, {name: calls
+    decide it. ``clock``: "wall" or "cpu" (CLOCKS; the loops and their calibration
+    read it). Returns ({name: [seconds per call, one per kept round]}, {name: calls
     per loop})."""
+    read = clock_of(clock)
     variants = {k: list(c) if isinstance(c, list) else [c] for k, c in calls.items()}
     samples: dict[str, list[float]] = {k: [] for k in calls}
     with warnings.catch_warnings():
@@ -197,9 +218,9 @@ def time_calls(calls: dict, repeats: int = 11, warmup: int = 2, target: float = 
         for k, vs in variants.items():
             for v in vs[1:]:  # each variant called once before the timed loops
                 v[0](*v[1], **v[2])
-        counts = {k: _calibrate(vs[0], target) for k, vs in variants.items()}
+        counts = {k: _calibrate(vs[0], target, read) for k, vs in variants.items()}
         if same_count:  # each side's fastest of three calibrations (a busy moment would shorten the loops)
-            best = {k: max(counts[k], *(_calibrate(vs[0], target) for _ in range(2))) for k, vs in variants.items()}
+            best = {k: max(counts[k], *(_calibrate(vs[0], target, read) for _ in range(2))) for k, vs in variants.items()}
             counts = dict.fromkeys(counts, min(best.values()))
         names = list(calls)
         for r in range(warmup + repeats):
@@ -208,9 +229,9 @@ def time_calls(calls: dict, repeats: int = 11, warmup: int = 2, target: float = 
                 vs = variants[name]
                 if len(vs) == 1:
                     fn, args, kwargs = vs[0]
-                    t = _loop(fn, args, kwargs, counts[name])
+                    t = _loop(fn, args, kwargs, counts[name], read)
                 else:
-                    t = _loop_in_turn(vs, counts[name])
+                    t = _loop_in_turn(vs, counts[name], read)
                 if r >= warmup:
                     samples[name].append(t)
             if r >= warmup and enough is not None and enough(samples):
@@ -218,13 +239,53 @@ def time_calls(calls: dict, repeats: int = 11, warmup: int = 2, target: float = 
     return samples, counts
 
 
+#: the least confidence of ``median_interval``'s interval
+CONFIDENCE = 0.90
+
+
+def median_interval(values: list[float], confidence: float = CONFIDENCE) -> tuple[float, float, float]:
+    """(low, high, achieved): the sign test's confidence interval of the median of
+    `values`, which assumes nothing of their distribution but that they are
+    independent: the k-th smallest and k-th largest value, k the largest for which
+    the chance that the median lies outside, 2 P(Binomial(n, 1/2) < k), is at most
+    1 - `confidence`; `achieved` is the interval's own confidence, at least
+    `confidence`. Too few values for that (fewer than 5 at 90%): the whole range,
+    `achieved` below `confidence`. A value beyond either end moves it by one rank
+    only, however far out it lies."""
+    if not values:
+        raise ValueError("values: no values to take an interval of")
+    if not 0 < confidence < 1:
+        raise ValueError(f"confidence must lie between 0 and 1, got {confidence!r}")
+    s, n = sorted(values), len(values)
+    below = 0.0  # P(Binomial(n, 1/2) < k), k = 1, 2, ...
+    k = 0
+    while k < (n + 1) // 2:
+        nxt = below + math.comb(n, k) / 2 ** n
+        if 2 * nxt > 1 - confidence:
+            break
+        below, k = nxt, k + 1
+    if k == 0:
+        return s[0], s[-1], 1 - 2 / 2 ** n
+    return s[k - 1], s[n - k], 1 - 2 * below
+
+
+def ratio_summary(ratios: list[float]) -> dict:
+    """Per-round ratios summarised: ``_summary``'s figures (median, quartiles, the
+    ratios as ``samples``) and the median's interval (median_interval: ``low``,
+    ``high``, ``confidence``)."""
+    out = _summary(ratios)
+    out["low"], out["high"], out["confidence"] = median_interval(ratios)
+    return out
+
+
 def paired_ratio(top: list[float], bottom: list[float]) -> dict | None:
     """The ratio top / bottom within each round (samples of the same round share the
-    machine's state), summarised (median, quartiles), plus the ratio of the mins."""
+    machine's state), summarised (ratio_summary: median, quartiles, the median's
+    interval), plus the ratio of the mins."""
     ratios = [t / b for t, b in zip(top, bottom) if b > 0]
     if not ratios:
         return None
-    out = _summary(ratios)
+    out = ratio_summary(ratios)
     out["of_mins"] = min(top) / min(bottom) if min(bottom) > 0 else None
     return out
 

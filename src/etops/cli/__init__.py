@@ -109,7 +109,8 @@ def build_parser() -> argparse.ArgumentParser:
                                                                     "(and beyond the noise) at any size is a finding")
     dv.add_argument("--timing-dtype", default="float32", help="dtype of the timing inputs (default float32)")
     dv.add_argument("--threads", type=int, default=1, metavar="N", help="threads for the timing (default 1)")
-    dv.add_argument("--repeats", type=int, default=11, help="interleaved timing rounds (default 11)")
+    dv.add_argument("--repeats", type=int, default=11, help="interleaved timing rounds (default 11; fewer once 5 decide, "
+                                                              "more, up to 41, while too noisy)")
     dv.add_argument("--budget", type=float, default=60.0, metavar="S",
                     help="seconds the edit's cases may take (float32 first; tasks left out are counted; default 60, 0: no limit)")
     dv.add_argument("--no-check", action="store_true", help="build and swap in, no conformance")
@@ -121,7 +122,8 @@ def build_parser() -> argparse.ArgumentParser:
                     help="leave out the numerics axis (the cases of reductions, scans, softmaxes, normalizations and "
                          "products again on inputs offset, cancelling, huge, tiny and long, against the base's)")
     dv.add_argument("--no-gtest", action="store_true", help="do not run the checkout's kernels/test/op_<name>_test.cpp "
-                                                            "(etops gtest) on the base and the edit")
+                                                            "and kernels/<folder>/test/op_<name>_test.cpp (etops gtest) "
+                                                            "on the base and the edit")
 
     # `check` is the conformance command line (etops.conformance.cli): main() hands it
     # everything after the word; this entry only lists it in --help.

@@ -531,6 +531,9 @@ def cmd_dev(args) -> int:
                    gtest=not args.no_gtest, dim_orders=not args.no_dim_orders, numerics=not args.no_numerics)
 
     def show(result) -> None:
+        from ..dev import progress
+
+        progress.clear()  # the status line (a terminal only) off before the report
         print(result.text(), flush=True)
         if args.json:
             result.write_json(args.json)

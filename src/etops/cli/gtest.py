@@ -21,10 +21,12 @@ class _Parser(argparse.ArgumentParser):
 
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="etops gtest", description="Build upstream ExecuTorch kernel tests (kernels/test/op_*_test.cpp of a "
-                "checkout) against the installed wheel and run them against the kernels registered in this process.")
+                "checkout, or a kernel folder's own, kernels/quantized/test/op_*_test.cpp) against the installed wheel and "
+                "run them against the kernels registered in this process.")
     p.add_argument("paths", nargs="+", metavar="PATH", help="test files, or folders of op_*_test.cpp")
     p.add_argument("--kernel-set", metavar="NAME", help="whose kernels/NAME/test/supported_features_def.yaml applies "
-                   "(portable, optimized, quantized; default: the test folder's set, optimized for kernels/test/)")
+                   "(portable, optimized, quantized; default: the test folder's set, kernels/quantized/test/ quantized, "
+                   "optimized for kernels/test/)")
     p.add_argument("--filter", metavar="PATTERN", help="gtest's filter: Suite.Name, * wildcards, -exclusions")
     p.add_argument("--root", metavar="DIR", help="the checkout (default: found from the file's executorch/... includes)")
     p.add_argument("--json", metavar="FILE", help="write every file's and test's result as JSON to FILE")

@@ -4,7 +4,9 @@ The worker imports torch, etops and OpInfo's database once, then forks a child
 that runs tasks; when a kernel kills the child, the worker tells the parent
 (``{"died": status}``) and forks a new child at once, so a crash costs a fork,
 not an interpreter start. The child reads the tasks from stdin (the worker
-never does) and writes to the private channel to the parent."""
+never does) and writes to the private channel to the parent; it publishes each
+kernel call on the case clock whose memory file the parent passed (``clock_fd``:
+etops.conformance.case_clock), which the parent reads."""
 
 from __future__ import annotations
 
@@ -67,6 +69,10 @@ def main() -> None:
     from .opinfos import opinfos
     from .runner import default_kmap
 
+    if config.get("clock_fd") is not None:  # the parent reads which case a kernel call is in, and since when
+        from .case_clock import CaseClock, use
+
+        use(CaseClock.from_fd(config["clock_fd"]))
     from_environment()  # the kernels the parent loaded with --load
     kmap = default_kmap()
     opinfos()

@@ -17,14 +17,17 @@ import torch
 
 from ..out_shapes import is_data_dependent
 from .effective import merged, note
+from .outcome import Outcome
 from .values import clip, describe
 
 #: guarded: etops' own pre-call guard refused the call (the kernel is known to
 #: corrupt memory on such inputs: only the rules table's ``memory`` rules guard the
 #: kernel as a program calls it); CaseResult.rule names the guard. abort: ExecuTorch
 #: aborted inside the kernel (an ET_CHECK; etops unwound it), as it would abort a
-#: program; crash: the kernel killed its worker or guard process
-STATUSES = ("pass", "mismatch", "unsupported", "guarded", "error", "crash", "abort")
+#: program; crash: the kernel killed its worker or guard process; hang: the kernel did
+#: not return within the case's time limit (etops.conformance.case_clock: its process
+#: was killed, CaseResult.limit_seconds the limit it exceeded)
+STATUSES = ("pass", "mismatch", "unsupported", "guarded", "error", "crash", "abort", "hang")
 
 
 @dataclass
@@ -67,9 +70,23 @@ class CaseResult(CaseInfo):
     aten_ulps: float | None = None
     reference: str | None = None
     reason: str | None = None
+    #: a precision regression (etops dev): the base's error on the case, in ulps (as ``ulps``)
+    base_ulps: float | None = None
+    #: what happened, as a structured value (etops.conformance.outcome): what verdicts are decided from
+    outcome: Outcome | None = None
+    #: hang: the time limit (seconds) the kernel's call exceeded (etops.conformance.case_clock.limit)
+    limit_seconds: float | None = None
 
     def to_json(self) -> dict:
-        return dataclasses.asdict(self)
+        d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        d["outcome"] = self.outcome.to_json() if self.outcome is not None else None
+        return d
+
+    @classmethod
+    def from_json(cls, d: dict) -> "CaseResult":
+        d = dict(d)
+        outcome = d.pop("outcome", None)
+        return cls(**d, outcome=Outcome.from_json(outcome) if outcome else None)
 
 
 @dataclass
@@ -118,12 +135,18 @@ class TaskResult:
     tallies: dict = field(default_factory=dict)  # (kernel, dtype) -> Tally
     details: list = field(default_factory=list)  # CaseResult for non-pass cases (capped)
     failing: dict = field(default_factory=dict)  # case id -> (status, verdict), every non-pass case (uncapped)
+    #: case id -> CaseResult of every case, passing ones too (a runner made with keep_cases: etops dev, whose
+    #: judge matches the edit's cases with the base's one by one)
+    every_case: dict = field(default_factory=dict)
     samples: int = 0
     samples_failed: int = 0
     sample_error: str = ""
     seconds: float = 0.0
+    #: case id -> seconds its kernel call took (etops dev keeps the base's: part of the edit's case limits)
+    case_seconds: dict = field(default_factory=dict)
 
-    def record(self, result: CaseResult, keep: bool) -> None:
+    def record(self, result: CaseResult, keep: bool, every: bool = False) -> None:
+        """Counts `result`; keeps it in ``details`` when `keep`, in ``every_case`` when `every`."""
         tally = self.tallies.setdefault((result.kernel, result.dtype), Tally())
         tally.add(result.status, result.opinfo, result.max_abs_error, result.max_rel_error)
         tally.ulps = note(tally.ulps, result)
@@ -131,6 +154,8 @@ class TaskResult:
             self.failing[result.id] = (result.status, result.verdict)
         if keep:
             self.details.append(result)
+        if every:
+            self.every_case[result.id] = result
 
     def to_json(self) -> dict:
         return {
@@ -139,6 +164,7 @@ class TaskResult:
             "tallies": [[k, d, t.to_json()] for (k, d), t in self.tallies.items()],
             "details": [r.to_json() for r in self.details],
             "failing": self.failing,
+            "every_case": [r.to_json() for r in self.every_case.values()],
             "samples": self.samples,
             "samples_failed": self.samples_failed,
             "sample_error": self.sample_error,
@@ -149,7 +175,8 @@ class TaskResult:
     def from_json(cls, d: dict) -> "TaskResult":
         r = cls(d["opinfo"], d["dtype"])
         r.tallies = {(k, dt): Tally.from_json(t) for k, dt, t in d["tallies"]}
-        r.details = [CaseResult(**c) for c in d["details"]]
+        r.details = [CaseResult.from_json(c) for c in d["details"]]
+        r.every_case = {c.id: c for c in (CaseResult.from_json(x) for x in d.get("every_case", ()))}
         r.failing = {case: tuple(outcome) for case, outcome in d.get("failing", {}).items()}
         r.samples, r.samples_failed = d["samples"], d["samples_failed"]
         r.sample_error, r.seconds = d.get("sample_error", ""), d.get("seconds", 0.0)

@@ -3,8 +3,8 @@ kernels against ATen on PyTorch's OpInfo samples, and every kernel with a refere
 (etops.conformance.references) against it on its own inputs.
 
 ``main(argv)`` takes the arguments after ``check`` (a leading ``check`` is
-accepted too) and returns the exit status: 1 when a kernel crashed, aborted or
-computed a wrong result, or etops could not make a call (``--strict``: any
+accepted too) and returns the exit status: 1 when a kernel crashed, did not return
+within a case's limit (--isolated), aborted or computed a wrong result, or etops could not make a call (``--strict``: any
 mismatch or guarded case too), else 0; ``--report-only``: 0 whatever the sweep
 found; 2 usage error."""
 
@@ -27,7 +27,10 @@ Kernels are called as an exported program calls them (etops.as_program): etops'
 workarounds for known kernel bugs do not hide them. An ExecuTorch abort (ET_CHECK)
 is unwound into an abort case; without --isolated a kernel that segfaults ends this
 process. With --isolated (or --jobs > 1) cases run in worker processes; a
-worker that dies is recorded as a crash, with a reproducer, and the sweep goes on.
+worker that dies is recorded as a crash, with a reproducer, and the sweep goes on;
+a kernel call that does not return within its case's limit (100 times ATen's time
+for the call, at least ETOPS_CASE_TIMEOUT_FLOOR seconds, default 10) is a hang case:
+its worker is killed and replaced, the rest of the task runs without that case.
 Reproducers of mismatches and crashes go to REPORT_DIR/reproducers/; the findings
 (cases grouped by root cause, each shrunk to its smallest failing input) lead every
 report, with one standalone reproducer each in REPORT_DIR/findings/.
@@ -56,7 +59,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--strict", action="store_true", help="exit 1 if any case is a mismatch, guarded, error, crash or abort "
                    "(default: 1 on a crash, an abort, a wrong result or an error)")
     p.add_argument("--report-only", action="store_true", help="exit 0 whatever the sweep found (the report is the result)")
-    p.add_argument("--timeout", type=float, default=None, metavar="S", help="isolated mode: seconds without news before a worker counts as hung (120)")
+    p.add_argument("--timeout", type=float, default=None, metavar="S", help="isolated mode: seconds without news, while no kernel call is in flight, before a "
+                        "worker counts as hung (120; a kernel call has its case's limit: ETOPS_CASE_TIMEOUT_FLOOR)")
     p.add_argument("--max-details", type=int, default=3, metavar="N", help="recorded cases (and reproducers) per kernel, OpInfo, dtype and status (3)")
     p.add_argument("--refresh-discovery", action="store_true", help="rediscover which OpInfos reach which kernels (cached otherwise)")
     p.add_argument("--dim-orders", choices=["programs", "channels-last", "reversed"], default="programs",
@@ -236,13 +240,13 @@ def main(argv=None) -> int:
 
 
 def exit_status(report, clusters, strict: bool = False, report_only: bool = False) -> int:
-    """0 or 1 (see the module doc): 1 when a case crashed, aborted or was an etops
+    """0 or 1 (see the module doc): 1 when a case crashed, hung, aborted or was an etops
     error, or a finding is a wrong result; `strict`: any mismatch or guarded case
     too; `report_only`: always 0."""
     if report_only:
         return 0
     t = report.totals()
-    if t["error"] or t["crash"] or t.get("abort") or any(c.category == "wrong" for c in clusters):
+    if t["error"] or t["crash"] or t.get("hang") or t.get("abort") or any(c.category == "wrong" for c in clusters):
         return 1
     if strict and (t["mismatch"] or t["guarded"]):
         return 1

@@ -25,12 +25,14 @@ from typing import Any
 from .values import VERDICTS, WRONG, clip
 
 #: the kinds of finding (case statuses), worst first
-KINDS = ("crash", "abort", "guarded", "mismatch", "unsupported", "error")
+KINDS = ("crash", "hang", "abort", "guarded", "mismatch", "unsupported", "error")
 #: what reports count and list findings by, worst first: the kinds with mismatches
 #: split by verdict (wrong results apart from precision losses)
-CATEGORIES = ("crash", "abort", "guarded", "wrong", "precision loss", "within ATen's error", "unsupported", "error")
+CATEGORIES = ("crash", "hang", "abort", "guarded", "wrong", "precision regression", "precision loss",
+              "within ATen's error", "unsupported", "error")
 #: how the headline words a count of one category: (one, several)
-_WORDS = {"wrong": ("wrong result", "wrong results"), "precision loss": ("precision loss", "precision losses")}
+_WORDS = {"wrong": ("wrong result", "wrong results"), "precision loss": ("precision loss", "precision losses"),
+          "precision regression": ("precision regression", "precision regressions")}
 
 _DTYPE_CLASSES = {
     "bool": "bool",
@@ -113,6 +115,8 @@ def signature(case) -> str:
         return _crash_signature(case)
     if case.status == "abort":
         return _abort_signature(case)
+    if case.status == "hang":  # one cause: the kernel does not return (the limits of its cases differ)
+        return "does not return"
     if case.status == "guarded" and case.rule:
         return case.rule
     return normalized_message(case.message)
@@ -196,6 +200,7 @@ class Cluster:
                 "max_abs_error": getattr(ex, "max_abs_error", None), "max_rel_error": getattr(ex, "max_rel_error", None),
                 "verdict": getattr(ex, "verdict", None), "reference_error": getattr(ex, "reference_error", None),
                 "aten_reference_error": getattr(ex, "aten_reference_error", None),
+                "limit_seconds": getattr(ex, "limit_seconds", None),
                 "example": self.cases[0].id if self.cases else None}
 
 
@@ -253,6 +258,7 @@ def summary(cluster: Cluster) -> str:
                          f"ATen's {example.aten_reference_error:.3g}")
             errs += ")"
         what = {WRONG: "computes wrong values", "precision loss": "loses precision (within the dtype's tolerance)",
+                "precision regression": "is less precise than the base and ATen",
                 "within ATen's error": "differs from ATen within ATen's own error"}
         doing = what.get(cluster.category, "disagrees with ATen")
         reason = getattr(example, "reason", None)
@@ -263,6 +269,9 @@ def summary(cluster: Cluster) -> str:
         text = f"{op} {doing} on {dts} inputs{where}: {cluster.signature}{errs}"
     elif cluster.kind == "crash":
         text = f"{op} crashes ({cluster.signature}) on {dts} inputs{where}"
+    elif cluster.kind == "hang":
+        seconds = getattr(example, "limit_seconds", None)
+        text = f"{op} does not return" + (f" within {seconds:.3g} s" if seconds is not None else "") + f" on {dts} inputs{where}"
     elif cluster.kind == "abort":
         check = _ABORT_PREFIX.sub("", _message(example))
         text = f"{op} aborts (ET_CHECK) on {dts} inputs{where}: {check}"
@@ -308,12 +317,14 @@ def _selected_for_capture(report, kmap):
 
 
 def build(report, *, report_dir=None, hooks=None, layout: str | None = None, preserve: bool = False,
-          shrink: bool = True, cases=None) -> list[Cluster]:
+          shrink: bool = True, cases=None, first: int = 0, sources=None) -> list[Cluster]:
     """The clusters of `report` (or of `cases`), each with its inputs found again
     (the representative case rerun without kernels), shrunk while the same key
     still fails (under `hooks`, the sweep's, e.g. a dim-order layout) and its
     literal reproducer written to REPORT_DIR/findings/ (`preserve`: the kernel
-    call runs under etops.layout("preserve"))."""
+    call runs under etops.layout("preserve"); `first`: the number of the first
+    reproducer's file name, for a second build into the same folder; `sources`: the
+    task sources the cases came from, the runner's SOURCES when None)."""
     from .opinfos import dtype_from_name
     from .runner import capture, default_kmap
 
@@ -326,22 +337,25 @@ def build(report, *, report_dir=None, hooks=None, layout: str | None = None, pre
     for index, cluster in enumerate(clusters):
         case = cluster.cases[0]
         try:
-            found = capture(kmap, selected, case.opinfo, dtype_from_name(case.dtype), case.sample, case.call)
+            found = capture(kmap, selected, case.opinfo, dtype_from_name(case.dtype), case.sample, case.call,
+                            **({} if sources is None else {"sources": sources}))
         except Exception as exc:  # noqa: BLE001
             found, cluster.shrink = None, f"inputs not found ({type(exc).__name__})"
         if found is None:
             cluster.shrink = "inputs not found" if cluster.shrink == "not tried" else cluster.shrink
             continue
         func, _target, args, kwargs = found
-        if shrink:
+        if shrink and cluster.kind != "hang":  # a hang's inputs are never called here: the call would not return
             try:
                 args, kwargs, cluster.shrink = _shrunk(cluster, case, func, args, kwargs, hooks)
             except Exception as exc:  # noqa: BLE001 - the cluster keeps its recorded inputs
                 cluster.shrink = f"not shrunk ({type(exc).__name__}: {clip(str(exc), 80)})"
+        if cluster.kind == "hang":
+            cluster.shrink = "not tried (the call does not return)"
         if cluster.kind == "mismatch":  # the figures reported are those of the input shown
             _refigure(cluster, case, func, args, kwargs, hooks)
         try:
-            _reproduce(cluster, case, func, args, kwargs, hooks, preserve, directory, index)
+            _reproduce(cluster, case, func, args, kwargs, hooks, preserve, directory, first + index)
         except Exception as exc:  # noqa: BLE001 - one cluster's failure does not end the report
             cluster.summary += f" (no reproducer: {type(exc).__name__}: {clip(str(exc), 120)})"
     return clusters
@@ -425,6 +439,9 @@ def _reproduce(cluster, case, func, args, kwargs, hooks, preserve, directory, in
     name = f"{index:03d}_{slug}__{cluster.kernel.split('::', 1)[-1]}" + (f"__{cluster.layout}" if cluster.layout else "")
     try:
         cluster.reproducer = write_literal_reproducer(directory, name, case, func, shown_args, shown_kwargs, summary=cluster.summary,
-                                                      values=values_compared(func), preserve=preserve, reference=reference)
+                                                      values=values_compared(func), preserve=preserve, reference=reference,
+                                                      guarded=cluster.kind == "crash",
+                                                      base_ulps=getattr(case, "base_ulps", None),
+                                                      limit_seconds=case.limit_seconds if case.status == "hang" else None)
     except Exception as exc:  # noqa: BLE001
         cluster.summary += f" (no reproducer: {type(exc).__name__}: {clip(str(exc), 120)})"

@@ -5,7 +5,7 @@ Every float64 case is measured against a reference more precise than float64
 result where the op has no evaluator), ExecuTorch's error and ATen's both, in
 ulps of float64 at the output's scale. The verdict (``judge``):
 
-- *within ATen's error*: at most 2 x ATen's error + 1 ulp;
+- *within ATen's error*: no larger than ATen's error;
 - *precision loss*: at most ``LOSS_MULTIPLE`` (16) x ATen's error +
   ``LOSS_ULPS`` (1024) ulps: a different rounding, a longer accumulation;
 - *wrong* beyond that. When the error is the size of the narrower dtype's
@@ -32,7 +32,7 @@ import math
 import torch
 
 from . import precise
-from .values import AS_PRECISE, PRECISION_LOSS, WRONG, leaves, errors, precision_verdict
+from .values import AS_PRECISE, PRECISION_LOSS, WRONG, leaves, errors, precision_verdict, widened
 
 #: the narrower computation a float64 result is compared with
 NARROWER = {torch.float64: torch.float32}
@@ -119,7 +119,7 @@ def judge(result, func, args, kwargs, actual, expected, why: str | None) -> str 
             result.verdict, result.reference_error, result.aten_reference_error = precision_verdict(func, args, kwargs, actual, expected)
         return why
     result.ulps, result.aten_ulps, result.reference = et, aten, "longdouble" if evaluated is not None else "ATen float64"
-    if et <= 2 * aten + 1:
+    if et <= aten:
         verdict = AS_PRECISE
     elif et <= LOSS_MULTIPLE * aten + LOSS_ULPS:
         verdict = PRECISION_LOSS
@@ -141,6 +141,76 @@ def judge(result, func, args, kwargs, actual, expected, why: str | None) -> str 
     result.aten_reference_error = max(errors(e, torch.from_numpy(r.astype("float64")) if not isinstance(r, torch.Tensor) else r)[0] or 0.0
                                       for (_, e), r in zip(pairs, refs))
     return why
+
+
+#: the floating dtypes whose results ``measure`` measures against ATen widened to float64
+MEASURED = (torch.float16, torch.bfloat16, torch.float32)
+
+
+def wide_reference(func, args, kwargs) -> list | None:
+    """ATen's result of `func` on the inputs widened to float64 (the reference of a
+    float16, bfloat16 or float32 result), its leaves; None when ATen has no wide
+    version of the call."""
+    try:
+        return leaves(func(*widened(list(args)), **{k: widened(v) for k, v in kwargs.items()}))
+    except Exception:  # noqa: BLE001 - ATen has no wide version of this call
+        return None
+
+
+def measure(result, func, args, kwargs, actual, expected, wide=None) -> None:
+    """Sets `result`'s ``ulps`` and ``aten_ulps``: the kernel's and ATen's worst error
+    in ulps of the output dtype against ATen on the inputs widened to float64 (`wide`:
+    that result's leaves when already known), for a float16, bfloat16 or float32
+    result of ATen's shape and dtype, passing or not; leaves them unset otherwise."""
+    a_leaves, e_leaves = leaves(actual), leaves(expected)
+    pairs = [(a, e) for a, e in zip(a_leaves, e_leaves) if isinstance(a, torch.Tensor) and isinstance(e, torch.Tensor)]
+    if len(a_leaves) != len(e_leaves) or not pairs or not all(
+            e.dtype in MEASURED and a.dtype == e.dtype and a.shape == e.shape for a, e in pairs):
+        return
+    refs = wide if wide is not None else wide_reference(func, args, kwargs)
+    if refs is None or len(refs) < len(pairs):
+        return
+    et = aten = 0.0
+    for (a, e), r in zip(pairs, refs):
+        if not isinstance(r, torch.Tensor) or tuple(r.shape) != tuple(e.shape):
+            return
+        u, v = precise.effective_ulps(a, r, e.dtype), precise.effective_ulps(e, r, e.dtype)
+        if u is None or v is None:
+            return
+        et, aten = max(et, u), max(aten, v)
+    result.ulps, result.aten_ulps, result.reference = et, aten, WIDENED
+
+
+#: the reference ``measure`` measures against
+WIDENED = "ATen widened to float64"
+
+
+def more_precise(result) -> bool:
+    """Whether `result`'s ulps were measured against a reference more precise than its
+    dtype (a longdouble evaluation, or ATen widened to float64 for a narrower dtype;
+    not a float64 kernel against ATen's own float64 result)."""
+    return getattr(result, "ulps", None) is not None and getattr(result, "reference", None) in ("longdouble", WIDENED)
+
+
+def regressed_by_ulps(func, args, kwargs, actual, expected, base_ulps: float) -> str | None:
+    """Why `actual` is a precision regression against a base whose error on these
+    inputs was `base_ulps` (etops.conformance.outcome's rule: beyond PRECISION_FACTOR x
+    the larger of the base's and ATen's error, and PRECISION_MIN_ULPS beyond it, in ulps
+    of the output dtype against a more precise reference), None when it is not or
+    cannot be measured (the reproducers of precision regressions call it)."""
+    from .outcome import regressed
+
+    class _Scratch:
+        verdict = reason = ulps = aten_ulps = reference = reference_error = aten_reference_error = None
+
+    scratch = _Scratch()
+    measure(scratch, func, args, kwargs, actual, expected)
+    if scratch.ulps is None:
+        judge(scratch, func, args, kwargs, actual, expected, None)  # float64: against the longdouble reference
+    if scratch.ulps is None or not more_precise(scratch) or not regressed(scratch.ulps, base_ulps, scratch.aten_ulps):
+        return None
+    return (f"{scratch.ulps:.3g} ulps from a more precise reference ({scratch.reference}); the base's "
+            f"{base_ulps:.3g}, ATen's {scratch.aten_ulps or 0.0:.3g}")
 
 
 def note(ulps: dict | None, result) -> dict | None:

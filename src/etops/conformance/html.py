@@ -20,6 +20,7 @@ from .values import clip
 #: cell colour of a status (worst status of the cell's cases; STATUS_ORDER)
 STATUS_COLOURS = {
     "crash": "#6a1b9a",
+    "hang": "#4a148c",
     "abort": "#ad1457",
     "mismatch": "#d32f2f",
     "guarded": "#ef6c00",
@@ -28,7 +29,7 @@ STATUS_COLOURS = {
     "pass": "#388e3c",
 }
 #: worst first
-STATUS_ORDER = ("crash", "abort", "mismatch", "guarded", "error", "unsupported", "pass")
+STATUS_ORDER = ("crash", "hang", "abort", "mismatch", "guarded", "error", "unsupported", "pass")
 #: cell colour of a dim-order verdict
 VERDICT_COLOURS = {
     "silently wrong": "#d32f2f",

@@ -215,9 +215,7 @@ def layout_name(transform: str) -> str:
     return f"numerics:{transform}"
 
 
-def fails(case) -> bool:
-    """Whether `case` fails as the axis counts it: not a pass, nor a mismatch within
-    ATen's own error."""
+def _failing(case) -> bool:
     return case.status != "pass" and not (case.status == "mismatch" and case.verdict == AS_PRECISE)
 
 
@@ -229,7 +227,7 @@ class NumericsAxis:
     def __init__(self, base, runs: dict, seconds: float = 0.0):
         self.base, self.runs, self.seconds = base, runs, seconds
         failing = base.failing  # every failing case of the sweep, not only the recorded ones
-        self.findings = {name: [c for c in r.details if fails(c) and failing.get(c.id) != (c.status, c.verdict)]
+        self.findings = {name: [c for c in r.details if _failing(c) and failing.get(c.id) != (c.status, c.verdict)]
                          for name, r in runs.items()}
         self.clusters: dict = {name: [] for name in runs}
 

@@ -1,6 +1,11 @@
 """Worker processes for ``--isolated``: each task (OpInfo, dtype) runs in a worker;
-a worker that dies (segfault, abort, SIGKILL) or hangs has its current case
-recorded as crash, is replaced, and the task runs again without that case.
+a worker that dies (segfault, abort, SIGKILL) or goes without news for `timeout`
+outside any kernel call has its current case recorded as crash, is replaced, and
+the task runs again without that case. Each worker publishes the case whose kernel
+it is calling on a case clock of its own (etops.conformance.case_clock, a memory
+file the worker is given); a case past its limit (a kernel that never returns) is
+a hang case: the worker (its process group: its child, a guard process) is killed
+and replaced, and the task runs again without that case.
 
 Protocol (one JSON object a line). Parent -> worker on stdin: a task. Worker ->
 parent on a private pipe (the worker's stdout goes to its stderr, kernels may
@@ -20,12 +25,16 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 from ..process_end import from_exit_code
 from .case import CaseResult, TaskResult
+from .case_clock import CaseClock, Hang
 
-#: Seconds a task may go without any news before its worker counts as hung.
+#: Seconds a task may go without any news, while no kernel call is in flight, before its worker counts as hung.
 DEFAULT_TIMEOUT = 120.0
+#: Seconds between looks at a busy worker's case clock.
+_POLL = 0.25
 #: Crashes after which the rest of a task is given up.
 MAX_CRASHES_PER_TASK = 10
 
@@ -43,9 +52,12 @@ class Worker:
         env.setdefault("OMP_NUM_THREADS", "1")
         env["PYTHONWARNINGS"] = "ignore"
         self.log = tempfile.TemporaryFile()
+        self.clock = CaseClock.shared_file()
+        clock_fd: int = self.clock.fd  # type: ignore[assignment]  # a memory file's
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "etops.conformance._worker", json.dumps(config)],
+            [sys.executable, "-m", "etops.conformance._worker", json.dumps({**config, "clock_fd": clock_fd})],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log, env=env, start_new_session=True,
+            pass_fds=(clock_fd,),
         )
         self._buffer = b""
 
@@ -91,6 +103,7 @@ class Worker:
             self.proc.kill()
         self.proc.wait()
         self.log.close()
+        self.clock.close()
 
     def close(self) -> None:
         try:
@@ -102,6 +115,7 @@ class Worker:
         except subprocess.TimeoutExpired:
             self.kill()
         self.log.close()
+        self.clock.close()
 
 
 def run_pool(tasks: list[dict], config: dict, jobs: int, on_result, timeout: float = DEFAULT_TIMEOUT) -> None:
@@ -131,10 +145,21 @@ def run_pool(tasks: list[dict], config: dict, jobs: int, on_result, timeout: flo
                     worker.send({**task, "skip": skip})
                     current = None
                     since = 0
-                    outcome = None
+                    outcome: Any = None  # a TaskResult, a Hang, ("died", status), None (EOF) or "timeout"
+                    news = time.monotonic()
                     while not stop.is_set():
-                        msg = worker.read(timeout)
-                        if msg is None or msg == "timeout":
+                        msg = worker.read(min(_POLL, timeout))
+                        if msg == "timeout":
+                            hang = worker.clock.overdue()
+                            if hang is not None:  # a kernel call past its case's limit
+                                outcome = hang
+                                break
+                            if worker.clock.current() is None and time.monotonic() - news > timeout:
+                                outcome = "timeout"  # no news, and no kernel call in flight
+                                break
+                            continue
+                        news = time.monotonic()
+                        if msg is None:
                             outcome = msg
                             break
                         if "died" in msg:  # the worker's child died; the worker forked a new one
@@ -151,6 +176,17 @@ def run_pool(tasks: list[dict], config: dict, jobs: int, on_result, timeout: flo
                     if isinstance(outcome, TaskResult):
                         done.put((task, outcome, crashes))
                         break
+                    if isinstance(outcome, Hang):  # the worker, its child and any guard process killed; the task again without it
+                        worker.kill()
+                        worker = live[index] = None  # type: ignore[assignment]
+                        crashes.append(outcome.case())
+                        skip.append([outcome.sample, outcome.call])
+                        if len(crashes) >= MAX_CRASHES_PER_TASK:
+                            result = TaskResult(task["opinfo"], task["dtype"])
+                            result.sample_error = f"gave up after {len(crashes)} crashes and hangs"
+                            done.put((task, result, crashes))
+                            break
+                        continue
                     # the worker (None) or its child died, or it hung: the case it was in is a crash
                     if isinstance(outcome, tuple):
                         code = outcome[1]

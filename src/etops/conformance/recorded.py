@@ -9,7 +9,8 @@ the same tasks on the edit, on the base and in each dim-order layout, and again 
 every ``--watch`` round. A ``Recorder`` gives a runner task sources that record
 each OpInfo task's calls the first time it is asked for (the runner in mode
 "record": the OpInfo runs, no kernel is called; the inputs exactly cloned, with
-the RNG state before a seeded-random call, their description and ATen's result)
+the RNG state before a seeded-random call, their description, ATen's result and the
+time ATen took, which the case's time limit is derived from: etops.conformance.case_clock)
 and then replay them, that first time too: each call goes through the runner's
 ``handle`` as a run of the OpInfo would give it, so hooks, comparisons and results
 are those of such a run; ATen is not called again (its recorded result is the
@@ -32,7 +33,8 @@ import torch
 
 from .runner import SOURCES, run_opinfo_task
 from .case import describe_call
-from .values import exact_clone
+from .effective import MEASURED, wide_reference
+from .values import exact_clone, leaves
 
 #: inputs kept for all recordings of a Recorder, at most (bytes)
 LIMIT_BYTES = 512 << 20
@@ -51,10 +53,31 @@ class RecordedCall:
     rng: torch.Tensor | None  #: the CPU RNG state before the call, for a seeded-random op
     inputs: str = ""  #: the arguments described (a case's ``inputs``)
     expected: object = None  #: ATen's result on `args` / `kwargs` (keep_result)
+    #: ATen's result on the inputs widened to float64 (effective.wide_reference), once asked for
+    #: (an empty tuple: ATen has none)
+    wide: tuple | None = None
+    seconds: float | None = None  #: ATen's time for the call (part of the case's limit: etops.conformance.case_clock)
 
-    def keep_result(self, expected) -> None:
-        """Keeps ATen's result of the recorded call (copied: the task goes on with its own)."""
+    def keep_result(self, expected, seconds: float | None = None) -> None:
+        """Keeps ATen's result of the recorded call (copied: the task goes on with its
+        own) and the time ATen took (None: not measured)."""
         self.expected = exact_clone(expected)
+        self.seconds = seconds
+
+    def wide_reference(self) -> list | None:
+        """ATen's result on the recorded inputs widened to float64, its leaves (None:
+        no wide version), computed once: the edit, the base and every round measure
+        their errors against the same reference."""
+        if self.wide is None:
+            self.wide = tuple(wide_reference(self.func, self.args, self.kwargs) or ())
+        return list(self.wide) or None
+
+    def wants_wide(self) -> bool:
+        """Whether ATen's result is float16, bfloat16 or float32 (measured against a wide
+        reference) of an operator that writes none of its arguments (those are measured
+        on the runner's copies, never on the recording's)."""
+        mutable = self.func._schema.is_mutable  # type: ignore[attr-defined]
+        return not mutable and any(isinstance(v, torch.Tensor) and v.dtype in MEASURED for v in leaves(self.expected))
 
 
 @dataclass
@@ -98,6 +121,16 @@ class Recorder:
         for key in [k for k in self.recordings if k[2] is None or not k[2] <= kernels]:
             self.nbytes -= self.recordings.pop(key).nbytes
         self.unkept = {k for k in self.unkept if k[2] is not None and k[2] <= kernels}
+
+    def measure_ahead(self, task_id: str, dtype: torch.dtype) -> None:
+        """Computes the wide reference of every recorded call of the task that wants one
+        (RecordedCall.wide_reference) now, in this process: processes forked after this
+        measure against it without computing it each."""
+        for key, recording in self.recordings.items():
+            if key[0] == task_id and key[1] == dtype:
+                for c in recording.calls:
+                    if c.wide is None and c.wants_wide():
+                        c.wide_reference()
 
     def sources(self) -> tuple:
         """A runner's ``sources``: SOURCES with the OpInfo source recorded and replayed."""

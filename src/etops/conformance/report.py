@@ -27,6 +27,7 @@ JSON_SCHEMA = {
     "kernels": list,
     "mismatches": list,
     "crashes": list,
+    "hangs": list,
     "unsupported": list,
     "guarded": list,
     "errors": list,
@@ -36,7 +37,7 @@ JSON_SCHEMA = {
 KERNEL_KEYS = ("kernel", "cases", *STATUSES, "dtypes", "dtypes_passing", "opinfos", "max_abs_error", "max_rel_error", "by_dtype")
 CASE_KEYS = ("kernel", "aten_op", "opinfo", "dtype", "sample", "call", "status", "message", "inputs", "max_abs_error",
              "max_rel_error", "atol", "rtol", "reproducer", "rule", "verdict", "reference_error", "aten_reference_error",
-             "ulps", "aten_ulps", "reference", "reason")
+             "ulps", "aten_ulps", "reference", "reason", "base_ulps", "outcome", "limit_seconds")
 
 
 def _versions() -> dict:
@@ -86,6 +87,7 @@ def to_json(report: Report, clusters=None, axis=None, numerics=None) -> dict:
         "kernels": report.kernel_rows(),
         "mismatches": [c.to_json() for c in report.cases("mismatch")],
         "crashes": [c.to_json() for c in report.cases("crash")],
+        "hangs": [c.to_json() for c in report.cases("hang")],
         "unsupported": [c.to_json() for c in report.cases("unsupported")],
         "guarded": [c.to_json() for c in report.cases("guarded")],
         "errors": [c.to_json() for c in report.cases("error")],
@@ -111,7 +113,7 @@ def summary_line(report: Report) -> str:
     t = report.totals()
     cov = report.coverage()
     return (f"{t['cases']} cases: {t['pass']} pass, {t['mismatch']} mismatch, {t['unsupported']} unsupported, "
-            f"{t['guarded']} guarded, {t['error']} error, {t['crash']} crash, {t['abort']} abort; kernels reached {cov['reached']}/{cov['registered']} "
+            f"{t['guarded']} guarded, {t['error']} error, {t['crash']} crash, {t['hang']} hang, {t['abort']} abort; kernels reached {cov['reached']}/{cov['registered']} "
             f"({100 * cov['fraction']:.0f}%); {report.tasks} tasks, {report.samples} samples in {report.seconds:.0f}s")
 
 
@@ -190,10 +192,12 @@ def terminal(report: Report, width: int | None = None, clusters=None, axis=None,
         lines.append("")
         lines.append(f"not reached by any sample ({len(cov['unreached'])}): " + ", ".join(cov["unreached"]))
     mism = report.cases("mismatch")
-    crashes = report.cases("crash")
-    if crashes:
+    for word, status in (("crashes", "crash"), ("hangs (no return within the case's limit)", "hang")):
+        crashes = report.cases(status)
+        if not crashes:
+            continue
         lines.append("")
-        lines.append(f"crashes ({len(crashes)}):")
+        lines.append(f"{word} ({len(crashes)}):")
         for c in crashes:
             lines.append(f"  {c.kernel} via {c.aten_op} [{c.opinfo}, {c.dtype}, s{c.sample}c{c.call}]: {clip(c.message, 120)}" + (f"\n    reproducer: {c.reproducer}" if c.reproducer else ""))
     if mism:
@@ -272,7 +276,8 @@ def markdown(report: Report, clusters=None, axis=None, numerics=None) -> str:
     if cov["unreached"]:
         out.append("")
         out.append("Not reached by any OpInfo sample: " + ", ".join(f"`{k}`" for k in cov["unreached"]) + ".")
-    for title, status in (("Crashes", "crash"), ("Aborts (ExecuTorch aborted inside the kernel, as it would abort a program)", "abort"),
+    for title, status in (("Crashes", "crash"), ("Hangs (the kernel did not return within the case's time limit)", "hang"),
+                          ("Aborts (ExecuTorch aborted inside the kernel, as it would abort a program)", "abort"),
                           ("Guarded (etops' pre-call guard refused: the kernel corrupts memory on these)", "guarded"),
                           ("Mismatches", "mismatch"), ("Errors (etops could not call the kernel)", "error")):
         cases = report.cases(status)

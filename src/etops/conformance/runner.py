@@ -12,8 +12,12 @@ runner's *comparisons*, with OpInfo's tolerance for the dtype (the rules table's
 ``etops dev`` also what the kernel an override replaced computes (etops.dev.check).
 The two commands differ only in the sources and comparisons they pass.
 
-May import: torch, the core, and etops.conformance's case, values, mapping, hooks,
-guarded, opinfos, reproducer and references modules (none of which imports it).
+Each kernel call is published on this process's case clock (case_clock.started /
+ended, with ATen's time for the same call: measured here, or the recording's), so
+that a parent can kill a process whose kernel never returns (a ``hang`` case).
+
+May import: torch, the core, and etops.conformance's case, case_clock, values, mapping,
+hooks, guarded, opinfos, reproducer and references modules (none of which imports it).
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ from ..compare import OPINFO
 from ..errors import KernelAborted, KernelCrashed, KernelError, NoMatchingKernelError, UnrepresentableError
 from ..ops import rules_for
 from ..registry import as_program, registry
+from . import case_clock
 from .case import STATUSES, CaseInfo, CaseResult, KernelCall, Tally, TaskResult, bind, call_kernel, describe_call, plan_call  # noqa: F401 - runner's API too
 from .guarded import refusing_rule
 from .hooks import load_hooks
@@ -39,9 +44,10 @@ from .mapping import KernelMap, overload_name
 from .opinfos import dtype_from_name, opinfo_dtypes, opinfo_id, opinfos, tolerance  # noqa: F401 - runner's API too
 from .references.run import run_reference_task
 from .references.spec import TASK_PREFIX as REFERENCE_TASK_PREFIX
-from .effective import judge
+from .effective import judge, measure, more_precise
+from .outcome import Outcome, of_exception
 from .reproducer import write_reproducer
-from .values import WRONG, clip, compare, describe, dtype_name, errors, exact_clone, precision_verdict, reported_errors, values_compared  # noqa: F401 - runner's API too
+from .values import WRONG, clip, compare, describe, difference_kind, digest, dtype_name, errors, exact_clone, precision_verdict, reported_errors, values_compared  # noqa: F401 - runner's API too
 
 #: Detailed records (and reproducers) kept per (comparison, kernel, OpInfo, dtype,
 #: status); the counts are always complete.
@@ -142,14 +148,19 @@ class TaskRunner:
     case's result is compared with (``COMPARISONS``), each comparison's cases in
     ``results[name]`` (``result``: the first's, with the task's sample counts);
     deadline: a ``time.monotonic()`` after which cases are left out (counted in
-    ``left_out``; the sample goes on with ATen's result). mode: "check" (call
+    ``left_out``; the sample goes on with ATen's result). keep_cases: every case's
+    CaseResult kept in its TaskResult's ``cases`` (etops dev's judge matches them
+    with the base's one by one); measure: every floating case's error measured in
+    ulps against a more precise reference, passing ones too (the precision rule
+    of etops.conformance.outcome needs the edit's, the base's and ATen's). mode: "check" (call
     kernels and compare), "discover" (record which kernels the calls map to, call
     nothing), "capture" (return the inputs of one case), "record" (give each case
     to ``recorder``, call nothing: etops.conformance.recorded)."""
 
     def __init__(self, kmap: KernelMap, selected=None, *, hooks=None, report_dir=None, max_details=DEFAULT_MAX_DETAILS,
                  skip=(), on_start=None, mode: str = "check", capture_at=None, kernels=None, sources=SOURCES,
-                 comparisons=COMPARISONS, deadline: float | None = None):
+                 comparisons=COMPARISONS, deadline: float | None = None, keep_cases: bool = False,
+                 measure: bool = False):
         if not comparisons or len({c.name for c in comparisons}) != len(comparisons):
             raise ValueError("TaskRunner: argument 'comparisons' must name at least one comparison, each once")
         self.kmap = kmap
@@ -167,6 +178,7 @@ class TaskRunner:
         self.sources = tuple(sources)
         self.comparisons = tuple(comparisons)
         self.deadline = deadline
+        self.keep_cases, self.measure = keep_cases, measure
         self.left_out = 0
         self.sample_index = self.call_index = 0  # where in the task the next call is (set by the task's source)
         #: mode "record": called with (func, target, sample, call, args, kwargs) for
@@ -239,16 +251,20 @@ class TaskRunner:
             return func(*args, **kwargs)
         if self.mode == "record":  # the case kept (etops.conformance.recorded), no kernel called
             kept = self.recorder(func, target, sample, call, args, kwargs)
+            begun = time.perf_counter()
             expected = func(*args, **kwargs)
             if kept is not None:
-                kept.keep_result(expected)
+                kept.keep_result(expected, time.perf_counter() - begun)
             return expected
         case = CaseInfo(target, overload_name(func), self.opinfo, self.dname, sample, call)
         if recorded is None:  # ATen may write its arguments: the kernel's copy is taken first
             inputs_args, inputs_kwargs = exact_clone(args), exact_clone(kwargs)
+            begun = time.perf_counter()
             expected = func(*args, **kwargs)
+            aten_seconds: float | None = time.perf_counter() - begun
         else:  # the recording's arguments, which no one writes: copied below, for a case that runs
             inputs_args, inputs_kwargs, expected = args, kwargs, recorded.expected
+            aten_seconds = recorded.seconds
         applies = getattr(self.hooks, "applies", None)
         if (sample, call) in self.skip or (applies is not None and not applies(case, inputs_args, inputs_kwargs)):
             return expected  # crashed a worker before (the parent recorded it), or the hooks leave it out
@@ -266,7 +282,8 @@ class TaskRunner:
             c_args, c_kwargs = (inputs_args, inputs_kwargs) if i == last else (exact_clone(inputs_args), exact_clone(inputs_kwargs))
             reference = comparison.reference(self, case, func, c_args, c_kwargs, case_expected)
             if reference is not NO_REFERENCE:
-                self._record(comparison.name, self.check(case, func, target, c_args, c_kwargs, case_expected, reference, recorded), func)
+                self._record(comparison.name, self.check(case, func, target, c_args, c_kwargs, case_expected, reference, recorded,
+                                                         aten_seconds), func)
         return expected
 
     def _record(self, comparison: str, result: CaseResult, func) -> None:
@@ -279,15 +296,17 @@ class TaskRunner:
                                                      self._saved_reference, values_compared(func))
             except Exception as exc:  # noqa: BLE001
                 result.message += f" (no reproducer: {type(exc).__name__}: {exc})"
-        self.results[comparison].record(result, keep)
+        self.results[comparison].record(result, keep, self.keep_cases)
 
     def check(self, case: CaseInfo, func, target, args, kwargs, expected, reference=NO_REFERENCE,
-              recorded=None) -> CaseResult:
+              recorded=None, aten_seconds: float | None = None) -> CaseResult:
         """One case: the kernel of `target` called on `args`/`kwargs` and its result
         compared with `reference` (by default what AGAINST_ATEN gives: `expected`,
         ATen's result, or the hooks' reference). `recorded`: the recorded call
         `args`/`kwargs` are a copy of (handle's), whose description and arguments
-        serve as they are (an operator that writes its arguments gets copies)."""
+        serve as they are (an operator that writes its arguments gets copies).
+        `aten_seconds`: ATen's time for the call (None: not known), part of the
+        case's limit on this process's case clock."""
         if recorded is not None and func._schema.is_mutable:
             recorded = None  # ATen may be called on the saved inputs: copies, not the recording's
         result = CaseResult(case.kernel, case.aten_op, case.opinfo, case.dtype, case.sample, case.call, "pass",
@@ -312,19 +331,28 @@ class TaskRunner:
             calling = self.hooks.calling(case) if self.hooks is not None and hasattr(self.hooks, "calling") else nullcontext()
             invoke = getattr(self.hooks, "invoke", None) if self.hooks is not None else None
             with calling:
-                actual = call_kernel(kernel, plan, expected, invoke)
+                since = case_clock.started(result, aten_seconds)
+                try:
+                    actual = call_kernel(kernel, plan, expected, invoke)
+                finally:
+                    seconds = case_clock.ended(since)
+                    if getattr(self, "result", None) is not None:  # a task's case (not a case checked again alone)
+                        self.result.case_seconds[result.id] = seconds
         except KernelCrashed as exc:  # a guarded call's child died (--guard)
             result.status = "crash"
             result.message = clip(str(exc), 500)
+            result.outcome = of_exception(exc, result.status)
             return result
         except KernelAborted as exc:  # an ET_CHECK: a program would abort here
             result.status = "abort"
             result.message = clip(str(exc), 500)
             result.rule = _workaround(kernel, plan)
+            result.outcome = of_exception(exc, result.status)
             return result
         except (KernelError, NoMatchingKernelError, UnrepresentableError) as exc:  # ExecuTorch's refusals
             result.status = "unsupported"
             result.message = clip(f"{type(exc).__name__}: {exc}", 500)
+            result.outcome = of_exception(exc, result.status)
             return result
         except Exception as exc:  # noqa: BLE001 - a pre-call guard refused, or etops could not make the call
             result.rule = refusing_rule(target, exc)
@@ -332,6 +360,7 @@ class TaskRunner:
             tb = traceback.extract_tb(exc.__traceback__)
             where = f" [{tb[-1].filename.rsplit('/', 1)[-1]}:{tb[-1].lineno}]" if tb else ""
             result.message = clip(f"{type(exc).__name__}: {exc}", 500) + where
+            result.outcome = of_exception(exc, result.status, result.rule)
             return result
         # OpInfo's tolerance for the dtype (torch.testing's defaults when it gives
         # none), with its entry's judging part's for this kernel when it has one
@@ -340,11 +369,18 @@ class TaskRunner:
         why = compare(actual, reference, tol.atol, tol.rtol, values_compared(func))
         if reference is expected and values_compared(func):  # against a more precise reference (etops.conformance.effective)
             why = judge(result, func, self._saved_args, self._saved_kwargs, actual, expected, why)
+        if self.measure and result.ulps is None and values_compared(func):
+            measure(result, func, self._saved_args, self._saved_kwargs, actual, expected,
+                    recorded.wide_reference() if recorded is not None else None)
         if why is not None:
             result.status = "mismatch"
             result.message = clip(why, 500)
             result.max_abs_error, result.max_rel_error = reported_errors(why, actual, reference)
             result.verdict = result.verdict or WRONG
+        precise = more_precise(result)  # an error measured against ATen's own float64 result is no precision
+        result.outcome = Outcome(result.status, result.verdict, difference_kind(actual, reference) if why is not None else None,
+                                 result.ulps if precise else None, result.aten_ulps if precise else None,
+                                 result.max_abs_error, digest(actual) if values_compared(func) else None)
         return result
 
 
@@ -358,11 +394,15 @@ def _workaround(kernel, plan: KernelCall) -> str | None:
         return None
 
 
-def capture(kmap: KernelMap, selected, opinfo: str, dtype: torch.dtype, sample: int, call: int):
+def capture(kmap: KernelMap, selected, opinfo: str, dtype: torch.dtype, sample: int, call: int, sources=SOURCES):
     """(ATen overload, kernel name, args, kwargs) of one case, found by running the
-    task again without calling any kernel (used to write a crash's reproducer)."""
-    runner = TaskRunner(kmap, selected, mode="capture", capture_at=(sample, call))
-    runner.run(opinfo, dtype)
+    task again from its source among `sources` without calling any kernel (used to
+    write a finding's reproducer); None when the task never makes that call."""
+    runner = TaskRunner(kmap, selected, mode="capture", capture_at=(sample, call), sources=sources)
+    try:
+        runner.run(opinfo, dtype)
+    except _Abort:  # a source that does not stop at the captured call itself
+        pass
     return runner.captured
 
 

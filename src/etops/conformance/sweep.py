@@ -107,10 +107,24 @@ class _NoBar:
         pass
 
 
+class _CountBar(_NoBar):
+    """Progress handed to a function: `report(done, total)` after each update."""
+
+    def __init__(self, total: int, report):
+        self.total, self.done, self.report = total, 0, report
+
+    def update(self, n=1):
+        self.done += n
+        self.report(self.done, self.total)
+
+
 def _bar(total: int, desc: str, progress):
-    """A tqdm bar on stderr (progress None: only on a terminal)."""
+    """A tqdm bar on stderr (progress None: only on a terminal; False: none; a
+    function: called with (done, total) instead)."""
     if progress is False:
         return _NoBar()
+    if callable(progress):
+        return _CountBar(total, progress)
     try:
         from tqdm import tqdm
     except ImportError:
@@ -133,6 +147,7 @@ class Report:
     tallies: dict = field(default_factory=dict)  # (kernel, dtype) -> Tally
     details: list = field(default_factory=list)  # CaseResult, non-pass (capped per kernel, OpInfo, dtype, status)
     failing: dict = field(default_factory=dict)  # case id -> (status, verdict), every non-pass case (uncapped)
+    every_case: dict = field(default_factory=dict)  # case id -> CaseResult, every case (runners made with keep_cases)
     tasks: int = 0
     samples: int = 0
     samples_failed: int = 0
@@ -151,8 +166,9 @@ class Report:
             self.tallies.setdefault(key, Tally()).merge(tally)
         self.details.extend(result.details)
         self.failing.update(result.failing)
+        self.every_case.update(result.every_case)
         for crash in crashes:
-            self.tallies.setdefault((crash.kernel, crash.dtype), Tally()).add("crash", crash.opinfo)
+            self.tallies.setdefault((crash.kernel, crash.dtype), Tally()).add(crash.status, crash.opinfo)  # a crash or a hang
             self.details.append(crash)
             self.failing[crash.id] = (crash.status, getattr(crash, "verdict", None))
 

@@ -88,11 +88,21 @@ class Background:
         except OSError:
             pass
 
-    def result(self) -> Any:
+    def result(self, limit: float | None = None) -> Any:
         """`work()`'s value, once the process ended; BackgroundFailed when it raised
-        or ended without one. Call it once."""
+        or ended without one, or (`limit`, seconds from its start) when it had not
+        ended by then: its process is killed (work calling a kernel that never
+        returns costs the limit, never the round). Call it once."""
         if self._done:
             raise RuntimeError("Background.result: the result was taken already")
+        if limit is not None and not limit > 0:
+            raise ValueError(f"Background.result: argument 'limit' must be positive or None, got {limit!r}")
+        while limit is not None and not self.done():
+            if time.perf_counter() - self.started > limit:
+                self.stop()
+                raise BackgroundFailed(f"its process did not end within {limit:g} s (a kernel that never returns?): "
+                                       "killed")
+            time.sleep(0.05)
         self._done = True
         if self._status is None:
             self._status = os.waitpid(self.pid, 0)[1]

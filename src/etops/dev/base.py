@@ -105,12 +105,15 @@ class Base:
     path: Path | None = None
     headers: list = field(default_factory=list)
     overlay: Path | None = None
-    unchanged: bool = False  #: the file and its headers are as at ``commit``
+    unchanged: bool = False  #: the file, its headers and its helpers are as at ``commit``
+    helpers: list = field(default_factory=list)  #: the target's helper sources at ``commit``, in the overlay (git)
 
     def describe(self) -> str:
         if self.kind == "git":
             what = f"{self.rev} ({self.commit[:10]})"
             extra = f", with {len(self.headers)} header{'s' if len(self.headers) != 1 else ''} at {self.rev}" if self.headers else ""
+            if self.helpers:
+                extra += f", with {len(self.helpers)} helper source{'s' if len(self.helpers) != 1 else ''} at {self.rev}"
             return f"the file at {what}{extra}" + ("; unchanged since" if self.unchanged else "")
         return f"the wheel's built-in kernel ({self.why})"
 
@@ -135,24 +138,34 @@ def find_base(target, rev: str | None = None) -> Base:
         except ValueError:
             continue
         headers.append(header)
-    original, *olds = files_at(top, commit, [target.path, *headers])
+    helpers = list(target.helpers)
+    original, *olds = files_at(top, commit, [target.path, *helpers, *headers])
     if original is None:
         return Base("built-in", rev=wanted, commit=commit, why=f"{target.path.name} is new since {wanted}")
+    # a helper new since `commit` has no base: the base links the wheel's copy of what it declares
+    old_helpers = [(helper, old) for helper, old in zip(helpers, olds) if old is not None]
+    olds = olds[len(helpers):]
     changed_headers = [(header, old) for header, old in zip(headers, olds) if old is not None and old != header.read_bytes()]
-    unchanged = original == target.path.read_bytes() and not changed_headers
+    unchanged = (original == target.path.read_bytes() and not changed_headers and len(old_helpers) == len(helpers)
+                 and all(old == helper.read_bytes() for helper, old in old_helpers))
     digest = hashlib.sha256(commit.encode() + str(target.path).encode() + original
-                            + b"".join(str(h).encode() + o for h, o in changed_headers)).hexdigest()[:16]
+                            + b"".join(str(h).encode() + o for h, o in changed_headers)
+                            + b"".join(b"helper:" + str(h).encode() + o for h, o in old_helpers)).hexdigest()[:16]
     overlay = cache_dir() / "dev-base" / digest
     inside = overlay / "executorch"
     base_path = inside / target.path.relative_to(target.checkout)
     _write(base_path, original)
+    base_helpers = []
+    for helper, old in old_helpers:
+        base_helpers.append(inside / helper.relative_to(target.checkout))
+        _write(base_helpers[-1], old)
     for header, old in changed_headers:
         try:
             _write(inside / header.relative_to(target.checkout), old)
         except ValueError:  # a header of the top outside the checkout: its own path under the top
             _write(inside / header.relative_to(top), old)
     return Base("git", rev=wanted, commit=commit, path=base_path, headers=[str(h) for h, _ in changed_headers],
-                overlay=overlay, unchanged=unchanged)
+                overlay=overlay, unchanged=unchanged, helpers=base_helpers)
 
 
 def _write(path: Path, data: bytes) -> None:
@@ -166,11 +179,13 @@ def _write(path: Path, data: bytes) -> None:
 
 def build_base(target, base: Base, cflags=()):
     """The base's kernel library: `target`'s operators compiled from the base
-    source with the edit's flags (the overlay first on the include path, the
-    file's own folder for its quoted includes)."""
+    source (and its helpers at the base) with the edit's flags (the overlay first
+    on the include path, the file's and the helpers' own folders for their quoted
+    includes)."""
     from dataclasses import replace
 
     from .install import build_target
 
-    based = replace(target, path=base.path)
-    return build_target(based, (f"-iquote{target.path.parent}", *cflags), include_first=(f"-I{base.overlay}",))
+    based = replace(target, path=base.path, helpers=tuple(base.helpers))
+    quoted = [f"-iquote{folder}" for folder in dict.fromkeys(p.parent for p in (target.path, *target.helpers))]
+    return build_target(based, (*quoted, *cflags), include_first=(f"-I{base.overlay}",))

@@ -261,27 +261,43 @@ def implemented(path: Path, entries: list[YamlKernel]) -> list[Implemented]:
     return out
 
 
-def checkout_headers(path: Path, roots: list[Path]) -> set[Path]:
-    """The headers `path` includes, directly or through each other, that lie in
-    one of `roots` (what --watch rebuilds on besides the file itself)."""
+def checkout_headers(path: Path, roots: list[Path], *, depth: int | None = None, memo: dict | None = None) -> set[Path]:
+    """The headers `path` includes, directly or through each other (`depth` 1:
+    directly only), that lie in one of `roots` (what --watch rebuilds on besides
+    the file itself). `memo`: a dict kept across calls on the same roots, holding
+    each file's direct includes (--changed reads every source of a checkout)."""
     seen: set[Path] = set()
-    todo = [path]
+    todo = [(path, 0)]
     while todo:
-        current = todo.pop()
-        try:
-            text = current.read_text()
-        except OSError:
+        current, level = todo.pop()
+        if depth is not None and level >= depth:
             continue
-        for inc in includes(text):
-            candidates = [current.parent / inc] + [r / inc for r in roots]
-            for c in candidates:
-                if c.is_file():
-                    c = c.resolve()
-                    if c not in seen and any(_within(c, r) for r in roots):
-                        seen.add(c)
-                        todo.append(c)
-                    break
+        for c in _direct_headers(current, roots, memo):
+            if c not in seen:
+                seen.add(c)
+                todo.append((c, level + 1))
     return seen
+
+
+def _direct_headers(current: Path, roots: list[Path], memo: dict | None) -> list[Path]:
+    """The headers in `roots` that `current` #includes itself (resolved)."""
+    if memo is not None and current in memo:
+        return memo[current]
+    found = []
+    try:
+        text = current.read_text()
+    except OSError:
+        text = ""
+    for inc in includes(text):
+        for c in [current.parent / inc] + [r / inc for r in roots]:
+            if c.is_file():
+                c = c.resolve()
+                if any(_within(c, r) for r in roots):
+                    found.append(c)
+                break
+    if memo is not None:
+        memo[current] = found
+    return found
 
 
 def _within(path: Path, root: Path) -> bool:

@@ -54,16 +54,19 @@ class Target:
     include_root: Path
     yamls: list[Path]
     ops: list[co.Implemented]
-    headers: set[Path] = field(default_factory=set)  #: checkout headers it includes (--watch)
+    headers: set[Path] = field(default_factory=set)  #: checkout headers it (and its helpers) include (--watch)
+    helpers: tuple = ()  #: checkout helper sources compiled with it (--changed: the changed ones it uses)
 
     @property
     def names(self) -> list[str]:
         return [i.entry.op for i in self.ops]
 
 
-def locate(path, root=None, yaml=None) -> Target:
+def locate(path, root=None, yaml=None, helpers=()) -> Target:
     """The checkout, YAML and operators of kernel file `path`; CheckoutError when
-    the file implements none of the YAML's operators."""
+    the file implements none of the YAML's operators. `helpers`: helper sources of
+    the checkout (``util/*.cpp``) to compile with it instead of linking the wheel's
+    copy of their functions."""
     path = Path(path).resolve()
     checkout = co.find_checkout(path, root)
     yamls = co.find_yamls(path, yaml)
@@ -74,8 +77,12 @@ def locate(path, root=None, yaml=None) -> Target:
         raise co.NoOperators(f"{path.name} implements none of the operators of {', '.join(y.name for y in yamls)} "
                                f"(it defines {defined})")
     root_dir = co.include_root(checkout, cache_dir())
-    headers = co.checkout_headers(path, [root_dir, checkout])
-    return Target(path, checkout, root_dir, yamls, ops, headers)
+    helpers = tuple(Path(h).resolve() for h in helpers)
+    for helper in helpers:
+        if not helper.is_file():
+            raise co.CheckoutError(f"helpers: {helper}: no such file")
+    headers = set().union(*(co.checkout_headers(p, [root_dir, checkout]) for p in (path, *helpers)))
+    return Target(path, checkout, root_dir, yamls, ops, headers, helpers)
 
 
 def schema_of(entry: co.YamlKernel):
@@ -115,12 +122,12 @@ def build_target(target: Target, cflags=(), ldflags=(), include_first=()) -> Ker
         libs = ["-Wl,--as-needed", *libs, "-Wl,--no-as-needed"]
     third_party = [target.checkout / d for d in CHECKOUT_THIRD_PARTY if (target.checkout / d).is_dir()]
     flags += [f"-idirafter{d}" for d in third_party]
-    source = Source(str(target.path), None, str(target.path))
+    sources = [Source(str(p), None, str(p)) for p in (target.path, *target.helpers)]
     try:
         # a file that includes ExecuTorch's headers declares what it uses (as in its own
         # CMake build); one that includes none (an out-of-tree snippet) gets etops' names
         own = any(inc.startswith("executorch/") for inc in co.includes(target.path.read_text()))
-        return build([source], specs, flags, [*libs, *ldflags], prelude_flags=WHEEL_CFLAGS, checkout_sources=own)
+        return build(sources, specs, flags, [*libs, *ldflags], prelude_flags=WHEEL_CFLAGS, checkout_sources=own)
     except BuildError as exc:
         empty = [d for d in third_party if not any(d.iterdir())]
         if not empty or "No such file" not in f"{exc}\n{exc.log}":

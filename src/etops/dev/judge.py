@@ -24,46 +24,55 @@ from __future__ import annotations
 
 from typing import Any
 
+import dataclasses
 import pickle
 import re
 import time
 from dataclasses import dataclass, field
 
+from ..conformance import case_clock
 from ..conformance import clusters as cl
 from ..conformance.dim_orders import AXIS_LAYOUTS, AXIS_MAX_DETAILS
 from ..conformance.hooks import with_guard
+from ..conformance.outcome import (FIXED, NEW, NUMERICS, OTHER, PRECISION_FACTOR, PRECISION_MIN_ULPS, REGRESSION, SHARED,
+                                   UNCHANGED, Outcome, change, same_failure)
 from ..conformance.recorded import Recorder
 from ..conformance.runner import TaskRunner, default_kmap, dtype_from_name
 from ..conformance.sweep import Report
+from ..conformance.values import PRECISION_REGRESSION
 from .. import signature_cache
+from .derived import DERIVED_PREFIX, run_derived
+from . import progress
 
 #: the hooks of a guarded pass (etops check --guard's)
 GUARDED = "etops.guard.hooks:guarded"
 #: finding categories that make the edit fail (exit 1) when the base does not share them;
 #: "unsupported" only when there is a base that passed (a refusal where the base passed)
-GATING = ("memory", "crash", "abort", "wrong", "error", "guarded")
-_MEMORY = re.compile(r"(read|write|access) (past the end|before the start|inside a read-only input|inside) of argument '([^']+)'")
+GATING = ("memory", "crash", "hang", "abort", "wrong", "precision regression", "error", "guarded")
 _INPUT_DTYPE = re.compile(r"Tensor\[[^\]]*\]:(\w+)")
 
 
 def category(cluster) -> str:
-    """check's category of a finding, a crash in a tensor's guard region
-    (or caught by etops' canaries) being ``memory``."""
-    if cluster.kind == "crash":
-        for case in [cluster.example, *cluster.cases]:
-            message = getattr(case, "message", "") or ""
-            if _MEMORY.search(message) or "wrote outside its memory" in message:
-                return "memory"
+    """check's category of a finding, a crash placed in a tensor argument's guard
+    region (or caught by etops' canaries) being ``memory``: decided from the cases'
+    Outcomes (the crash's argument and place), never from their messages."""
+    if cluster.kind == "crash" and memory_site(cluster):
+        return "memory"
     return cluster.category
 
 
 def memory_site(cluster) -> str:
     """'write past the end of argument 'out'' for a memory finding (from the first
-    of its cases whose fault was placed), else ''."""
+    of its cases whose fault was placed in an argument), "outside its memory (etops'
+    canaries)" for a write the canaries caught, else ''."""
     for case in [cluster.example, *cluster.cases]:
-        m = _MEMORY.search(getattr(case, "message", "") or "")
-        if m:
-            return f"{m.group(1)} {m.group(2)} of argument '{m.group(3)}'"
+        outcome = getattr(case, "outcome", None)
+        if outcome is None or outcome.status != "crash":
+            continue
+        if outcome.argument is not None and outcome.where is not None:
+            return f"{outcome.access or 'access'} {outcome.where} of argument '{outcome.argument}'"
+        if outcome.signal == "canary":
+            return "write outside its memory (etops' canaries)"
     return ""
 
 
@@ -108,6 +117,12 @@ class Finding:
         """Which side disagrees with the reference, in words."""
         ex = self.cluster.example or self.cluster.cases[0]
         who = "the edit and the base" if self.in_base else "the edit" + (" (the base agrees)" if self.base_kind else "")
+        if getattr(ex, "base_ulps", None) is not None:  # a precision regression: the three errors
+            return (f"the edit off a more precise reference by {ex.ulps:.3g} ulps of its dtype, the base by "
+                    f"{ex.base_ulps:.3g}, ATen by {ex.aten_ulps or 0.0:.3g}")
+        if self.cluster.kind == "mismatch" and getattr(ex, "ulps", None) is not None and not self.in_base:
+            return (f"{who} off a more precise reference by {ex.ulps:.3g} ulps of its dtype, ATen by "
+                    f"{ex.aten_ulps or 0.0:.3g}")
         if self.cluster.kind == "mismatch" and getattr(ex, "reference_error", None) is not None:
             return (f"{who} off the float64 reference by {ex.reference_error:.3g}, ATen by "
                     f"{ex.aten_reference_error:.3g}")
@@ -169,8 +184,6 @@ def run_passes(passes: list, plan: dict, *, only=None, cache_key=None, forked: b
     process). `alongside`: the round's alongside.Alongside (the timing), started
     once the tasks are recorded (its samples may be recorded cases) and polled while
     the task processes run. Returns each pass's Side and the (operator, task) pairs it ran."""
-    from .task_processes import default_workers, run_tasks
-
     if cache_key is not None and len(passes) > 1:
         raise ValueError("run_passes: argument 'cache_key' is for one pass only")
     start = time.perf_counter()
@@ -190,41 +203,65 @@ def run_passes(passes: list, plan: dict, *, only=None, cache_key=None, forked: b
 
     started: set = set()  # tasks begun here before the deadline: recorded now, so run whatever the time
 
-    def one(i: int, check_deadline: bool = True) -> list:
+    def one(i: int, hangs: tuple = (), check_deadline: bool = True) -> list:
+        """Task i under each pass (the k-th pass's cases labelled k on the case clock);
+        `hangs`: its cases past their limit in earlier task processes (skipped, recorded
+        as hang cases; the task runs whatever the deadline: it has begun)."""
         op, task = order[i]
         out: list = []
-        for p in passes:
-            late = check_deadline and p.deadline is not None and time.monotonic() > p.deadline
+        for k, p in enumerate(passes):
+            case_clock.set_label(k)
+            late = check_deadline and not hangs and p.deadline is not None and time.monotonic() > p.deadline
             if (late and not (p is first and i in started)) or (out and out[0] is None) \
                     or (p.tasks is not None and (op, task["opinfo"]) not in p.tasks):
                 out.append(None)
+            elif len(hangs) >= case_clock.MAX_HANGS_PER_TASK:
+                out.append(case_clock.given_up(task["opinfo"], task["dtype"], hangs, k))
             else:
-                out.append(_run_task(kmap, op, task, p.hooks, p.report_dir, p.max_details, kernels))
+                result = _run_task(kmap, op, task, p.hooks, p.report_dir, p.max_details, kernels, case_clock.skipped(hangs, k))
+                out.append(case_clock.with_hangs(result, hangs, k))
         return out
 
-    if forked and todo:
-        for i in todo:  # recorded here, before the forks: every task process replays the same cases
-            if first.deadline is not None and time.monotonic() > first.deadline:
-                break  # the task processes start none of the rest
-            if _prepare(kmap, *order[i]):
-                started.add(i)
-        if alongside is not None:
-            alongside.start()
-        # every core counted, the timing's too: the task processes get it back when the timing ends
-        workers = default_workers(alongside.cores if alongside is not None else None)
-        handed = run_tasks(todo, _with_torch_answers(one),
-                           lambda i, why, died: ([_run_again(r, order[i], why, died) for r in one(i, check_deadline=False)], {}),
-                           workers=workers, on_cycle=None if alongside is None else alongside.poll)
-        found = [result for result, _made in handed]
-        for _result, made in handed:  # later forks (the base, each layout, the next round) start with them
-            signature_cache.keep(made)
-    else:
-        found = [one(i) for i in todo]
+    label = f"{first.name}" + (f" +{len(passes) - 1} layouts" if len(passes) > 1 else "") + " tasks"
+    with progress.phase(label):
+        found = _run_todo(todo, order, one, first, kmap, started, forked, alongside)
     for i, result in zip(todo, found):
+
         results[i] = result
         if result[0] is not None and keys[i] is not None:
             BASE_RESULTS[keys[i]] = result[0]
     return [_side_of(p, names, order, [r[k] for r in results], start) for k, p in enumerate(passes)]
+
+
+def _run_todo(todo: list, order: list, one, first: Pass, kmap, started: set, forked: bool, alongside) -> list:
+    """The results of tasks `todo` (indexes into `order`), run by `one`: in task
+    processes when `forked` (each OpInfo task recorded here first), else here; the
+    status line counts them (progress.count)."""
+    from .task_processes import default_workers, run_tasks
+
+    if not (forked and todo):
+        found = []
+        for n, i in enumerate(todo):
+            found.append(one(i))
+            progress.count(n + 1, len(todo))
+        return found
+    progress.count(0, len(todo))
+    for i in todo:  # recorded here, before the forks: every task process replays the same cases
+        if first.deadline is not None and time.monotonic() > first.deadline:
+            break  # the task processes start none of the rest
+        if _prepare(kmap, *order[i]):
+            started.add(i)
+    if alongside is not None:
+        alongside.start()
+    # every core counted, the timing's too: the task processes get it back when the timing ends
+    workers = default_workers(alongside.cores if alongside is not None else None)
+    handed = run_tasks(todo, _with_torch_answers(one),
+                       lambda i, why, died, hangs: ([_run_again(r, order[i], why, died)
+                                                     for r in one(i, hangs, check_deadline=False)], {}),
+                       workers=workers, on_cycle=None if alongside is None else alongside.poll, on_done=progress.count)
+    for _result, made in handed:  # later forks (the base, each layout, the next round) start with them
+        signature_cache.keep(made)
+    return [result for result, _made in handed]
 
 
 def _side_of(p: Pass, names: list, order: list, results: list, start: float) -> tuple[Side, list]:
@@ -249,8 +286,8 @@ def _with_torch_answers(run):
     for it: etops.signature_cache's entries, none when they do not pickle), so that
     no process works one out twice."""
 
-    def run_and_hand_back(i):
-        result = run(i)
+    def run_and_hand_back(i, hangs=()):
+        result = run(i, hangs)
         made = signature_cache.made_here()
         try:
             pickle.dumps(made)
@@ -261,31 +298,33 @@ def _with_torch_answers(run):
     return run_and_hand_back
 
 
-def _runner(kmap, op: str, hooks, report_dir, max_details: int, kernels: dict) -> TaskRunner:
+def sources() -> tuple:
+    """The judge's task sources: derived tasks (etops.dev.derived), then check's, the
+    OpInfo tasks recorded once and replayed (RECORDER)."""
+    return ((DERIVED_PREFIX, run_derived), *RECORDER.sources())
+
+
+def _runner(kmap, op: str, hooks, report_dir, max_details: int, kernels: dict, skip=()) -> TaskRunner:
     return TaskRunner(kmap, [op], hooks=hooks, report_dir=report_dir, max_details=max_details, kernels=kernels,
-                      sources=RECORDER.sources())
+                      sources=sources(), skip=skip, keep_cases=True, measure=True)
 
 
-def _run_task(kmap, op: str, task: dict, hooks, report_dir, max_details: int, kernels: dict):
-    """One task's TaskResult on check's runner (a derived task through run_derived)."""
-    from .derived import DERIVED_PREFIX, run_derived
-
-    runner = _runner(kmap, op, hooks, report_dir, max_details, kernels)
-    dtype = dtype_from_name(task["dtype"])
-    if task["opinfo"].startswith(DERIVED_PREFIX):
-        return run_derived(runner, task["opinfo"], dtype)
-    return runner.run(task["opinfo"], dtype)
+def _run_task(kmap, op: str, task: dict, hooks, report_dir, max_details: int, kernels: dict, skip=()):
+    """One task's TaskResult on check's runner, the (sample, call) cases in `skip` left out."""
+    runner = _runner(kmap, op, hooks, report_dir, max_details, kernels, skip)
+    return runner.run(task["opinfo"], dtype_from_name(task["dtype"]))
 
 
 def _prepare(kmap, op: str, task: dict) -> bool:
     """The task recorded in this process (RECORDER), when it comes from OpInfo's
     source and was not recorded yet; whether it was recorded now (the task has begun,
     as it would have in a pass run here: it runs past the deadline)."""
-    from .derived import DERIVED_PREFIX
-
     if task["opinfo"].startswith(DERIVED_PREFIX):
         return False  # run_derived's, never recorded
-    return RECORDER.prepare(_runner(kmap, op, None, None, 0, {}), task["opinfo"], dtype_from_name(task["dtype"]))
+    dtype = dtype_from_name(task["dtype"])
+    recorded = RECORDER.prepare(_runner(kmap, op, None, None, 0, {}), task["opinfo"], dtype)
+    RECORDER.measure_ahead(task["opinfo"], dtype)  # the wide references, once, before the forks
+    return recorded
 
 
 def _run_again(result, where: tuple, why: str, died: bool):
@@ -296,14 +335,14 @@ def _run_again(result, where: tuple, why: str, died: bool):
     from ..conformance.case import CaseResult
 
     if result is None or not died or any(status == "crash" for status, _v in result.failing.values()) \
-            or any(c.message.startswith("GuardTimeout") for c in result.details):
+            or any(_outcome(c).error == "GuardTimeout" for c in result.details):
         return result
     op, task = where
     case = CaseResult(op, "", task["opinfo"], task["dtype"], -1, -1, "crash",
                       message=f"task {task['opinfo']} {task['dtype']}: {why.splitlines()[0]}, but passes when its calls "
                               "go one by one through the guard process: an earlier call in that process wrote outside "
                               "every guard region (run etops check --guard on the file's operators to find it)")
-    result.record(case, keep=True)
+    result.record(case, keep=True, every=True)
     return result
 
 
@@ -314,6 +353,7 @@ def _merge(side: Side, more: Side) -> None:
         r.tallies.setdefault(key, type(tally)()).merge(tally)
     r.details += m.details
     r.failing.update(m.failing)
+    r.every_case.update(m.every_case)
     r.tasks += m.tasks
     r.samples += m.samples
     for op, n in more.cases.items():
@@ -321,20 +361,61 @@ def _merge(side: Side, more: Side) -> None:
     r.details.sort(key=lambda c: (c.kernel, c.status, c.opinfo, c.dtype, c.sample, c.call))
 
 
-def compare(edit: Side, base: Side | None, base_kind: str) -> tuple[list[Finding], list]:
-    """The edit's findings (also-in-base marked) and the base's findings the edit
-    no longer shows (fixed: none of their cases fails on the edit, in any way)."""
-    base_clusters = base.clusters if base is not None else []
-    base_keys = {c.key for c in base_clusters}
-    base_cases = {(case, outcome[0]) for case, outcome in base.report.failing.items()} if base is not None else set()
-    findings = []
-    for c in edit.clusters:
-        shared = c.key in base_keys or any((x.id, x.status) in base_cases for x in c.cases)
-        findings.append(Finding(c, category(c), shared, base_kind if base is not None else ""))
-    edit_keys = {c.key for c in edit.clusters}
-    edit_failing = set(edit.report.failing)  # a case the edit fails otherwise (a crash now) is not fixed
-    fixed = [c for c in base_clusters if c.key not in edit_keys and not any(x.id in edit_failing for x in c.cases)]
-    return findings, fixed
+def _outcome(case) -> Outcome:
+    """A case's Outcome (a record made without one, e.g. a task process's death: its status alone)."""
+    return case.outcome if getattr(case, "outcome", None) is not None else Outcome(case.status, getattr(case, "verdict", None))
+
+
+def _regression_case(case, before):
+    """`case` (the edit's) as the precision regression it is: a mismatch with that
+    verdict, its message the three errors."""
+    dtype = (case.aten_op and case.dtype) or case.dtype
+    message = (f"{case.ulps:.3g} ulps of {dtype} from a more precise reference ({case.reference or 'ATen float64'}); "
+               f"the base {before.ulps:.3g} ulps, ATen {case.aten_ulps or 0.0:.3g} ulps: more than "
+               f"{PRECISION_FACTOR:g}x both and at least {PRECISION_MIN_ULPS:g} ulp beyond")
+    return dataclasses.replace(case, status="mismatch", verdict=PRECISION_REGRESSION, message=message, base_ulps=before.ulps,
+                               outcome=dataclasses.replace(_outcome(case), status="mismatch", verdict=PRECISION_REGRESSION))
+
+
+def changes(edit: Side, base: Side | None, only=None) -> dict:
+    """Case by case, what the edit did (etops.conformance.outcome.change) to each case
+    it ran (`only`: to these case ids): change -> [(the edit's case, the base's or
+    None)]. With no base, every failing case is new."""
+    base_cases = base.report.every_case if base is not None else {}
+    found: dict = {}
+    for case_id, case in edit.report.every_case.items():
+        if only is not None and case_id not in only:
+            continue
+        before = base_cases.get(case_id)
+        what = change(_outcome(case), _outcome(before) if before is not None else None)
+        if what != UNCHANGED:
+            found.setdefault(what, []).append((case, before))
+    return found
+
+
+def compare(edit: Side, base: Side | None, base_kind: str, *, only=None, base_only=None,
+            clusters=None) -> tuple[list[Finding], list]:
+    """The edit's findings and the base's findings the edit fixed, decided case by
+    case on structured outcomes (``changes``): a case the base passes and the edit
+    fails is new whatever its message resembles; a case both fail the same way is
+    "also in base"; a case whose error regressed beyond the base's and ATen's is a
+    precision regression; a base case the edit passes is fixed. The cases of each
+    group are then clustered by root cause for reading (`clusters(cases, first)`:
+    the clusterer, cl.group's by default; `first` numbers its reproducers).
+    `only` / `base_only`: the edit's / base's case ids to consider (None: all)."""
+    def cluster(cases, first=0):
+        return (clusters or (lambda c, _first: cl.group(c)))(cases, first) if cases else []
+
+    found = changes(edit, base, only)
+    own = [c for what in (NEW, OTHER) for c, _ in found.get(what, ())]
+    own += [_regression_case(c, b) for c, b in found.get(REGRESSION, ())]
+    listed = [c for c, _ in found.get(NUMERICS, ())]
+    shared = [c for c, _ in found.get(SHARED, ())]
+    kind = base_kind if base is not None else ""
+    findings = [Finding(c, category(c), False, kind) for c in cluster(own + listed)]
+    findings += [Finding(c, category(c), True, kind) for c in cluster(shared, len(findings))]
+    fixed_cases = [b for c, b in found.get(FIXED, ()) if base_only is None or b.id in base_only]
+    return findings, cl.group(fixed_cases)
 
 
 #: the dim-order axis's layouts (check's --dim-order-axis), in the order they run
@@ -349,10 +430,33 @@ def _hooks(layout: str, guarded: bool):
     return with_guard(spec) if guarded else spec
 
 
-def _dim_order_cases(laid: Side, contiguous: Side) -> list:
-    """The cases of `laid` that fail, and do not fail the same way contiguous."""
-    failing = {case: outcome[0] for case, outcome in contiguous.report.failing.items()}
-    return [c for c in laid.report.details if c.status != "pass" and failing.get(c.id) != c.status]
+def failing_ids(laid: Side, contiguous: Side) -> set:
+    """The ids of the cases of `laid` (an axis' pass: a layout, a transform) that
+    fail, and do not fail the same way contiguous (same_failure of their Outcomes)."""
+    ids = set()
+    for case_id, case in laid.report.every_case.items():
+        outcome = _outcome(case)
+        if not outcome.failed:
+            continue
+        flat = contiguous.report.every_case.get(case_id)
+        if flat is None or not same_failure(outcome, _outcome(flat)):
+            ids.add(case_id)
+    return ids
+
+
+def clusterer(report, report_dir, hooks, layout: str | None = None, preserve: bool | None = None):
+    """compare's clusterer: check's clusters of the given cases, with their
+    reproducers written to `report_dir` when given (run under
+    etops.layout("preserve") when `preserve`, by default when there is a layout)."""
+    preserve = layout is not None if preserve is None else preserve
+
+    def clusters(cases: list, first: int) -> list:
+        if report_dir is None:
+            return cl.group(cases, layout)
+        return cl.build(report, report_dir=report_dir, hooks=hooks, layout=layout, preserve=preserve,
+                        shrink=False, cases=cases, first=first, sources=sources())
+
+    return clusters
 
 
 def polled_only(alongside):
@@ -395,14 +499,11 @@ def layout_findings(plan: dict, ran: list, edit: Side, base: Side | None, instal
     for layout in LAYOUTS:
         side = laid_edit[layout]
         cases[layout] = {"cases": dict(side.cases), "tasks left out": len(set(ran) - set(laid_ran[layout]))}
-        found = _dim_order_cases(side, edit)
-        side.clusters = (cl.build(side.report, report_dir=report_dir, hooks=_hooks(layout, guarded), layout=layout,
-                                  preserve=True, shrink=False, cases=found)
-                         if report_dir else cl.group(found, layout))
         base_side = laid_base.get(layout)
-        if base_side is not None and base is not None:
-            base_side.clusters = cl.group(_dim_order_cases(base_side, base), layout)
-        more, gone = compare(side, base_side, base_kind)
+        base_only = failing_ids(base_side, base) if base_side is not None and base is not None else None
+        more, gone = compare(side, base_side if base is not None else None, base_kind, only=failing_ids(side, edit),
+                             base_only=base_only, clusters=clusterer(side.report, report_dir, _hooks(layout, guarded), layout))
+        side.clusters = [f.cluster for f in more]
         findings += more
         fixed += gone
     return findings, fixed, cases
@@ -426,6 +527,8 @@ def judge(plan: dict, install_base, restore_base, *, base_kind: str = "", guarde
     from .derived import tasks_for as derived_tasks
 
     RECORDER.keep_only(plan)  # this file's operators' recordings (a --watch round's are the last round's)
+    # the base's kernel times per case, from an earlier round (--watch): part of each case's limit (the forks inherit them)
+    case_clock.know_base(case_clock.base_seconds(r for k, r in BASE_RESULTS.items() if base_key is not None and k[0] == base_key))
     hooks = GUARDED if guarded else None
     deadline = None if budget is None else time.monotonic() + budget
     # with the axis, contiguous tasks start within CONTIGUOUS_SHARE of the budget (all
@@ -450,7 +553,6 @@ def judge(plan: dict, install_base, restore_base, *, base_kind: str = "", guarde
             _merge(side, more_side)
             layout_ran += more_layout_ran
         plan = {**plan, **{op: plan[op] + tasks for op, tasks in unreached.items()}}
-    edit.clusters = cl.build(edit.report, report_dir=report_dir, hooks=hooks, shrink=False) if report_dir else cl.group(edit.report.details)
     base = None
     if install_base is not None:
         pending = [r for r in ran if base_key is None or (base_key, hooks is not None, *r) not in BASE_RESULTS]
@@ -463,7 +565,8 @@ def judge(plan: dict, install_base, restore_base, *, base_kind: str = "", guarde
             if pending:
                 restore_base()
         base.clusters = cl.group(base.report.details)
-    findings, fixed = compare(edit, base, base_kind)
+    findings, fixed = compare(edit, base, base_kind, clusters=clusterer(edit.report, report_dir, hooks))
+    edit.clusters = [f.cluster for f in findings]
     laid, moved = laid[:len(layouts)], laid[len(layouts):]
     layout_cases: dict = {}
     if dim_orders:

@@ -30,6 +30,8 @@ ENV = "ETOPS_LOAD"
 #: what loaded specs returned (handles, overrides), kept alive for the process
 _kept: list = []
 _applied: list[str] = []
+#: kernel file spec -> the helper sources built with it (etops dev --changed's reproducers)
+_helpers: dict[str, list[str]] = {}
 
 
 def _call(spec: str):
@@ -52,9 +54,10 @@ def _call(spec: str):
     return fn()
 
 
-def load(spec: str) -> list[str]:
+def load(spec: str, helpers=()) -> list[str]:
     """Loads one spec; returns the operator names it registered or replaced (as far
-    as etops can tell: for a Python function, the ones whose kernels changed)."""
+    as etops can tell: for a Python function, the ones whose kernels changed).
+    `helpers`: for a kernel file, the checkout's helper sources built with it."""
     from .. import _native
 
     suffix = Path(spec).suffix
@@ -64,11 +67,13 @@ def load(spec: str) -> list[str]:
     if suffix in SOURCE_SUFFIXES:
         from .loop import run_file
 
-        result = run_file(spec, check=False, timing=False, base=False)
+        result = run_file(spec, check=False, timing=False, base=False, helpers=helpers)
         if result.error:
             raise LoadError(f"--load {spec}: {result.error}")
         _kept.append(result.installed)
         return list(result.ops)
+    if helpers:
+        raise LoadError(f"--load {spec}: helper sources go with a kernel file (.cpp)")
     if library:
         from ..custom import load_library
 
@@ -81,17 +86,21 @@ def load(spec: str) -> list[str]:
     raise LoadError(f"--load {spec}: give a kernel file (.cpp), a library (.so) or FILE.py:FUNCTION / module:FUNCTION")
 
 
-def load_all(specs) -> list[str]:
+def load_all(specs, helpers=None) -> list[str]:
     """Loads every spec (and records them in the environment for worker
-    processes); returns the operator names loaded, in order, without repeats."""
+    processes); returns the operator names loaded, in order, without repeats.
+    `helpers`: kernel file spec -> the helper sources to build with it."""
     names: list[str] = []
+    helpers = dict(helpers or {})
     for spec in specs or ():
-        for n in load(spec):
+        for n in load(spec, helpers.get(spec, ())):
             if n not in names:
                 names.append(n)
         _applied.append(spec)
+        if helpers.get(spec):
+            _helpers[spec] = list(helpers[spec])
     if _applied:
-        os.environ[ENV] = json.dumps(_applied)
+        os.environ[ENV] = json.dumps({"specs": _applied, "helpers": _helpers} if _helpers else _applied)
     return names
 
 
@@ -121,6 +130,7 @@ def unload_all() -> None:
                 item.restore()
     _kept.clear()
     _applied.clear()
+    _helpers.clear()
     os.environ.pop(ENV, None)
 
 
@@ -129,4 +139,7 @@ def from_environment() -> list[str]:
     text = os.environ.get(ENV)
     if not text or _applied:
         return []
-    return load_all(json.loads(text))
+    recorded = json.loads(text)
+    if isinstance(recorded, dict):  # kernel files with helper sources
+        return load_all(recorded["specs"], recorded["helpers"])
+    return load_all(recorded)

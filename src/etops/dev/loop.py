@@ -11,6 +11,7 @@ import time
 
 from ..errors import BuildError
 from ..registry import as_program
+from . import progress
 from .checkout import CheckoutError, NoOperators
 from .report import DevResult, FileResult
 
@@ -47,38 +48,71 @@ def _base(target, base, cflags):
         return Base("built-in", rev=found.rev, commit=found.commit, why=why), None
 
 
-#: the base's runs of upstream tests, kept for the process: (base identity, test file,
-#: its text) -> its gtest result (a --watch round runs the test on the edit only)
+#: the base's runs of upstream tests, kept for the process: (base identity, kernel set,
+#: the test files and their texts) -> its gtest result (a --watch round runs the tests on the edit only)
 BASE_GTEST: dict = {}
 
 
 class _GtestRun:
-    """The file's upstream test, run on the base and then on the edit in a forked
+    """The file's upstream tests, run on the base and then on the edit in a forked
     process (background.Background) started now, while this process goes on (the
-    judge); ``result()`` waits for it: gtest.report.against_base's comparison, with
-    ``base`` saying which base it was. `addresses`: operator -> the base's function,
-    swapped in over the edit for the base's run (in the forked process): the file at
-    the git base, or the kernel the edit replaced; none: no base run. A base run
-    under the same `base_key` and test text is taken from BASE_GTEST."""
+    judge), with `kernel_set`'s supported features (the kernel file's folder's set);
+    ``result()`` waits for it: gtest.report.against_base's comparison, with ``base``
+    saying which base it was and `not_run` (test files not run, and why) added.
+    `addresses`: operator -> the base's function, swapped in over the edit for the
+    base's run (in the forked process): the file at the git base, or the kernel the
+    edit replaced; none: no base run. A base run under the same `base_key`, kernel
+    set and test texts is taken from BASE_GTEST."""
 
-    def __init__(self, test_file, checkout, addresses: dict, base_kind: str, base_key=None):
+    def __init__(self, test_files: list, checkout, addresses: dict, base_kind: str, base_key=None, kernel_set=None,
+                 not_run=()):
         from .background import Background
 
-        self.key = None if base_key is None or not addresses else (base_key, str(test_file), test_file.read_text())
+        texts = tuple((str(f), f.read_text()) for f in test_files)
+        self.key = None if base_key is None or not addresses else (base_key, kernel_set, texts)
         self.base = ("none" if not addresses else base_kind or "built-in")
+        self.checkout = checkout
+        self.files = [_in_checkout(f, checkout) for f in test_files]
+        self.not_run = list(not_run)
         before = BASE_GTEST.get(self.key) if self.key is not None else None
-        self.job = Background(lambda: _gtest_runs(test_file, checkout, addresses, before))
+        self.job = Background(lambda: _gtest_runs(test_files, checkout, addresses, before, kernel_set))
 
     def result(self) -> dict:
+        from ..errors import BackgroundFailed
         from ..gtest.report import against_base
 
-        before, edit = self.job.result()
+        try:
+            before, edit = self.job.result()
+        except BackgroundFailed as exc:  # the process running the tests died outside any test run
+            why = "its process ended: " + (str(exc).strip().splitlines() or ["?"])[-1]
+            return {**not_run_result(self.not_run + [{"file": f, "why": why} for f in self.files]), "base": self.base}
         if self.key is not None and before is not None:
             BASE_GTEST[self.key] = before
-        return {**against_base(before, edit), "base": self.base}
+        out = against_base(before, edit)
+
+        def named(entries: list) -> list:  # each test file named as reports name checkout files
+            return [{**e, "file": _in_checkout(e["file"], self.checkout)} for e in entries]
+
+        return {**out, "file": self.files[0], "files": named(out["files"]), "regressions": named(out["regressions"]),
+                "not_run": self.not_run + named(out["not_run"]), "base": self.base}
 
 
-def _gtest_runs(test_file, checkout, addresses: dict, before) -> tuple:
+def _in_checkout(path, checkout) -> str:
+    """`path` relative to `checkout` when inside it (as reports name checkout files), else absolute."""
+    from pathlib import Path
+
+    full = Path(path).resolve()
+    return str(full.relative_to(checkout.resolve())) if full.is_relative_to(checkout.resolve()) else str(full)
+
+
+def not_run_result(not_run: list) -> dict:
+    """The gtest part of a kernel file's result when no upstream test ran: each test
+    file (or the places looked in) with why."""
+    return {"file": "", "files": [], "not_run": list(not_run), "error": None, "regressions": [], "base_failing": [],
+            "counts": {}, "seconds": 0.0}
+
+
+def _gtest_runs(test_files: list, checkout, addresses: dict, before, kernel_set) -> tuple:
     """(the base's run or `before` when given, None without a base; the edit's run)."""
     from ..gtest import gtest as run_gtest  # etops.gtest reads checkouts with this package's checkout module
     from .swap import BaseSwap
@@ -87,10 +121,10 @@ def _gtest_runs(test_file, checkout, addresses: dict, before) -> tuple:
         swap = BaseSwap(addresses)
         swap.install()
         try:
-            before = run_gtest(test_file, root=checkout)
+            before = run_gtest(test_files, root=checkout, kernel_set=kernel_set)
         finally:
             swap.restore()
-    return before, run_gtest(test_file, root=checkout)
+    return before, run_gtest(test_files, root=checkout, kernel_set=kernel_set)
 
 
 def _judge_file(result, target, addresses: dict, base_kind: str, directory, *, dtypes, isolate, budget, base_key,
@@ -110,15 +144,17 @@ def _judge_file(result, target, addresses: dict, base_kind: str, directory, *, d
     for folder in ("findings", "reproducers"):  # this round's reproducers only
         shutil.rmtree(directory / folder, ignore_errors=True)
     t = time.perf_counter()
-    tasks = plan(result.ops, dtypes)
+    with progress.phase("discovery: the OpInfos reaching its operators"):
+        tasks = plan(result.ops, dtypes, progress=progress.count)
     result.seconds["plan"] = time.perf_counter() - t
     result.sources = {op: sorted({t["opinfo"] for t in ts}) for op, ts in tasks.items()}  # the timing's, until judged
     swap = BaseSwap(addresses)
-    judged = judge(tasks, swap.install if addresses else None, swap.restore, base_kind=base_kind if addresses else "",
-                   guarded=isolate, report_dir=directory, budget=budget, dtypes=dtypes, base_key=base_key,
-                   dim_orders=dim_orders, alongside=alongside, axes=(NUMERICS,) if numerics else ())
+    with progress.phase("judging"):
+        judged = judge(tasks, swap.install if addresses else None, swap.restore, base_kind=base_kind if addresses else "",
+                       guarded=isolate, report_dir=directory, budget=budget, dtypes=dtypes, base_key=base_key,
+                       dim_orders=dim_orders, alongside=alongside, axes=(NUMERICS,) if numerics else ())
     result.set_judged(judged["plan"], judged)
-    load_in_reproducers(directory, [str(target.path)])
+    load_in_reproducers(directory, [str(target.path)], {str(target.path): target.helpers})
 
 
 def _timing_rows(result, target, addresses: dict, *, dtype, repeats, threads, max_slowdown, isolate=True) -> list:
@@ -148,6 +184,7 @@ def _timing_rows(result, target, addresses: dict, *, dtype, repeats, threads, ma
 
     rows: list = []
     for index, impl in enumerate(target.ops):
+        progress.count(index, len(target.ops))
         if isolate and threads == 1:
             rows += _rows_apart(impl.entry.op, lambda: rows_of(index, impl))
         else:
@@ -179,14 +216,36 @@ def _keep_found(outcome):
 
 def _rows_apart(name: str, rows) -> list:
     """`rows()` run in a forked process: its rows (the OpInfo samples it found kept
-    here for the next round), or one ``crashed`` row when the process died."""
+    here for the next round), or one ``crashed`` row when the process died or did
+    not end within timing_limit() (killed: a kernel spinning on a timing input)."""
     from ..errors import BackgroundFailed
     from .background import Background
 
     try:
-        return _keep_found(Background(_sampled(rows)).result())
+        return _keep_found(Background(_sampled(rows)).result(limit=timing_limit()))
     except BackgroundFailed as exc:
         return _ended_row(name, exc)
+
+
+#: seconds the timing of one operator (its three sizes, edit and base) may take in its
+#: process before it is killed and is a finding (ETOPS_TIMING_LIMIT sets it)
+TIMING_LIMIT = 180.0
+
+
+def timing_limit() -> float:
+    """TIMING_LIMIT, or the environment's ETOPS_TIMING_LIMIT (positive seconds)."""
+    import os
+
+    asked = os.environ.get("ETOPS_TIMING_LIMIT")
+    if not asked:
+        return TIMING_LIMIT
+    try:
+        seconds = float(asked)
+    except ValueError:
+        seconds = -1.0
+    if not seconds > 0:
+        raise ValueError(f"ETOPS_TIMING_LIMIT must be a positive number of seconds, got {asked!r}")
+    return seconds
 
 
 def _ended_row(name: str, failed) -> list:
@@ -206,24 +265,46 @@ def _timing_alongside(result, target, addresses: dict, others, **timing):
     return Alongside(_sampled(lambda: _timing_rows(result, target, addresses, **timing)), others)
 
 
-def _test_file(target):
-    """The checkout's upstream gtest of the kernel file (``kernels/test/op_<name>_test.cpp``), or None."""
-    found = target.checkout / "kernels" / "test" / f"{target.path.stem}_test.cpp"
-    return found if found.is_file() else None
+def _test_files(target, run: bool) -> tuple[list, list, str | None]:
+    """(the upstream test files of the kernel file to run, those not run as
+    ``{"file", "why"}``, the kernel set of its folder): upstream keeps them in
+    ``kernels/test/`` and in the folder's own ``kernels/<set>/test/``
+    (gtest.layout.tests_of_kernel); one that calls none of the file's operators
+    (kernels/test/op_add_test.cpp for kernels/quantized/cpu/op_add.cpp) is not run.
+    None found is one line naming where it looked; `run` False (``--no-gtest``)
+    lists every one found as not run."""
+    from ..gtest import layout
+
+    places = layout.tests_of_kernel(target.path, target.checkout)
+    kernel_set = layout.kernel_set_of(target.path, target.checkout)
+    existing = [p for p in places if p.is_file()]
+    if not existing:
+        looked = ", ".join(_in_checkout(p, target.checkout) for p in places)
+        return [], [{"file": "", "why": f"no upstream test: none of {looked} exists"}], kernel_set
+    operators = {i.entry.op: i.entry.function for i in target.ops}
+    calling = [p for p in existing if layout.calls_any(layout.describe(p, target.checkout, target.include_root), operators)]
+    not_run = [{"file": _in_checkout(p, target.checkout), "why": f"it calls none of the file's operators ({', '.join(operators)})"}
+               for p in existing if p not in calling]
+    if not run:
+        return [], not_run + [{"file": _in_checkout(p, target.checkout), "why": "not asked for (--no-gtest)"} for p in calling], kernel_set
+    return calling, not_run, kernel_set
 
 
 def run_file(path, *, root=None, yaml=None, dtypes=None, timing_dtype="float32", threads=1, repeats=11, check=True,
              timing=True, cflags=(), budget=CHECK_BUDGET, base=None, isolate=True, max_slowdown=None,
-             report_dir=None, gtest=True, dim_orders=True, numerics=True) -> FileResult:
+             report_dir=None, gtest=True, dim_orders=True, numerics=True, helpers=()) -> FileResult:
     """One kernel file through the loop (see ``dev``); a file that cannot be located
     or built gives a FileResult with ``error`` set, nothing swapped. ``base``: the
-    git revision the edit is compared with (None: HEAD; False: the built-in)."""
+    git revision the edit is compared with (None: HEAD; False: the built-in).
+    ``helpers``: helper sources of the checkout built with the file, edit and base
+    (install.locate)."""
     from . import install as inst
 
     result = FileResult(str(path))
+    result.helpers = [str(h) for h in helpers]
     start = time.perf_counter()
     try:
-        target = inst.locate(path, root, yaml)
+        target = inst.locate(path, root, yaml, helpers)
     except CheckoutError as exc:
         result.error = str(exc)
         result.no_operators = isinstance(exc, NoOperators)
@@ -232,17 +313,19 @@ def run_file(path, *, root=None, yaml=None, dtypes=None, timing_dtype="float32",
     result.seconds["locate"] = time.perf_counter() - start
     t = time.perf_counter()
     try:
-        library = inst.build_target(target, cflags)
+        with progress.phase("building the edit"):
+            library = inst.build_target(target, cflags)
     except (BuildError, CheckoutError) as exc:
         result.error = str(exc)
         return result
     result.seconds["build"] = time.perf_counter() - t
     result.build = {"seconds": result.seconds["build"], "compiled": library.compiled, "build_dir": library.build_dir,
                     "flags": list(inst.WHEEL_CFLAGS)}
-    test_file = _test_file(target) if gtest else None
+    test_files, tests_not_run, kernel_set = _test_files(target, gtest)
     t = time.perf_counter()
     try:
-        found, base_library = _base(target, False if not (check or timing or test_file) else base, cflags)
+        with progress.phase("building the base"):
+            found, base_library = _base(target, False if not (check or timing or test_files) else base, cflags)
     except CheckoutError as exc:  # git could not give the base
         result.error = f"--base: {exc}"
         return result
@@ -265,8 +348,11 @@ def run_file(path, *, root=None, yaml=None, dtypes=None, timing_dtype="float32",
     base_key = base_library.source_hash if base_library is not None else tuple(sorted(addresses.items()))
     # the upstream test runs alongside the judge (its result is taken before the timing);
     # it is compiled with the checkout's headers: their state is part of the base run
-    gtest_run = (_GtestRun(test_file, target.checkout, addresses, found.kind, (base_key, inst.headers_digest(target)))
-                 if test_file is not None else None)
+    gtest_run = (_GtestRun(test_files, target.checkout, addresses, found.kind, (base_key, inst.headers_digest(target)),
+                           kernel_set, tests_not_run)
+                 if test_files else None)
+    if gtest_run is None:
+        result.gtest = not_run_result(tests_not_run)
     directory = _report_dir(target.path, report_dir)
     result.report_dir = str(directory)
     timing_args = {"dtype": timing_dtype, "repeats": repeats, "threads": threads, "max_slowdown": max_slowdown,
@@ -284,12 +370,14 @@ def run_file(path, *, root=None, yaml=None, dtypes=None, timing_dtype="float32",
             result.seconds["check"] = time.perf_counter() - t - result.seconds.get("plan", 0.0)
         if gtest_run is not None:
             t = time.perf_counter()
-            result.gtest = gtest_run.result()
+            with progress.phase(f"upstream test {target.path.stem}_test.cpp"):
+                result.gtest = gtest_run.result()
             result.seconds["gtest"] = time.perf_counter() - t  # what the round waited for it after the judge
             result.gtest["wall_seconds"] = round(gtest_run.job.seconds, 3)  # its process, from start to end
         if timing:
             t = time.perf_counter()
-            result.timing += _timing_result(alongside, result, target, addresses, timing_args)
+            with progress.phase("timing"):
+                result.timing += _timing_result(alongside, result, target, addresses, timing_args)
             result.seconds["time"] = time.perf_counter() - t  # what the round waited for it after the judge
     finally:
         if alongside is not None:
@@ -329,10 +417,12 @@ def dev(paths, *, root=None, yaml=None, dtypes=None, timing_dtype="float32", thr
     may take (float32 first; tasks left out are counted; None: no limit);
     ``max_slowdown``: a slowdown beyond it (and the noise) is a finding;
     ``report_dir``: where reproducers go; ``changed``: a git revision: the kernel
-    files changed since it (and those including a changed header), added to `paths`;
-    ``gtest``: run the checkout's upstream test of the file (``kernels/test/op_<name>_test.cpp``,
-    etops.gtest) on the base (as the judge's) and on the edit: a test the edit turns
-    from pass to fail is a finding; ``dim_orders``: the dim-order axis (the edit's
+    files changed since it, those including a changed header and those using a
+    changed helper source (built with it; changes.changed_kernel_files), added to `paths`;
+    ``gtest``: run the checkout's upstream tests of the file (``kernels/test/op_<name>_test.cpp``
+    and ``kernels/<set>/test/op_<name>_test.cpp``, etops.gtest, with the supported features
+    of the file's folder's set) on the base (as the judge's) and on the edit: a test the
+    edit turns from pass to fail is a finding, a test file not run says why; ``dim_orders``: the dim-order axis (the edit's
     cases again channels-last and with the last two dims transposed, under
     ``etops.layout("preserve")``, against the base's in the same layout);
     ``numerics``: the numerics axis (the accumulating operators' cases again on
@@ -347,23 +437,26 @@ def dev(paths, *, root=None, yaml=None, dtypes=None, timing_dtype="float32", thr
     named = {Path(p).resolve() for p in given if Path(p).is_file()}
     files = kernel_files(given) if given else []
     notes: list[str] = []
-    if changed is not None:
+    helpers: dict = {}
+    if changed is not None:  # kernel files only: a changed helper leads to those using it, built with it
         from .changes import changed_kernel_files
 
-        more, notes = changed_kernel_files(given[0] if given else ".", changed, root)
-        named |= set(more)
-        files += [f for f in more if f not in files]
+        change = changed_kernel_files(given[0] if given else ".", changed, root)
+        notes, helpers = change.notes, change.helpers
+        files += [f for f in change.files if f not in files]
     results, skipped = [], []
     stems = [f.stem for f in files]
     for f in files:
         # one folder a file: its stem, made unique when two files share it (portable and optimized op_add.cpp)
         unique = f.stem if stems.count(f.stem) == 1 else f"{f.stem}-{f.parent.parent.name}-{f.parent.name}"
         sub = None if report_dir is None else Path(report_dir) / unique
-        r = run_file(f, root=root, yaml=yaml, dtypes=dtypes, timing_dtype=timing_dtype, threads=threads, repeats=repeats,
-                     check=check, timing=timing, cflags=cflags, budget=budget, base=base, isolate=isolate,
-                     max_slowdown=max_slowdown, report_dir=sub, gtest=gtest, dim_orders=dim_orders, numerics=numerics)
+        with progress.phase(f.name if len(files) == 1 else f"{f.name} ({files.index(f) + 1}/{len(files)})"):
+            r = run_file(f, root=root, yaml=yaml, dtypes=dtypes, timing_dtype=timing_dtype, threads=threads,
+                         repeats=repeats, check=check, timing=timing, cflags=cflags, budget=budget, base=base,
+                         isolate=isolate, max_slowdown=max_slowdown, report_dir=sub, gtest=gtest, dim_orders=dim_orders,
+                         numerics=numerics, helpers=helpers.get(f, ()))
         if r.no_operators and f not in named:
             skipped.append(str(f))  # a helper source of a folder, not a kernel file
         else:
             results.append(r)
-    return DevResult(results, time.perf_counter() - start, skipped, notes)
+    return DevResult(results, time.perf_counter() - start, skipped, notes, changed)

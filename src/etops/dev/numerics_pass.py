@@ -4,9 +4,10 @@ products), the tasks the edit ran contiguous run again under each transform of
 ``etops check --numerics-axis`` (etops.conformance.numerics: offset, cancel, huge,
 tiny, long; ATen and the kernel on the same new values, guarded as the contiguous
 pass is), on the edit and then on the base, and the two compared as the dim-order
-layouts are (judge.layout_findings): a case that fails transformed, and not the
-same way contiguous, is a finding of that transform (``numerics:<transform>`` in
-its key and JSON), gating unless the base fails those cases the same way.
+layouts are (judge.layout_findings): the cases that fail transformed, and not the
+same way contiguous, are matched with the base's one by one (judge.compare): a
+finding of that transform (``numerics:<transform>`` in its key and JSON), gating
+unless the base fails those cases the same way.
 
 Unlike check's axis (float32 and float64 only), dev's runs at every dtype the edit
 ran: float16 and bfloat16 (an accumulator of the input's own type loses what
@@ -24,7 +25,7 @@ axes' passes of a task started may start until the budget's end (the axes share
 the last 40% at least). The base runs the transformed tasks the edit ran, its
 results kept per base and transform (judge.BASE_RESULTS) for ``--watch``.
 
-May import: torch, etops.conformance (numerics, hooks, clusters, references) and
+May import: torch, etops.conformance (numerics, hooks, references) and
 etops.dev (judge, cases, derived).
 """
 
@@ -32,11 +33,10 @@ from __future__ import annotations
 
 import functools
 
-from ..conformance import clusters as cl
 from ..conformance.hooks import with_guard
-from ..conformance.numerics import AXIS_MAX_DETAILS, TRANSFORMS, WITH_INTEGERS, fails, layout_name
+from ..conformance.numerics import AXIS_MAX_DETAILS, TRANSFORMS, WITH_INTEGERS, layout_name
 from ..conformance.references.spec import TASK_PREFIX as REFERENCE_PREFIX
-from .judge import Pass, compare, polled_only, run_side
+from .judge import Pass, clusterer, compare, failing_ids, polled_only, run_side
 
 #: the families of accumulating operators no torch tag marks (torch tags only the
 #: plain reductions, ``Tag.reduction``: sum, mean, prod, var, amax, argmax, any, ...),
@@ -138,7 +138,7 @@ class NumericsPass:
             return [], [], {}
         operators, tasks = numerics_operators(plan), numerics_tasks(plan)
         eligible = {r for r in ran if (r[0], r[1]) in tasks}
-        moved_ran = {t: set(tasks) for t, (_side, tasks) in zip(NUMERICS_TRANSFORMS, moved)}
+        moved_ran = {t: set(t_ran) for t, (_side, t_ran) in zip(NUMERICS_TRANSFORMS, moved)}
         moved_base: dict = {}
         if base is not None and install_base is not None and any(moved_ran.values()):
             install_base()
@@ -155,28 +155,26 @@ class NumericsPass:
         fixed: list = []
         cases: dict = {}
         for t, (side, _tasks) in zip(NUMERICS_TRANSFORMS, moved):
-            layout = layout_name(t)
             cases[t] = {"cases": {op: n for op, n in side.cases.items() if op in operators},
                         "tasks left out": len(eligible - moved_ran[t])}
-            found = _moved_cases(side, edit)
-            side.clusters = (cl.build(side.report, report_dir=report_dir, hooks=_hooks(t, guarded), layout=layout,
-                                      shrink=False, cases=found)
-                             if report_dir else cl.group(found, layout))
             base_side = moved_base.get(t)
-            if base_side is not None:
-                base_side.clusters = cl.group(_moved_cases(base_side, base), layout)
-            more, gone = compare(side, base_side, base_kind)
+            base_only = failing_ids(base_side, base) if base_side is not None and base is not None else None
+            more, gone = compare(side, base_side if base is not None else None, base_kind, only=_judged_ids(side, edit),
+                                 base_only=base_only, clusters=clusterer(side.report, report_dir, _hooks(t, guarded),
+                                                                         layout_name(t), preserve=False))
+            side.clusters = [f.cluster for f in more]
             findings += more
             fixed += gone
         return findings, fixed, cases
 
 
-def _moved_cases(moved, contiguous) -> list:
-    """The cases of `moved` (a transform's Side) that fail (numerics.fails: a
-    mismatch within ATen's own error does not) and do not fail the same way
-    contiguous."""
-    failing = contiguous.report.failing
-    return [c for c in moved.report.details if fails(c) and failing.get(c.id) != (c.status, c.verdict)]
+def _judged_ids(moved, contiguous) -> set:
+    """The ids of the transformed cases matched with the base's (judge.compare): those
+    that pass (an error regressed beyond the base's and ATen's on the new values is
+    a precision regression) and those that fail and do not fail the same way as they
+    are (judge.failing_ids)."""
+    passing = {i for i, c in moved.report.every_case.items() if c.status == "pass"}
+    return passing | failing_ids(moved, contiguous)
 
 
 #: the axis judge.judge runs when given it (etops dev's default; --no-numerics leaves it out)

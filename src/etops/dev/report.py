@@ -38,6 +38,7 @@ class FileResult:
     seconds: dict = field(default_factory=dict)  #: per phase
     report_dir: str = ""
     gtest: dict = field(default_factory=dict)  #: the upstream test file on the kernels replaced and the edit (etops.gtest.report.against_base)
+    helpers: list = field(default_factory=list)  #: helper sources of the checkout built with the file (--changed)
     installed: object = field(default=None, repr=False)
 
     def set_judged(self, plan: dict, judged: dict) -> None:
@@ -76,7 +77,7 @@ class FileResult:
         return EXIT_NO_CASE if self.no_case() else EXIT_OK
 
     def to_dict(self) -> dict:
-        return {"path": self.path, "ops": self.ops, "replaced": self.replaced, "checkout": self.checkout, "yamls": self.yamls,
+        return {"path": self.path, "helpers": self.helpers, "ops": self.ops, "replaced": self.replaced, "checkout": self.checkout, "yamls": self.yamls,
                 "build": self.build, "base": self.base, "error": self.error, "cases": self.cases, "base_cases": self.base_cases,
                 "sources": self.sources, "left_out": self.left_out, "no_case": self.no_case(),
                 "layout_cases": self.layout_cases, "numerics_cases": self.numerics_cases,
@@ -91,12 +92,13 @@ class DevResult:
     seconds: float = 0.0  #: edit to verdict: every phase, every file
     skipped: list = field(default_factory=list)  #: files of a folder that implement no operator (helpers)
     notes: list = field(default_factory=list)  #: --changed: what the change touched
+    changed: str | None = None  #: --changed's revision
 
     @property
     def exit_code(self) -> int:
         """0: the edit introduces no finding; 1: it introduces one (or a slowdown
         beyond --max-slowdown); 2: a file did not build (or none implements an
-        operator); 3: an operator of a file got no case."""
+        operator, or --changed's change touches none); 3: an operator of a file got no case."""
         if not self.files:
             return EXIT_ERROR
         codes = {f.exit_code for f in self.files}
@@ -121,15 +123,10 @@ class DevResult:
             json.dump(self.to_dict(), fh, indent=1, default=str)
 
     def text(self) -> str:
-        from .text import file_lines
+        """The terminal lines (text.text: rendered from the same outline as the markdown)."""
+        from .text import text
 
-        lines = list(self.notes)
-        for f in self.files:
-            lines += file_lines(f)
-        if self.skipped:
-            lines.append(f"skipped (no operator of the YAML): {', '.join(p.rsplit('/', 1)[-1] for p in self.skipped)}")
-        lines.append(self.verdict())
-        return "\n".join(lines)
+        return text(self)
 
     def markdown(self) -> str:
         from .text import markdown
@@ -142,7 +139,9 @@ class DevResult:
 
     def verdict(self) -> str:
         code = self.exit_code
-        if not self.files:
+        if not self.files and self.changed is not None:
+            what = f"the change since {self.changed} touches no kernel file"
+        elif not self.files:
             what = "no file implements an operator of its YAML"
         elif code == EXIT_ERROR:
             what = "a file did not build"

@@ -6,14 +6,24 @@ guarded call placed in guarded memory and run twice in that process; a fault the
 guard stopped is the call's KernelCrashed there, any other ends the process) and
 runs the tasks it is sent, one at a time, sending each TaskResult back. As many run
 at once as `workers` (the machine's cores, at most MAX_WORKERS), each sent the next
-task when it reports one. A task process that dies (a fault no guard region
+task when it reports one.
+
+Each task process publishes the case it is in on a case clock of its own
+(etops.conformance.case_clock: a shared page, written right before each kernel
+call); the loop here reads it every _CHECK_EVERY seconds. A task process whose case
+is past its limit (a kernel that never returns) is killed, the case is a Hang, and
+the task is sent again to a new task process with its hangs, which it skips and
+records as hang cases: every other case of the task is still judged, and a hung
+case never runs again. A task process that dies otherwise (a fault no guard region
 explains, a signal), stops using CPU time for STALL_SECONDS, takes longer than
 TASK_TIMEOUT or fails in the runner has its task run again here through `rerun`
-(the guard process's calls: a fault there is a crash case naming the argument) and
-is replaced for the tasks left. The tasks are recorded by the caller before any
-fork (etops.conformance.recorded), so each process replays the same cases.
+(the guard process's calls: a fault there is a crash case naming the argument; the
+hung cases skipped there too) and is replaced for the tasks left. The tasks are
+recorded by the caller before any fork (etops.conformance.recorded), so each process
+replays the same cases.
 
-Imports etops.guard (its server's limits, here, wire) and the standard library.
+Imports etops.guard (its server's limits, here, wire), etops.conformance.case_clock
+and the standard library.
 """
 
 from __future__ import annotations
@@ -26,6 +36,7 @@ import time
 import traceback
 from typing import Any, Callable
 
+from ..conformance import case_clock
 from ..guard import here
 from ..guard.server import DEFAULT_TIMEOUT, STALL_SECONDS, CpuWatch
 from ..guard.wire import frame, read_exact, read_frame_body, write_all
@@ -35,8 +46,8 @@ from ..process_end import from_wait_status
 MAX_WORKERS = 2
 #: seconds one task may take in a task process before it is run again here
 TASK_TIMEOUT = DEFAULT_TIMEOUT
-#: seconds between checks of a busy task process's CPU time
-_CHECK_EVERY = 1.0
+#: seconds between checks of a busy task process's case clock and CPU time
+_CHECK_EVERY = 0.25
 
 
 def default_workers(cores: int | None = None) -> int:
@@ -56,15 +67,17 @@ def default_workers(cores: int | None = None) -> int:
 class _TaskProcess:
     """One task process: its pid, its request and result pipes, the task in flight."""
 
-    def __init__(self, tasks: list, run_task: Callable[[Any], Any], siblings: list):
+    def __init__(self, tasks: list, run_task: Callable[[Any, tuple], Any], siblings: list):
         request_r, self.request_w = os.pipe()
         self.result_r, result_w = os.pipe()
+        self.clock = case_clock.CaseClock()
         self.pid = os.fork()
         if self.pid == 0:
             try:
                 # its siblings' pipe ends too: a copy held here would keep them from seeing their pipe close
                 for fd in (self.request_w, self.result_r, *(f for p in siblings for f in (p.request_w, p.result_r))):
                     os.close(fd)
+                case_clock.use(self.clock)
                 here.enter()
                 _serve(tasks, run_task, request_r, result_w)
             finally:
@@ -75,8 +88,9 @@ class _TaskProcess:
         self.started = 0.0
         self.watch = CpuWatch(self.pid)
 
-    def send(self, index: int) -> None:
-        write_all(self.request_w, frame(b"T", pickle.dumps(index)))
+    def send(self, index: int, hangs: tuple = ()) -> None:
+        """Sends task `index`, with the Hangs it had in earlier task processes (skipped)."""
+        write_all(self.request_w, frame(b"T", pickle.dumps((index, hangs))))
         self.current, self.watch = index, CpuWatch(self.pid)
         self.started = time.monotonic()
 
@@ -106,6 +120,7 @@ class _TaskProcess:
                 os.kill(self.pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
+        self.clock.close()
         for fd in (self.request_w, self.result_r):
             try:
                 os.close(fd)
@@ -118,37 +133,46 @@ class _TaskProcess:
 
 
 def _serve(tasks: list, run_task, request_fd: int, result_fd: int) -> None:
-    """A task process's loop: run each task index sent until the pipe closes."""
+    """A task process's loop: run each task index sent (with its hangs) until the pipe closes."""
     while read_exact(request_fd, 1) == b"T":
         body = read_frame_body(request_fd)
         if body is None:
             return
         try:
-            payload = frame(b"R", pickle.dumps(run_task(tasks[pickle.loads(body)])))
+            index, hangs = pickle.loads(body)
+            case_clock.set_label(0)
+            payload = frame(b"R", pickle.dumps(run_task(tasks[index], hangs)))
         except Exception:  # noqa: BLE001 - the runner failed: the caller runs the task itself and sees why
             payload = frame(b"X", traceback.format_exc().encode())
         write_all(result_fd, payload)
 
 
-def run_tasks(tasks: list, run_task: Callable[[Any], Any], rerun: Callable[[Any, str, bool], Any],
-              workers: int | None = None, on_cycle: Callable[[list], None] | None = None) -> list:
-    """The result of each task, in order: `run_task(task)` in a task process, or
-    `rerun(task, why, died)` here for a task whose process died or hung (`died`
-    True) or whose runner raised there (False); `why` says which. `on_cycle(pids)`:
-    called with the running task processes' pids each time a result comes in (or
-    every _CHECK_EVERY seconds). Every task process is reaped before this returns or raises."""
+def run_tasks(tasks: list, run_task: Callable[[Any, tuple], Any], rerun: Callable[[Any, str, bool, tuple], Any],
+              workers: int | None = None, on_cycle: Callable[[list], None] | None = None,
+              on_done: Callable[[int, int], None] | None = None) -> list:
+    """The result of each task, in order: `run_task(task, hangs)` in a task process,
+    or `rerun(task, why, died, hangs)` here for a task whose process died or stalled
+    (`died` True) or whose runner raised there (False); `why` says which. `hangs`: the
+    task's case_clock.Hangs so far, a tuple (cases past their limit, each in a task
+    process killed for it: `run_task` and `rerun` skip them and record them as hang
+    cases). `on_cycle(pids)`: called with the running task processes' pids each time
+    a result comes in (or every _CHECK_EVERY seconds); `on_done(done, total)`: each
+    time a task's result is in. Every task process is reaped before this returns or raises."""
     results: list = [None] * len(tasks)
+    hangs: dict = {}  #: task index -> its Hangs
     todo = list(range(len(tasks)))
     todo.reverse()
     count = min(workers or default_workers(), len(tasks))
     running: list[_TaskProcess] = []
+    done = 0
     try:
         while todo or any(p.current is not None for p in running):
             while len(running) < count and todo:
                 running.append(_TaskProcess(tasks, run_task, running))
             for process in running:
                 if process.current is None and todo:
-                    process.send(todo.pop())
+                    sent = todo.pop()
+                    process.send(sent, tuple(hangs.get(sent, ())))
             busy = {p.result_r: p for p in running if p.current is not None}
             ready, _, _ = select.select(list(busy), [], [], _CHECK_EVERY)
             if on_cycle is not None:
@@ -160,6 +184,9 @@ def run_tasks(tasks: list, run_task: Callable[[Any], Any], rerun: Callable[[Any,
                     outcome, value = process.receive()
                     if outcome == "done":
                         results[index] = value
+                        done += 1
+                        if on_done is not None:
+                            on_done(done, len(tasks))
                         continue
                     if outcome == "failed":  # the process goes on; the task runs here, where its error shows
                         why = f"it failed in its task process:\n{value}"
@@ -167,13 +194,23 @@ def run_tasks(tasks: list, run_task: Callable[[Any], Any], rerun: Callable[[Any,
                         running.remove(process)
                         why = f"its task process {from_wait_status(process.end())}"
                 else:
+                    hang = process.clock.overdue(now)
+                    if hang is not None:  # a kernel that does not return: the rest of the task in a new process
+                        running.remove(process)
+                        process.end(kill=True)
+                        hangs.setdefault(index, []).append(hang)
+                        todo.append(index)  # sent next
+                        continue
                     outcome, hung = "hung", process.hung(now)
                     if hung is None:
                         continue
                     running.remove(process)
                     process.end(kill=True)
                     why = f"its task process {hung}"
-                results[index] = rerun(tasks[index], why, outcome != "failed")
+                results[index] = rerun(tasks[index], why, outcome != "failed", tuple(hangs.get(index, ())))
+                done += 1
+                if on_done is not None:
+                    on_done(done, len(tasks))
     finally:
         for process in running:
             process.end(kill=process.current is not None)

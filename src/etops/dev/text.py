@@ -1,147 +1,183 @@
-"""The words of an ``etops dev`` round: the terminal lines of each file and the
-pull-request comment (``--markdown``). Every finding is listed (new ones first,
-then those the base shares), with its dtypes, the side that disagrees with the
-reference, its reproducer; each operator with the cases it got."""
+"""The words of an ``etops dev`` round: the terminal lines and the pull-request
+comment (``--markdown``), both rendered from one outline.Outline, so that they
+hold the same verdict, findings (new ones first, then those not gating, then
+those the base shares; each with its dtypes, the side that disagrees with the
+reference, its reproducer) and upstream test regressions. The markdown names
+paths relative to the checkout (or to the report folder's parent), never absolute.
+
+Imports this package's outline only.
+"""
 
 from __future__ import annotations
 
-from .judge import input_dtype, memory_site
-from .timing import describe
+import os
+import re
+
+from .outline import FileOutline, GtestOutline, finding_line, outline, short
+
+__all__ = ["file_lines", "finding_line", "markdown", "text"]
 
 
-def _short(name: str) -> str:
-    return name.split("::", 1)[-1]
+def _file_text(o: FileOutline) -> list[str]:
+    lines = [o.path]
+    if o.checkout:
+        lines.append(f"  checkout {o.checkout}; {', '.join(o.yamls)}")
+    if o.error:
+        lines.append("  " + o.error.replace("\n", "\n  "))
+        return lines
+    lines.append(f"  {o.built} (wheel flags {o.flags}); " + "; ".join(o.swapped))
+    if o.helpers:
+        lines.append(f"  helper sources built with it: {', '.join(o.helpers)}")
+    if o.base:
+        lines.append(f"  base: {o.base}")
+    for r in o.operators:
+        base = "" if r.base_cases is None else f" (base {r.base_cases})"
+        left = f", {r.left_out} tasks left out (budget)" if r.left_out else ""
+        lines.append(f"  {short(r.op)}: {r.cases} cases{base} from {r.sources}{left}" + ("  <- no case" if r.no_case else ""))
+    if o.layouts:  # the dim-order axis: cases whose inputs each layout lays out anew
+        lines.append(f"  dim-order axis (etops.layout('preserve')): {o.layouts}")
+    if o.numerics:  # the numerics axis: the accumulating operators' cases on transformed inputs
+        lines.append(f"  numerics axis (inputs transformed): {o.numerics}")
+    for title, items in o.groups:
+        lines.append(f"  {title} ({len(items)}):")
+        for x in items:
+            lines.append(f"    {x.line}")
+            if x.reproducer:
+                lines.append(f"      reproducer: {x.reproducer}")
+    if o.fixed:
+        lines.append(f"  fixed by the edit ({len(o.fixed)}): " + "; ".join(o.fixed))
+    if o.no_finding:
+        lines.append("  no finding")
+    for t in o.timing:
+        lines.append(f"  timing {t.kernel} {t.words}" + (f"  <- {t.mark}" if t.mark else ""))
+    lines += _gtest_text(o)
+    if o.report_dir:
+        lines.append(f"  report folder: {o.report_dir}")
+    return lines
 
 
-def _phrase(dtypes) -> str:
-    """'float16/float32', or the dtype classes when there are more than four."""
-    from ..conformance.clusters import dtype_class
-
-    dtypes = sorted(dtypes)
-    return "/".join(dtypes) if len(dtypes) <= 4 else "/".join(sorted({dtype_class(d) for d in dtypes}))
+def _gtest_head(g: GtestOutline) -> str:
+    return f"gtest {g.name} on the edit: {g.counts} [{g.kernel_set} set; {g.seconds}, {g.base} and the edit]"
 
 
-def finding_line(f) -> str:
-    """One finding: its category, check's summary with its inputs labelled by their
-    own dtypes (not the OpInfo task's), the cases recorded and the side that disagrees."""
-    c = f.cluster
-    summary = c.summary.replace(f" on {_phrase(c.dtypes)} inputs", f" on {_phrase({input_dtype(x) for x in c.cases})} inputs", 1)
-    site = memory_site(c)
-    what = f"{f.category}" + (f" ({site})" if site else "")
-    return f"{what}: {summary} [{len(c.cases)} recorded case{'s' if len(c.cases) != 1 else ''}; {f.side()}]"
-
-
-def _sources(f, op: str) -> str:
-    srcs = f.sources.get(op, [])
-    kinds = {"OpInfo": [s for s in srcs if ":" not in s], "reference": [s for s in srcs if s.startswith("ref:")],
-             "derived": [s for s in srcs if s.startswith("derived:")]}
-    return ", ".join(f"{len(v)} {k}{'s' if len(v) != 1 else ''}" for k, v in kinds.items() if v) or "no source"
-
-
-def _axis_line(title: str, cases: dict) -> str:
-    """An axis' line: per layout or transform, the cases of each operator and the tasks left out."""
-    return f"  {title}: " + "; ".join(
-        f"{name} " + ", ".join(f"{_short(op)} {n} cases" for op, n in v["cases"].items())
-        + (f", {v['tasks left out']} tasks left out (budget)" if v["tasks left out"] else "")
-        for name, v in cases.items())
+def _gtest_text(o: FileOutline) -> list[str]:
+    """The upstream test files' lines: per file run, counts on the edit, each
+    regression (a finding), the tests already failing on the base; per file not
+    run, why."""
+    lines = []
+    for g in o.gtests:
+        lines += [f"  {_gtest_head(g)}"] + [f"    finding: {r}" for r in g.regressions]
+        if g.base_failing:
+            lines.append(f"    failing before the edit already: {', '.join(g.base_failing)}")
+    return lines + [f"  gtest {name + ' ' if name else ''}not run: {why}" for name, why in o.tests_not_run]
 
 
 def file_lines(f) -> list[str]:
-    lines = [f"{f.path}"]
-    if f.checkout:
-        lines.append(f"  checkout {f.checkout}; {', '.join(f.yamls)}")
-    if f.error:
-        lines.append("  " + f.error.replace("\n", "\n  "))
-        return lines
-    b = f.build
-    lines.append(f"  {'built' if b.get('compiled') else 'cached build'} in {b.get('seconds', 0):.1f} s "
-                 f"(wheel flags {' '.join(b.get('flags', []))}); "
-                 + "; ".join(f"{_short(op)} {'overridden' if op in f.replaced else 'registered (no built-in)'}" for op in f.ops))
-    if f.base:
-        lines.append(f"  base: {f.base['describe']}")
-    if f.checked:
-        for op in f.ops:
-            base = f" (base {f.base_cases.get(op, 0)})" if f.base_cases else ""
-            left = f", {f.left_out[op]} tasks left out (budget)" if f.left_out.get(op) else ""
-            lines.append(f"  {_short(op)}: {f.cases.get(op, 0)} cases{base} from {_sources(f, op)}{left}"
-                         + ("  <- no case" if op in f.no_case() else ""))
-        if f.layout_cases:  # the dim-order axis: cases whose inputs each layout lays out anew
-            lines.append(_axis_line("dim-order axis (etops.layout('preserve'))", f.layout_cases))
-        if f.numerics_cases:  # the numerics axis: the accumulating operators' cases on transformed inputs
-            lines.append(_axis_line("numerics axis (inputs transformed)", f.numerics_cases))
-        new = [x for x in f.findings if x.gating]
-        other = [x for x in f.findings if not x.gating and not x.in_base]
-        shared = [x for x in f.findings if x.in_base]
-        for title, group in (("new findings", new), ("not gating", other), ("also in base", shared)):
-            if group:
-                lines.append(f"  {title} ({len(group)}):")
-                for x in group:
-                    lines.append(f"    {finding_line(x)}")
-                    if x.cluster.reproducer:
-                        lines.append(f"      reproducer: {x.cluster.reproducer}")
-        if f.fixed:
-            lines.append(f"  fixed by the edit ({len(f.fixed)}): " + "; ".join(c.summary[:120] for c in f.fixed))
-        if not f.findings:
-            lines.append("  no finding")
-    for row in f.timing:
-        mark = "  <- slowdown finding" if row.get("slowdown_finding") else "  <- finding" if row.get("crashed") else ""
-        lines.append(f"  timing {_short(row['kernel'])} {describe(row)}{mark}")
-    lines += _gtest_lines(f.gtest, f.gtest.get("wall_seconds", f.seconds.get("gtest", 0.0)) if f.gtest else 0.0)
-    if f.report_dir:
-        lines.append(f"  report folder: {f.report_dir}")
-    return lines
+    """The terminal lines of one kernel file (a report.FileResult)."""
+    from .outline import file_outline
+
+    return _file_text(file_outline(f))
 
 
-def _gtest_lines(g: dict, seconds: float) -> list[str]:
-    """The upstream test file's lines: counts on the edit, each regression (a
-    finding), the tests already failing on the base (the git base's kernel, or
-    the one the edit replaces)."""
-    if not g:
-        return []
-    name = g["file"].rsplit("/", 1)[-1]
-    if g.get("error"):
-        return [f"  gtest {name}: not built ({g['error'].splitlines()[0][:200]})"]
-    shown = ", ".join(f"{n} {s}" for s, n in g["counts"].items() if n) or "no test"
-    kind = g.get("base") or ""
-    base = {"git": "the git base", "none": "no base (new operators)"}.get(kind, "the replaced kernel")
-    lines = [f"  gtest {name} on the edit: {shown} [{seconds:.1f} s, {base} and the edit]"]
-    for r in g["regressions"]:
-        first = (r["message"].splitlines() or [""])[0][:200]
-        before = "no base to pass on" if kind == "none" else f"passes on {base}"
-        lines.append(f"    finding: {r['name']} {before}, {r['status']} on the edit: {first}")
-    if g["base_failing"]:
-        lines.append(f"    failing before the edit already: {', '.join(g['base_failing'])}")
-    return lines
+def text(result) -> str:
+    """The round (a report.DevResult) as the terminal shows it, the verdict last."""
+    o = outline(result)
+    lines = list(o.notes)
+    for f in o.files:
+        lines += _file_text(f)
+    if o.skipped:
+        lines.append(f"skipped (no operator of the YAML): {', '.join(p.rsplit('/', 1)[-1] for p in o.skipped)}")
+    lines.append(o.headline)
+    return "\n".join(lines)
+
+
+#: an absolute path left in a message (a build folder, a header outside the checkout)
+_ABSOLUTE = re.compile(r"(?<![\w.~/-])/(?:[\w.+-]+/)+([\w.+-]+)")
+
+
+def _relative_paths(o: FileOutline):
+    """A function making the text of file `o` name paths as the markdown does:
+    relative to the checkout, a report under the report folder's parent (its
+    folder name first), any other absolute path by its file name."""
+    swaps = []
+    if o.checkout:
+        swaps.append((o.checkout.rstrip("/") + "/", ""))
+    if o.report_dir:
+        root = os.path.dirname(o.report_dir.rstrip("/"))
+        swaps.append((os.path.dirname(root) + "/", ""))
+
+    def rel(text: str) -> str:
+        for prefix, by in swaps:
+            text = text.replace(prefix, by)
+        return _ABSOLUTE.sub(r"\1", text)
+
+    return rel
+
+
+def _file_markdown(o: FileOutline) -> list[str]:
+    rel = _relative_paths(o)
+    out = ["", f"#### `{rel(o.path)}`", ""]
+    if o.error:
+        return out + ["```", rel(o.error), "```"]
+    out.append(f"{o.built.capitalize()}, flags `{o.flags}`; " + "; ".join(f"`{s}`" for s in o.swapped) + ".")
+    if o.helpers:
+        out.append(f"Helper sources built with it: {', '.join(f'`{rel(h)}`' for h in o.helpers)}.")
+    if o.base:
+        out.append(f"Base: {rel(o.base)}.")
+    if o.operators:
+        out += ["", "| operator | cases (edit) | cases (base) | sources | tasks left out (budget) |", "|---|---:|---:|---|---:|"]
+        for r in o.operators:
+            base = "-" if r.base_cases is None else r.base_cases
+            out.append(f"| `{r.op}` | {r.cases}{' (no case)' if r.no_case else ''} | {base} | {r.sources} | {r.left_out} |")
+    if o.layouts:
+        out += ["", f"Dim-order axis (`etops.layout('preserve')`): {o.layouts}."]
+    if o.numerics:
+        out += ["", f"Numerics axis (inputs transformed): {o.numerics}."]
+    for title, items in o.groups:
+        out += ["", f"**{title.capitalize()} ({len(items)})**", ""]
+        for x in items:
+            out.append(f"- {rel(x.line)}")
+            if x.reproducer:
+                out.append(f"  reproducer: `{rel(x.reproducer)}`")
+    if o.fixed:
+        out += ["", f"**Fixed by the edit ({len(o.fixed)})**", ""] + [f"- {rel(s)}" for s in o.fixed]
+    if o.no_finding:
+        out += ["", "No finding."]
+    if o.timing:
+        out += ["", "| operator | size | input | edit / base | interval | verdict |", "|---|---|---|---:|---|---|"]
+        for t in o.timing:
+            r, mark = t.row, (f" **{t.mark}**" if t.mark else "")
+            if r.get("error") or "vs_builtin" not in r:
+                out.append(f"| `{t.kernel}` | {r.get('label')} | - | - | - | {rel(r.get('error') or 'no base')}{mark} |")
+                continue
+            out.append(f"| `{t.kernel}` | {r['label']} | {r['dtype']} {r['size']} | {r['vs_builtin']['median']:.2f}x | "
+                       f"{t.interval} | {t.verdict}{mark} |")
+    for g in o.gtests:
+        out += ["", f"**Upstream test**: {rel(_gtest_head(g))}"]
+        if g.regressions:
+            out += [""] + [f"- finding: {rel(r)}" for r in g.regressions]
+        if g.base_failing:
+            out += ["", f"Failing before the edit already: {', '.join(g.base_failing)}"]
+    if o.tests_not_run:
+        out += ["", "**Upstream tests not run**", ""] + [f"- {'`' + rel(name) + '`: ' if name else ''}{rel(why)}"
+                                                         for name, why in o.tests_not_run]
+    return out
 
 
 def markdown(result) -> str:
-    """The round as a pull-request comment: verdict, per file a table of operators
-    and cases, the findings (new, also in base), the timing table."""
-    out = [f"### etops dev: {result.verdict().removeprefix('verdict: ')}", ""]
-    out += [f"- {n}" for n in result.notes]
-    for f in result.files:
-        out += ["", f"#### `{f.path}`", ""]
-        if f.error:
-            out += ["```", f.error, "```"]
-            continue
-        if f.base:
-            out.append(f"Base: {f.base['describe']}. Flags: `{' '.join(f.build.get('flags', []))}`.")
-        if f.checked:
-            out += ["", "| operator | cases (edit) | cases (base) | sources |", "|---|---:|---:|---|"]
-            for op in f.ops:
-                out.append(f"| `{op}` | {f.cases.get(op, 0)} | {f.base_cases.get(op, '-')} | {_sources(f, op)} |")
-            for title, group in (("New findings", [x for x in f.findings if x.gating]),
-                                 ("Also in base", [x for x in f.findings if x.in_base]),
-                                 ("Not gating", [x for x in f.findings if not x.gating and not x.in_base])):
-                if group:
-                    out += ["", f"**{title}**", ""] + [f"- {finding_line(x)}" for x in group]
-        if f.timing:
-            out += ["", "| operator | size | input | edit / base | IQR | verdict |", "|---|---|---|---:|---|---|"]
-            for r in f.timing:
-                if r.get("error") or "vs_builtin" not in r:
-                    out.append(f"| `{_short(r['kernel'])}` | {r.get('label')} | - | - | - | {r.get('error') or 'no base'} |")
-                    continue
-                q = r["vs_builtin"]
-                out.append(f"| `{_short(r['kernel'])}` | {r['label']} | {r['dtype']} {r['size']} | {q['median']:.2f}x | "
-                           f"{q['q1']:.2f}-{q['q3']:.2f} | {r['verdict']} |")
+    """The round (a report.DevResult) as a pull-request comment: the verdict as the
+    text gives it, the notes, per file its build, base, operators and cases,
+    findings, timing table and upstream test, paths relative to the checkout."""
+    o = outline(result)
+    rel = _relative_paths(o.files[0]) if o.files else _ABSOLUTE_ONLY
+    out = [f"### etops dev {o.headline}", ""]
+    out += [f"- {rel(n)}" for n in o.notes]
+    for f in o.files:
+        out += _file_markdown(f)
+    if o.skipped:
+        out += ["", f"Skipped (no operator of the YAML): {', '.join(p.rsplit('/', 1)[-1] for p in o.skipped)}"]
     return "\n".join(out) + "\n"
+
+
+def _ABSOLUTE_ONLY(text: str) -> str:
+    return _ABSOLUTE.sub(r"\1", text)

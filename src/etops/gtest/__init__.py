@@ -1,10 +1,12 @@
 """Extension: ``etops gtest`` / ``etops.gtest(...)``, upstream ExecuTorch's kernel
-tests (``kernels/test/op_<name>_test.cpp`` of a checkout, or an out-of-tree folder
-laid out the same way) built against the installed wheel and run against the
-kernels registered in this process, without building ExecuTorch.
+tests (``kernels/test/op_<name>_test.cpp`` of a checkout, a kernel folder's own
+``kernels/<folder>/test/``, or an out-of-tree folder laid out the same way) built
+against the installed wheel and run against the kernels registered in this
+process, without building ExecuTorch.
 
-Owns: the test files' layout (layout.py), the headers a build of ExecuTorch would
-generate for them (glue.py, runtime_source.py: every ``<op>_outf`` through the
+Owns: the test files' layout and a kernel file's tests and kernel set (layout.py),
+the headers a build of ExecuTorch would generate for them (glue.py,
+runtime_source.py: every ``<op>_outf`` and ``native::<kernel>`` through the
 registry by name and kernel key), their build with googletest (build.py, on
 etops.custom's toolchain), the isolated runs (run.py: a fork per binary, a crash
 ends only its test) and the report (report.py; session.py ties them together).

@@ -1,8 +1,11 @@
 """The headers a kernel test includes that a build of ExecuTorch would generate:
 ``FunctionHeaderWrapper.h`` (upstream: the kernel set's ``Functions.h``), whose
 ``torch::executor::<namespace>::<name>_outf`` overloads box their arguments and call
-the kernel the registry holds by operator name and kernel key (``etops_gtest.h``),
-and ``supported_features.h`` / ``.cpp`` from the checkout's own generator.
+the kernel the registry holds by operator name and kernel key (``etops_gtest.h``);
+a kernel folder's ``NativeFunctions.h`` (upstream: generated from the folder's
+YAML), whose ``torch::executor::native::<kernel>`` functions do the same for the
+kernels' own C++ names; and ``supported_features.h`` / ``.cpp`` from the
+checkout's own generator.
 
 C++ parameter types come from the schema the way custom kernels get theirs
 (``etops.custom.codegen.cpp_args``); which argument the return slot and the results
@@ -21,6 +24,7 @@ from ..dev.checkout import YamlKernel
 from ..dev.install import schema_of
 from ..errors import BuildError, CheckoutError, EtopsError
 from ..plan import build_plan
+from .layout import operator_base
 
 #: C++ type of a fresh scalar return -> the EValue accessor that reads it
 _FRESH = {"int64_t": "toInt", "double": "toDouble", "bool": "toBool"}
@@ -44,12 +48,6 @@ def _fits(schema, function: str) -> bool:
     return bool(written) and not any(a.is_out for a in schema.arguments)
 
 
-def operator_base(function: str) -> str:
-    """The operator name a generated C++ function is named after: ``add_outf`` ->
-    ``add``, ``copy_`` -> ``copy_``."""
-    return function[: -len("_outf")] if function.endswith("_outf") else function
-
-
 def candidates(namespace: str, function: str, entries: list[YamlKernel], registered: list[str]) -> list[str]:
     """Operator names ``<namespace>::<op>.<overload>`` that C++ function `function`
     (``<op>_outf`` or ``<op>_``) may mean: the kernel YAMLs' (what upstream's
@@ -63,31 +61,52 @@ def candidates(namespace: str, function: str, entries: list[YamlKernel], registe
     return list(dict.fromkeys(found))
 
 
-def overload(op: str, schema, function: str) -> Overload:
-    """The C++ definition of `function` calling operator `op` through the registry."""
+def _returns(args, fresh: str | None, plan, call: str) -> tuple[str, list[str]]:
+    """(C++ return type, the body's lines from the call on) of a generated function."""
+    if fresh is not None:
+        return fresh, [f"  return static_cast<{fresh}>({call}.{_FRESH.get(fresh, 'toInt')}());"]
+    body = [f"  {call};"]
+    outs = list(plan.returns)
+    if not outs or any(args[i].param != "Tensor&" for i in outs):
+        return "void", body  # no result, or results aliasing a list of outs
+    if len(outs) == 1:
+        return "Tensor&", body + [f"  return a{outs[0]};"]
+    ret = "std::tuple<" + ", ".join(["Tensor&"] * len(outs)) + ">"
+    return ret, body + [f"  return {ret}(" + ", ".join(f"a{i}" for i in outs) + ");"]
+
+
+def overload(op: str, schema, function: str, context_free: bool = False) -> Overload:
+    """The C++ definition of `function` calling operator `op` through the registry.
+    With `context_free`, also the overload without the context (upstream's kernels
+    define one for some operators, and their tests call it): it runs the call on a
+    context of its own, whose failure is a failure of the test (etops_gtest::OwnContext)."""
     args, fresh = cpp_args(op, schema)
     plan = build_plan(op, schema)
     slot = plan.args[-1].extra  # the argument the return slot holds again (None: a fresh value)
-    params = ", ".join(["KernelRuntimeContext& context"] + [f"{a.param} a{i}" for i, a in enumerate(args)])
-    body = ["  Stack s;"] + [f"  s.push(a{i});" for i in range(len(args))]
+    typed = [f"{a.param} a{i}" for i, a in enumerate(args)]
+    params = ", ".join(["KernelRuntimeContext& context"] + typed)
     call = f"s.call(context, {json.dumps(op)}, {-1 if slot is None else slot})"
-    if fresh is not None:
-        ret = fresh
-        body.append(f"  return static_cast<{fresh}>({call}.{_FRESH.get(fresh, 'toInt')}());")
-    else:
-        body.append(f"  {call};")
-        outs = list(plan.returns)
-        if not outs or any(args[i].param != "Tensor&" for i in outs):
-            ret = "void"  # no result, or results aliasing a list of outs
-        elif len(outs) == 1:
-            ret = "Tensor&"
-            body.append(f"  return a{outs[0]};")
-        else:
-            ret = "std::tuple<" + ", ".join(["Tensor&"] * len(outs)) + ">"
-            body.append(f"  return {ret}(" + ", ".join(f"a{i}" for i in outs) + ");")
+    ret, tail = _returns(args, fresh, plan, call)
+    body = ["  Stack s;"] + [f"  s.push(a{i});" for i in range(len(args))] + tail
     name = function.rsplit("::", 1)[-1]
-    code = "\n".join([f"// {op}: {schema}", f"inline {ret} {name}({params}) {{", *body, "}"])
-    return Overload(op, function, code)
+    lines = [f"// {op}: {schema}", f"inline {ret} {name}({params}) {{", *body, "}"]
+    if context_free:
+        forwarded = ", ".join(["own.context"] + [f"a{i}" for i in range(len(args))])
+        lines += [f"inline {ret} {name}({', '.join(typed)}) {{", f"  OwnContext own({json.dumps(op)});",
+                  f"  return {name}({forwarded});", "}"]
+    return Overload(op, function, "\n".join(lines))
+
+
+def _blocks(namespace: str, overloads: list[Overload], inner: str) -> list[str]:
+    """The generated functions in ``etops_gtest::<inner>``, each made visible in
+    ``torch::executor::<namespace>`` by a using-declaration."""
+    lines = [f"namespace etops_gtest {{ namespace {inner} {{", *[ov.code for ov in overloads],
+             f"}} }}  // namespace etops_gtest::{inner}", ""]
+    exported = sorted({ov.function.rsplit("::", 1)[-1] for ov in overloads})
+    lines += [f"namespace torch {{ namespace executor {{ namespace {namespace} {{"]
+    lines += [f"using ::etops_gtest::{inner}::{n};" for n in exported]
+    lines += [f"}} }} }}  // namespace torch::executor::{namespace}", ""]
+    return lines
 
 
 def functions_header(functions, entries: list[YamlKernel], registered: list[str]) -> tuple[str, list[str]]:
@@ -130,13 +149,56 @@ def functions_header(functions, entries: list[YamlKernel], registered: list[str]
         "",
     ]
     for namespace, overloads in blocks.items():
-        codes = [ov.code for ov in overloads]
-        lines += [f"namespace etops_gtest {{ namespace ops_{namespace} {{", *codes, f"}} }}  // namespace etops_gtest::ops_{namespace}", ""]
-        exported = sorted({ov.function.rsplit("::", 1)[-1] for ov in overloads})
-        lines += [f"namespace torch {{ namespace executor {{ namespace {namespace} {{"]
-        lines += [f"using ::etops_gtest::ops_{namespace}::{n};" for n in exported]
-        lines += [f"}} }} }}  // namespace torch::executor::{namespace}", ""]
+        lines += _blocks(namespace, overloads, f"ops_{namespace}")
     return "\n".join(lines) + "\n", notes
+
+
+def _kernel_name(entry: YamlKernel) -> str:
+    return entry.function.rsplit("::", 1)[-1]
+
+
+def native_headers(names, folders: dict[str, list[YamlKernel]], fallback: list[YamlKernel]) -> tuple[dict[str, str], list[str]]:
+    """({folder: ``<folder>/NativeFunctions.h``}, notes) for the kernel folders a test
+    includes the header of (`folders`: folder -> its YAMLs' entries) and the kernel
+    C++ names `names` it uses as ``torch::executor::native::<name>``. A name goes to
+    the first folder whose YAML names that kernel (``kernel_name:
+    torch::executor::quantize_per_tensor_out``), else to the first folder with the
+    operators of `fallback` (every kernel YAML of the checkout) that name it: each
+    operator becomes a function of that name calling it through the registry, with
+    the context and without it. A name no YAML gives is left out (the test then
+    fails to compile, naming it; the note says why)."""
+    notes: list[str] = []
+    chosen: dict[str, list[Overload]] = {folder: [] for folder in folders}
+    for name in names:
+        home = next((f for f, es in folders.items() if any(_kernel_name(e) == name for e in es)), None)
+        found = [e for e in (folders[home] if home is not None else fallback) if _kernel_name(e) == name]
+        if not found or not folders:
+            notes.append(f"torch::executor::native::{name}: no kernel of that name in the checkout's kernel YAMLs")
+            continue
+        seen: set[tuple[str, ...]] = set()
+        for entry in found:
+            try:
+                schema = schema_of(entry)
+                key = tuple(a.param for a in cpp_args(entry.op, schema)[0])
+                if key not in seen:  # else the same kernel under two names of one operator
+                    seen.add(key)
+                    chosen[home or next(iter(folders))].append(overload(entry.op, schema, f"native::{name}", context_free=True))
+            except (EtopsError, RuntimeError) as exc:
+                notes.append(f"torch::executor::native::{name}: {entry.op} left out: {str(exc).splitlines()[0]}")
+    texts = {}
+    for folder, overloads in chosen.items():
+        lines = [
+            f"// {folder}/NativeFunctions.h - generated by etops (etops.gtest): every kernel the test",
+            "// calls by its C++ name goes through the kernel registry of the process running the test.",
+            "#pragma once",
+            '#include "etops_gtest.h"',
+            "#include <executorch/runtime/kernel/kernel_includes.h>",
+            "",
+        ]
+        if overloads:
+            lines += _blocks("native", overloads, "native_" + folder.replace("/", "_"))
+        texts[folder] = "\n".join(lines) + "\n"
+    return texts, notes
 
 
 def _registered_schema(op: str):

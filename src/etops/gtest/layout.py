@@ -1,7 +1,9 @@
 """A kernel test file of an ExecuTorch checkout (or an out-of-tree folder laid out
 the same way): the checkout its ``executorch/...`` includes resolve into, the
-``<op>_outf`` functions it calls, the checkout sources its headers need compiled
-with it, and the kernel set whose ``supported_features_def.yaml`` applies.
+``<op>_outf`` and ``native::`` functions it calls, the headers a build of ExecuTorch
+would generate for it, the checkout sources its headers need compiled with it, the
+kernel set whose ``supported_features_def.yaml`` applies; and the test files of a
+kernel file with the kernel set of its folder.
 
 Nothing here compiles or touches the registry; it reads files.
 """
@@ -20,6 +22,10 @@ from ..errors import CheckoutError
 FUNCTIONS_HEADER = "executorch/kernels/test/FunctionHeaderWrapper.h"
 FEATURES_HEADER = "executorch/kernels/test/supported_features.h"
 GENERATED = (FUNCTIONS_HEADER, FEATURES_HEADER)
+#: A kernel folder's generated declarations: ``executorch/kernels/<folder>/Functions.h``
+#: (the ``<op>_outf`` functions) and ``NativeFunctions.h`` (the kernels' own C++ names,
+#: ``torch::executor::native::<kernel>``), made by upstream's codegen from the folder's YAML
+_FOLDER_HEADER = re.compile(r"^executorch/(kernels/(?:\w+/)*\w+)/(NativeFunctions|Functions)\.h$")
 
 #: What a folder contributes: upstream's op test files.
 TEST_GLOB = "op_*_test.cpp"
@@ -27,6 +33,23 @@ TEST_GLOB = "op_*_test.cpp"
 #: A call of a generated function: torch::executor::<namespace>::<name>_outf (an out
 #: variant) or torch::executor::<namespace>::<name>_ (an in-place variant)
 _CALL = re.compile(r"\btorch::executor::(\w+)::(\w+?(?:_outf|_))\s*\(")
+#: A use of a kernel by its C++ name: torch::executor::native::<kernel> (a call or a using-declaration)
+_NATIVE = re.compile(r"\btorch::executor::native::(\w+)\b")
+
+
+def is_generated(include: str) -> bool:
+    """Whether etops generates `include` (``executorch/...``) for a test rather than
+    finding it in the checkout: FunctionHeaderWrapper.h, supported_features.h, and a
+    kernel folder's Functions.h / NativeFunctions.h."""
+    return include in GENERATED or _FOLDER_HEADER.match(include) is not None
+
+
+def folder_header(include: str) -> tuple[str, str] | None:
+    """(kernel folder relative to the checkout, "Functions" or "NativeFunctions") of a
+    generated folder header (``executorch/kernels/quantized/NativeFunctions.h`` ->
+    ("kernels/quantized", "NativeFunctions")), else None."""
+    m = _FOLDER_HEADER.match(include)
+    return (m.group(1), m.group(2)) if m else None
 
 
 @dataclass(frozen=True)
@@ -36,6 +59,10 @@ class TestFile:
     path: Path
     checkout: Path  #: the folder ``executorch/...`` includes resolve into
     functions: tuple[tuple[str, str], ...]  #: (namespace, C++ name) of each ``<op>_outf`` / ``<op>_`` called
+    natives: tuple[str, ...]  #: C++ names of kernels used as ``torch::executor::native::<name>``
+    #: the kernel folders' generated headers included: (include, folder, kind), e.g.
+    #: ("executorch/kernels/quantized/NativeFunctions.h", "kernels/quantized", "NativeFunctions")
+    generated: tuple[tuple[str, str, str], ...]
     helpers: tuple[Path, ...]  #: checkout sources next to included checkout headers (X.h -> X.cpp)
     headers: tuple[Path, ...]  #: checkout headers the file includes, directly or not
     uses_features: bool  #: whether supported_features.h is included (directly or through a header)
@@ -69,7 +96,7 @@ def find_checkout(path: Path, root=None) -> Path:
         return found
     wheel = wheel_include_dir()
     local = [inc[len("executorch/"):] for inc in includes(path.read_text())
-             if inc.startswith("executorch/") and inc not in GENERATED and not (wheel / inc).exists()]
+             if inc.startswith("executorch/") and not is_generated(inc) and not (wheel / inc).exists()]
     for folder in path.resolve().parents:
         if all((folder / rel).exists() for rel in local):
             if local or (folder / "kernels").is_dir():
@@ -83,9 +110,12 @@ def describe(path: Path, checkout: Path, include_root: Path) -> TestFile:
     headers = sorted(checkout_headers(path, [include_root, checkout]))
     texts = [path.read_text()] + [h.read_text() for h in headers]
     functions = tuple(dict.fromkeys(m for t in texts for m in _CALL.findall(t)))
+    natives = tuple(dict.fromkeys(m for t in texts for m in _NATIVE.findall(t)))
+    generated = tuple(dict.fromkeys((inc, *found) for t in texts for inc in includes(t)
+                                    if (found := folder_header(inc)) is not None))
     helpers = tuple(h.with_suffix(".cpp") for h in headers if h.suffix == ".h" and h.with_suffix(".cpp").is_file())
     uses = any(FEATURES_HEADER in includes(t) for t in texts)
-    return TestFile(path, checkout, functions, helpers, tuple(headers), uses)
+    return TestFile(path, checkout, functions, natives, generated, helpers, tuple(headers), uses)
 
 
 def kernel_yamls(checkout: Path, test: Path | None = None) -> list[Path]:
@@ -103,6 +133,12 @@ def kernel_yamls(checkout: Path, test: Path | None = None) -> list[Path]:
 def yaml_entries(checkout: Path, test: Path | None = None) -> list[YamlKernel]:
     """The operators the checkout's kernel YAMLs register."""
     return [e for y in kernel_yamls(checkout, test) for e in read_yaml(y)]
+
+
+def folder_entries(checkout: Path, folder: str) -> list[YamlKernel]:
+    """The operators of the kernel YAMLs in `folder` of the checkout (``kernels/quantized``:
+    quantized.yaml), what its generated headers declare."""
+    return [e for n in YAML_NAMES if (checkout / folder / n).is_file() for e in read_yaml(checkout / folder / n)]
 
 
 def feature_sets(checkout: Path) -> dict[str, Path]:
@@ -123,6 +159,57 @@ def default_kernel_set(path: Path, checkout: Path) -> str | None:
         if name in sets:
             return name
     return next(iter(sets), None)
+
+
+def kernel_set_of(kernel_file: Path, checkout: Path) -> str | None:
+    """The kernel set of the folder a kernel source lives in: ``kernels/<set>/...``
+    (``kernels/portable/cpu/op_add.cpp`` -> portable, ``kernels/quantized/cpu/`` ->
+    quantized) when the checkout defines that set (its
+    ``kernels/<set>/test/supported_features_def.yaml``); None otherwise (the test's
+    own default then applies)."""
+    try:
+        parts = kernel_file.resolve().relative_to(checkout.resolve()).parts
+    except ValueError:
+        return None
+    if len(parts) > 2 and parts[0] == "kernels" and parts[1] in feature_sets(checkout):
+        return parts[1]
+    return None
+
+
+def tests_of_kernel(kernel_file: Path, checkout: Path) -> list[Path]:
+    """Where upstream keeps the tests of kernel file ``op_<name>.cpp``, found or not:
+    the shared ``kernels/test/op_<name>_test.cpp``, then its own folder's
+    ``kernels/<folder>/test/op_<name>_test.cpp`` (``kernels/quantized/test/``,
+    ``kernels/portable/test/``)."""
+    name = f"{kernel_file.stem}_test.cpp"
+    places = [checkout / "kernels" / "test" / name]
+    try:
+        parts = kernel_file.resolve().relative_to(checkout.resolve()).parts
+    except ValueError:
+        parts = ()
+    if len(parts) > 2 and parts[0] == "kernels":
+        places.append(checkout / "kernels" / parts[1] / "test" / name)
+    return list(dict.fromkeys(places))
+
+
+def calls_any(test: TestFile, operators: dict[str, str]) -> bool:
+    """Whether `test` calls one of `operators` (operator name -> its kernel's C++
+    name, the YAML's kernel_name): ``torch::executor::<namespace>::<op>_outf`` (or
+    ``<op>_``) of the operator's namespace and name, or the kernel by its name
+    (``torch::executor::native::<kernel>``)."""
+    called = {(ns, operator_base(fn)) for ns, fn in test.functions}
+    natives = set(test.natives)
+    for op, kernel in operators.items():
+        namespace, _, rest = op.partition("::")
+        if (namespace, rest.split(".", 1)[0]) in called or kernel.rsplit("::", 1)[-1] in natives:
+            return True
+    return False
+
+
+def operator_base(function: str) -> str:
+    """The operator name a generated C++ function is named after: ``add_outf`` ->
+    ``add``, ``copy_`` -> ``copy_``."""
+    return function[: -len("_outf")] if function.endswith("_outf") else function
 
 
 def features_inputs(checkout: Path, kernel_set: str | None) -> tuple[Path | None, Path | None, Path | None]:

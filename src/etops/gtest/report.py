@@ -9,6 +9,7 @@ import json
 from typing import Any
 from dataclasses import dataclass, field
 
+from .build import NO_GOOGLETEST
 from .run import CRASHED, FAILED, PASSED, SKIPPED, TestResult
 
 EXIT_OK, EXIT_FAILED, EXIT_BUILD, EXIT_NO_TEST = 0, 1, 2, 3
@@ -118,26 +119,48 @@ def _indent(text: str, pad: str = "    ", limit: int = 30) -> str:
     return "\n".join(pad + r for r in rows)
 
 
-def against_base(base: GtestResult | None, edit: GtestResult) -> dict[str, Any]:
-    """One test file run on the base kernels and on the edit's (``etops dev``): the
-    tests the edit turns from passed (or skipped) to failed or crashed are
-    ``regressions`` (a finding each); those already failing on the base are
-    ``base_failing``, listed apart; ``error`` is a build error of the test file.
-    With no base (None: operators new with the edit) every failing test is a regression."""
-    [e] = edit.files
-    b_tests = base.files[0].tests if base is not None else []
+def why_not_run(f: FileResult) -> str | None:
+    """Why test file `f` did not run, in one line (None: it was built and ran): no
+    googletest, or "does not build" with the compiler's (or the checkout's) first error."""
+    if f.built:
+        return None
+    if f.build_error == NO_GOOGLETEST:
+        return "no googletest (apt-get install googletest, or set ETOPS_GOOGLETEST to its source folder)"
+    first = (f.build_error or "").strip().splitlines()
+    return "does not build: " + (first[0] if first else "(no error given)")
+
+
+def _one_file(b: FileResult | None, e: FileResult) -> dict[str, Any]:
+    """One test file on the base (`b`; None: no base run) and the edit."""
     regressions: list[dict] = []
     base_failing: list[str] = []
-    out: dict[str, Any] = {"file": e.path, "error": e.build_error, "regressions": regressions, "base_failing": base_failing,
-           "counts": {s: e.count(s) for s in (PASSED, FAILED, SKIPPED, CRASHED)},
-           "seconds": round((base.seconds if base is not None else 0.0) + edit.seconds, 3)}
-    if e.build_error:
-        return out
-    before = {t.name: t for t in b_tests}
+    before = {t.name: t for t in b.tests} if b is not None else {}
     for t in e.tests:
         was = before.get(t.name)
         if was is not None and was.status in (FAILED, CRASHED):
             base_failing.append(t.name)
         elif t.status in (FAILED, CRASHED):
-            regressions.append({"name": t.name, "status": t.status, "message": t.message})
-    return out
+            regressions.append({"name": t.name, "status": t.status, "message": t.message, "file": e.path})
+    return {"file": e.path, "kernel_set": e.kernel_set, "error": e.build_error, "regressions": regressions,
+            "base_failing": base_failing, "counts": {s: e.count(s) for s in (PASSED, FAILED, SKIPPED, CRASHED)}}
+
+
+def against_base(base: GtestResult | None, edit: GtestResult) -> dict[str, Any]:
+    """The upstream test files of a kernel file run on the base kernels and on the
+    edit's (``etops dev``), file by file (``files``): the tests the edit turns from
+    passed (or skipped) to failed or crashed are ``regressions`` (a finding each);
+    those already failing on the base are ``base_failing``, listed apart; a file
+    that was not built is in ``not_run`` with why (why_not_run). The top level sums
+    the files that ran (``error``: the first build error when none ran). With no
+    base (None: operators new with the edit) every failing test is a regression."""
+    b_files = {f.path: f for f in base.files} if base is not None else {}
+    files = [_one_file(b_files.get(e.path), e) for e in edit.files if e.built]
+    not_run = [{"file": e.path, "why": why_not_run(e)} for e in edit.files if not e.built]
+    errors = [e.build_error for e in edit.files if not e.built]
+    return {"file": edit.files[0].path if edit.files else "", "files": files, "not_run": not_run,
+            "error": errors[0] if errors and not files else None,
+            "kernel_set": next((e.kernel_set for e in edit.files if e.kernel_set), None),
+            "regressions": [r for f in files for r in f["regressions"]],
+            "base_failing": [n for f in files for n in f["base_failing"]],
+            "counts": {s: sum(f["counts"][s] for f in files) for s in (PASSED, FAILED, SKIPPED, CRASHED)},
+            "seconds": round((base.seconds if base is not None else 0.0) + edit.seconds, 3)}

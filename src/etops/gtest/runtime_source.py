@@ -1,7 +1,7 @@
 """The C++ etops compiles once per toolchain into every test binary: the header the
 generated ``Functions.h`` includes (``Stack``: typed arguments boxed into
 ExecuTorch's EValue stack, and the call of the kernel the registry holds now, by
-operator name and kernel key), and its implementation with the binary's entry point
+operator name and kernel key; ``OwnContext``: the context of a context-free call), and its implementation with the binary's entry point
 (``etops_gtest_main``: ExecuTorch's platform layer back to plain stderr logging and
 abort, fault signals back to their defaults, and a listener writing one JSON line a
 test event to the file in $ETOPS_GTEST_EVENTS, flushed, so that a crash loses no
@@ -77,6 +77,20 @@ class Stack {
   std::deque<ArrayRef<char>> strings_;
   std::vector<EValue*> stack_;
   std::deque<EValue> args_;
+};
+
+// The context of a call the test makes without one (upstream's context-free kernel
+// overloads): a kernel that fails it makes the test fail, naming the operator.
+class OwnContext {
+ public:
+  explicit OwnContext(const char* op) : op_(op) {}
+  ~OwnContext();
+  OwnContext(const OwnContext&) = delete;
+  OwnContext& operator=(const OwnContext&) = delete;
+  KernelRuntimeContext context;
+
+ private:
+  const char* op_;
 };
 }  // namespace etops_gtest
 """
@@ -192,6 +206,15 @@ EValue& Stack::call(KernelRuntimeContext& ctx, const char* name, int return_alia
   }
   (*fn.get())(ctx, et::Span<EValue*>(stack_.data(), stack_.size()));
   return args_.back();
+}
+
+// (a missing kernel is a failure of the test already: Stack::call)
+OwnContext::~OwnContext() {
+  const et::Error state = context.failure_state();
+  if (state != et::Error::Ok && state != et::Error::OperatorMissing) {
+    ADD_FAILURE() << "etops gtest: " << op_ << ", called without a context, failed it (Error 0x" << std::hex
+                  << static_cast<int>(state) << std::dec << ")";
+  }
 }
 
 namespace {

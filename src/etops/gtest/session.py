@@ -94,6 +94,17 @@ def _queue(build: Build, co: _Checkout, path: Path, registered: list[str], res: 
     test = layout.describe(path, co.path, co.include_root)
     entries = layout.yaml_entries(co.path, path)
     header, notes = glue.functions_header(test.functions, entries, registered)
+    headers = {layout.FUNCTIONS_HEADER: header}
+    natives: dict[str, str] = {}  # a kernel folder's NativeFunctions.h: folder -> the include naming it
+    for include, folder, kind in test.generated:
+        if kind == "Functions":  # a kernel folder's Functions.h: the <op>_outf functions
+            headers[include] = f"#pragma once\n#include <{layout.FUNCTIONS_HEADER}>\n"
+        else:
+            natives[folder] = include
+    if natives:
+        texts, more = glue.native_headers(test.natives, {f: layout.folder_entries(co.path, f) for f in natives}, entries)
+        headers.update({natives[f]: text for f, text in texts.items()})
+        notes = notes + more
     res.notes = notes
     features_dir = None
     objects: list[Path] = []
@@ -108,7 +119,8 @@ def _queue(build: Build, co: _Checkout, path: Path, registered: list[str], res: 
     for helper in test.helpers:
         deps = checkout_headers(helper, [co.include_root, co.path])
         objects.append(build.checkout_object(helper, deps, shared, key))
-    functions_dir = build.generated({layout.FUNCTIONS_HEADER: header})
-    objects.insert(0, build.checkout_object(path, test.headers, [f"-I{functions_dir}", *shared], key + header))
+    functions_dir = build.generated(headers)
+    generated = "".join(headers[k] for k in sorted(headers))
+    objects.insert(0, build.checkout_object(path, test.headers, [f"-I{functions_dir}", *shared], key + generated))
     objects += [build.support_object(), *build.googletest_objects()]
     return build.link(objects, path.stem), objects

@@ -18,6 +18,7 @@ import minicheckout
 from etops.cli import main as cli_main
 from etops.bench.ab import ab_sample, time_ab
 from etops.dev import load as dev_load
+from etops.dev import timing
 
 FAST = dict(dtypes=["float32"], repeats=3, isolate=False)  # unguarded: check_gate.py tests the guarded default
 
@@ -66,9 +67,11 @@ def test_a_file_is_found_built_swapped_checked_and_timed(checkout):
         rows = [r for r in f.timing if r["kernel"] == "aten::add.out"]
         assert [r["label"] for r in rows] == ["small", "medium", "large"]
         for row in rows:
-            assert row["threads"] == 1 and row["repeats"] == 3 and row["new"]["median"] > 0 and row["builtin"]["median"] > 0
+            # 3 rounds asked for: more while too noisy (fewer than 5 never reach the interval's 90%)
+            assert row["threads"] == 1 and 3 <= row["repeats"] <= timing.MAX_ROUNDS
+            assert row["new"]["median"] > 0 and row["builtin"]["median"] > 0
             assert row["vs_builtin"]["q1"] <= row["vs_builtin"]["median"] <= row["vs_builtin"]["q3"]
-            assert row["verdict"] in ("faster", "slower", "no difference")
+            assert row["verdict"] in timing.VERDICTS
         assert result.exit_code == 1
         text = result.text()
         assert "base: the wheel's built-in kernel" in text and "add.out: " in text and "verdict: the edit introduces" in text

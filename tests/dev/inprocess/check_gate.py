@@ -1,6 +1,7 @@
 """``etops dev`` as a gate, on the miniature checkout committed to a git repository
 the test makes (the base is the file at HEAD): a write past the out is a memory
-finding with exit 1 and the JSON written; an unchanged file exits 0 with "no
+finding with exit 1 and the JSON written; a kernel that never returns on one input
+is a hang finding, the other cases judged; an unchanged file exits 0 with "no
 difference" at every size; a 2x slowdown with --max-slowdown 1.3 exits 1; a
 fault only the timing's inputs reach is a finding of the timing's process; an
 int16 accumulator that overflows is a finding of the numerics axis only; an
@@ -53,6 +54,37 @@ def test_a_write_past_the_out_is_a_memory_finding_and_the_json_is_written(repo, 
     assert run.returncode != 0
 
 
+def test_a_kernel_that_never_returns_on_one_input_is_a_hang_finding_and_the_rest_is_judged(repo, tmp_path, capsys,
+                                                                                            monkeypatch):
+    """op_mul.cpp spins forever when its first operand is (5, 1): each such case's task
+    process is killed once past the case's limit (a 2 s floor here: ATen's time for
+    these calls is far below it), replaced, and the rest of the task judged there. The
+    hang is a gating finding naming that input and the limit (text, JSON, markdown);
+    the edit gets as many cases as the base; the reproducer exits 1 while the plant
+    stands and 0 once it is removed."""
+    monkeypatch.setenv("ETOPS_CASE_TIMEOUT_FLOOR", "2")
+    kernel = repo / CPU / "op_mul.cpp"
+    kernel.write_text(minicheckout.MUL.replace(*minicheckout.SPINS_ON_ONE_SHAPE))
+    out, md = tmp_path / "dev.json", tmp_path / "dev.md"
+    code, printed = _dev([str(kernel), "--dtype", "float32", "--no-timing", "--json", str(out), "--markdown", str(md)], capsys)
+    assert code == 1, printed
+    [f] = json.loads(out.read_text())["files"]
+    gating = [x for x in f["findings"] if x["gating"]]
+    [hang] = gating
+    assert (hang["category"], hang["kind"], hang["in_base"], hang["limit_seconds"]) == ("hang", "hang", False, 2.0), hang
+    assert hang["inputs"] == "Tensor[5, 1]:float32, Tensor[5]:float32" and hang["cases"] >= 1
+    assert f["cases"]["aten::mul.out"] == f["base_cases"]["aten::mul.out"] > hang["cases"]  # every other case judged
+    assert "new findings (1):" in printed and "hang: mul.out does not return within 2 s" in printed
+    assert "- hang: mul.out does not return within 2 s" in md.read_text()
+    script = hang["reproducer"]
+    assert script and "etops.dev.load" in open(script).read()
+    run = subprocess.run([sys.executable, script], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert run.returncode == 1 and "did not return within 2.0 s" in run.stderr, run.stdout + run.stderr[-2000:]
+    kernel.write_text(minicheckout.MUL)  # the plant removed: the call returns in time
+    run = subprocess.run([sys.executable, script], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert run.returncode == 0 and "returned within 2.0 s" in run.stdout, run.stdout + run.stderr[-2000:]
+
+
 def test_watch_carries_on_after_a_memory_bug_and_states_the_wheel_flags(repo, tmp_path):
     """--watch with the kernel isolated and guarded (the default): a write past the
     out is a memory finding each round, the watch process lives on to the next save,
@@ -79,6 +111,36 @@ def test_watch_carries_on_after_a_memory_bug_and_states_the_wheel_flags(repo, tm
             assert "wheel flags -O3 -DNDEBUG -ffunction-sections -fdata-sections" in result.text()
     finally:
         last.restore()
+
+
+def test_watch_carries_on_after_a_kernel_that_never_returns(repo, monkeypatch):
+    """--watch: a kernel spinning forever on one input is a hang finding each round
+    (its task processes killed and replaced), and the watch process lives on to the
+    next save; the second round knows the base's times of the first."""
+    from etops.conformance import case_clock
+
+    monkeypatch.setenv("ETOPS_CASE_TIMEOUT_FLOOR", "2")
+    kernel = repo / CPU / "op_mul.cpp"
+    kernel.write_text(minicheckout.MUL.replace(*minicheckout.SPINS_ON_ONE_SHAPE))
+    rounds = []
+
+    def on_round(result):
+        rounds.append((result, case_clock.known_base()))
+        if len(rounds) == 1:
+            kernel.write_text(kernel.read_text() + "\n// saved again\n")
+
+    last = etops.dev.watch(kernel, on_round, rounds=2, poll=0.05, idle_timeout=60, dtypes=["float32"], timing=False,
+                           dim_orders=False)
+    try:
+        assert len(rounds) == 2
+        for result, _known in rounds:
+            [f] = result.files
+            assert result.exit_code == 1 and [x.category for x in f.new_findings] == ["hang"], f.findings
+            assert f.cases["aten::mul.out"] == f.base_cases["aten::mul.out"]
+        assert not rounds[0][1] and rounds[1][1]  # the base's kernel times: known from the first round on
+    finally:
+        last.restore()
+        case_clock.know_base({})
 
 
 def test_an_edit_that_reads_tensors_as_contiguous_is_a_dim_order_finding(repo, tmp_path, capsys):
@@ -166,6 +228,18 @@ def test_a_kernel_that_faults_on_a_timing_input_is_a_finding_not_a_dead_process(
     assert "timing mul.out all sizes: the timing's process" in printed and "<- finding" in printed
 
 
+def test_a_kernel_spinning_on_a_timing_input_is_a_finding_and_the_round_ends(repo, capsys, monkeypatch):
+    """The timing calls the edit unguarded, in a process of its own per operator: a
+    kernel that never returns on the large size is killed after the timing's limit
+    (ETOPS_TIMING_LIMIT), a finding (exit 1), and the round ends."""
+    monkeypatch.setenv("ETOPS_TIMING_LIMIT", "30")
+    kernel = repo / CPU / "op_mul.cpp"
+    kernel.write_text(minicheckout.MUL.replace(*minicheckout.SPINS_WHEN_LARGE))
+    code, printed = _dev([str(kernel), "--no-check", "--no-gtest"], capsys)
+    assert code == 1, printed
+    assert "did not end within 30 s" in printed and "<- finding" in printed, printed
+
+
 def test_a_fault_on_the_timing_input_is_a_finding_of_that_size_not_a_missing_sample(repo, capsys):
     """A fault the call path traps while the timing sizes its input (the edit's
     kernel on the large size only) is that size's finding, not "no sample"."""
@@ -211,14 +285,72 @@ def test_a_fresh_cache_plans_the_same_cases_as_a_warm_one(tmp_path, monkeypatch)
 def test_changed_finds_edited_kernels_and_those_including_an_edited_header(repo):
     from etops.dev.changes import changed_kernel_files
 
-    assert changed_kernel_files(repo, "HEAD")[0] == []
+    assert changed_kernel_files(repo, "HEAD").files == []
     (repo / CPU / "op_mul.cpp").write_text(minicheckout.MUL + "\n// edited\n")
-    assert [p.name for p in changed_kernel_files(repo, "HEAD")[0]] == ["op_mul.cpp"]
+    assert [p.name for p in changed_kernel_files(repo, "HEAD").files] == ["op_mul.cpp"]
     header = repo / CPU / "util/mini_broadcast.h"
     header.write_text(header.read_text() + "\n// edited\n")
-    files, notes = changed_kernel_files(repo, "HEAD")
-    assert sorted(p.name for p in files) == ["op_add.cpp", "op_floor_divide.cpp", "op_mul.cpp"]
-    assert "1 header" in notes[0] and "op_add.cpp" in notes[1]
+    change = changed_kernel_files(repo, "HEAD")
+    assert sorted(p.name for p in change.files) == ["op_add.cpp", "op_floor_divide.cpp", "op_mul.cpp"]
+    assert "1 header" in change.notes[0] and "op_add.cpp" in change.notes[1]
+
+
+def test_changed_leads_from_a_helper_source_to_the_kernels_using_it(repo):
+    """A changed helper source (no operator of the YAML) is never a kernel file: it
+    leads to the kernel files including its header, which are built with it."""
+    from etops.dev.changes import changed_kernel_files
+
+    minicheckout.commit_helper(repo)
+    helper = repo / CPU / "util/mini_times.cpp"
+    helper.write_text(helper.read_text() + "// edited\n")
+    change = changed_kernel_files(repo, "HEAD")
+    [kernel] = change.files
+    assert kernel.name == "op_mul.cpp" and change.helpers == {kernel: [helper.resolve()]}
+    assert "1 helper source" in change.notes[0] and "util/mini_times.cpp" in change.notes[1]
+
+
+def test_dev_changed_judges_the_kernels_of_a_changed_header_and_helper_not_the_helper(repo, tmp_path, capsys):
+    """`etops dev --changed` after a no-op edit of the util header and of a helper
+    source: the three kernel files including the header are judged (the helper is
+    built with the one using it), the helper is not, and the round exits 0; a bug
+    planted in the helper then is a finding of the kernel using it (exit 1), its
+    reproducer building the helper too."""
+    minicheckout.commit_helper(repo)
+    header = repo / CPU / "util/mini_broadcast.h"
+    header.write_text(header.read_text().replace("inline bool is_float", "// a comment\ninline bool is_float"))
+    helper = repo / CPU / "util/mini_times.cpp"
+    helper.write_text("// a comment\n" + minicheckout.TIMES_SOURCE)
+    out = tmp_path / "dev.json"
+    args = ["--changed", "--root", str(repo), "--dtype", "float32", "--no-timing", "--no-gtest", "--no-dim-orders",
+            "--budget", "30", "--json", str(out)]
+    code, printed = _dev(args, capsys)
+    assert code == 0, printed
+    files = json.loads(out.read_text())["files"]
+    assert sorted(f["path"].rsplit("/", 1)[-1] for f in files) == ["op_add.cpp", "op_floor_divide.cpp", "op_mul.cpp"]
+    assert all(f["error"] is None for f in files), [f["error"] for f in files]
+    [mul] = [f for f in files if f["path"].endswith("op_mul.cpp")]
+    assert mul["helpers"] == [str(helper.resolve())] and mul["cases"]["aten::mul.out"] > 0
+    assert all(not f["helpers"] for f in files if f is not mul)
+    assert "mini_times.cpp implements none" not in printed and "did not build" not in printed
+
+    helper.write_text(minicheckout.TIMES_SOURCE.replace(*minicheckout.DOUBLED_PRODUCT))
+    subprocess.run(["git", "-C", str(repo), "checkout", "--", str(header)], check=True)
+    md = tmp_path / "dev.md"
+    code, printed = _dev([*args, "--markdown", str(md)], capsys)
+    assert code == 1, printed
+    # the markdown: the text's verdict, its findings, no absolute path
+    comment = md.read_text()
+    assert comment.splitlines()[0] == "### etops dev " + printed.strip().splitlines()[-1]
+    found = [line.strip() for line in printed.splitlines() if "recorded case" in line]
+    assert found and all(f"- {line}" in comment.splitlines() for line in found)
+    assert "`kernels/portable/cpu/op_mul.cpp`" in comment and str(repo) not in comment
+    [mul] = json.loads(out.read_text())["files"]
+    assert mul["path"].endswith("op_mul.cpp") and mul["base"]["kind"] == "git"
+    [wrong] = [x for x in mul["findings"] if x["gating"]]
+    assert wrong["category"] == "wrong", wrong
+    assert wrong["reproducer"], wrong
+    run = subprocess.run([sys.executable, wrong["reproducer"]], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert run.returncode == 1, run.stdout + run.stderr
 
 
 def test_a_finding_labels_its_inputs_by_their_own_dtype():
@@ -233,3 +365,42 @@ def test_a_finding_labels_its_inputs_by_their_own_dtype():
     [cluster] = group([case])
     line = finding_line(Finding(cluster, "wrong", False, "git"))
     assert "on float64 inputs" in line and "float32" not in line, line
+
+
+def test_a_round_names_each_phase_on_the_status_line_of_a_terminal(repo, monkeypatch):
+    """Every phase of a round goes through etops.dev.progress: the builds, discovery,
+    the judge's passes with their tasks counted, the timing (the status line, on a
+    terminal; a Status that records what it is told stands in for it)."""
+    import io
+
+    from etops.dev import progress
+
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+
+    told: list = []
+
+    class Recording(progress.Status):
+        def phase(self, label):
+            told.append(("phase", label))
+            return super().phase(label)
+
+        def count(self, done, total):
+            told.append(("count", done, total))
+            super().count(done, total)
+
+    monkeypatch.setattr(progress, "STATUS", Recording(Terminal(), thread=False))
+    result = etops.dev(repo / CPU / "op_mul.cpp", dtypes=["float32"], budget=20, gtest=False)
+    try:
+        assert result.exit_code == 0, result.text()
+    finally:
+        result.restore()
+    phases = [t[1] for t in told if t[0] == "phase"]
+    for wanted in ("op_mul.cpp", "building the edit", "building the base", "discovery: the OpInfos reaching its operators",
+                   "judging", "base tasks", "timing"):
+        assert wanted in phases, phases
+    assert any(p.startswith("edit +") and p.endswith(" tasks") for p in phases), phases
+    counts = [t for t in told if t[0] == "count"]
+    assert counts and all(0 <= done <= total for _, done, total in counts)
+    assert any(done == total > 0 for _, done, total in counts)

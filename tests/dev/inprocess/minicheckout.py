@@ -1,12 +1,12 @@
 """A miniature ExecuTorch checkout for the ``etops dev`` tests, written by the tests:
 ``executorch/kernels/portable/functions.yaml`` and three kernel files in
 ``kernels/portable/cpu/`` sharing a util header of their own
-(``cpu/util/mini_broadcast.h``), and ``op_sum.cpp``, which includes none. The
-kernels are float32-only (other dtypes are refused with InvalidArgument:
-"unsupported", not a finding) and broadcast through the header; the sum is
-int16-only (into int64, every dim or the last one reduced), its accumulator
-int64, ``sum_source(overflowing=True)`` int16 (a planted overflow ATen's int64
-accumulator does not have). ``add_source(buggy=True)`` is op_add.cpp with a planted bug: the first operand
+(``cpu/util/mini_broadcast.h``; ``commit_helper`` adds a helper source), and
+``op_sum.cpp``, which includes none. The kernels are float32-only (other dtypes are
+refused with InvalidArgument: "unsupported", not a finding) and broadcast through
+the header; the sum is int16-only (into int64, every dim or the last one reduced),
+its accumulator int64, ``sum_source(overflowing=True)`` int16 (a planted overflow
+ATen's int64 accumulator does not have). ``add_source(buggy=True)`` is op_add.cpp with a planted bug: the first operand
 is indexed as if it were never broadcast along a trailing dim (wrong for a (5, 1)
 tensor added to a (5,) one)."""
 
@@ -282,8 +282,86 @@ ABORTS_WHEN_LARGE = ("  return out;\n}\n", "  if (out.numel() > 500000) __builti
 #: sample (a fault the call path traps and raises as KernelCrashed)
 FAULTS_WHEN_LARGE = ("  return out;\n}\n",
                      "  if (out.numel() > 500000) *reinterpret_cast<volatile float*>(16) = 0.0f;\n  return out;\n}\n")
+#: planted in op_add.cpp (add.out): every sum scaled by 1 + 8e-7, about 7 ulps of float32: within OpInfo's
+#: float32 tolerance (rtol 1.3e-6), a precision regression against the base's and ATen's half an ulp
+IMPRECISE = ("    o[i] = x[", "    o[i] = (1.0f + 8e-7f) * x[")
+#: planted in op_add.cpp (add.Scalar_out): ExecuTorch aborts (an ET_CHECK) on a one-element tensor
+ABORTS_ON_ONE_ELEMENT = ("  const float v = static_cast<float>(mini::to_double(alpha) * mini::to_double(b));",
+                         "  ET_CHECK_MSG(a.numel() != 1, \"planted\");\n"
+                         "  const float v = static_cast<float>(mini::to_double(alpha) * mini::to_double(b));")
+#: planted in op_mul.cpp: a read of the element one past the first operand (a read fault guarded, unseen unguarded)
+READS_PAST_INPUT = ("  return out;\n}\n", "  volatile float past = x[a.numel()];\n  (void)past;\n  return out;\n}\n")
+#: planted in op_floor_divide.cpp: a write through a pointer near null (a crash in no tensor)
+CRASHES = ("  for (size_t i = 0; i < static_cast<size_t>(a.numel()); ++i) o[i] = std::floor(x[i] / v);",
+           "  *reinterpret_cast<volatile float*>(16) = 0.0f;\n"
+           "  for (size_t i = 0; i < static_cast<size_t>(a.numel()); ++i) o[i] = std::floor(x[i] / v);")
+#: planted in op_mul.cpp, in the base (committed) and the edit: inf where the first operand is below -5 (the base's
+#: own wrong value) and, the edit's, where it is above 5: both "non-finite where ATen's are finite"
+BASE_WRONG = ("    o[i] = x[mini::broadcast_offset(a, out, i)] * y[mini::broadcast_offset(b, out, i)];",
+              "    o[i] = x[mini::broadcast_offset(a, out, i)] < -5 ? __builtin_inff()\n"
+              "           : x[mini::broadcast_offset(a, out, i)] * y[mini::broadcast_offset(b, out, i)];")
+EDIT_WRONG = ("    o[i] = x[mini::broadcast_offset(a, out, i)] < -5 ? __builtin_inff()\n",
+              "    o[i] = x[mini::broadcast_offset(a, out, i)] < -5 || x[mini::broadcast_offset(a, out, i)] > 5 ? __builtin_inff()\n")
+#: planted in op_mul.cpp: a loop that never ends when the first operand is (5, 1) (one
+#: OpInfo sample: (5, 1) * (5,)); every other input is multiplied as before
+SPINS_ON_ONE_SHAPE = ("  const float* x = a.const_data_ptr<float>();\n",
+                      "  if (a.dim() == 2 && a.size(0) == 5 && a.size(1) == 1) {\n    volatile bool spin = true;\n"
+                      "    while (spin) {\n    }\n  }\n  const float* x = a.const_data_ptr<float>();\n")
+#: planted in op_mul.cpp: a loop that never ends on inputs larger than any OpInfo sample (the timing's large size)
+SPINS_WHEN_LARGE = ("  return out;\n}\n",
+                    "  if (out.numel() > 500000) {\n    volatile bool spin = true;\n    while (spin) {\n    }\n  }\n"
+                    "  return out;\n}\n")
 #: planted in op_mul.cpp: the loop run twice (a 2x slowdown, same values)
 SLOWDOWN = ("  for (size_t i = 0;", "  for (int rep = 0; rep < 2; ++rep)\n  for (size_t i = 0;")
+
+
+#: a helper source of the miniature checkout and its header (``commit_helper``): the
+#: product of op_mul.cpp, defined in ``cpu/util/mini_times.cpp``
+TIMES_HEADER = """\
+#pragma once
+#include <executorch/kernels/portable/cpu/util/mini_broadcast.h>
+
+namespace mini {
+
+// The product of mul.out's elements.
+float times(float a, float b);
+
+}  // namespace mini
+"""
+TIMES_SOURCE = """\
+#include <executorch/kernels/portable/cpu/util/mini_times.h>
+
+namespace mini {
+
+float times(float a, float b) {
+  return a * b;
+}
+
+}  // namespace mini
+"""
+#: planted in mini_times.cpp: the product doubled (mul.out's results wrong)
+DOUBLED_PRODUCT = ("return a * b;", "return 2.0f * a * b;")
+
+
+def commit_helper(checkout: Path) -> None:
+    """Adds the helper source ``cpu/util/mini_times.cpp`` (its header ``mini_times.h``
+    includes mini_broadcast.h) to the git checkout, op_mul.cpp calling it, and
+    commits (a function the wheel lacks: op_mul.cpp builds only with the helper
+    compiled in, as ``etops dev --changed`` does)."""
+    import subprocess
+
+    cpu = checkout / "kernels/portable/cpu"
+    write_file(cpu / "util/mini_times.h", TIMES_HEADER)
+    write_file(cpu / "util/mini_times.cpp", TIMES_SOURCE)
+    write_file(cpu / "op_mul.cpp", MUL.replace(
+        "#include <executorch/kernels/portable/cpu/util/mini_broadcast.h>",
+        "#include <executorch/kernels/portable/cpu/util/mini_times.h>").replace(
+        "x[mini::broadcast_offset(a, out, i)] * y[mini::broadcast_offset(b, out, i)]",
+        "mini::times(x[mini::broadcast_offset(a, out, i)], y[mini::broadcast_offset(b, out, i)])"))
+    env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t",
+           "PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(checkout)}
+    for args in (["add", "-A"], ["commit", "-q", "-m", "a helper source"]):
+        subprocess.run(["git", "-C", str(checkout), *args], check=True, env=env, capture_output=True)
 
 
 def add_source(buggy: bool = False) -> str:
@@ -317,14 +395,25 @@ def write(folder: Path, *, buggy: bool = False, name: str = "executorch") -> Pat
 def git_checkout(folder: Path) -> Path:
     """The miniature checkout as a git repository of its own, committed (the base of
     ``etops dev`` is the file at HEAD)."""
+    checkout = write(folder)
+    git(checkout, "init", "-q")
+    commit(checkout)
+    return checkout
+
+
+def git(checkout: Path, *args: str) -> None:
+    """Runs git in `checkout` (a test's identity, no user configuration)."""
     import subprocess
 
-    checkout = write(folder)
     env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t",
-           "PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(folder)}
-    for args in (["init", "-q"], ["add", "-A"], ["commit", "-q", "-m", "base"]):
-        subprocess.run(["git", "-C", str(checkout), *args], check=True, env=env, capture_output=True)
-    return checkout
+           "PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(checkout.parent)}
+    subprocess.run(["git", "-C", str(checkout), *args], check=True, env=env, capture_output=True)
+
+
+def commit(checkout: Path) -> None:
+    """Commits every change of `checkout` (a new base for ``etops dev``)."""
+    git(checkout, "add", "-A")
+    git(checkout, "commit", "-q", "-m", "base")
 
 
 def stable_folder() -> Path:

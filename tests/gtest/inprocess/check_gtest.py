@@ -3,8 +3,10 @@ outcome a test can have (passed, failed with gtest's message, skipped by a
 SupportedFeatures flag with its reason, a death test, a crash named and the tests
 after it still run, an operator with no kernel), the kernel reached through the
 registry (an override changes the verdict), --kernel-set, --filter, --json and the
-exit codes, a clear build error without googletest, and etops dev running the
-kernel file's upstream test on the base and on the edit."""
+exit codes, a clear build error without googletest, a kernel folder's own test
+calling kernels by their C++ names (NativeFunctions.h, as kernels/quantized/test/
+does), and etops dev running the kernel file's upstream tests on the base and on
+the edit with its folder's kernel set, and saying why a test file did not run."""
 
 from __future__ import annotations
 
@@ -172,7 +174,9 @@ def test_dev_runs_the_files_upstream_test_on_the_base_and_the_edit(mini):
             again.restore()
         plain = etops.dev(kernel, check=False, timing=False, gtest=False)
         plain.restore()
-        assert plain.files[0].gtest == {}
+        assert plain.files[0].gtest["files"] == [] and plain.files[0].gtest["not_run"] == [
+            {"file": "kernels/test/op_scale_test.cpp", "why": "not asked for (--no-gtest)"}]
+        assert "gtest kernels/test/op_scale_test.cpp not run: not asked for (--no-gtest)" in plain.text()
     finally:
         fixed.restore()
 
@@ -209,3 +213,116 @@ def test_dev_runs_the_upstream_test_on_the_git_base_not_on_the_replaced_kernel(m
     finally:
         result.restore()
 
+
+
+@needs_googletest
+def test_a_folder_test_calls_kernels_by_their_cpp_names_through_the_registry(mini, tmp_path):
+    """A test in the style of kernels/quantized/test/: NativeFunctions.h of its folder
+    is generated (no such file in the checkout), its functions reach the kernel
+    registered now, with the test's context and with one of their own."""
+    gtest_mini.write(tmp_path / "checkout")
+    test = gtest_mini.write_folder_test(tmp_path / "checkout")
+    result = etops.gtest(test)
+    tests = _by_name(result)
+    assert tests["WithContext"].status == "passed"
+    assert tests["WithoutContextLarge"].status == "failed"  # the module's kernel: the planted bug
+    assert "the last element was not scaled" in tests["WithoutContextLarge"].message
+    refused = tests["WithoutContextRefused"]  # no context to look at: the kernel's failure fails the test
+    assert refused.status == "failed"
+    assert "etops_gtest_mini::scale.out, called without a context, failed it (Error 0x12)" in refused.message
+    missing = tests["WithoutContextUnregistered"]  # said once, by the call
+    assert missing.status == "failed" and "no kernel registered for etops_gtest_mini::unregistered.out" in missing.message
+    assert "called without a context" not in missing.message
+    fixed = etops.override(gtest_mini.OP, gtest_mini.FIXED_KERNEL, schema=gtest_mini.SCHEMA)
+    try:
+        again = etops.gtest(test, test_filter="*Context:*Large")
+        assert {t.name: t.status for t in again.files[0].tests} == {
+            "OpScaleNativeTest.WithContext": "passed", "OpScaleNativeTest.WithoutContextLarge": "passed"}
+    finally:
+        fixed.restore()
+
+
+def _plain_checkout(root: Path) -> Path:
+    """The miniature checkout with its kernel in kernels/plain/ (a kernel set whose
+    supported features claim double) and that folder's own test, committed with the
+    kernel fixed; the kernel file, the planted bug being the edit."""
+    gtest_mini.write(root)
+    import shutil
+
+    (root / "kernels/plain/functions.yaml").write_text(gtest_mini.FUNCTIONS_YAML)
+    shutil.rmtree(root / "kernels/mini")
+    gtest_mini.write_folder_test(root, "kernels/plain")
+    kernel = root / "kernels/plain/op_scale.cpp"
+    kernel.write_text(gtest_mini.FIXED_KERNEL)
+    _commit(root)
+    kernel.write_text(gtest_mini.KERNEL)
+    return kernel
+
+
+@needs_googletest
+def test_dev_runs_the_folders_tests_with_its_kernel_set_and_says_why_a_test_did_not_run(mini, tmp_path):
+    kernel = _plain_checkout(tmp_path / "checkout")
+    result = etops.dev(kernel, check=False, timing=False)
+    try:
+        [f] = result.files
+        assert f.error is None, f.error
+        g = f.gtest
+        assert [x["file"] for x in g["files"]] == ["kernels/test/op_scale_test.cpp", "kernels/plain/test/op_scale_test.cpp"]
+        assert {x["kernel_set"] for x in g["files"]} == {"plain"}  # the kernel file's folder, not the default (portable)
+        assert g["files"][0]["counts"]["skipped"] == 0  # plain claims double: DoubleInputs runs
+        assert sorted(r["name"] for r in g["regressions"]) == ["OpScaleNativeTest.WithoutContextLarge", "OpScaleOutTest.LargeTensor"]
+        assert g["not_run"] == [] and result.exit_code == 1
+        assert "gtest kernels/plain/test/op_scale_test.cpp on the edit: 1 passed, 3 failed [plain set;" in result.text()
+    finally:
+        result.restore()
+    folder_test = kernel.parent / "test/op_scale_test.cpp"
+    folder_test.write_text(folder_test.read_text().replace("TEST(OpScaleNativeTest, WithContext) {",
+                                                           "TEST(OpScaleNativeTest, WithContext) { undeclared_thing();"))
+    out = tmp_path / "r.json"
+    result = etops.dev(kernel, check=False, timing=False)
+    try:
+        result.write_json(str(out))
+        [n] = result.files[0].gtest["not_run"]
+        assert n["file"] == "kernels/plain/test/op_scale_test.cpp"
+        assert n["why"].startswith("does not build: ") and "undeclared_thing" in n["why"]
+        assert json.loads(out.read_text())["files"][0]["gtest"]["not_run"] == [n]
+        assert "gtest kernels/plain/test/op_scale_test.cpp not run: does not build: " in result.text()
+        assert "- `kernels/plain/test/op_scale_test.cpp`: does not build: " in result.markdown()
+        assert [x["file"] for x in result.files[0].gtest["files"]] == ["kernels/test/op_scale_test.cpp"]
+    finally:
+        result.restore()
+    folder_test.unlink()
+    (kernel.parents[1] / "test/op_scale_test.cpp").unlink()
+    result = etops.dev(kernel, check=False, timing=False)
+    try:
+        [n] = result.files[0].gtest["not_run"]
+        assert n == {"file": "", "why": "no upstream test: none of kernels/test/op_scale_test.cpp, "
+                                        "kernels/plain/test/op_scale_test.cpp exists"}
+        assert "gtest not run: no upstream test: none of kernels/test/op_scale_test.cpp" in result.text()
+        assert "- no upstream test: none of" in result.markdown()
+    finally:
+        result.restore()
+    (kernel.parents[1] / "test/op_scale_test.cpp").write_text(  # a test of another operator of the same name
+        "void f() { torch::executor::etops_gtest_mini::unregistered_outf(c, a, o); }\n")
+    result = etops.dev(kernel, check=False, timing=False)
+    try:
+        assert result.files[0].gtest["not_run"] == [{"file": "kernels/test/op_scale_test.cpp",
+                                                     "why": "it calls none of the file's operators (etops_gtest_mini::scale.out)"}]
+    finally:
+        result.restore()
+
+
+@needs_googletest
+def test_dev_says_why_when_the_process_running_the_tests_died(mini, monkeypatch):
+    from etops.dev import loop
+
+    kernel = mini.parents[1] / "mini" / "op_scale.cpp"
+    monkeypatch.setattr(loop, "_gtest_runs", lambda *args: os._exit(3))  # the forked process ends without a result
+    result = etops.dev(kernel, check=False, timing=False)
+    try:
+        [n] = result.files[0].gtest["not_run"]
+        assert n["file"] == "kernels/test/op_scale_test.cpp" and n["why"].startswith("its process ended: "), n
+        assert "exit" in n["why"] and result.files[0].gtest["files"] == [], n
+        assert "gtest kernels/test/op_scale_test.cpp not run: its process ended: " in result.text()
+    finally:
+        result.restore()

@@ -2,7 +2,9 @@
 kernel (registered through etops.custom, with a planted bug, an abort and a crash),
 its test file in upstream's style, and the glue upstream's checkout would provide
 (TestUtil.h, supported_features.yaml, a generator), all written here: no test needs
-a fetched checkout."""
+a fetched checkout. ``NATIVE_TEST`` is a test in the style of a kernel folder's own
+(``kernels/quantized/test/``): it calls the kernel by its C++ name through the
+folder's generated ``NativeFunctions.h``, with a context and without one."""
 
 from __future__ import annotations
 
@@ -36,6 +38,10 @@ static void scale(const Tensor& self, double factor, Tensor& out) {
 
 Tensor& scale_out(KernelRuntimeContext& ctx, const Tensor& self, double factor, Tensor& out) {
   ET_CHECK_MSG(factor == factor, "factor is NaN");
+  if (factor == 7) {  // a refusal: the context fails
+    ctx.fail(Error::InvalidArgument);
+    return out;
+  }
   if (factor == 13) {
     volatile int* nowhere = nullptr;
     *nowhere = 1;
@@ -189,12 +195,74 @@ TEST_F(OpScaleOutTest, ZzzUnregisteredOperator) {
 }
 """
 
+#: A kernel folder's own test (upstream's kernels/quantized/test/ style): the kernel by
+#: its C++ name (the YAML's kernel_name) from the folder's NativeFunctions.h, called
+#: with a context and without one (upstream's context-free overloads).
+NATIVE_TEST = r"""
+#include <executorch/kernels/mini/NativeFunctions.h>  // Declares the kernels
+#include <executorch/runtime/kernel/kernel_includes.h>
+#include <executorch/runtime/platform/runtime.h>
+
+#include <gtest/gtest.h>
+
+#include <vector>
+
+using executorch::aten::ScalarType;
+using executorch::aten::Tensor;
+using executorch::aten::TensorImpl;
+using torch::executor::native::scale_out;
+
+struct Floats {
+  std::vector<float> data;
+  TensorImpl::SizesType size;
+  TensorImpl::DimOrderType order = 0;
+  TensorImpl::StridesType stride = 1;
+  TensorImpl impl;
+  explicit Floats(std::vector<float> values)
+      : data(std::move(values)), size(static_cast<TensorImpl::SizesType>(data.size())),
+        impl(ScalarType::Float, 1, &size, data.data(), &order, &stride) {}
+  Tensor tensor() { return Tensor(&impl); }
+};
+
+TEST(OpScaleNativeTest, WithContext) {
+  ::executorch::runtime::runtime_init();
+  ::executorch::runtime::KernelRuntimeContext context;
+  Floats in({1, 2}), out({0, 0});
+  Tensor o = out.tensor();
+  torch::executor::native::scale_out(context, in.tensor(), 2.0, o);
+  EXPECT_EQ(out.data, (std::vector<float>{2, 4}));
+}
+
+TEST(OpScaleNativeTest, WithoutContextLarge) {
+  ::executorch::runtime::runtime_init();
+  Floats in({1, 2, 3, 4, 5}), out({0, 0, 0, 0, 0});
+  Tensor o = out.tensor();
+  scale_out(in.tensor(), 2.0, o);
+  EXPECT_EQ(out.data, (std::vector<float>{2, 4, 6, 8, 10})) << "the last element was not scaled";
+}
+
+TEST(OpScaleNativeTest, WithoutContextRefused) {
+  ::executorch::runtime::runtime_init();
+  Floats in({1}), out({0});
+  Tensor o = out.tensor();
+  scale_out(in.tensor(), 7.0, o);  // the kernel fails the context the call made for itself
+}
+
+TEST(OpScaleNativeTest, WithoutContextUnregistered) {
+  ::executorch::runtime::runtime_init();
+  Floats in({1}), out({0});
+  Tensor o = out.tensor();
+  torch::executor::native::unregistered_out(in.tensor(), o);
+}
+"""
+
 #: The kernel's fix, for an override: every element scaled.
 FIXED_KERNEL = KERNEL.replace("if (n > 4) n -= 1;  // the planted bug", "")
 
 
 def write(root: Path) -> Path:
-    """Writes the miniature checkout under `root`; returns its test file."""
+    """Writes the miniature checkout under `root`; returns its test file (the
+    shared folder's, kernels/test/op_scale_test.cpp)."""
     files = {
         "kernels/mini/functions.yaml": FUNCTIONS_YAML,
         "kernels/mini/op_scale.cpp": KERNEL,
@@ -210,3 +278,12 @@ def write(root: Path) -> Path:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text)
     return root / "kernels/test/op_scale_test.cpp"
+
+
+def write_folder_test(root: Path, folder: str = "kernels/mini") -> Path:
+    """Writes NATIVE_TEST as `folder`'s own test (``<folder>/test/op_scale_test.cpp``)
+    in the miniature checkout under `root`; returns it."""
+    path = root / folder / "test" / "op_scale_test.cpp"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(NATIVE_TEST.replace("executorch/kernels/mini/", f"executorch/{folder}/"))
+    return path

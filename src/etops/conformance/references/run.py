@@ -19,6 +19,7 @@ from ...errors import KernelAborted, KernelCrashed
 from ...layouts import layout
 from ...ops import rules_for
 from ...registry import registry
+from .. import case_clock
 from ..case import CaseInfo, CaseResult, describe_call
 from ..values import dtype_name
 from ..values import on_meta as meta_copies
@@ -117,7 +118,11 @@ def _check_refusal(runner, func, target, kernel, sample, on_meta: bool = False) 
         if runner.on_start is not None:
             runner.on_start(case)
         try:
-            kernel(*args, **kwargs)
+            since = case_clock.started(result, None)  # no time of the reference's says how long a refusal takes
+            try:
+                kernel(*args, **kwargs)
+            finally:
+                case_clock.ended(since)
         except KernelCrashed as exc:
             result.status, result.message = "crash", str(exc)[:500]
         except KernelAborted as exc:  # refused by aborting, as it would abort a program

@@ -1,0 +1,295 @@
+"""The case clock: the time limit of one case's kernel call, and which case a
+process is in, published where its parent can read it while the kernel never returns.
+
+A kernel that spins forever cannot be interrupted in its own process (C code: no
+Python signal handler runs, no exception reaches it). So a process that runs cases
+(etops dev's task processes, etops check's isolated workers) publishes on a
+``CaseClock``, right before each kernel call (``started``), the case it is on, since
+when and the case's limit, and clears it when the call returns (``ended``); its
+parent polls the clock (``CaseClock.overdue``), kills a process whose case is past
+its limit, records a ``hang`` case (``Hang.case``) and runs the rest of the task in
+a new process with that case skipped. A CaseClock is one shared page: an anonymous
+mapping a fork inherits (``CaseClock()``), or a memory file whose descriptor a
+spawned worker is given (``CaseClock.shared_file`` / ``CaseClock.from_fd``). Its
+writer is one process at a time; a sequence number around each write lets a reader
+see either the last write whole or nothing new.
+
+The limit of a case (``limit``): FACTOR times the longest time known for the same
+call (ATen's, measured where the case is recorded or run; the base's for the same
+case, when ``know_base`` was told it), never under the floor: FLOOR_SECONDS, or the
+environment's ETOPS_CASE_TIMEOUT_FLOOR.
+
+Imports the standard library and etops.conformance.case and .outcome.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import mmap
+import os
+import struct
+import tempfile
+import time
+from dataclasses import dataclass
+
+from .case import CaseResult, TaskResult
+from .outcome import Outcome
+
+#: a case may take FACTOR times the longest known time of its call (ATen's, the
+#: base's): a portable kernel is often ten times slower than ATen's vectorized,
+#: multithreaded one, a guarded call runs twice, in guarded memory
+FACTOR = 100.0
+#: ... and never less than FLOOR_SECONDS: a case's first guarded call may fork a guard
+#: process, a call's arguments travel through a pipe, the machine may be busy; ATen's
+#: time of a tiny call says nothing of that
+FLOOR_SECONDS = 10.0
+#: the environment variable that sets the floor (seconds; tests set a small one)
+FLOOR_ENV = "ETOPS_CASE_TIMEOUT_FLOOR"
+#: hangs in one task after which the rest of the task is given up (each costs a limit and a process)
+MAX_HANGS_PER_TASK = 6
+
+#: the page: sequence (odd while a write is under way), writer's pid, label, start
+#: (time.monotonic(); 0.0: no case in flight), limit, length of the case's JSON, then the JSON
+_HEAD = struct.Struct("=QqqddI")
+_PAGE = 4096
+_BLOB = _PAGE - _HEAD.size
+#: characters of a case's input description published (the page holds them whole)
+_INPUTS = 2000
+
+
+def floor_seconds() -> float:
+    """The floor of every case's limit: ETOPS_CASE_TIMEOUT_FLOOR when set, else FLOOR_SECONDS."""
+    text = os.environ.get(FLOOR_ENV)
+    if not text:
+        return FLOOR_SECONDS
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (value > 0 and math.isfinite(value)):
+        raise ValueError(f"environment variable {FLOOR_ENV} must be a positive number of seconds, got {text!r}")
+    return value
+
+
+def limit(aten_seconds: float | None, base_seconds: float | None = None, *, floor: float | None = None,
+          factor: float = FACTOR) -> float:
+    """The time limit (seconds) of a case whose call took ATen `aten_seconds` and the
+    base `base_seconds` (None: not known): `factor` times the longer, at least `floor`
+    (None: floor_seconds())."""
+    for name, value in (("aten_seconds", aten_seconds), ("base_seconds", base_seconds)):
+        if value is not None and not (value >= 0 and math.isfinite(value)):
+            raise ValueError(f"case_clock.limit: argument '{name}' must be a finite number of seconds >= 0 or None, got {value!r}")
+    if not (factor > 0 and math.isfinite(factor)):
+        raise ValueError(f"case_clock.limit: argument 'factor' must be a positive number, got {factor!r}")
+    if floor is None:
+        floor = floor_seconds()
+    elif not (floor > 0 and math.isfinite(floor)):
+        raise ValueError(f"case_clock.limit: argument 'floor' must be a positive number of seconds, got {floor!r}")
+    known = [s for s in (aten_seconds, base_seconds) if s is not None]
+    return max(floor, factor * max(known)) if known else floor
+
+
+@dataclass
+class Hang:
+    """A case a process was killed in: past its limit. `label`: what the writer was
+    running (set_label: e.g. which pass of a task); the case's identity and inputs;
+    when it started (time.monotonic()), its limit, how long it had run when seen."""
+
+    label: int
+    pid: int
+    kernel: str
+    aten_op: str
+    opinfo: str
+    dtype: str
+    sample: int
+    call: int
+    inputs: str
+    started: float
+    limit: float
+    seconds: float
+
+    @property
+    def where(self) -> tuple:
+        """(sample, call): the runner's skip key."""
+        return (self.sample, self.call)
+
+    def case(self) -> CaseResult:
+        """The hang case: status "hang", the inputs, the limit it exceeded."""
+        return CaseResult(self.kernel, self.aten_op, self.opinfo, self.dtype, self.sample, self.call, "hang",
+                          message=(f"the kernel did not return within its limit of {self.limit:.3g} s "
+                                   f"(still running after {self.seconds:.3g} s; its process was killed)"),
+                          inputs=self.inputs, limit_seconds=self.limit, outcome=Outcome("hang", seconds=self.limit))
+
+
+class CaseClock:
+    """One shared page saying which case its writer is in, since when, with which limit."""
+
+    def __init__(self, fd: int | None = None) -> None:
+        """An anonymous shared page (a fork inherits it), or the page of memory file `fd`."""
+        self.fd = fd
+        if fd is None:
+            self._map = mmap.mmap(-1, _PAGE, flags=mmap.MAP_SHARED, prot=mmap.PROT_READ | mmap.PROT_WRITE)
+        else:
+            if os.fstat(fd).st_size < _PAGE:
+                os.ftruncate(fd, _PAGE)
+            self._map = mmap.mmap(fd, _PAGE, flags=mmap.MAP_SHARED, prot=mmap.PROT_READ | mmap.PROT_WRITE)
+
+    @classmethod
+    def shared_file(cls) -> "CaseClock":
+        """A page in a memory file (no path): give its ``fd`` to a spawned process
+        (subprocess's pass_fds), which opens it with ``from_fd``."""
+        try:
+            fd = os.memfd_create("etops-case-clock")
+        except (AttributeError, OSError):
+            handle, path = tempfile.mkstemp(prefix="etops-case-clock-")
+            os.unlink(path)
+            fd = handle
+        return cls(fd)
+
+    @classmethod
+    def from_fd(cls, fd: int) -> "CaseClock":
+        """The clock a parent made with shared_file, from its descriptor."""
+        if not isinstance(fd, int) or fd < 0:
+            raise ValueError(f"CaseClock.from_fd: argument 'fd' must be an open file descriptor, got {fd!r}")
+        return cls(fd)
+
+    def close(self) -> None:
+        """Unmaps the page (and closes its file, if any)."""
+        self._map.close()
+        if self.fd is not None:
+            try:
+                os.close(self.fd)
+            except OSError:
+                pass
+            self.fd = None
+
+    # -- the writer --
+
+    def publish(self, label: int, started: float, limit_seconds: float, case: dict | None) -> None:
+        """Writes the case in flight (None: none, the call returned)."""
+        blob = b"" if case is None else json.dumps(case).encode()[:_BLOB]
+        seq = _HEAD.unpack_from(self._map, 0)[0] | 1  # odd: a write under way
+        struct.pack_into("=Q", self._map, 0, seq)
+        _HEAD.pack_into(self._map, 0, seq, os.getpid(), label, started if case is not None else 0.0, limit_seconds, len(blob))
+        self._map[_HEAD.size:_HEAD.size + len(blob)] = blob
+        struct.pack_into("=Q", self._map, 0, seq + 1)
+
+    # -- the reader --
+
+    def current(self) -> tuple | None:
+        """(pid, label, started, limit, case dict) of the case in flight, or None
+        (none, or a write under way)."""
+        for _ in range(100):
+            seq, pid, label, started, limit_seconds, n = _HEAD.unpack_from(self._map, 0)
+            if seq & 1:
+                time.sleep(0)
+                continue
+            blob = bytes(self._map[_HEAD.size:_HEAD.size + min(n, _BLOB)])
+            if _HEAD.unpack_from(self._map, 0)[0] != seq:
+                continue
+            if started == 0.0 or not blob:
+                return None
+            try:
+                return pid, label, started, limit_seconds, json.loads(blob)
+            except ValueError:
+                return None  # a writer killed mid-write: no case to name
+        return None
+
+    def overdue(self, now: float | None = None) -> Hang | None:
+        """The case in flight when it has run past its limit at `now` (time.monotonic(); None: now), else None."""
+        seen = self.current()
+        if seen is None:
+            return None
+        now = time.monotonic() if now is None else now
+        pid, label, started, limit_seconds, case = seen
+        if now - started <= limit_seconds:
+            return None
+        return Hang(label, pid, case["kernel"], case["aten_op"], case["opinfo"], case["dtype"], case["sample"],
+                    case["call"], case.get("inputs", ""), started, limit_seconds, now - started)
+
+
+def skipped(hangs, label: int) -> set:
+    """The runner's skip keys (sample, call) of the Hangs of `label`."""
+    return {h.where for h in hangs if h.label == label}
+
+
+def with_hangs(result: TaskResult, hangs, label: int) -> TaskResult:
+    """`result` with the hang case of each Hang of `label` recorded (in detail)."""
+    for h in hangs:
+        if h.label == label:
+            result.record(h.case(), keep=True, every=True)
+    return result
+
+
+def given_up(opinfo: str, dtype: str, hangs, label: int) -> TaskResult:
+    """The result of a task given up after MAX_HANGS_PER_TASK hangs: its hang cases
+    of `label`, and why the rest of it was not run."""
+    result = with_hangs(TaskResult(opinfo, dtype), hangs, label)
+    result.sample_error = f"gave up after {len(hangs)} cases that did not return within their limits"
+    return result
+
+
+# ---- this process as a writer -------------------------------------------------------
+
+_clock: CaseClock | None = None
+_label = 0
+_base_seconds: dict = {}
+
+
+def use(clock: CaseClock | None) -> None:
+    """This process publishes its cases on `clock` (None: nowhere, the default)."""
+    global _clock
+    _clock = clock
+
+
+def set_label(label: int) -> None:
+    """What this process runs now, as its Hangs will say (e.g. which pass of a task)."""
+    global _label
+    _label = int(label)
+
+
+def base_seconds(results) -> dict:
+    """case id -> the longest time its kernel call took in `results` (TaskResults: their case_seconds)."""
+    seconds: dict = {}
+    for result in results:
+        for case, s in getattr(result, "case_seconds", {}).items():
+            seconds[case] = max(s, seconds.get(case, 0.0))
+    return seconds
+
+
+def know_base(seconds: dict) -> None:
+    """The base's kernel time per case id (etops dev's base, from an earlier round):
+    part of those cases' limits in this process and the processes it forks."""
+    _base_seconds.clear()
+    _base_seconds.update(seconds)
+
+
+def known_base() -> dict:
+    """The base's kernel times per case id this process knows (know_base)."""
+    return dict(_base_seconds)
+
+
+def started(case, aten_seconds: float | None) -> float:
+    """Publishes `case` (a CaseResult: its identity and inputs) as in flight, with its
+    limit (ATen's time `aten_seconds`, the base's when known), when this process has a
+    clock; returns its start (time.monotonic())."""
+    now = time.monotonic()
+    if _clock is not None:
+        seconds = limit(aten_seconds, _base_seconds.get(case.id))
+        _clock.publish(_label, now, seconds, {"kernel": case.kernel, "aten_op": case.aten_op, "opinfo": case.opinfo,
+                                              "dtype": case.dtype, "sample": case.sample, "call": case.call,
+                                              "inputs": (getattr(case, "inputs", "") or "")[:_INPUTS]})
+    return now
+
+
+def ended(since: float) -> float:
+    """The call in flight, started at `since` (started's value), returned (or raised):
+    no case in flight. Returns the seconds it took."""
+    if _clock is not None:
+        _clock.publish(_label, 0.0, 0.0, None)
+    return time.monotonic() - since
+
+
+__all__ = ["FACTOR", "FLOOR_ENV", "FLOOR_SECONDS", "MAX_HANGS_PER_TASK", "CaseClock", "Hang", "ended", "floor_seconds",
+           "base_seconds", "given_up", "know_base", "known_base", "limit", "set_label", "skipped", "started", "use", "with_hangs"]

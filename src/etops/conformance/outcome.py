@@ -1,0 +1,186 @@
+"""One case's outcome as a structured value, and the one rule that says whether
+an edit's case fails the way its base's does.
+
+An ``Outcome`` is made once, where the case ran (``of_exception`` from what the
+kernel's call raised, ``of_result`` from the comparison of what it returned),
+and travels unchanged: pickled from worker and task processes, kept in the
+reports and the JSON. Nothing here reads a message: the fields are the
+exceptions' own (etops.errors: a crash's signal, argument, access and place; an
+abort's or a refusal's ExecuTorch error and site; a guard's rule) and the
+comparison's numbers (the kernel's and ATen's error in ulps of the output dtype
+against a higher-precision reference; a digest of the kernel's result).
+
+``change(edit, base)`` decides, case by case, what an edit did to one case:
+nothing, a new failure, the base's failure kept, a precision regression, a fix.
+"The same as the base" means the same case failing the same way (``same_failure``),
+never a message that reads alike.
+
+May import: the standard library and etops.errors.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+
+from ..errors import GuardRefusal, GuardTimeout, KernelAborted, KernelCrashed, KernelError
+
+#: an edit's error (ulps of the output dtype, against the higher-precision reference)
+#: is a precision regression when it is more than PRECISION_FACTOR times the larger of
+#: the base's and ATen's, and at least PRECISION_MIN_ULPS beyond it
+PRECISION_FACTOR = 4.0
+PRECISION_MIN_ULPS = 1.0
+
+#: what change() says of one case
+UNCHANGED = "unchanged"  #: both pass, or the edit passes as the base does
+NEW = "new"  #: the edit fails where the base passes (or there is no base case)
+OTHER = "fails otherwise"  #: both fail, not the same way (another kind, site, or a worse value)
+SHARED = "also in base"  #: both fail the same way
+REGRESSION = "precision regression"  #: the edit's error beyond the base's and ATen's (PRECISION_FACTOR)
+FIXED = "fixed"  #: the base fails, the edit passes
+#: a numerics difference (within ATen's error, a precision loss) the base does not
+#: show, whose error did not regress: the edit's, listed, never gating
+NUMERICS = "numerics difference"
+CHANGES = (UNCHANGED, NEW, OTHER, SHARED, REGRESSION, FIXED, NUMERICS)
+#: the changes that make a case the edit's own
+NEW_FAILURES = (NEW, OTHER, REGRESSION)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What happened to one case (a value: equal fields, equal outcomes).
+
+    ``status``: the case's status (etops.conformance.case.STATUSES); ``verdict``: a
+    mismatch's verdict (values.VERDICTS); ``what``: a mismatch's kind of difference
+    ("values", "non-finite", "shape", "dtype", "count", "type"); ``ulps`` and
+    ``aten_ulps``: the kernel's and ATen's worst error in ulps of the output dtype
+    against a more precise reference (None: not measured: not floating, or no such
+    reference); ``abs_error``: the kernel's max abs error against ATen (a mismatch);
+    ``digest``: a checksum of the kernel's result (None: no result);
+    ``signal``/``argument``/``access``/``where``: a crash's (KernelCrashed's);
+    ``error``: ExecuTorch's error name of a refusal or an abort, or the exception
+    type of an ``error``; ``site``: ``file:line`` of the failed check; ``rule``: the
+    guard that refused; ``seconds``: a hang's limit."""
+
+    status: str
+    verdict: str | None = None
+    what: str | None = None
+    ulps: float | None = None
+    aten_ulps: float | None = None
+    abs_error: float | None = None
+    digest: int | None = None
+    signal: str | None = None
+    argument: str | None = None
+    access: str | None = None
+    where: str | None = None
+    error: str | None = None
+    site: str | None = None
+    rule: str | None = None
+    seconds: float | None = None
+
+    @property
+    def failed(self) -> bool:
+        return self.status != "pass"
+
+    def to_json(self) -> dict:
+        return {k: v for k, v in dataclasses.asdict(self).items() if v is not None}
+
+    @classmethod
+    def from_json(cls, d: dict) -> "Outcome":
+        return cls(**d)
+
+
+def of_exception(exc: BaseException, status: str, rule: str | None = None) -> Outcome:
+    """The outcome of a call that raised `exc`, given the status the runner files it
+    under (crash, abort, unsupported, guarded, error, hang) and, for a guard, its rule."""
+    if isinstance(exc, KernelCrashed):
+        return Outcome(status, signal=exc.signal or "canary", argument=exc.argument, access=exc.access,
+                       where=exc.where)
+    if isinstance(exc, KernelAborted):
+        return Outcome(status, error=exc.error_name, site=exc.site or None)
+    if isinstance(exc, KernelError):
+        return Outcome(status, error=exc.error_name, site=exc.site or None)
+    if isinstance(exc, GuardTimeout):
+        return Outcome(status, error=type(exc).__name__, seconds=exc.seconds)
+    if isinstance(exc, GuardRefusal):
+        return Outcome(status, rule=rule, argument=exc.argument, error=type(exc).__name__)
+    return Outcome(status, rule=rule, error=type(exc).__name__)
+
+
+def _worse_value(edit: Outcome, base: Outcome) -> bool:
+    """Whether a mismatch of the edit is further off than the base's on the same case."""
+    if edit.digest is not None and edit.digest == base.digest:
+        return False  # the very same result
+    if edit.what != base.what:
+        return True
+    if edit.ulps is not None and base.ulps is not None:
+        return regressed(edit.ulps, base.ulps, edit.aten_ulps)
+    if edit.abs_error is not None and base.abs_error is not None:
+        return edit.abs_error > base.abs_error
+    return edit.digest != base.digest
+
+
+def regressed(edit_ulps: float, base_ulps: float | None, aten_ulps: float | None) -> bool:
+    """The precision rule: the edit's error beyond PRECISION_FACTOR x the larger of the
+    base's and ATen's, and at least PRECISION_MIN_ULPS beyond it."""
+    bound = max(base_ulps or 0.0, aten_ulps or 0.0)
+    if math.isnan(edit_ulps):
+        return True
+    return edit_ulps > PRECISION_FACTOR * bound and edit_ulps - bound >= PRECISION_MIN_ULPS
+
+
+def precision_regressed(edit: Outcome, base: Outcome) -> bool:
+    """Whether the edit's error on a case is a precision regression against the base's
+    (both measured in ulps against the same reference); False when either is unmeasured."""
+    if edit.ulps is None or base.ulps is None:
+        return False
+    if edit.digest is not None and edit.digest == base.digest:
+        return False
+    return regressed(edit.ulps, base.ulps, edit.aten_ulps)
+
+
+def same_failure(edit: Outcome, base: Outcome) -> bool:
+    """Whether two failing outcomes of one case are the same failure: the same status
+    and the same structured facts (a crash's signal, argument, access and place; an
+    abort's or refusal's error and site; a guard's rule; a mismatch's kind, its value
+    no further off)."""
+    if edit.status != base.status:
+        return False
+    if edit.status == "crash":
+        return (edit.signal, edit.argument, edit.access, edit.where) == (base.signal, base.argument, base.access, base.where)
+    if edit.status in ("abort", "unsupported"):
+        return (edit.error, edit.site) == (base.error, base.site)
+    if edit.status == "guarded":
+        return edit.rule == base.rule
+    if edit.status == "error":
+        return edit.error == base.error
+    if edit.status == "mismatch":
+        return not _worse_value(edit, base)
+    return True  # hang: a hang
+
+
+def change(edit: Outcome, base: Outcome | None) -> str:
+    """What the edit did to one case (CHANGES), from its outcome and the base's on the
+    same case (None: the base did not run it)."""
+    if base is None:
+        return NEW if edit.failed else UNCHANGED
+    if not edit.failed:
+        if base.failed:
+            return FIXED
+        return REGRESSION if precision_regressed(edit, base) else UNCHANGED
+    if not base.failed:
+        if edit.status == "mismatch" and edit.verdict != "wrong" and edit.ulps is not None and base.ulps is not None:
+            # a numerics verdict: the edit's own only when its error regressed
+            return REGRESSION if precision_regressed(edit, base) else NUMERICS
+        return NEW
+    if same_failure(edit, base):
+        return SHARED
+    if edit.status == base.status == "mismatch" and precision_regressed(edit, base) and edit.what == base.what:
+        return REGRESSION
+    return OTHER
+
+
+__all__ = ["CHANGES", "FIXED", "NEW", "NEW_FAILURES", "OTHER", "Outcome", "PRECISION_FACTOR", "PRECISION_MIN_ULPS",
+           "NUMERICS", "REGRESSION", "SHARED", "UNCHANGED", "change", "of_exception", "precision_regressed", "regressed",
+           "same_failure"]
