@@ -4,10 +4,11 @@ products), the tasks the edit ran contiguous run again under each transform of
 ``etops check --numerics-axis`` (etops.conformance.numerics: offset, cancel, huge,
 tiny, long; ATen and the kernel on the same new values, guarded as the contiguous
 pass is), on the edit and then on the base, and the two compared as the dim-order
-layouts are (judge.layout_findings): the cases that fail transformed, and not the
-same way contiguous, are matched with the base's one by one (judge.compare): a
-finding of that transform (``numerics:<transform>`` in its key and JSON), gating
-unless the base fails those cases the same way.
+layouts are (judge.layout_findings): the transformed cases that pass, and those
+that fail and do not fail the same way contiguous, are matched with the base's one by
+one (judge.compare): a finding of that transform (``numerics:<transform>`` in its key
+and JSON), gating unless the base fails those cases the same way; a precision
+regression on the new values gates too.
 
 Unlike check's axis (float32 and float64 only), dev's runs at every dtype the edit
 ran: float16 and bfloat16 (an accumulator of the input's own type loses what
