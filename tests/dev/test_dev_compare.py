@@ -79,11 +79,18 @@ def test_a_base_finding_whose_cases_now_crash_is_not_fixed():
 
 
 def test_a_mismatch_further_off_than_the_base_is_the_edits():
+    """Both wrong on one case: a precision regression when the edit's error regressed
+    by the rule, another failure when what differs changed (values -> non-finite),
+    else the same failure (the case was wrong before the edit)."""
     base = _side("base", [_case("sum/1", "mismatch", verdict="wrong", ulps=40.0, aten_ulps=0.5, digest=1)])
     same = _side("edit", [_case("sum/1", "mismatch", verdict="wrong", ulps=41.0, aten_ulps=0.5, digest=2)])
     worse = _side("edit", [_case("sum/1", "mismatch", verdict="wrong", ulps=400.0, aten_ulps=0.5, digest=3)])
+    non_finite = _side("edit", [_case("sum/1", "mismatch", verdict="wrong", what="non-finite", digest=4)])
     assert list(changes(same, base)) == [SHARED]
     assert list(changes(worse, base)) == [REGRESSION]
+    assert list(changes(non_finite, base)) == [OTHER]
+    ints = _side("base", [_case("sum/2", "mismatch", verdict="wrong", digest=5)])
+    assert list(changes(_side("edit", [_case("sum/2", "mismatch", verdict="wrong", digest=6)]), ints)) == [SHARED]
 
 
 @pytest.mark.parametrize("edit_ulps, base_ulps, aten_ulps, expected", [

@@ -16,6 +16,7 @@ from pathlib import Path
 import torch
 
 from .mapping import overload_name
+from .references.spec import TASK_PREFIX as REFERENCE_PREFIX
 from .values import clip
 
 _TEMPLATE = '''\
@@ -368,14 +369,21 @@ def literal_reproducer(case, func, args, kwargs, *, summary: str, values: bool =
         refused=_NOT_THIS_FINDING.get(case.status, "") if values or case.status != "mismatch" else "")
     if isinstance(reference, torch.Tensor):
         text = text.replace("  # ATen\n", "  # ATen\nexpected = reference\n", 1)
+    if case.opinfo.startswith(REFERENCE_PREFIX):  # judged against etops' own reference, not an ATen op
+        text = text.replace(f"torch.ops.aten.{op}.{overload or 'default'}", f"_reference_call({case.opinfo!r})")
+        text = text.replace("\nimport etops\n", "\nimport etops\nfrom etops.conformance.references.run import "
+                            "reference_call as _reference_call  # etops' reference of the kernel\n", 1)
     if limit_seconds is not None:  # a hang: everything after ATen's call is the call in a child, waited for
         head = text[:text.index("try:\n")]
         call = (['with etops.layout("preserve"):  # the tensors keep their dim orders'] if preserve else []) + \
                [("    " if preserve else "") + f'etops.as_program("{case.kernel}")({kernel_args})  # ExecuTorch, as a program calls it']
         head = head.replace('"""\nimport sys\n', '"""\nimport os\nimport signal\nimport sys\nimport time\n', 1)
         head = head.replace("(exits 1 while the finding stands)", f"(exits 1 while the call does not return within {limit_seconds:.3g} s)", 1)
-        return head + hang_wait(case.kernel, call, limit_seconds, f"aten.{op}.{overload or 'default'}",
-                                _call_literal(args, kwargs, names, clone=True))
+        waited = head + hang_wait(case.kernel, call, limit_seconds, f"aten.{op}.{overload or 'default'}",
+                                  _call_literal(args, kwargs, names, clone=True))
+        if case.opinfo.startswith(REFERENCE_PREFIX):
+            waited = waited.replace(f"torch.ops.aten.{op}.{overload or 'default'}", f"_reference_call({case.opinfo!r})")
+        return waited
     if guarded:
         text = text.replace('actual = etops.as_program("{0}")('.format(case.kernel),
                             'actual = etops.guard.call(etops.as_program("{0}"), '.format(case.kernel), 1)

@@ -20,6 +20,7 @@ from ...layouts import layout
 from ...ops import rules_for
 from ...registry import registry
 from .. import case_clock
+from ..outcome import Outcome, of_exception
 from ..case import CaseInfo, CaseResult, describe_call
 from ..values import dtype_name
 from ..values import on_meta as meta_copies
@@ -53,6 +54,18 @@ def reference_of(ref, kernel):
     if functional is None:
         raise ValueError(f"{ref.kernel}: the reference names no callable and torch has no functional counterpart of the kernel")
     return functional
+
+
+def reference_call(task_id: str) -> ReferenceOp:
+    """The callable the cases of reference task `task_id` (``ref:<kernel>``) are
+    compared with, as the runner calls it (a reproducer's expected value)."""
+    from . import find
+
+    if not task_id.startswith(TASK_PREFIX):
+        raise ValueError(f"reference_call: argument 'task_id' must start with {TASK_PREFIX!r}, got {task_id!r}")
+    ref = find(task_id[len(TASK_PREFIX):])
+    kernel = kernel_of(ref)
+    return ReferenceOp(reference_of(ref, kernel), kernel._info._schema, compared_as(ref))
 
 
 def run_reference_task(runner, task_id: str, dtype: torch.dtype):
@@ -125,10 +138,14 @@ def _check_refusal(runner, func, target, kernel, sample, on_meta: bool = False) 
                 case_clock.ended(since)
         except KernelCrashed as exc:
             result.status, result.message = "crash", str(exc)[:500]
+            result.outcome = of_exception(exc, "crash")
         except KernelAborted as exc:  # refused by aborting, as it would abort a program
             result.status, result.message = "abort", str(exc)[:500]
+            result.outcome = of_exception(exc, "abort")
         except Exception as exc:  # noqa: BLE001 - the kernel (or etops' checks) refused it
             result.message = f"refused ({sample.why}): {type(exc).__name__}: {exc}"[:500]
         else:
             result.status, result.message = "mismatch", f"the kernel accepted an invalid input: {sample.why}"
-    runner.result.record(result, runner.keep(result))
+    if result.outcome is None:
+        result.outcome = Outcome(result.status, what="accepted an invalid input" if result.status == "mismatch" else None)
+    runner.result.record(result, runner.keep(result), runner.keep_cases)
