@@ -115,3 +115,17 @@ def test_check_exits_1_on_a_crash_an_abort_or_a_wrong_result_unless_report_only(
     assert exit_status(_report(mismatch=1), [wrong]) == 1
     assert exit_status(_report(crash=724), []) == 1 and exit_status(_report(abort=1), []) == 1
     assert exit_status(_report(crash=724), [wrong], report_only=True) == 0
+
+
+def test_an_error_at_a_scale_of_denormals_is_measured_in_ulps_not_a_division_by_zero():
+    """The numerics axis' tiny transform gives float64 results of denormal scale, where
+    eps x scale underflows to 0 (native_layer_norm: the judge raised ZeroDivisionError,
+    its task process's task ran again through the guard process)."""
+    from etops.conformance.precise import effective_ulps
+
+    tiny = torch.finfo(torch.float64).tiny
+    ref = torch.tensor([3e-310, -1e-310], dtype=torch.float64)
+    assert float(ref.abs().max()) * torch.finfo(torch.float64).eps == 0.0  # the underflow
+    ulps = effective_ulps(ref + tiny * 2 ** -40, ref, torch.float64)
+    assert ulps is not None and math.isfinite(ulps) and ulps > 0
+    assert effective_ulps(ref.clone(), ref, torch.float64) == 0.0

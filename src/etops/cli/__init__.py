@@ -118,6 +118,9 @@ def build_parser() -> argparse.ArgumentParser:
     dv.add_argument("--no-dim-orders", action="store_true",
                     help="leave out the dim-order axis (the edit's cases again channels-last and transposed, under "
                          "etops.layout('preserve'), against the base's)")
+    dv.add_argument("--no-numerics", action="store_true",
+                    help="leave out the numerics axis (the cases of reductions, scans, softmaxes, normalizations and "
+                         "products again on inputs offset, cancelling, huge, tiny and long, against the base's)")
     dv.add_argument("--no-gtest", action="store_true", help="do not run the checkout's kernels/test/op_<name>_test.cpp "
                                                             "and kernels/<folder>/test/op_<name>_test.cpp (etops gtest) "
                                                             "on the base and the edit")

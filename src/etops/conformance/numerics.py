@@ -15,6 +15,16 @@ all look right. The transforms (``TRANSFORMS``), each one sweep:
 - ``long``: the last dim repeated to at least 2048 elements (long reductions);
   only the tensors of rank 2 or more when the call has any.
 
+Integer tensors are left as they are (an index, a count), unless the hooks are
+made ``Transform(name, integers=True)`` (``etops dev``'s numerics pass, whose tasks
+run at every dtype) and the call has no floating tensor: then ``offset`` adds
+max(dtype) // 8 (at most what keeps every element in range) and ``huge`` scales so
+max |x| is about max(dtype) / 4, so that a sum of a few elements overflows an
+accumulator of the input's own type where ATen's, of int64, does not; ``long``
+lengthens them as it does floating tensors; ``cancel`` and ``tiny`` leave them.
+``etops check --numerics-axis`` transforms floating tensors only (its sweeps are
+of DTYPES).
+
 A transform is deterministic (a function of the inputs), so a finding's inputs
 are found again, shrunk and reproduced as the other findings are (the
 reproducer shows the transformed values). A case ATen refuses after the
@@ -44,32 +54,43 @@ def _floating(value) -> bool:
     return isinstance(value, torch.Tensor) and value.is_floating_point() and value.numel() >= 2
 
 
-def _tensors(values):
+def _integer(value) -> bool:
+    """An integer tensor of 2 elements or more (not bool)."""
+    return (isinstance(value, torch.Tensor) and not value.is_floating_point() and not value.is_complex()
+            and value.dtype != torch.bool and value.numel() >= 2)
+
+
+def _tensors(values, moved=_floating):
     for v in values:
         if isinstance(v, (list, tuple)):
-            yield from _tensors(v)
-        elif _floating(v):
+            yield from _tensors(v, moved)
+        elif moved(v):
             yield v
 
 
-def _map(value, fn):
+def _map(value, fn, moved=_floating):
     if isinstance(value, (list, tuple)):
-        return type(value)(_map(v, fn) for v in value)
-    return fn(value) if _floating(value) else value
+        return type(value)(_map(v, fn, moved) for v in value)
+    return fn(value) if moved(value) else value
 
 
 def _biggest(t: torch.Tensor) -> float:
+    if not t.is_floating_point():
+        return float(t.to(torch.int64).abs().max()) if t.numel() else 0.0
     finite = t[torch.isfinite(t)]
     return float(finite.abs().max()) if finite.numel() else 0.0
 
 
 def offset(t: torch.Tensor) -> torch.Tensor:
+    if not t.is_floating_point():  # an integer tensor: max(dtype) // 8, every element kept in range
+        step = min(torch.iinfo(t.dtype).max // 8, torch.iinfo(t.dtype).max - int(t.max()))
+        return t + step if step > 0 else t
     c = min(1024.0 * (1.0 + _biggest(t)), torch.finfo(t.dtype).max / 256)
     return t + c
 
 
 def cancel(t: torch.Tensor) -> torch.Tensor:
-    if t.dim() == 0 or t.shape[-1] < 2:
+    if t.dim() == 0 or t.shape[-1] < 2 or not t.is_floating_point():
         return t
     big = 4096.0 * (1.0 + _biggest(t))
     signs = torch.zeros(t.shape[-1], dtype=t.dtype)
@@ -80,11 +101,16 @@ def cancel(t: torch.Tensor) -> torch.Tensor:
 
 def huge(t: torch.Tensor) -> torch.Tensor:
     top = _biggest(t)
+    if not t.is_floating_point():  # an integer tensor: max |x| about max(dtype) / 4
+        factor = int(torch.iinfo(t.dtype).max // 4 // top) if top > 0 else 0
+        return t * factor if factor > 1 else t
     return t * (4.0 * math.sqrt(torch.finfo(t.dtype).max) / top) if top > 0 else t
 
 
 def tiny(t: torch.Tensor) -> torch.Tensor:
     top = _biggest(t)
+    if not t.is_floating_point():
+        return t
     return t * (16.0 * torch.finfo(t.dtype).tiny / top) if top > 0 else t
 
 
@@ -104,27 +130,42 @@ TRANSFORMS = {"offset": offset, "cancel": cancel, "huge": huge, "tiny": tiny, "l
 
 class Transform:
     """The hooks of one transform (etops.conformance.hooks): ``applies`` leaves out
-    cases with no floating input; ``transform(case, func, args, kwargs)`` returns
-    the new (args, kwargs, ATen's result on them), or None when ATen refuses them
-    or nothing changed."""
+    cases with nothing to transform (no floating input; with `integers`, no integer
+    input either); ``transform(case, func, args, kwargs)`` returns the new (args,
+    kwargs, ATen's result on them), or None when ATen refuses them or nothing
+    changed. `integers`: a call with no floating tensor has its integer tensors
+    transformed (the module's docstring says how)."""
 
-    def __init__(self, name: str):
-        self.name, self._fn = name, TRANSFORMS[name]
+    def __init__(self, name: str, integers: bool = False):
+        if name not in TRANSFORMS:
+            raise ValueError(f"Transform: argument 'name' must be one of {', '.join(TRANSFORMS)}, got {name!r}")
+        self.name, self._fn, self.integers = name, TRANSFORMS[name], integers
+
+    def _moved(self, values: list):
+        """Which tensors of `values` move: the floating ones; with `integers` and none
+        floating, the integer ones."""
+        if self.integers and not any(True for _ in _tensors(values)):
+            return _integer
+        return _floating
 
     def applies(self, case, args, kwargs) -> bool:
-        return any(True for _ in _tensors(list(args) + list(kwargs.values())))
+        values = list(args) + list(kwargs.values())
+        return any(True for _ in _tensors(values, self._moved(values)))
 
     def values(self, args, kwargs):
-        """`args`, `kwargs` with every floating tensor (2 elements or more) transformed;
-        ``long`` lengthens only the tensors of rank 2 or more when there are any (a
-        batch norm's per-channel weights keep their size)."""
-        fn = self._fn
-        if fn is long and any(t.dim() >= 2 for t in _tensors(list(args) + list(kwargs.values()))):
+        """`args`, `kwargs` with every floating tensor (2 elements or more; with
+        `integers` and none floating, every integer one) transformed; ``long``
+        lengthens only the tensors of rank 2 or more when there are any (a batch
+        norm's per-channel weights keep their size)."""
+        fn, moved = self._fn, self._moved(list(args) + list(kwargs.values()))
+        if fn is long and any(t.dim() >= 2 for t in _tensors(list(args) + list(kwargs.values()), moved)):
             fn = _long_of_rank_2
-        return [_map(a, fn) for a in args], {k: _map(v, fn) for k, v in kwargs.items()}
+        return [_map(a, fn, moved) for a in args], {k: _map(v, fn, moved) for k, v in kwargs.items()}
 
     def transform(self, case, func, args, kwargs):
         new_args, new_kwargs = self.values(args, kwargs)
+        if _unchanged(list(args) + list(kwargs.values()), list(new_args) + list(new_kwargs.values())):
+            return None  # nothing to transform: the case as it is, judged already
         if not _meta_accepts(func, new_args, new_kwargs):
             return None  # torch's checks refuse the new shapes (ATen's CPU kernel may not check them all)
         try:
@@ -132,6 +173,17 @@ class Transform:
         except Exception:  # noqa: BLE001 - ATen refuses the new values (a shape no longer fits, a domain)
             return None
         return new_args, new_kwargs, expected
+
+
+def _unchanged(before: list, after: list) -> bool:
+    """Whether every value of `after` is the very object of `before` (no tensor moved)."""
+    for b, a in zip(before, after):
+        if isinstance(b, (list, tuple)):
+            if not _unchanged(list(b), list(a)):
+                return False
+        elif a is not b:
+            return False
+    return True
 
 
 def _meta_accepts(func, args, kwargs) -> bool:
@@ -152,6 +204,10 @@ def _meta_accepts(func, args, kwargs) -> bool:
 offset_hooks, cancel_hooks, huge_hooks, tiny_hooks, long_hooks = (Transform(n) for n in TRANSFORMS)
 #: transform -> hooks spec (a sweep's worker loads it by name)
 AXIS_TRANSFORMS = {name: f"{__name__}:{name}_hooks" for name in TRANSFORMS}
+(offset_with_integers, cancel_with_integers, huge_with_integers, tiny_with_integers,
+ long_with_integers) = (Transform(n, integers=True) for n in TRANSFORMS)
+#: transform -> hooks spec of the transform moving integer inputs too (etops dev's numerics pass)
+WITH_INTEGERS = {name: f"{__name__}:{name}_with_integers" for name in TRANSFORMS}
 AXIS_MAX_DETAILS = 50
 
 

@@ -190,9 +190,10 @@ def _as_ld(value):
 
 def effective_ulps(actual, ref, dtype: torch.dtype) -> float | None:
     """Worst |actual - ref| in ulps of `dtype` at the output's scale (eps(dtype) x
-    max finite |ref|); inf where one is non-finite and the other differs, or where
-    the reference is all zeros and the result is not; None when there is nothing
-    to measure (no elements, not floating, other shapes)."""
+    max finite |ref|, and at least the spacing of `dtype`'s subnormals: a scale of
+    denormals, the numerics axis' ``tiny``); inf where one is non-finite and the
+    other differs, or where the reference is all zeros and the result is not; None
+    when there is nothing to measure (no elements, not floating, other shapes)."""
     a, r = _as_ld(actual) if isinstance(actual, torch.Tensor) else None, _as_ld(ref)
     if a is None or r is None or a.shape != r.shape or a.size == 0:
         return None
@@ -208,4 +209,5 @@ def effective_ulps(actual, ref, dtype: torch.dtype) -> float | None:
         return 0.0
     if scale == 0:
         return math.inf
-    return worst / (torch.finfo(dtype).eps * scale)
+    info = torch.finfo(dtype)
+    return worst / max(info.eps * scale, info.eps * info.tiny)

@@ -15,7 +15,9 @@ ran on contiguous inputs run again in each dense layout of check's axis
 (channels-last for rank 4 and 5, the last two dims transposed for rank >= 2, under
 ``etops.layout("preserve")``; guarded as the contiguous pass is), on the edit and on
 the base. A case that fails laid out and not (or otherwise) contiguous is a
-dim-order finding of that layout, clustered with the layout in its key.
+dim-order finding of that layout, clustered with the layout in its key. Other axes
+(the numerics axis, etops.dev.numerics_pass) are given to ``judge`` and run the same
+way: their passes right after the contiguous one, then their own comparison.
 """
 
 from __future__ import annotations
@@ -148,13 +150,15 @@ BASE_RESULTS: dict = {}
 class Pass:
     """One pass of the judge's tasks: its Side's name, the runner's hooks, where its
     reproducers go (None: none), how many details it keeps per kernel and status,
-    and when none of its tasks starts any more (time.monotonic(); None: no limit)."""
+    when none of its tasks starts any more (time.monotonic(); None: no limit), and
+    the (operator, task id) pairs it runs (None: every task; a later pass only)."""
 
     name: str
     hooks: Any
     report_dir: Any = None
     max_details: int = 3
     deadline: float | None = None
+    tasks: frozenset | None = None
 
 
 def run_side(name: str, plan: dict, *, hooks=GUARDED, report_dir=None, deadline: float | None = None, only=None,
@@ -168,7 +172,8 @@ def run_side(name: str, plan: dict, *, hooks=GUARDED, report_dir=None, deadline:
 def run_passes(passes: list, plan: dict, *, only=None, cache_key=None, forked: bool = False,
                alongside=None) -> list[tuple[Side, list]]:
     """Passes of check's runner over `plan` (operator -> tasks), float32 tasks of
-    every operator first: each task runs under the first pass's hooks, then under
+    every operator first, then the tasks a later pass is limited to (its
+    ``tasks``: the numerics axis'), then the rest: each task runs under the first pass's hooks, then under
     each later pass's (the edit's dim-order layouts) in the same process, which
     spares a pass of task processes each; a later pass runs only the tasks the
     first one ran. `only`: run just these (operator, task) pairs; a pass's
@@ -185,7 +190,9 @@ def run_passes(passes: list, plan: dict, *, only=None, cache_key=None, forked: b
     first = passes[0]
     names = sorted(plan)
     kmap = default_kmap()
-    order = sorted(((n, t) for n in names for t in plan[n]), key=lambda p: (p[1]["dtype"] != "float32", p[0]))
+    chosen = set().union(*(p.tasks for p in passes if p.tasks is not None))
+    order = sorted(((n, t) for n in names for t in plan[n]),
+                   key=lambda p: (p[1]["dtype"] != "float32", (p[0], p[1]["opinfo"]) not in chosen, p[0]))
     order = [(op, task) for op, task in order if only is None or (op, task["opinfo"], task["dtype"]) in only]
     keys = [None if cache_key is None else (cache_key, first.hooks is not None, op, task["opinfo"], task["dtype"])
             for op, task in order]
@@ -205,7 +212,8 @@ def run_passes(passes: list, plan: dict, *, only=None, cache_key=None, forked: b
         for k, p in enumerate(passes):
             case_clock.set_label(k)
             late = check_deadline and not hangs and p.deadline is not None and time.monotonic() > p.deadline
-            if (late and not (p is first and i in started)) or (out and out[0] is None):
+            if (late and not (p is first and i in started)) or (out and out[0] is None) \
+                    or (p.tasks is not None and (op, task["opinfo"]) not in p.tasks):
                 out.append(None)
             elif len(hangs) >= case_clock.MAX_HANGS_PER_TASK:
                 out.append(case_clock.given_up(task["opinfo"], task["dtype"], hangs, k))
@@ -422,9 +430,9 @@ def _hooks(layout: str, guarded: bool):
     return with_guard(spec) if guarded else spec
 
 
-def _dim_order_ids(laid: Side, contiguous: Side) -> set:
-    """The ids of the cases of `laid` that fail, and do not fail the same way
-    contiguous (same_failure of their Outcomes)."""
+def failing_ids(laid: Side, contiguous: Side) -> set:
+    """The ids of the cases of `laid` (an axis' pass: a layout, a transform) that
+    fail, and do not fail the same way contiguous (same_failure of their Outcomes)."""
     ids = set()
     for case_id, case in laid.report.every_case.items():
         outcome = _outcome(case)
@@ -436,20 +444,22 @@ def _dim_order_ids(laid: Side, contiguous: Side) -> set:
     return ids
 
 
-def _clusterer(report, report_dir, hooks, layout: str | None = None):
+def clusterer(report, report_dir, hooks, layout: str | None = None, preserve: bool | None = None):
     """compare's clusterer: check's clusters of the given cases, with their
-    reproducers written to `report_dir` when given (a layout's run under
-    etops.layout("preserve"))."""
+    reproducers written to `report_dir` when given (run under
+    etops.layout("preserve") when `preserve`, by default when there is a layout)."""
+    preserve = layout is not None if preserve is None else preserve
+
     def clusters(cases: list, first: int) -> list:
         if report_dir is None:
             return cl.group(cases, layout)
-        return cl.build(report, report_dir=report_dir, hooks=hooks, layout=layout, preserve=layout is not None,
+        return cl.build(report, report_dir=report_dir, hooks=hooks, layout=layout, preserve=preserve,
                         shrink=False, cases=cases, first=first, sources=sources())
 
     return clusters
 
 
-def _polled_only(alongside):
+def polled_only(alongside):
     """`alongside` for a pass of the base (swapped in): only when it has started
     already, so that it is polled; never started there, where its fork would time
     the base as the edit."""
@@ -480,7 +490,7 @@ def layout_findings(plan: dict, ran: list, edit: Side, base: Side | None, instal
                 laid_base[layout], _ = run_side(f"base, {layout}", plan, hooks=_hooks(layout, guarded),
                                                 only=set(laid_ran[layout]), max_details=AXIS_MAX_DETAILS,
                                                 cache_key=None if base_key is None else (base_key, layout, guarded),
-                                                forked=guarded, alongside=_polled_only(alongside))
+                                                forked=guarded, alongside=polled_only(alongside))
         finally:
             restore_base()
     findings: list = []
@@ -490,9 +500,9 @@ def layout_findings(plan: dict, ran: list, edit: Side, base: Side | None, instal
         side = laid_edit[layout]
         cases[layout] = {"cases": dict(side.cases), "tasks left out": len(set(ran) - set(laid_ran[layout]))}
         base_side = laid_base.get(layout)
-        base_only = _dim_order_ids(base_side, base) if base_side is not None and base is not None else None
-        more, gone = compare(side, base_side if base is not None else None, base_kind, only=_dim_order_ids(side, edit),
-                             base_only=base_only, clusters=_clusterer(side.report, report_dir, _hooks(layout, guarded), layout))
+        base_only = failing_ids(base_side, base) if base_side is not None and base is not None else None
+        more, gone = compare(side, base_side if base is not None else None, base_kind, only=failing_ids(side, edit),
+                             base_only=base_only, clusters=clusterer(side.report, report_dir, _hooks(layout, guarded), layout))
         side.clusters = [f.cluster for f in more]
         findings += more
         fixed += gone
@@ -501,7 +511,7 @@ def layout_findings(plan: dict, ran: list, edit: Side, base: Side | None, instal
 
 def judge(plan: dict, install_base, restore_base, *, base_kind: str = "", guarded: bool = True, report_dir=None,
           budget: float | None = None, max_details: int = 3, dtypes=None, base_key=None, dim_orders: bool = True,
-          alongside=None) -> dict:
+          alongside=None, axes=()) -> dict:
     """The edit (installed now) and the base (`install_base()` swaps it in,
     `restore_base()` puts the edit back; None: no base) judged on the same
     tasks; the base runs the tasks the edit ran (those judged before under
@@ -510,7 +520,10 @@ def judge(plan: dict, install_base, restore_base, *, base_kind: str = "", guarde
     dim-order axis too (layout_findings: the same tasks in each dense layout, within
     the budget). Returns edit / base Sides, findings, fixed, tasks left out per operator,
     cases per layout and operator. `alongside`: the round's timing, started once the
-    edit's tasks are recorded (run_passes)."""
+    edit's tasks are recorded (run_passes). `axes`: more axes run as the dim-order
+    one is (numerics_pass.NUMERICS): each gives its edit passes (``passes(plan,
+    guarded, deadline)``, run with the contiguous one) and then its findings, fixed
+    and cases (``findings``); their cases are under ``axes_cases[axis.name]``."""
     from .derived import tasks_for as derived_tasks
 
     RECORDER.keep_only(plan)  # this file's operators' recordings (a --watch round's are the last round's)
@@ -520,11 +533,14 @@ def judge(plan: dict, install_base, restore_base, *, base_kind: str = "", guarde
     deadline = None if budget is None else time.monotonic() + budget
     # with the axis, contiguous tasks start within CONTIGUOUS_SHARE of the budget (all
     # of it that they need: the axis gets the rest)
-    contiguous_deadline = None if budget is None else time.monotonic() + budget * (CONTIGUOUS_SHARE if dim_orders else 1)
-    # the dim-order axis' passes run each task right after its contiguous run, in the
-    # same task process; their tasks start before the budget's end
-    passes = [Pass("edit", hooks, report_dir, max_details, contiguous_deadline),
-              *(layout_passes(guarded, deadline) if dim_orders else [])]
+    axis_passes = [axis.passes(plan, guarded, deadline) for axis in axes]
+    contiguous_deadline = None if budget is None else time.monotonic() + budget * (
+        CONTIGUOUS_SHARE if dim_orders or any(axis_passes) else 1)
+    # the axes' passes run each task right after its contiguous run, in the same
+    # task process; their tasks start before the budget's end
+    layouts = layout_passes(guarded, deadline) if dim_orders else []
+    passes = [Pass("edit", hooks, report_dir, max_details, contiguous_deadline), *layouts,
+              *(p for more in axis_passes for p in more)]
     (edit, ran), *laid = run_passes(passes, plan, forked=guarded, alongside=alongside)
     derived_run = {r[0] for r in ran if r[1].startswith("derived:")}
     unreached = {op: derived_tasks(op, dtypes) for op, n in edit.cases.items() if not n and op not in derived_run}
@@ -544,22 +560,30 @@ def judge(plan: dict, install_base, restore_base, *, base_kind: str = "", guarde
             install_base()
         try:
             base, _ = run_side("base", plan, hooks=hooks, only=set(ran), max_details=max_details, cache_key=base_key,
-                               forked=guarded, alongside=_polled_only(alongside))
+                               forked=guarded, alongside=polled_only(alongside))
         finally:
             if pending:
                 restore_base()
         base.clusters = cl.group(base.report.details)
-    findings, fixed = compare(edit, base, base_kind, clusters=_clusterer(edit.report, report_dir, hooks))
+    findings, fixed = compare(edit, base, base_kind, clusters=clusterer(edit.report, report_dir, hooks))
     edit.clusters = [f.cluster for f in findings]
+    laid, moved = laid[:len(layouts)], laid[len(layouts):]
     layout_cases: dict = {}
     if dim_orders:
         laid_found, gone, layout_cases = layout_findings(plan, ran, edit, base, install_base, restore_base,
                                                          base_kind=base_kind, guarded=guarded, laid=laid,
                                                          report_dir=report_dir, base_key=base_key, alongside=alongside)
         findings, fixed = findings + laid_found, fixed + gone
+    axes_cases: dict = {}
+    for axis, more in zip(axes, axis_passes):
+        mine, moved = moved[:len(more)], moved[len(more):]
+        found, gone, axes_cases[axis.name] = axis.findings(plan, ran, edit, base, install_base, restore_base,
+                                                           base_kind=base_kind, guarded=guarded, moved=mine,
+                                                           report_dir=report_dir, base_key=base_key, alongside=alongside)
+        findings, fixed = findings + found, fixed + gone
     left_out = {op: sum(1 for t in plan[op] if (op, t["opinfo"], t["dtype"]) not in set(ran)) for op in plan}
     return {"edit": edit, "base": base, "findings": findings, "fixed": fixed, "left_out": left_out, "plan": plan,
-            "layout_cases": layout_cases}
+            "layout_cases": layout_cases, "axes_cases": axes_cases}
 
 
 __all__ = ["LAYOUTS", "Finding", "Pass", "Side", "category", "compare", "input_dtype", "judge", "layout_findings", "layout_passes",

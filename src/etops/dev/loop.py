@@ -128,7 +128,7 @@ def _gtest_runs(test_files: list, checkout, addresses: dict, before, kernel_set)
 
 
 def _judge_file(result, target, addresses: dict, base_kind: str, directory, *, dtypes, isolate, budget, base_key,
-                dim_orders, alongside=None) -> None:
+                dim_orders, numerics=True, alongside=None) -> None:
     """check's judge on the edit (installed) and the base (`addresses`: operator ->
     the base's function, swapped in for its pass); this round's reproducers, each
     loading the file, in `directory`. `alongside`: the round's timing, started once
@@ -137,6 +137,7 @@ def _judge_file(result, target, addresses: dict, base_kind: str, directory, *, d
 
     from .cases import plan
     from .judge import judge
+    from .numerics_pass import NUMERICS
     from .reproduce import load_in_reproducers
     from .swap import BaseSwap
 
@@ -151,7 +152,7 @@ def _judge_file(result, target, addresses: dict, base_kind: str, directory, *, d
     with progress.phase("judging"):
         judged = judge(tasks, swap.install if addresses else None, swap.restore, base_kind=base_kind if addresses else "",
                        guarded=isolate, report_dir=directory, budget=budget, dtypes=dtypes, base_key=base_key,
-                       dim_orders=dim_orders, alongside=alongside)
+                       dim_orders=dim_orders, alongside=alongside, axes=(NUMERICS,) if numerics else ())
     result.set_judged(judged["plan"], judged)
     load_in_reproducers(directory, [str(target.path)], {str(target.path): target.helpers})
 
@@ -291,7 +292,7 @@ def _test_files(target, run: bool) -> tuple[list, list, str | None]:
 
 def run_file(path, *, root=None, yaml=None, dtypes=None, timing_dtype="float32", threads=1, repeats=11, check=True,
              timing=True, cflags=(), budget=CHECK_BUDGET, base=None, isolate=True, max_slowdown=None,
-             report_dir=None, gtest=True, dim_orders=True, helpers=()) -> FileResult:
+             report_dir=None, gtest=True, dim_orders=True, numerics=True, helpers=()) -> FileResult:
     """One kernel file through the loop (see ``dev``); a file that cannot be located
     or built gives a FileResult with ``error`` set, nothing swapped. ``base``: the
     git revision the edit is compared with (None: HEAD; False: the built-in).
@@ -365,7 +366,7 @@ def run_file(path, *, root=None, yaml=None, dtypes=None, timing_dtype="float32",
         if check:
             t = time.perf_counter()
             _judge_file(result, target, addresses, found.kind, directory, dtypes=dtypes, isolate=isolate, budget=budget,
-                        base_key=base_key, dim_orders=dim_orders, alongside=alongside)
+                        base_key=base_key, dim_orders=dim_orders, numerics=numerics, alongside=alongside)
             result.seconds["check"] = time.perf_counter() - t - result.seconds.get("plan", 0.0)
         if gtest_run is not None:
             t = time.perf_counter()
@@ -399,7 +400,7 @@ def _timing_result(alongside, result, target, addresses: dict, timing_args: dict
 
 def dev(paths, *, root=None, yaml=None, dtypes=None, timing_dtype="float32", threads=1, repeats=11, check=True,
         timing=True, cflags=(), budget=CHECK_BUDGET, base=None, isolate=True, max_slowdown=None, report_dir=None,
-        changed=None, gtest=True, dim_orders=True) -> DevResult:
+        changed=None, gtest=True, dim_orders=True, numerics=True) -> DevResult:
     """Builds the kernel files `paths` (files, or folders of them) of an ExecuTorch
     checkout or an out-of-tree kernel folder against the installed wheel, with the
     flags the wheel's kernels were built with, swaps their operators in for the
@@ -423,7 +424,10 @@ def dev(paths, *, root=None, yaml=None, dtypes=None, timing_dtype="float32", thr
     of the file's folder's set) on the base (as the judge's) and on the edit: a test the
     edit turns from pass to fail is a finding, a test file not run says why; ``dim_orders``: the dim-order axis (the edit's
     cases again channels-last and with the last two dims transposed, under
-    ``etops.layout("preserve")``, against the base's in the same layout)."""
+    ``etops.layout("preserve")``, against the base's in the same layout);
+    ``numerics``: the numerics axis (the accumulating operators' cases again on
+    inputs transformed to expose numerics, etops.dev.numerics_pass, against the
+    base's on the same values)."""
     from pathlib import Path
 
     from .checkout import kernel_files
@@ -450,7 +454,7 @@ def dev(paths, *, root=None, yaml=None, dtypes=None, timing_dtype="float32", thr
             r = run_file(f, root=root, yaml=yaml, dtypes=dtypes, timing_dtype=timing_dtype, threads=threads,
                          repeats=repeats, check=check, timing=timing, cflags=cflags, budget=budget, base=base,
                          isolate=isolate, max_slowdown=max_slowdown, report_dir=sub, gtest=gtest, dim_orders=dim_orders,
-                         helpers=helpers.get(f, ()))
+                         numerics=numerics, helpers=helpers.get(f, ()))
         if r.no_operators and f not in named:
             skipped.append(str(f))  # a helper source of a folder, not a kernel file
         else:

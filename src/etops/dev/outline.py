@@ -102,6 +102,7 @@ class FileOutline:
     base: str = ""
     operators: list = field(default_factory=list)  #: OperatorRow, when judged
     layouts: str = ""  #: the dim-order axis' cases ('' without it)
+    numerics: str = ""  #: the numerics axis' cases ('' without it, or when no operator accumulates)
     groups: list = field(default_factory=list)  #: (title, [FindingItem]): new findings, not gating, also in base
     fixed: list = field(default_factory=list)  #: summaries of base findings the edit no longer shows
     no_finding: bool = False  #: judged, and nothing found
@@ -119,11 +120,13 @@ class Outline:
     skipped: list  #: helper sources of a folder that implement no operator
 
 
-def _layouts(f) -> str:
+def _axis_cases(cases: dict) -> str:
+    """An axis' cases (layout_cases, numerics_cases): per layout or transform, the
+    cases of each operator and the tasks left out."""
     return "; ".join(
-        f"{layout} " + ", ".join(f"{short(op)} {n} cases" for op, n in v["cases"].items())
+        f"{name} " + ", ".join(f"{short(op)} {n} cases" for op, n in v["cases"].items())
         + (f", {v['tasks left out']} tasks left out (budget)" if v["tasks left out"] else "")
-        for layout, v in f.layout_cases.items())
+        for name, v in cases.items())
 
 
 def _gtests(g: dict, seconds: float) -> tuple[list, list]:
@@ -168,7 +171,8 @@ def file_outline(f) -> FileOutline:
     if f.checked:
         out.operators = [OperatorRow(op, f.cases.get(op, 0), f.base_cases.get(op, 0) if f.base_cases else None,
                                      sources_phrase(f, op), f.left_out.get(op, 0), op in f.no_case()) for op in f.ops]
-        out.layouts = _layouts(f) if f.layout_cases else ""
+        out.layouts = _axis_cases(f.layout_cases) if f.layout_cases else ""
+        out.numerics = _axis_cases(f.numerics_cases) if f.numerics_cases else ""
         new = [x for x in f.findings if x.gating]
         other = [x for x in f.findings if not x.gating and not x.in_base]
         shared = [x for x in f.findings if x.in_base]

@@ -31,6 +31,7 @@ class FileResult:
     sources: dict = field(default_factory=dict)  #: operator -> the OpInfos / references / derived tasks planned
     left_out: dict = field(default_factory=dict)  #: operator -> tasks not run (budget)
     layout_cases: dict = field(default_factory=dict)  #: dim-order axis: layout -> {"cases": operator -> cases the edit ran, "tasks left out": n}
+    numerics_cases: dict = field(default_factory=dict)  #: numerics axis: transform -> {"cases": operator -> cases the edit ran, "tasks left out": n}
     findings: list = field(default_factory=list)  #: judge.Finding, the edit's (also-in-base marked)
     fixed: list = field(default_factory=list)  #: check clusters of the base the edit no longer shows
     timing: list = field(default_factory=list)  #: timing.time_edit rows
@@ -47,6 +48,7 @@ class FileResult:
         self.sources = {op: sorted({t["opinfo"] for t in tasks}) for op, tasks in plan.items()}
         self.left_out = {op: n for op, n in judged["left_out"].items() if n}
         self.layout_cases = judged.get("layout_cases", {})
+        self.numerics_cases = judged.get("axes_cases", {}).get("numerics", {})
         self.findings, self.fixed = judged["findings"], judged["fixed"]
 
     @property
@@ -78,7 +80,7 @@ class FileResult:
         return {"path": self.path, "helpers": self.helpers, "ops": self.ops, "replaced": self.replaced, "checkout": self.checkout, "yamls": self.yamls,
                 "build": self.build, "base": self.base, "error": self.error, "cases": self.cases, "base_cases": self.base_cases,
                 "sources": self.sources, "left_out": self.left_out, "no_case": self.no_case(),
-                "layout_cases": self.layout_cases,
+                "layout_cases": self.layout_cases, "numerics_cases": self.numerics_cases,
                 "findings": [f.to_json() for f in self.findings], "fixed": [c.to_json() for c in self.fixed],
                 "new_findings": len(self.new_findings), "timing": self.timing, "seconds": self.seconds,
                 "gtest": self.gtest, "report_dir": self.report_dir, "exit_code": self.exit_code}

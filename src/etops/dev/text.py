@@ -36,6 +36,8 @@ def _file_text(o: FileOutline) -> list[str]:
         lines.append(f"  {short(r.op)}: {r.cases} cases{base} from {r.sources}{left}" + ("  <- no case" if r.no_case else ""))
     if o.layouts:  # the dim-order axis: cases whose inputs each layout lays out anew
         lines.append(f"  dim-order axis (etops.layout('preserve')): {o.layouts}")
+    if o.numerics:  # the numerics axis: the accumulating operators' cases on transformed inputs
+        lines.append(f"  numerics axis (inputs transformed): {o.numerics}")
     for title, items in o.groups:
         lines.append(f"  {title} ({len(items)}):")
         for x in items:
@@ -129,6 +131,8 @@ def _file_markdown(o: FileOutline) -> list[str]:
             out.append(f"| `{r.op}` | {r.cases}{' (no case)' if r.no_case else ''} | {base} | {r.sources} | {r.left_out} |")
     if o.layouts:
         out += ["", f"Dim-order axis (`etops.layout('preserve')`): {o.layouts}."]
+    if o.numerics:
+        out += ["", f"Numerics axis (inputs transformed): {o.numerics}."]
     for title, items in o.groups:
         out += ["", f"**{title.capitalize()} ({len(items)})**", ""]
         for x in items:

@@ -4,6 +4,7 @@ finding with exit 1 and the JSON written; a kernel that never returns on one inp
 is a hang finding, the other cases judged; an unchanged file exits 0 with "no
 difference" at every size; a 2x slowdown with --max-slowdown 1.3 exits 1; a
 fault only the timing's inputs reach is a finding of the timing's process; an
+int16 accumulator that overflows is a finding of the numerics axis only; an
 overload no OpInfo sample reaches gets derived cases; a fresh cache plans the
 same cases as a warm one; reproducers load the file."""
 
@@ -159,6 +160,34 @@ def test_an_edit_that_reads_tensors_as_contiguous_is_a_dim_order_finding(repo, t
     assert all(layout is not None for layout, _ in gating), gating  # contiguous inputs: as the base
     assert "dim-order axis (etops.layout('preserve')): channels-last mul.out" in printed
     assert "inputs with transposed inputs" in printed or "inputs with channels-last inputs" in printed
+
+
+def test_an_int16_accumulator_that_overflows_is_a_numerics_finding_missed_without_the_axis(repo, tmp_path, capsys):
+    """The numerics axis is on by default for an accumulating operator: op_sum.cpp
+    accumulating int16 in int16 passes OpInfo's small samples, and overflows once the
+    axis offsets them (ATen accumulates in int64): a new wrong finding of the
+    transform, exit 1; with --no-numerics the same edit exits 0; unchanged, 0."""
+    kernel = repo / CPU / "op_sum.cpp"
+    args = [str(kernel), "--dtype", "int16", "--no-timing", "--no-dim-orders", "--budget", "120"]
+    code, printed = _dev([*args, "--json", str(tmp_path / "clean.json")], capsys)
+    assert code == 0, printed
+    [clean] = json.loads((tmp_path / "clean.json").read_text())["files"]
+    assert clean["numerics_cases"]["offset"]["cases"]["aten::sum.IntList_out"] > 0, clean["numerics_cases"]
+    kernel.write_text(minicheckout.sum_source(overflowing=True))
+    code, printed = _dev([*args, "--json", str(tmp_path / "planted.json")], capsys)
+    assert code == 1, printed
+    [f] = json.loads((tmp_path / "planted.json").read_text())["files"]
+    gating = [x for x in f["findings"] if x["gating"]]
+    assert gating and all(x["layout"].startswith("numerics:") for x in gating), f["findings"]
+    assert ("numerics:offset", "wrong", ["int16"]) in [(x["layout"], x["category"], x["input_dtypes"]) for x in gating]
+    assert set(f["numerics_cases"]) == {"offset", "cancel", "huge", "tiny", "long"}
+    assert "numerics axis (inputs transformed): offset sum.IntList_out" in printed
+    assert "transformed by the numerics axis (offset)" in printed
+    code, printed = _dev([*args, "--no-numerics", "--json", str(tmp_path / "without.json")], capsys)
+    assert code == 0, printed  # OpInfo's samples as they are sum to far less than max(int16)
+    [f] = json.loads((tmp_path / "without.json").read_text())["files"]
+    assert f["numerics_cases"] == {} and f["cases"]["aten::sum.IntList_out"] > 0
+    assert "numerics axis" not in printed
 
 
 def test_an_unchanged_file_exits_0_with_no_difference_at_every_size(repo, tmp_path, capsys):

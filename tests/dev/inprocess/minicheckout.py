@@ -1,9 +1,12 @@
 """A miniature ExecuTorch checkout for the ``etops dev`` tests, written by the tests:
 ``executorch/kernels/portable/functions.yaml`` and three kernel files in
 ``kernels/portable/cpu/`` sharing a util header of their own
-(``cpu/util/mini_broadcast.h``; ``commit_helper`` adds a helper source). The kernels are float32-only (other dtypes are
+(``cpu/util/mini_broadcast.h``; ``commit_helper`` adds a helper source), and
+``op_sum.cpp``, which includes none. The kernels are float32-only (other dtypes are
 refused with InvalidArgument: "unsupported", not a finding) and broadcast through
-the header. ``add_source(buggy=True)`` is op_add.cpp with a planted bug: the first operand
+the header; the sum is int16-only (into int64, every dim or the last one reduced),
+its accumulator int64, ``sum_source(overflowing=True)`` int16 (a planted overflow
+ATen's int64 accumulator does not have). ``add_source(buggy=True)`` is op_add.cpp with a planted bug: the first operand
 is indexed as if it were never broadcast along a trailing dim (wrong for a (5, 1)
 tensor added to a (5,) one)."""
 
@@ -34,6 +37,11 @@ FUNCTIONS_YAML = """\
   kernels:
     - arg_meta: null
       kernel_name: torch::executor::floor_divide_scalar_out
+
+- op: sum.IntList_out
+  kernels:
+    - arg_meta: null
+      kernel_name: torch::executor::sum_dim_out
 """
 
 HEADER = """\
@@ -196,6 +204,73 @@ Tensor& floor_divide_scalar_out(KernelRuntimeContext& ctx, const Tensor& a, cons
 }  // namespace torch
 """
 
+#: sum.IntList_out of int16 into int64 over every dim or the last one (others refused)
+SUM = """\
+#include <executorch/runtime/kernel/kernel_includes.h>
+
+namespace torch {
+namespace executor {
+namespace native {
+
+namespace {
+
+// 0: every dim reduced, 1: the last dim only, -1: another reduction (refused)
+int reduction_kind(const Tensor& in, optional<ArrayRef<int64_t>> dim_list) {
+  const int64_t n = in.dim();
+  if (!dim_list.has_value() || dim_list.value().size() == 0 || n == 0) return 0;
+  ArrayRef<int64_t> dims = dim_list.value();
+  if (dims.size() == 1) {
+    const int64_t d = dims[0] < 0 ? dims[0] + n : dims[0];
+    return d != n - 1 ? -1 : n == 1 ? 0 : 1;
+  }
+  if (static_cast<int64_t>(dims.size()) != n || n > 16) return -1;
+  bool seen[16] = {false};
+  for (int64_t d : dims) {
+    d = d < 0 ? d + n : d;
+    if (d < 0 || d >= n || seen[d]) return -1;
+    seen[d] = true;
+  }
+  return 0;
+}
+
+}  // namespace
+
+Tensor& sum_dim_out(KernelRuntimeContext& ctx, const Tensor& in, optional<ArrayRef<int64_t>> dim_list, bool keepdim,
+                    optional<ScalarType> dtype, Tensor& out) {
+  (void)dtype;  // the out's dtype says it
+  const int kind = reduction_kind(in, dim_list);
+  if (kind < 0 || in.dim() > 16 || in.numel() == 0 || in.scalar_type() != ScalarType::Short ||
+      out.scalar_type() != ScalarType::Long || !executorch::runtime::tensor_is_default_dim_order(in)) {
+    ctx.fail(Error::InvalidArgument);
+    return out;
+  }
+  executorch::aten::SizesType sizes[16];
+  size_t n = 0;
+  for (ssize_t d = 0; d < in.dim(); ++d) {
+    const bool reduced = kind == 0 || d == in.dim() - 1;
+    if (!reduced) sizes[n++] = in.size(d);
+    else if (keepdim) sizes[n++] = 1;
+  }
+  if (executorch::runtime::resize_tensor(out, {sizes, n}) != Error::Ok) {
+    ctx.fail(Error::InvalidArgument);
+    return out;
+  }
+  const size_t row = kind == 1 ? in.size(in.dim() - 1) : in.numel();
+  const int16_t* x = in.const_data_ptr<int16_t>();
+  int64_t* o = out.mutable_data_ptr<int64_t>();
+  for (size_t r = 0; r < static_cast<size_t>(in.numel()) / row; ++r) {
+    ACCUMULATOR acc = 0;
+    for (size_t j = 0; j < row; ++j) acc += x[r * row + j];
+    o[r] = acc;
+  }
+  return out;
+}
+
+}  // namespace native
+}  // namespace executor
+}  // namespace torch
+"""
+
 #: planted in op_mul.cpp by the gate tests: a write one element past the out
 OUT_OF_BOUNDS = ("  return out;\n}\n", "  o[out.numel()] = 0.0f;\n  return out;\n}\n")
 #: planted in op_mul.cpp: the dim-order checks dropped (tensors read as if contiguous)
@@ -293,6 +368,11 @@ def add_source(buggy: bool = False) -> str:
     return ADD.replace("FIRST_INDEX", BUGGY_INDEX if buggy else CORRECT_INDEX)
 
 
+def sum_source(overflowing: bool = False) -> str:
+    """op_sum.cpp, its accumulator int64, or int16 (`overflowing`)."""
+    return SUM.replace("ACCUMULATOR", "int16_t" if overflowing else "int64_t")
+
+
 def write_file(path: Path, text: str) -> None:
     """Writes only when the content differs (unchanged files keep their mtime)."""
     if not path.exists() or path.read_text() != text:
@@ -308,6 +388,7 @@ def write(folder: Path, *, buggy: bool = False, name: str = "executorch") -> Pat
     write_file(checkout / "kernels/portable/cpu/op_add.cpp", add_source(buggy))
     write_file(checkout / "kernels/portable/cpu/op_mul.cpp", MUL)
     write_file(checkout / "kernels/portable/cpu/op_floor_divide.cpp", FLOOR_DIVIDE)
+    write_file(checkout / "kernels/portable/cpu/op_sum.cpp", sum_source())
     return checkout
 
 
