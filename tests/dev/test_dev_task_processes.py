@@ -53,6 +53,38 @@ def test_a_task_that_raises_runs_again_here_with_the_traceback():
     assert again[0][1] is False and "ValueError: the runner's own bug" in again[0][0]
 
 
+def test_a_rerun_that_forks_a_lasting_process_does_not_hold_the_end_of_the_others(monkeypatch):
+    """A task run again here may fork a process that outlives it (the guard process)
+    and inherits every task process's pipe ends: the other task processes then never
+    see their request pipe close; they are killed END_GRACE after it, never waited for
+    forever."""
+    monkeypatch.setattr(tp, "END_GRACE", 0.5)
+    holders = []
+
+    def task(i, hangs):
+        if i == 0:
+            raise ValueError("run me again here")
+        time.sleep(0.3)
+        return i
+
+    def rerun(i, why, died, hangs):
+        pid = os.fork()
+        if pid == 0:  # holds copies of every pipe end of the running task processes
+            time.sleep(60)
+            os._exit(0)
+        holders.append(pid)
+        return -1
+
+    start = time.monotonic()
+    try:
+        assert tp.run_tasks(list(range(4)), task, rerun, workers=2) == [-1, 1, 2, 3]
+        assert time.monotonic() - start < 30
+    finally:
+        for pid in holders:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+
+
 def test_a_task_that_stops_using_cpu_time_is_killed_and_runs_again(monkeypatch):
     monkeypatch.setattr(tp, "STALL_SECONDS", 1.0)
     monkeypatch.setattr(tp, "_CHECK_EVERY", 0.2)

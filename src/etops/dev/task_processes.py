@@ -46,6 +46,8 @@ from ..process_end import from_wait_status
 MAX_WORKERS = 2
 #: seconds one task may take in a task process before it is run again here
 TASK_TIMEOUT = DEFAULT_TIMEOUT
+#: seconds a task process whose pipes closed may take to exit before it is killed
+END_GRACE = 5.0
 #: seconds between checks of a busy task process's case clock and CPU time
 _CHECK_EVERY = 0.25
 
@@ -114,7 +116,10 @@ class _TaskProcess:
 
     def end(self, kill: bool = False) -> int:
         """Closes its pipes (it exits when its request pipe closes; killed first when
-        `kill`) and reaps it; its exit status."""
+        `kill`) and reaps it; its exit status. A process still there END_GRACE seconds
+        after its pipes closed is killed: another process forked from this one since
+        (a guard process of a task run again here) may hold a copy of its request
+        pipe, and it would wait for the end of that pipe forever."""
         if kill:
             try:
                 os.kill(self.pid, signal.SIGKILL)
@@ -126,8 +131,16 @@ class _TaskProcess:
                 os.close(fd)
             except OSError:
                 pass
+        deadline = time.monotonic() + END_GRACE
         try:
-            return os.waitpid(self.pid, 0)[1]
+            while True:
+                pid, status = os.waitpid(self.pid, os.WNOHANG)
+                if pid:
+                    return status
+                if time.monotonic() > deadline:
+                    os.kill(self.pid, signal.SIGKILL)
+                    return os.waitpid(self.pid, 0)[1]
+                time.sleep(0.01)
         except ChildProcessError:
             return 0
 
