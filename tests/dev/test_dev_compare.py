@@ -1,4 +1,4 @@
-"""etops.dev.judge.compare: the edit's cases matched with the base's one by one on
+"""etops.dev.verdict.compare: the edit's cases matched with the base's one by one on
 their structured outcomes (etops.conformance.outcome), never by message: a case
 the base passes and the edit fails is new whatever its message resembles; "also
 in base" is the same case failing the same way; a precision regression is an
@@ -13,7 +13,7 @@ import pytest
 
 from etops.conformance.case import CaseResult
 from etops.conformance.outcome import NEW, NUMERICS, OTHER, REGRESSION, SHARED, Outcome, change
-from etops.dev.judge import Finding, Side, changes, compare
+from etops.dev.verdict import Finding, Side, changes, compare
 
 
 def _case(case_id: str, status: str = "pass", *, message: str = "", dtype: str = "float32", verdict=None, ulps=None,

@@ -8,7 +8,7 @@ import re
 
 from etops.conformance.clusters import group
 from etops.conformance.runner import CaseResult
-from etops.dev.judge import Finding
+from etops.dev.verdict import Finding
 from etops.dev.report import DevResult, FileResult
 
 CHECKOUT = "/home/dev/src/executorch"

@@ -5,10 +5,9 @@ Each side is one pass of check's TaskRunner over the same tasks (cases.plan),
 with the sweep's hooks: by default every kernel call is guarded
 (``etops.guard.call``: tensors against guard pages, in a forked guard process), so
 a crash, an abort or a write past an out is a case, not the end of the process.
-The cases are grouped by root cause with check's clusters (one finding per
-cause, its dtypes an attribute); a crash whose fault lies in a tensor argument's
-guard region is a ``memory`` finding. An edit finding whose cause the base shows
-too is "also in base"; a base finding the edit no longer shows is "fixed".
+Every case of both sides is kept; etops.dev.verdict matches the edit's with the
+base's one by one on their Outcomes and groups them into findings (new, also in
+base, fixed) by root cause with check's clusters.
 
 The dim-order axis (check's ``--dim-order-axis``, on by default): the tasks the edit
 ran on contiguous inputs run again in each dense layout of check's axis
@@ -24,9 +23,7 @@ from __future__ import annotations
 
 from typing import Any
 
-import dataclasses
 import pickle
-import re
 import time
 from dataclasses import dataclass, field
 
@@ -34,108 +31,16 @@ from ..conformance import case_clock
 from ..conformance import clusters as cl
 from ..conformance.dim_orders import AXIS_LAYOUTS, AXIS_MAX_DETAILS
 from ..conformance.hooks import with_guard
-from ..conformance.outcome import (FIXED, NEW, NUMERICS, OTHER, PRECISION_FACTOR, PRECISION_MIN_ULPS, REGRESSION, SHARED,
-                                   UNCHANGED, Outcome, change, same_failure)
 from ..conformance.recorded import Recorder
 from ..conformance.runner import TaskRunner, default_kmap, dtype_from_name
 from ..conformance.sweep import Report
-from ..conformance.values import PRECISION_REGRESSION
 from .. import signature_cache
 from .derived import DERIVED_PREFIX, run_derived
 from . import progress
+from .verdict import Side, compare, failing_ids, outcome_of
 
 #: the hooks of a guarded pass (etops check --guard's)
 GUARDED = "etops.guard.hooks:guarded"
-#: finding categories that make the edit fail (exit 1) when the base does not share them;
-#: "unsupported" only when there is a base that passed (a refusal where the base passed)
-GATING = ("memory", "crash", "hang", "abort", "wrong", "precision regression", "error", "guarded")
-_INPUT_DTYPE = re.compile(r"Tensor\[[^\]]*\]:(\w+)")
-
-
-def category(cluster) -> str:
-    """check's category of a finding, a crash placed in a tensor argument's guard
-    region (or caught by etops' canaries) being ``memory``: decided from the cases'
-    Outcomes (the crash's argument and place), never from their messages."""
-    if cluster.kind == "crash" and memory_site(cluster):
-        return "memory"
-    return cluster.category
-
-
-def memory_site(cluster) -> str:
-    """'write past the end of argument 'out'' for a memory finding (from the first
-    of its cases whose fault was placed in an argument), "outside its memory (etops'
-    canaries)" for a write the canaries caught, else ''."""
-    for case in [cluster.example, *cluster.cases]:
-        outcome = getattr(case, "outcome", None)
-        if outcome is None or outcome.status != "crash":
-            continue
-        if outcome.argument is not None and outcome.where is not None:
-            return f"{outcome.access or 'access'} {outcome.where} of argument '{outcome.argument}'"
-        if outcome.signal == "canary":
-            return "write outside its memory (etops' canaries)"
-    return ""
-
-
-def input_dtype(case) -> str:
-    """The dtype of the case's first tensor input (the label shown), else the task's."""
-    m = _INPUT_DTYPE.search(getattr(case, "inputs", "") or "")
-    return m.group(1) if m else case.dtype
-
-
-@dataclass
-class Side:
-    """One pass: the Report (check's), its clusters, per operator the cases run and
-    the tasks left out (budget)."""
-
-    name: str
-    report: Report
-    clusters: list = field(default_factory=list)
-    cases: dict = field(default_factory=dict)  #: operator -> cases run
-    seconds: float = 0.0
-
-
-@dataclass
-class Finding:
-    """One root cause of the edit's: check's cluster, its category (memory split
-    from crash), whether the base shows it too, and which side disagrees."""
-
-    cluster: Any  #: the check cluster (etops.conformance.clusters)
-    category: str
-    in_base: bool
-    base_kind: str  #: "git", "built-in" or "" (no base: a new operator)
-
-    @property
-    def gating(self) -> bool:
-        """Whether this finding fails the edit (exit 1)."""
-        if self.in_base:
-            return False
-        if self.category == "unsupported":
-            return bool(self.base_kind)
-        return self.category in GATING
-
-    def side(self) -> str:
-        """Which side disagrees with the reference, in words."""
-        ex = self.cluster.example or self.cluster.cases[0]
-        who = "the edit and the base" if self.in_base else "the edit" + (" (the base agrees)" if self.base_kind else "")
-        if getattr(ex, "base_ulps", None) is not None:  # a precision regression: the three errors
-            return (f"the edit off a more precise reference by {ex.ulps:.3g} ulps of its dtype, the base by "
-                    f"{ex.base_ulps:.3g}, ATen by {ex.aten_ulps or 0.0:.3g}")
-        if self.cluster.kind == "mismatch" and getattr(ex, "ulps", None) is not None and not self.in_base:
-            return (f"{who} off a more precise reference by {ex.ulps:.3g} ulps of its dtype, ATen by "
-                    f"{ex.aten_ulps or 0.0:.3g}")
-        if self.cluster.kind == "mismatch" and getattr(ex, "reference_error", None) is not None:
-            return (f"{who} off the float64 reference by {ex.reference_error:.3g}, ATen by "
-                    f"{ex.aten_reference_error:.3g}")
-        if self.cluster.kind == "mismatch":
-            return f"{who} disagrees with ATen"
-        return who
-
-    def to_json(self) -> dict:
-        return {**self.cluster.to_json(), "category": self.category, "in_base": self.in_base, "gating": self.gating,
-                "side": self.side(), "memory": memory_site(self.cluster) or None,
-                "input_dtypes": sorted({input_dtype(c) for c in self.cluster.cases})}
-
-
 #: the OpInfo tasks' calls, recorded at their first run and replayed after (the edit,
 #: the base and each dim-order layout run the same tasks; so does each --watch round)
 RECORDER = Recorder()
@@ -335,7 +240,7 @@ def _run_again(result, where: tuple, why: str, died: bool):
     from ..conformance.case import CaseResult
 
     if result is None or not died or any(status == "crash" for status, _v in result.failing.values()) \
-            or any(_outcome(c).error == "GuardTimeout" for c in result.details):
+            or any(outcome_of(c).error == "GuardTimeout" for c in result.details):
         return result
     op, task = where
     case = CaseResult(op, "", task["opinfo"], task["dtype"], -1, -1, "crash",
@@ -361,63 +266,6 @@ def _merge(side: Side, more: Side) -> None:
     r.details.sort(key=lambda c: (c.kernel, c.status, c.opinfo, c.dtype, c.sample, c.call))
 
 
-def _outcome(case) -> Outcome:
-    """A case's Outcome (a record made without one, e.g. a task process's death: its status alone)."""
-    return case.outcome if getattr(case, "outcome", None) is not None else Outcome(case.status, getattr(case, "verdict", None))
-
-
-def _regression_case(case, before):
-    """`case` (the edit's) as the precision regression it is: a mismatch with that
-    verdict, its message the three errors."""
-    dtype = (case.aten_op and case.dtype) or case.dtype
-    message = (f"{case.ulps:.3g} ulps of {dtype} from a more precise reference ({case.reference or 'ATen float64'}); "
-               f"the base {before.ulps:.3g} ulps, ATen {case.aten_ulps or 0.0:.3g} ulps: more than "
-               f"{PRECISION_FACTOR:g}x both and at least {PRECISION_MIN_ULPS:g} ulp beyond")
-    return dataclasses.replace(case, status="mismatch", verdict=PRECISION_REGRESSION, message=message, base_ulps=before.ulps,
-                               outcome=dataclasses.replace(_outcome(case), status="mismatch", verdict=PRECISION_REGRESSION))
-
-
-def changes(edit: Side, base: Side | None, only=None) -> dict:
-    """Case by case, what the edit did (etops.conformance.outcome.change) to each case
-    it ran (`only`: to these case ids): change -> [(the edit's case, the base's or
-    None)]. With no base, every failing case is new."""
-    base_cases = base.report.every_case if base is not None else {}
-    found: dict = {}
-    for case_id, case in edit.report.every_case.items():
-        if only is not None and case_id not in only:
-            continue
-        before = base_cases.get(case_id)
-        what = change(_outcome(case), _outcome(before) if before is not None else None)
-        if what != UNCHANGED:
-            found.setdefault(what, []).append((case, before))
-    return found
-
-
-def compare(edit: Side, base: Side | None, base_kind: str, *, only=None, base_only=None,
-            clusters=None) -> tuple[list[Finding], list]:
-    """The edit's findings and the base's findings the edit fixed, decided case by
-    case on structured outcomes (``changes``): a case the base passes and the edit
-    fails is new whatever its message resembles; a case both fail the same way is
-    "also in base"; a case whose error regressed beyond the base's and ATen's is a
-    precision regression; a base case the edit passes is fixed. The cases of each
-    group are then clustered by root cause for reading (`clusters(cases, first)`:
-    the clusterer, cl.group's by default; `first` numbers its reproducers).
-    `only` / `base_only`: the edit's / base's case ids to consider (None: all)."""
-    def cluster(cases, first=0):
-        return (clusters or (lambda c, _first: cl.group(c)))(cases, first) if cases else []
-
-    found = changes(edit, base, only)
-    own = [c for what in (NEW, OTHER) for c, _ in found.get(what, ())]
-    own += [_regression_case(c, b) for c, b in found.get(REGRESSION, ())]
-    listed = [c for c, _ in found.get(NUMERICS, ())]
-    shared = [c for c, _ in found.get(SHARED, ())]
-    kind = base_kind if base is not None else ""
-    findings = [Finding(c, category(c), False, kind) for c in cluster(own + listed)]
-    findings += [Finding(c, category(c), True, kind) for c in cluster(shared, len(findings))]
-    fixed_cases = [b for c, b in found.get(FIXED, ()) if base_only is None or b.id in base_only]
-    return findings, cl.group(fixed_cases)
-
-
 #: the dim-order axis's layouts (check's --dim-order-axis), in the order they run
 LAYOUTS = tuple(AXIS_LAYOUTS)
 #: the share of a budget in which the edit's contiguous tasks may start when the axis
@@ -428,20 +276,6 @@ CONTIGUOUS_SHARE = 0.6
 def _hooks(layout: str, guarded: bool):
     spec = AXIS_LAYOUTS[layout]
     return with_guard(spec) if guarded else spec
-
-
-def failing_ids(laid: Side, contiguous: Side) -> set:
-    """The ids of the cases of `laid` (an axis' pass: a layout, a transform) that
-    fail, and do not fail the same way contiguous (same_failure of their Outcomes)."""
-    ids = set()
-    for case_id, case in laid.report.every_case.items():
-        outcome = _outcome(case)
-        if not outcome.failed:
-            continue
-        flat = contiguous.report.every_case.get(case_id)
-        if flat is None or not same_failure(outcome, _outcome(flat)):
-            ids.add(case_id)
-    return ids
 
 
 def clusterer(report, report_dir, hooks, layout: str | None = None, preserve: bool | None = None):
@@ -466,6 +300,28 @@ def polled_only(alongside):
     return alongside if alongside is not None and alongside.started else None
 
 
+def run_base_variants(plan: dict, variants: dict, install_base, restore_base, *, guarded: bool, base_key,
+                      alongside=None) -> dict:
+    """An axis' base passes: `variants` maps a variant's name (a layout, a numerics
+    transform) to (its hooks, the (operator, OpInfo, dtype) tasks the edit ran in it);
+    the base, swapped in once (`install_base()`, None: no base), runs each variant's
+    tasks, its results kept per base and variant (BASE_RESULTS). The base's Side per
+    variant that ran any task."""
+    found: dict = {}
+    if install_base is None or not any(tasks for _hooks, tasks in variants.values()):
+        return found
+    install_base()
+    try:
+        for name, (hooks, tasks) in variants.items():
+            if tasks:
+                found[name], _ = run_side(f"base, {name}", plan, hooks=hooks, only=set(tasks), max_details=AXIS_MAX_DETAILS,
+                                          cache_key=None if base_key is None else (base_key, name, guarded),
+                                          forked=guarded, alongside=polled_only(alongside))
+    finally:
+        restore_base()
+    return found
+
+
 def layout_passes(guarded: bool, deadline) -> list:
     """The edit's passes of the dim-order axis, one per layout of LAYOUTS (run with
     its contiguous pass, run_passes): none of their tasks starts after `deadline`."""
@@ -482,17 +338,9 @@ def layout_findings(plan: dict, ran: list, edit: Side, base: Side | None, instal
     results kept per base and layout (judge.BASE_RESULTS)."""
     laid_edit = {layout: side for layout, (side, _ran) in zip(LAYOUTS, laid)}
     laid_ran = {layout: layout_ran for layout, (_side, layout_ran) in zip(LAYOUTS, laid)}
-    laid_base: dict = {}
-    if base is not None and install_base is not None and any(laid_ran.values()):
-        install_base()
-        try:
-            for layout in LAYOUTS:  # the tasks the edit ran in this layout
-                laid_base[layout], _ = run_side(f"base, {layout}", plan, hooks=_hooks(layout, guarded),
-                                                only=set(laid_ran[layout]), max_details=AXIS_MAX_DETAILS,
-                                                cache_key=None if base_key is None else (base_key, layout, guarded),
-                                                forked=guarded, alongside=polled_only(alongside))
-        finally:
-            restore_base()
+    laid_base = run_base_variants(plan, {layout: (_hooks(layout, guarded), set(laid_ran[layout])) for layout in LAYOUTS},
+                                  install_base if base is not None else None, restore_base, guarded=guarded,
+                                  base_key=base_key, alongside=alongside)
     findings: list = []
     fixed: list = []
     cases: dict = {}
@@ -586,5 +434,5 @@ def judge(plan: dict, install_base, restore_base, *, base_kind: str = "", guarde
             "layout_cases": layout_cases, "axes_cases": axes_cases}
 
 
-__all__ = ["LAYOUTS", "Finding", "Pass", "Side", "category", "compare", "input_dtype", "judge", "layout_findings", "layout_passes",
-           "run_passes", "run_side"]
+__all__ = ["LAYOUTS", "Pass", "clusterer", "judge", "layout_findings", "layout_passes", "polled_only", "run_base_variants",
+           "run_passes", "run_side", "sources"]

@@ -37,7 +37,8 @@ import functools
 from ..conformance.hooks import with_guard
 from ..conformance.numerics import AXIS_MAX_DETAILS, TRANSFORMS, WITH_INTEGERS, layout_name
 from ..conformance.references.spec import TASK_PREFIX as REFERENCE_PREFIX
-from .judge import Pass, clusterer, compare, failing_ids, polled_only, run_side
+from .judge import Pass, clusterer, run_base_variants
+from .verdict import compare, failing_ids
 
 #: the families of accumulating operators no torch tag marks (torch tags only the
 #: plain reductions, ``Tag.reduction``: sum, mean, prod, var, amax, argmax, any, ...),
@@ -140,18 +141,10 @@ class NumericsPass:
         operators, tasks = numerics_operators(plan), numerics_tasks(plan)
         eligible = {r for r in ran if (r[0], r[1]) in tasks}
         moved_ran = {t: set(t_ran) for t, (_side, t_ran) in zip(NUMERICS_TRANSFORMS, moved)}
-        moved_base: dict = {}
-        if base is not None and install_base is not None and any(moved_ran.values()):
-            install_base()
-            try:
-                for t in NUMERICS_TRANSFORMS:
-                    if moved_ran[t]:
-                        moved_base[t], _ = run_side(f"base, {layout_name(t)}", plan, hooks=_hooks(t, guarded),
-                                                    only=moved_ran[t], max_details=AXIS_MAX_DETAILS,
-                                                    cache_key=None if base_key is None else (base_key, layout_name(t), guarded),
-                                                    forked=guarded, alongside=polled_only(alongside))
-            finally:
-                restore_base()
+        by_name = run_base_variants(plan, {layout_name(t): (_hooks(t, guarded), moved_ran[t]) for t in NUMERICS_TRANSFORMS},
+                                    install_base if base is not None else None, restore_base, guarded=guarded,
+                                    base_key=base_key, alongside=alongside)
+        moved_base = {t: by_name[layout_name(t)] for t in NUMERICS_TRANSFORMS if layout_name(t) in by_name}
         findings: list = []
         fixed: list = []
         cases: dict = {}

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .judge import input_dtype, memory_site
+from .verdict import input_dtype, memory_site
 from .timing import describe, interval, verdict_text
 
 

@@ -32,7 +32,7 @@ class FileResult:
     left_out: dict = field(default_factory=dict)  #: operator -> tasks not run (budget)
     layout_cases: dict = field(default_factory=dict)  #: dim-order axis: layout -> {"cases": operator -> cases the edit ran, "tasks left out": n}
     numerics_cases: dict = field(default_factory=dict)  #: numerics axis: transform -> {"cases": operator -> cases the edit ran, "tasks left out": n}
-    findings: list = field(default_factory=list)  #: judge.Finding, the edit's (also-in-base marked)
+    findings: list = field(default_factory=list)  #: verdict.Finding, the edit's (also-in-base marked)
     fixed: list = field(default_factory=list)  #: check clusters of the base the edit no longer shows
     timing: list = field(default_factory=list)  #: timing.time_edit rows
     seconds: dict = field(default_factory=dict)  #: per phase

@@ -356,7 +356,7 @@ def test_dev_changed_judges_the_kernels_of_a_changed_header_and_helper_not_the_h
 def test_a_finding_labels_its_inputs_by_their_own_dtype():
     from etops.conformance.clusters import group
     from etops.conformance.runner import CaseResult
-    from etops.dev.judge import Finding
+    from etops.dev.verdict import Finding
     from etops.dev.text import finding_line
 
     # an OpInfo variant's task at float32 whose samples are float64 (softmax.with_dtype's way)
