@@ -6,7 +6,7 @@ tiny, long; ATen and the kernel on the same new values, guarded as the contiguou
 pass is), on the edit and then on the base, and the two compared as the dim-order
 layouts are (judge.layout_findings): the transformed cases that pass, and those
 that fail and do not fail the same way contiguous, are matched with the base's one by
-one (judge.compare): a finding of that transform (``numerics:<transform>`` in its key
+one (verdict.compare): a finding of that transform (``numerics:<transform>`` in its key
 and JSON), gating unless the base fails those cases the same way; a precision
 regression on the new values gates too.
 
@@ -163,10 +163,10 @@ class NumericsPass:
 
 
 def _judged_ids(moved, contiguous) -> set:
-    """The ids of the transformed cases matched with the base's (judge.compare): those
+    """The ids of the transformed cases matched with the base's (verdict.compare): those
     that pass (an error regressed beyond the base's and ATen's on the new values is
     a precision regression) and those that fail and do not fail the same way as they
-    are (judge.failing_ids)."""
+    are (verdict.failing_ids)."""
     passing = {i for i, c in moved.report.every_case.items() if c.status == "pass"}
     return passing | failing_ids(moved, contiguous)
 
