@@ -69,6 +69,16 @@ def test_the_same_case_failing_the_same_way_is_shared_whatever_the_message():
     assert [(f.category, f.in_base, f.gating) for f in findings] == [("memory", False, True), ("memory", True, False)]
 
 
+def test_a_refusal_whose_check_moved_lines_is_the_same_failure():
+    """An edit that removes lines above a kept check moves its site's line: the same
+    refusal (error and file), not a new one; another error is another failure."""
+    base = _side("base", [_case("mm/1", "unsupported", error="InvalidArgument", site="op_mm.cpp:42")])
+    moved = _side("edit", [_case("mm/1", "unsupported", error="InvalidArgument", site="op_mm.cpp:39")])
+    other = _side("edit", [_case("mm/1", "unsupported", error="NotSupported", site="op_mm.cpp:39")])
+    assert list(changes(moved, base)) == [SHARED]
+    assert list(changes(other, base)) == [OTHER]
+
+
 def test_a_base_finding_whose_cases_now_crash_is_not_fixed():
     base = _side("base", [_case("add/1", "mismatch", verdict="wrong", digest=1)])
     crashing = _side("edit", [_case("add/1", "crash", signal="SIGSEGV")])

@@ -120,7 +120,9 @@ def run_passes(passes: list, plan: dict, *, only=None, cache_key=None, forked: b
             if (late and not (p is first and i in started)) or (out and out[0] is None) \
                     or (p.tasks is not None and (op, task["opinfo"]) not in p.tasks):
                 out.append(None)
-            elif len(hangs) >= case_clock.MAX_HANGS_PER_TASK:
+            elif len(hangs) >= case_clock.MAX_HANGS_PER_TASK or (
+                    hangs and p.deadline is not None and time.monotonic() > p.deadline):
+                # a kernel hanging again and again costs at most the budget (and a limit per task process)
                 out.append(case_clock.given_up(task["opinfo"], task["dtype"], hangs, k))
             else:
                 result = _run_task(kmap, op, task, p.hooks, p.report_dir, p.max_details, kernels, case_clock.skipped(hangs, k))

@@ -112,8 +112,26 @@ def not_run_result(not_run: list) -> dict:
             "counts": {}, "seconds": 0.0}
 
 
+#: an upstream test binary's run on the edit may take GTEST_FACTOR times the base's
+#: run of it, never under GTEST_FLOOR seconds (a kernel that never returns costs that,
+#: not etops gtest's own 300 s per binary)
+GTEST_FACTOR = 20.0
+GTEST_FLOOR = 30.0
+
+
+def edit_gtest_timeout(before) -> float:
+    """How long one upstream test binary may run on the edit: GTEST_FACTOR times the
+    longest run of a binary on the base (`before`, its GtestResult), at least
+    GTEST_FLOOR; etops gtest's default (300 s) when there is no base run."""
+    runs = [f.run_seconds for f in getattr(before, "files", ()) if f.run_seconds]
+    if not runs:
+        return 300.0
+    return max(GTEST_FLOOR, GTEST_FACTOR * max(runs))
+
+
 def _gtest_runs(test_files: list, checkout, addresses: dict, before, kernel_set) -> tuple:
-    """(the base's run or `before` when given, None without a base; the edit's run)."""
+    """(the base's run or `before` when given, None without a base; the edit's run,
+    each binary bounded by edit_gtest_timeout)."""
     from ..gtest import gtest as run_gtest  # etops.gtest reads checkouts with this package's checkout module
     from .swap import BaseSwap
 
@@ -124,7 +142,7 @@ def _gtest_runs(test_files: list, checkout, addresses: dict, before, kernel_set)
             before = run_gtest(test_files, root=checkout, kernel_set=kernel_set)
         finally:
             swap.restore()
-    return before, run_gtest(test_files, root=checkout, kernel_set=kernel_set)
+    return before, run_gtest(test_files, root=checkout, kernel_set=kernel_set, timeout=edit_gtest_timeout(before))
 
 
 def _judge_file(result, target, addresses: dict, base_kind: str, directory, *, dtypes, isolate, budget, base_key,
@@ -229,7 +247,7 @@ def _rows_apart(name: str, rows) -> list:
 
 #: seconds the timing of one operator (its three sizes, edit and base) may take in its
 #: process before it is killed and is a finding (ETOPS_TIMING_LIMIT sets it)
-TIMING_LIMIT = 180.0
+TIMING_LIMIT = 90.0
 
 
 def timing_limit() -> float:
