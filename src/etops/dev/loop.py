@@ -112,9 +112,9 @@ def not_run_result(not_run: list) -> dict:
             "counts": {}, "seconds": 0.0}
 
 
-#: an upstream test binary's run on the edit may take GTEST_FACTOR times the base's
-#: run of it, never under GTEST_FLOOR seconds (a kernel that never returns costs that,
-#: not etops gtest's own 300 s per binary)
+#: an upstream test binary's runs on the edit may take GTEST_FACTOR times the base's
+#: run of it, never under GTEST_FLOOR seconds, all its tests together (a kernel that
+#: never returns costs that, not etops gtest's own 300 s per test it hangs in)
 GTEST_FACTOR = 20.0
 GTEST_FLOOR = 30.0
 
@@ -142,7 +142,8 @@ def _gtest_runs(test_files: list, checkout, addresses: dict, before, kernel_set)
             before = run_gtest(test_files, root=checkout, kernel_set=kernel_set)
         finally:
             swap.restore()
-    return before, run_gtest(test_files, root=checkout, kernel_set=kernel_set, timeout=edit_gtest_timeout(before))
+    limit = edit_gtest_timeout(before)
+    return before, run_gtest(test_files, root=checkout, kernel_set=kernel_set, timeout=limit, total=limit)
 
 
 def _judge_file(result, target, addresses: dict, base_kind: str, directory, *, dtypes, isolate, budget, base_key,

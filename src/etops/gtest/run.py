@@ -121,9 +121,16 @@ def _filter(user: str | None, exclude: list[str]) -> str:
     return positive + ("-" + ":".join(negatives) if negatives else "")
 
 
-def run_binary(binary: Path, test_filter: str | None = None, timeout: float = 300.0) -> BinaryRun:
+def run_binary(binary: Path, test_filter: str | None = None, timeout: float = 300.0,
+               total: float | None = None) -> BinaryRun:
     """Runs the tests of `binary` (matching `test_filter`, gtest's syntax), each in
-    the fork of this process that runs the binary; a crash ends only its test."""
+    the fork of this process that runs the binary; a crash ends only its test (the
+    tests after it run in a new fork, each fork bounded by `timeout` seconds). `total`:
+    the seconds all the forks together may take (None: no bound); past it the tests
+    not run yet are left out and the result's problem says so (a kernel that never
+    returns in any test costs `total`, not `timeout` per test)."""
+    if total is not None and not total > 0:
+        raise ValueError(f"run_binary: argument 'total' must be positive or None, got {total!r}")
     result = BinaryRun()
     started = time.monotonic()
     done: dict[str, TestResult] = {}
@@ -136,7 +143,8 @@ def run_binary(binary: Path, test_filter: str | None = None, timeout: float = 30
             pid = os.fork()
             if pid == 0:
                 _child(str(binary), argv, log, events)
-            status, timed_out = _wait(pid, timeout)
+            left = timeout if total is None else max(0.01, min(timeout, started + total - time.monotonic()))
+            status, timed_out = _wait(pid, left)
             records = _read_events(events)
             parts: dict[str, list[dict]] = {}
             running = None
@@ -155,13 +163,17 @@ def run_binary(binary: Path, test_filter: str | None = None, timeout: float = 30
             clean = not timed_out and os.WIFEXITED(status) and os.WEXITSTATUS(status) in (0, 1)
             tail = _tail(log)
             if running is not None:
-                why = f"timed out after {timeout:g} s" if timed_out else from_wait_status(status)
+                why = f"timed out after {left:.3g} s" if timed_out else from_wait_status(status)
                 failures = _message(parts.get(running, []), "failure")
                 text = why + (f"\n{failures}" if failures else "") + (f"\n--- output ---\n{tail}" if tail else "")
                 done[running] = TestResult(running, CRASHED, text)
+                if total is not None and time.monotonic() - started >= total:
+                    result.problem = (f"the test binary's runs took {total:g} s (its limit) by the end of {running}: "
+                                      "the tests after it were not run")
+                    break
                 continue  # run the tests after it
             if not clean:
-                why = f"timed out after {timeout:g} s" if timed_out else from_wait_status(status)
+                why = f"timed out after {left:.3g} s" if timed_out else from_wait_status(status)
                 result.problem = f"the test binary {why} outside any test" + (f"\n--- output ---\n{tail}" if tail else "")
             break
     result.tests = list(done.values())

@@ -40,13 +40,14 @@ class _Checkout:
 
 
 def gtest(paths, *, kernel_set: str | None = None, test_filter: str | None = None, root=None, jobs: int | None = None,
-          timeout: float = 300.0, progress=None) -> GtestResult:
+          timeout: float = 300.0, total: float | None = None, progress=None) -> GtestResult:
     """Builds and runs ExecuTorch kernel test files (``kernels/test/op_add_test.cpp``,
     or a folder of ``op_*_test.cpp``) against the kernels registered in this
     process. `kernel_set` picks the ``supported_features_def.yaml`` (default: the
     test folder's set, ``optimized`` for upstream's ``kernels/test/``);
     `test_filter` is gtest's (``Suite.Name``, ``*`` wildcards, ``-`` exclusions);
-    `timeout` bounds each run of a binary (seconds); `progress(done, total, text)`
+    `timeout` bounds each run of a binary (seconds), `total` all the runs of one
+    binary together (None: no bound; run.run_binary); `progress(done, total, text)`
     is called as files finish. Never raises for a test file that does not build:
     its result carries the reason."""
     started = time.monotonic()
@@ -82,7 +83,7 @@ def gtest(paths, *, kernel_set: str | None = None, test_filter: str | None = Non
     for i, (res, binary, objects) in enumerate(plans):
         res.build_error = failure(binary, objects)
         if res.built:
-            run = run_binary(binary, test_filter, timeout)
+            run = run_binary(binary, test_filter, timeout, total)
             res.tests, res.problem, res.run_seconds = run.tests, run.problem, run.seconds
         if progress is not None:
             progress(i + 1, total, res.path)
