@@ -316,9 +316,16 @@ int check_written_tensors(KernelObject* k, CallScratch* cs, PyObject* const* bou
     const TensorRec* w = cs->recs[i];
     if (!w->written) continue;
     writes = 1;
-    if (!outs_allocated && is_torch_tensor(k->st, w->given) && !etops_tensor_has_counter(w->given) &&
-        check_inference_write(k, cs, i, bound) < 0)
-      return -1;
+    if (!outs_allocated && is_torch_tensor(k->st, w->given)) {
+      int known;
+      uint32_t* version = etops_tensor_version(w->given, &known);
+      if (version != NULL && cs->nversions < ETOPS_MAX_TENSORS) {
+        cs->versions[cs->nversions++] = version; /* the common case: bumped after the call */
+      } else {
+        cs->bump_by_object |= version != NULL || !known;
+        if (version == NULL && check_inference_write(k, cs, i, bound) < 0) return -1;
+      }
+    }
     if (w->span.first == w->span.end) continue;
     for (int j = 0; j < cs->nrecs; j++) {
       TensorRec* o = cs->recs[j];
@@ -343,9 +350,13 @@ int check_written_tensors(KernelObject* k, CallScratch* cs, PyObject* const* bou
 }
 
 int bump_written_versions(const KernelObject* k, const CallScratch* cs) {
-  for (int i = 0; i < cs->nrecs; i++) {
+  if (!cs->bump_by_object) {
+    for (int n = 0; n < cs->nversions; n++) etops_bump(cs->versions[n]);
+    return 0;
+  }
+  for (int i = 0; i < cs->nrecs; i++) { /* through torch, each written tensor once */
     const TensorRec* r = cs->recs[i];
-    if (r->written && is_torch_tensor(k->st, r->given) && etops_bump_version(r->given) < 0) return -1;
+    if (r->written && is_torch_tensor(k->st, r->given) && etops_bump_version_slow(r->given) < 0) return -1;
   }
   return 0;
 }

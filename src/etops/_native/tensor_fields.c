@@ -64,7 +64,6 @@ static int inference_mode_on(void) {
 }
 
 int etops_check_inference_write(PyObject* obj, const char* op, const char* what) {
-  if (etops_tensor_has_counter(obj)) return 0; /* the common case: not an inference tensor */
   int inference = etops_tensor_fields.ok ? (etops_tensor_keys(obj) & etops_tensor_fields.grad_keys) == 0
                                          : ask_torch(obj, str_is_inference);
   if (inference <= 0) return inference;
@@ -293,7 +292,8 @@ int etops_calibrate_tensor_fields(etops_state* st, PyObject* samples) {
   if (rc == 1) { /* a bump through the counter is one torch sees */
     long before = version_of(fresh);
     etops_tensor_fields.ok = 1;
-    etops_bump_version(fresh);
+    int known;
+    etops_bump(etops_tensor_version(fresh, &known));
     long after = version_of(fresh);
     rc = before >= 0 && after >= 0 ? after == before + 1 : -1;
   }

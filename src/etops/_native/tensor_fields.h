@@ -58,32 +58,33 @@ static inline int etops_tensor_maybe_lazy(PyObject* obj) {
   return !etops_tensor_fields.ok || (etops_tensor_keys(obj) & etops_tensor_fields.lazy_keys) != 0;
 }
 
-/* Refuses writing torch.Tensor `obj` (argument `what` of `op`) when it is an inference
- * tensor and inference mode is off, as torch does ("Inplace update to inference
+/* Refuses writing torch.Tensor `obj` (argument `what` of `op`), which has no version
+ * counter or whose fields are off, when it is an inference tensor and inference mode is off, as torch does ("Inplace update to inference
  * tensor outside InferenceMode is not allowed"): -1 with the exception, else 0. */
 int etops_check_inference_write(PyObject* obj, const char* op, const char* what);
 
-/* Whether the fields say `obj` has a version counter (then no inference-tensor
- * question arises): the common case, inline. */
-static inline int etops_tensor_has_counter(PyObject* obj) {
-  if (!etops_tensor_fields.ok) return 0;
-  const void* impl = (const void*)etops_word_at(obj, etops_tensor_fields.impl_at);
-  return etops_word_at(impl, etops_tensor_fields.counter_at) != 0;
-}
-
-/* Out of line: torch's own bump (torch.autograd.graph.increment_version). */
-int etops_bump_version_slow(PyObject* obj);
-
-/* Bumps the version counter of torch.Tensor `obj` once, as torch does after writing
- * a tensor in place (an inference tensor has none: nothing to bump). 0, or -1 with
- * an exception (the fields unknown and torch's bump failed). */
-static inline int etops_bump_version(PyObject* obj) {
-  if (!etops_tensor_fields.ok) return etops_bump_version_slow(obj);
+/* Where torch.Tensor `obj` keeps its version, or NULL: it has no version counter (an
+ * inference tensor), or the fields are off (`*known` then 0). Inline: every write. */
+static inline uint32_t* etops_tensor_version(PyObject* obj, int* known) {
+  *known = etops_tensor_fields.ok;
+  if (!etops_tensor_fields.ok) return NULL;
   const void* impl = (const void*)etops_word_at(obj, etops_tensor_fields.impl_at);
   char* counter = (char*)etops_word_at(impl, etops_tensor_fields.counter_at);
-  if (counter != NULL) __atomic_fetch_add((uint32_t*)(counter + etops_tensor_fields.version_at), 1, __ATOMIC_SEQ_CST);
-  return 0;
+  return counter != NULL ? (uint32_t*)(counter + etops_tensor_fields.version_at) : NULL;
 }
+
+/* Bumps a version etops_tensor_version found, as torch does after writing a tensor
+ * in place: a load and a store (a locked add costs more than the rest of the call's
+ * checks; a write racing this one to the same tensor, the GIL held here, races on its
+ * values too, and autograd only needs the version to move). */
+static inline void etops_bump(uint32_t* version) {
+  __atomic_store_n(version, __atomic_load_n(version, __ATOMIC_RELAXED) + 1, __ATOMIC_RELAXED);
+}
+
+/* Bumps torch.Tensor `obj`'s version counter through torch (the fields off, or no
+ * room to remember its version); an inference tensor has none: nothing to bump. 0,
+ * or -1 with an exception. */
+int etops_bump_version_slow(PyObject* obj);
 
 /* Finds the fields from samples (tensor_fields.c): 1 on, 0 off, -1 error. */
 int etops_calibrate_tensor_fields(etops_state* st, PyObject* samples);
