@@ -174,3 +174,18 @@ def test_an_inference_out_is_refused_on_the_memo_path_too(reg, fields):
         warnings.simplefilter("error")
         with torch.inference_mode():
             assert torch.equal(reg.aten.add.out(x, x, out=out), 2 * x)
+
+
+def test_negative_view_indices_after_steady_calls_are_the_indices_torch_sees(reg, fields):
+    """Issue 51's heap corruption: after three steady calls, indices given as a
+    negative view (memory holding -i) reached the kernel as they lie in memory."""
+    x = torch.randn(1, 1, 4, 4)
+    out, indices = torch.ops.aten.max_pool2d_with_indices(x, [2, 2])
+    grad = torch.randn_like(out)
+    op = reg.aten.max_pool2d_with_indices_backward.grad_input
+    grad_input = torch.empty_like(x)
+    for given in (indices, indices, indices, _negated(indices)):
+        grad_input.zero_()  # the kernel adds into it
+        op(grad, x, [2, 2], [2, 2], [0, 0], [1, 1], False, given, grad_input=grad_input)
+        assert torch.equal(grad_input, torch.ops.aten.max_pool2d_with_indices_backward(
+            grad, x, [2, 2], [2, 2], [0, 0], [1, 1], False, indices))

@@ -14,9 +14,10 @@
  * of exactly torch.Tensor's type whose DLPack view (torch's exchange API, once per
  * tensor as every call does) has the memo's dtype, rank and sizes in contiguous
  * layout on the CPU with data and no lazy negative or conjugate bit (tensor_fields.h:
- * a tensor with one never matches; the full path resolves it). Then only the data pointers (and the objects and byte
- * spans the per-call checks read) are patched; everything that depends on data
- * pointers or on the objects (overlap, requires_grad) is still checked by the caller
+ * a tensor with one never matches; the full path resolves it). Then only the data
+ * pointers (and the objects and byte spans the per-call checks read) are patched;
+ * everything that depends on data pointers or on the objects (overlap, requires_grad,
+ * inference tensors, the version counters bumped after the call) is still checked by the caller
  * on every call, as before. A call that does not match is converted from the DLPack
  * views the match already asked torch for (CallScratch's pre_dl), never asking twice.
  *

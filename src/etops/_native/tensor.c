@@ -6,8 +6,10 @@
  * allocating. Any other producer (numpy, ...) goes through `__dlpack__`, whose
  * capsule is kept alive until the call ends. The layout is then mapped to an
  * ExecuTorch dim order: contiguous, channels-last or any other permutation of a
- * dense tensor; anything else is reported as not dense. The common case of the call
- * path (a contiguous torch.Tensor) is inline in its caller: tensor_inline.h.
+ * dense tensor; anything else is reported as not dense. A torch tensor with a lazy
+ * negative or conjugate bit (read from torch's key set, tensor_fields.h) is reported
+ * LAYOUT_CONJUGATE, to be resolved. The common case of the call path (a contiguous
+ * torch.Tensor without either bit) is inline in its caller: tensor_inline.h.
  */
 #include "tensor_inline.h"
 #include "tensor_fields.h"
