@@ -154,13 +154,15 @@ def computes_in_place(info) -> bool:
     """Whether the kernel computes an out that is the same memory as an input
     correctly in place: a pointwise operator (torch's `pointwise` tag: each out
     element reads only the same element of that input). Any other kernel, a custom
-    one included, may read an element it already wrote: it reads a snapshot."""
+    one included, may read an element it already wrote: it reads a snapshot. Asked
+    once per kernel (remembered on `info`)."""
     from .schemas import torch_overload
 
-    if not info.name.startswith("aten::"):
-        return False
-    overload = torch_overload(info.name)
-    return overload is not None and torch.Tag.pointwise in overload.tags
+    known = info.__dict__.get("_computes_in_place")
+    if known is None:
+        overload = torch_overload(info.name) if info.name.startswith("aten::") else None
+        known = info.__dict__["_computes_in_place"] = overload is not None and torch.Tag.pointwise in overload.tags
+    return known
 
 
 def snapshot(value) -> torch.Tensor:
