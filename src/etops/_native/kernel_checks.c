@@ -305,9 +305,11 @@ static Py_NO_INLINE int read_from_snapshot(KernelObject* k, CallScratch* cs, Ten
 
 /* An inference tensor written outside inference mode: refused, naming it. */
 static Py_NO_INLINE int check_inference_write(KernelObject* k, const CallScratch* cs, int i, PyObject* const* bound) {
+  int refused = etops_inference_write_refused(cs->recs[i]->given);
+  if (refused <= 0) return refused;
   char label[160];
   rec_label(k, cs, i, bound, label, sizeof label);
-  return etops_check_inference_write(cs->recs[i]->given, k->op_name, label);
+  return etops_refuse_inference_write(k->op_name, label);
 }
 
 int check_written_tensors(KernelObject* k, CallScratch* cs, PyObject* const* bound, int outs_allocated) {

@@ -63,12 +63,15 @@ static int inference_mode_on(void) {
   return on;
 }
 
-int etops_check_inference_write(PyObject* obj, const char* op, const char* what) {
+int etops_inference_write_refused(PyObject* obj) {
   int inference = etops_tensor_fields.ok ? (etops_tensor_keys(obj) & etops_tensor_fields.grad_keys) == 0
                                          : ask_torch(obj, str_is_inference);
   if (inference <= 0) return inference;
   int mode = inference_mode_on();
-  if (mode != 0) return mode < 0 ? -1 : 0;
+  return mode < 0 ? -1 : !mode;
+}
+
+int etops_refuse_inference_write(const char* op, const char* what) {
   PyErr_Format(PyExc_ValueError,
                "%s: argument '%s' is an inference tensor (made under torch.inference_mode()) and the kernel writes "
                "it outside inference mode; torch refuses this too (Inplace update to inference tensor outside "

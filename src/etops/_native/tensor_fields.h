@@ -58,10 +58,13 @@ static inline int etops_tensor_maybe_lazy(PyObject* obj) {
   return !etops_tensor_fields.ok || (etops_tensor_keys(obj) & etops_tensor_fields.lazy_keys) != 0;
 }
 
-/* Refuses writing torch.Tensor `obj` (argument `what` of `op`), which has no version
- * counter or whose fields are off, when it is an inference tensor and inference mode is off, as torch does ("Inplace update to inference
- * tensor outside InferenceMode is not allowed"): -1 with the exception, else 0. */
-int etops_check_inference_write(PyObject* obj, const char* op, const char* what);
+/* Whether writing torch.Tensor `obj` (without a version counter, or the fields off)
+ * is refused as torch refuses it: it is an inference tensor and inference mode is
+ * off ("Inplace update to inference tensor outside InferenceMode is not allowed").
+ * 1, 0, or -1 with an exception. */
+int etops_inference_write_refused(PyObject* obj);
+/* Raises that refusal, naming argument `what` of `op`. Returns -1. */
+int etops_refuse_inference_write(const char* op, const char* what);
 
 /* Where torch.Tensor `obj` keeps its version, or NULL: it has no version counter (an
  * inference tensor), or the fields are off (`*known` then 0). Inline: every write. */
