@@ -19,11 +19,19 @@
 #include "tensor_fields.h"
 
 #include <dlfcn.h>
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
 
 etops_tensor_fields_t etops_tensor_fields;
 
-#define MAX_IMPL 64       /* bytes of the Python object searched for the TensorImpl */
-#define MAX_TENSORIMPL 512 /* bytes of the TensorImpl searched for its fields */
+#define MAX_IMPL 64       /* bytes of the Python object searched for the TensorImpl (and within its type's size) */
+#define MAX_TENSORIMPL 512 /* bytes of the TensorImpl searched for its fields, and within its allocation */
+#define GUESS_TENSORIMPL 160 /* without malloc_usable_size: bytes every TensorImpl has */
+
+/* The bytes of the TensorImpls searched: within every sample's allocation (never a
+ * read past one: the heap may end there). */
+static Py_ssize_t impl_bytes;
 
 /* torch's getters, for when the fields are off, and inference mode's state */
 static PyObject* str_is_neg;
@@ -121,10 +129,13 @@ static PyObject* sample_list(PyObject* samples, const char* name) {
 /* The offset of the TensorImpl pointer in every sample of `lists`: 1 found, 0 not
  * (or not unique), -1 error. */
 static int find_impl(PyObject* all) {
-  Py_ssize_t found = -1;
-  for (Py_ssize_t off = sizeof(PyObject); off + (Py_ssize_t)sizeof(uintptr_t) <= MAX_IMPL; off += sizeof(uintptr_t)) {
+  Py_ssize_t found = -1, limit = MAX_IMPL;
+  PyObject* t;
+  EACH(all, i, t) {
+    if (Py_TYPE(t)->tp_basicsize < limit) limit = Py_TYPE(t)->tp_basicsize;
+  }
+  for (Py_ssize_t off = sizeof(PyObject); off + (Py_ssize_t)sizeof(uintptr_t) <= limit; off += sizeof(uintptr_t)) {
     int fits = 1;
-    PyObject* t;
     EACH(all, i, t) {
       uintptr_t want = impl_of(t);
       if (want == 0) return -1;
@@ -137,14 +148,24 @@ static int find_impl(PyObject* all) {
     if (fits) found = off;
   }
   etops_tensor_fields.impl_at = found;
-  return found >= 0;
+  if (found < 0) return 0;
+  impl_bytes = MAX_TENSORIMPL;
+  EACH(all, i, t) {
+#if defined(__GLIBC__)
+    Py_ssize_t usable = (Py_ssize_t)malloc_usable_size((void*)impl(t));
+#else
+    Py_ssize_t usable = GUESS_TENSORIMPL;
+#endif
+    if (usable < impl_bytes) impl_bytes = usable & ~(Py_ssize_t)7;
+  }
+  return 1;
 }
 
 /* The key set's offset and bits: exactly one word fits. 1, 0. */
 static int find_keys(PyObject* plain, PyObject* negs, PyObject* conjs, PyObject* inference) {
   Py_ssize_t found = -1;
   uint64_t lazy = 0, grad = 0;
-  for (Py_ssize_t off = sizeof(uintptr_t); off + 8 <= MAX_TENSORIMPL; off += 8) {
+  for (Py_ssize_t off = sizeof(uintptr_t); off + 8 <= impl_bytes; off += 8) {
     uint64_t neg_bit = 0, conj_bit = 0, every_plain = ~(uint64_t)0, any_inference = 0;
     int fits = 1;
     PyObject* pair;
@@ -184,7 +205,7 @@ static int find_keys(PyObject* plain, PyObject* negs, PyObject* conjs, PyObject*
  * pointer found dereferenced). 1, 0, -1. */
 static int find_counter(PyObject* plain, PyObject* views, PyObject* inference) {
   Py_ssize_t found = -1;
-  for (Py_ssize_t off = sizeof(uintptr_t); off + 8 <= MAX_TENSORIMPL; off += 8) {
+  for (Py_ssize_t off = sizeof(uintptr_t); off + 8 <= impl_bytes; off += 8) {
     int fits = 1;
     PyObject *t, *u, *pair;
     EACH(inference, i, t) fits &= etops_word_at(impl(t), off) == 0;
@@ -203,7 +224,15 @@ static int find_counter(PyObject* plain, PyObject* views, PyObject* inference) {
   if (found < 0) return 0;
   etops_tensor_fields.counter_at = found;
   Py_ssize_t version = -1;
-  for (Py_ssize_t at = 8; at <= 24; at += 4) { /* past the counter's own reference count */
+  Py_ssize_t counter_bytes = 28; /* the search's end, within every counter's allocation */
+#if defined(__GLIBC__)
+  PyObject* t;
+  EACH(plain, i, t) {
+    Py_ssize_t usable = (Py_ssize_t)malloc_usable_size((void*)etops_word_at(impl(t), found));
+    if (usable < counter_bytes) counter_bytes = usable;
+  }
+#endif
+  for (Py_ssize_t at = 8; at + 4 <= counter_bytes; at += 4) { /* past the counter's own reference count */
     int fits = 1;
     PyObject* t;
     EACH(plain, i, t) {
