@@ -124,7 +124,41 @@ def _calibrate_grad_probe() -> bool:
         return bool(_native.calibrate_grad_probe(plain, grad))
 
 
+def _calibrate_tensor_fields() -> bool:
+    """Turns on the C call path's reading of what DLPack does not carry (a tensor's
+    lazy negative and conjugate bits, inference-ness, version counter;
+    _native/tensor_fields.c) from tensors whose answers torch gives: plain tensors
+    of each kind, their negative and conjugate views, views sharing a version
+    counter, inference tensors, and others to check every answer against torch's."""
+    with torch.inference_mode(False), torch.no_grad():
+        plain = [torch.ones(3), torch.zeros(2, 2, dtype=torch.float64), torch.arange(4), torch.ones((), dtype=torch.bool),
+                 torch.ones(2, dtype=torch.complex64), torch.ones(1, 3, dtype=torch.float16)]
+        for n, t in enumerate(plain):
+            for _ in range(n):
+                t.copy_(t)  # distinct versions
+        complex_ = [torch.ones(2, dtype=torch.complex64), torch.ones(3, 1, dtype=torch.complex128)]
+        with torch.inference_mode():
+            inference = [torch.ones(3), torch.arange(2), torch.ones(2, dtype=torch.complex64), torch.ones((), dtype=torch.bool)]
+        leaf = torch.ones(3, requires_grad=True)
+        check = [leaf, leaf[1:], torch.nn.Parameter(torch.ones(2)), torch.ones(2, 3).t(), complex_[0].conj().imag,
+                 torch._neg_view(torch.arange(3)), torch.ones(1, 2, 2, 2).to(memory_format=torch.channels_last)]
+        with torch.enable_grad():
+            check.append(leaf * 2)
+        return bool(_native.calibrate_tensor_fields({
+            "plain": plain,
+            "neg": [(t, torch._neg_view(t)) for t in plain if t.dtype != torch.bool],
+            "conj": [(c, c.conj()) for c in complex_],
+            "views": [(t, t.view(-1)[:1]) for t in plain],
+            "inference": inference,
+            "check": check,
+            "fresh": torch.zeros(2),
+            "increment_version": torch.autograd.graph.increment_version,
+            "is_inference_mode_enabled": torch.is_inference_mode_enabled,
+        }))
+
+
 _calibrate_grad_probe()
+_calibrate_tensor_fields()
 _runtime_patch.install()
 
 #: public name -> (module, attribute or None for the module itself): the extensions'

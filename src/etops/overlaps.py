@@ -8,7 +8,9 @@ where the operator computes in place (abs, add, mm), refusing it where it does n
 pointers with no such check, so a partial overlap smears their results, whatever the
 operator: etops refuses it for every kernel (also where torch's kernel forgets to,
 as its reductions do), and allows a full alias where torch's out= allows it for the
-operator. Two written tensors sharing memory are refused too (torch takes one
+operator; there a kernel that is not pointwise (flip, roll, tril read elements
+they already wrote, where torch's out= computes into a temporary) reads the input
+from a snapshot (`snapshot`, `computes_in_place`). Two written tensors sharing memory are refused too (torch takes one
 tensor as two outs and keeps whichever result it wrote last: an ExecuTorch kernel
 writes in its own order), and so is resizing an out that shares memory with
 another argument (resize.py). The C call path compares byte ranges on every call
@@ -112,8 +114,9 @@ def refuse_overlaps(info, names, values, flags) -> tuple:
     shares memory with another tensor other than as torch allows: part of an input's
     memory, all of it where torch's out= refuses that for the operator (asked once
     per pair of arguments, torch_allows_full_alias), or part of another written
-    tensor's. Returns the (written, input) argument index pairs found full aliases
-    torch allows, for the C call path to remember."""
+    tensor's. Returns the (written, input, snapshot) argument index triples found
+    full aliases torch allows, snapshot when the kernel must read that input from a
+    copy (not computes_in_place), for the C call path to remember."""
     tensors = call_tensors(names, values, flags)
     allowed = []
     for n, (label, index, written, out, t) in enumerate(tensors):
@@ -143,8 +146,33 @@ def refuse_overlaps(info, names, values, flags) -> tuple:
                     f"{info.name}: {what} '{label}' is the same memory as argument '{other_label}', which torch refuses "
                     f"for this operator (torch says: {refusal}); pass a clone of '{other_label}'"
                 )
-            allowed.append((index, other_index))
+            allowed.append((index, other_index, not computes_in_place(info)))
     return tuple(allowed)
+
+
+def computes_in_place(info) -> bool:
+    """Whether the kernel computes an out that is the same memory as an input
+    correctly in place: a pointwise operator (torch's `pointwise` tag: each out
+    element reads only the same element of that input). Any other kernel, a custom
+    one included, may read an element it already wrote: it reads a snapshot. Asked
+    once per kernel (remembered on `info`)."""
+    from .schemas import torch_overload
+
+    known = info.__dict__.get("_computes_in_place")
+    if known is None:
+        overload = torch_overload(info.name) if info.name.startswith("aten::") else None
+        known = info.__dict__["_computes_in_place"] = overload is not None and torch.Tag.pointwise in overload.tags
+    return known
+
+
+def snapshot(value) -> torch.Tensor:
+    """A copy of `value` with its sizes and strides (a dense tensor: the same
+    layout), which the kernel reads instead of memory it writes."""
+    t = _as_torch(value)
+    copy = torch.empty_strided(t.shape, t.stride(), dtype=t.dtype)
+    with torch.no_grad():
+        copy.copy_(t)
+    return copy
 
 
 def _kind(flag: int) -> str:

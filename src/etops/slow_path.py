@@ -25,7 +25,7 @@ from .crash_site import locate, warn_once_if_corrupt
 from .errors import NoMatchingKernelError, SchemaError, kernel_failure
 from .out_shapes import allocate, allocated_strides, is_data_dependent, outs_as_result
 from .tensors import as_torch
-from .overlaps import refuse_overlaps
+from .overlaps import refuse_overlaps, snapshot
 from .resize import check_resizes, handled_in_this_call, kept_memory_format, quiet_ids, resize_like_torch, warn_resized
 
 
@@ -282,9 +282,15 @@ class SlowPath:
         """Tensors of a call whose memory meets (the C path compared their byte
         ranges; `flags`: the plan's per argument): raises what torch refuses, naming
         both arguments; returns the full aliases torch allows, (written, input)
-        argument index pairs, for the C kernel to remember."""
+        argument index pairs with whether the input must be read from a snapshot
+        (`snapshot`), for the C kernel to remember."""
         info: SlowPathInfo = kernel._info
         return refuse_overlaps(info, info.arg_names(), values, flags)
+
+    def snapshot(self, value) -> torch.Tensor:
+        """A copy of input `value` in its own layout, which the kernel reads while
+        it writes an out in `value`'s memory (overlaps.snapshot)."""
+        return snapshot(value)
 
     def outs_allocated(self, kernel, values, _extra) -> bool:
         """Whether every out of the call is one etops allocated for it (a call

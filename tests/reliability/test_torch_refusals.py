@@ -91,6 +91,75 @@ def test_full_alias_is_allowed_where_torch_allows_it(reg, repeat):
     assert torch.equal(reg.aten.abs.out(x, out=x), want.abs())
 
 
+def _conv_backward_into_its_input(m, t):
+    w = torch.full((2, 2, 3, 3), 0.1)
+    return m.convolution_backward.out(t, t, w, [2], [1, 1], [1, 1], [1, 1], False, [0, 0], 1, [True, True, True],
+                                      out0=t, out1=torch.empty(2, 2, 3, 3), out2=torch.empty(2))
+
+
+_MASK = torch.tensor([[False, True, True], [True, False, True]])
+
+#: kernels that read an element after writing another, each with its out the memory of an input
+_READ_AFTER_WRITE = {
+    "flip": (lambda m, t: m.flip.out(t, [1], out=t), (2, 3)),
+    "roll": (lambda m, t: m.roll.out(t, [1], [1], out=t), (2, 3)),
+    "tril": (lambda m, t: m.tril.out(t, out=t), (3, 3)),
+    "masked_scatter": (lambda m, t: m.masked_scatter.out(torch.full((2, 3), -1.0), _MASK, t, out=t), (2, 3)),
+    "convolution_backward": (_conv_backward_into_its_input, (1, 2, 4, 4)),
+}
+
+
+@pytest.mark.parametrize("case", sorted(_READ_AFTER_WRITE))
+def test_full_alias_of_a_kernel_reading_what_it_wrote_gives_torchs_result(reg, case):
+    """torch's out= computes these right with the out the input's memory (into a
+    temporary); the ExecuTorch kernel would read elements it already overwrote, so
+    etops gives it a snapshot of the input (overlaps.computes_in_place), on the call
+    that decides and on the later ones the C path decides alone."""
+    call, shape = _READ_AFTER_WRITE[case]
+    for _ in range(3):
+        x = torch.randn(shape)
+        want = x.clone()
+        call(torch.ops.aten, want)
+        call(reg.aten, x)
+        torch.testing.assert_close(x, want, rtol=1e-5, atol=1e-5)
+
+
+def test_every_kernel_writing_into_its_input_matches_torch(reg):
+    """Each kernel of a simple call whose result is its first input's shape and dtype,
+    with out= that input: refused where torch refuses, else the values of the same
+    call into a separate out (torch's own avg_pool2d gets this wrong: not the
+    reference)."""
+    from simple_calls import same_results, simple_calls
+
+    checked, wrong = 0, []
+    for c in simple_calls():
+        inputs = [n for n, v in c.kwargs.items() if isinstance(v, torch.Tensor)]
+        outs = c.make_outs(lambda r: r)
+        if outs is None or len(c.results) != 1 or isinstance(outs[c.outs[0]], list) or not inputs:
+            continue
+        first = c.kwargs[inputs[0]]
+        if c.results[0].shape != first.shape or c.results[0].dtype != first.dtype:
+            continue
+        mine, theirs = dict(c.kwargs), dict(c.kwargs)
+        mine[inputs[0]], theirs[inputs[0]] = first.clone(), first.clone()
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                c.overload(**theirs, **{c.outs[0]: theirs[inputs[0]]})
+            torch_refused = False
+        except RuntimeError as exc:
+            torch_refused = "single memory location" in str(exc) or "unsupported operation" in str(exc)
+        try:
+            c.kernel(**mine, **{c.outs[0]: mine[inputs[0]]})
+            etops_refused = False
+        except ValueError:
+            etops_refused = True
+        checked += 1
+        if etops_refused != torch_refused or not (etops_refused or same_results(mine[inputs[0]], c.results, close=True)):
+            wrong.append(c.name)
+    assert checked >= 80 and wrong == [], wrong
+
+
 @pytest.mark.parametrize("case", ["cat", "index_select"])
 def test_full_alias_is_refused_where_torch_refuses_it(reg, case):
     calls = {  # t is both an input and the out

@@ -104,8 +104,8 @@ enum {
   LAYOUT_NOT_DENSE = 1, /* a strided view with no ExecuTorch dim order */
   LAYOUT_PERMUTED = 2,  /* dense in a dim order no exported program hands a kernel */
   LAYOUT_OVERLAPPING = 3, /* not dense, and elements share memory (a stride 0 over a size > 1) */
-  LAYOUT_CONJUGATE = 4,   /* a complex torch tensor with its lazy conjugate or negative bit set: DLPack
-                             carries neither, so the kernel gets a resolved copy (densify resolves it) */
+  LAYOUT_CONJUGATE = 4,   /* a torch tensor with its lazy conjugate or negative bit set (tensor_fields.h):
+                             DLPack carries neither, so the kernel gets a resolved copy (densify resolves it) */
   LAYOUT_CONTIGUOUS = 5,  /* LAYOUT_DENSE in contiguous order, from etops_borrow_torch's inline path
                              (tensor_inline.h) */
 };

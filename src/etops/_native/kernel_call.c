@@ -549,6 +549,8 @@ checks:
       Py_DECREF(res);
     }
   }
+  /* the caller's written tensors changed: autograd's version counters say so, as torch's out= does */
+  if (bump_written_versions(k, &cs) < 0) goto done;
   result = alloc_slot >= 0 && k->nreturns == 0 ? allocated_outs_result(k, bound) : build_result(k, bound, vals);
   /* a steady call (STATIC outs, signature probed clean): the next one like it starts from here */
   if (!memo_hit && result != NULL && static_slot >= 0 && alloc_slot < 0 && k->probed[static_slot] &&

@@ -18,9 +18,20 @@
  *     out= allows it for the operator, two written tensors in one memory refused),
  *     unless both tensors are given as they are with the same bytes, sizes and
  *     strides (a full alias) and the kernel remembers that the slow path allowed
- *     that pair of arguments.
+ *     that pair of arguments. A full alias of a kernel that is not pointwise (flip,
+ *     roll, tril read elements they already wrote) gets the input from a snapshot
+ *     (the slow path's `snapshot`, a copy in the same layout), as torch's out=
+ *     computes it correctly; a pointwise kernel computes in place.
+ *   - a written torch tensor that is an inference tensor while inference mode is
+ *     off (torch: "Inplace update to inference tensor outside InferenceMode is not
+ *     allowed"), from its version counter (none: an inference tensor) and key set
+ *     (tensor_fields.h).
+ *
+ * After the call, bump_written_versions bumps each written tensor's version
+ * counter, as torch does: autograd then refuses a backward over overwritten data.
  */
 #include "kernel_internal.h"
+#include "tensor_fields.h"
 
 #include <string.h>
 
@@ -214,30 +225,38 @@ static inline int same_layout(const TensorRec* a, const TensorRec* b) {
   return 1;
 }
 
+enum { ALIAS_UNKNOWN = 0, ALIAS_IN_PLACE, ALIAS_SNAPSHOT };
+
+/* How the kernel remembers the slow path allowed this full alias: ALIAS_IN_PLACE,
+ * ALIAS_SNAPSHOT (the input read from a copy), or ALIAS_UNKNOWN. */
 static int full_alias_allowed(const KernelObject* k, int written, int other) {
   for (int n = 0; n < k->full_alias_count; n++) {
-    if (k->full_alias[n][0] == written && k->full_alias[n][1] == other) return 1;
+    if (k->full_alias[n][0] == written && k->full_alias[n][1] == other)
+      return k->full_alias[n][2] ? ALIAS_SNAPSHOT : ALIAS_IN_PLACE;
   }
-  return 0;
+  return ALIAS_UNKNOWN;
 }
 
-/* Remembers the (written, other) argument pairs the slow path returned as full
- * aliases torch allows (a tuple of int pairs; anything else: nothing). */
+/* Remembers the (written, other, snapshot) argument triples the slow path returned
+ * as full aliases torch allows (a tuple of int triples; anything else: nothing). */
 static void remember_full_aliases(KernelObject* k, PyObject* pairs) {
   if (!PyTuple_Check(pairs)) return;
   for (Py_ssize_t n = 0; n < PyTuple_GET_SIZE(pairs); n++) {
     PyObject* pair = PyTuple_GET_ITEM(pairs, n);
-    if (!PyTuple_Check(pair) || PyTuple_GET_SIZE(pair) != 2) continue;
+    if (!PyTuple_Check(pair) || PyTuple_GET_SIZE(pair) != 3) continue;
     long written = PyLong_AsLong(PyTuple_GET_ITEM(pair, 0));
     long other = PyLong_AsLong(PyTuple_GET_ITEM(pair, 1));
-    if (PyErr_Occurred()) {
+    int snapshot = PyObject_IsTrue(PyTuple_GET_ITEM(pair, 2));
+    if (PyErr_Occurred() || snapshot < 0) {
       PyErr_Clear();
       continue;
     }
-    if (written < 0 || written >= k->nargs || other < 0 || other >= k->nargs || full_alias_allowed(k, (int)written, (int)other))
+    if (written < 0 || written >= k->nargs || other < 0 || other >= k->nargs ||
+        full_alias_allowed(k, (int)written, (int)other) != ALIAS_UNKNOWN)
       continue;
     k->full_alias[k->full_alias_next][0] = (int8_t)written;
     k->full_alias[k->full_alias_next][1] = (int8_t)other;
+    k->full_alias[k->full_alias_next][2] = (int8_t)snapshot;
     k->full_alias_next = (k->full_alias_next + 1) % FULL_ALIAS_PAIRS;
     if (k->full_alias_count < FULL_ALIAS_PAIRS) k->full_alias_count++;
   }
@@ -264,23 +283,82 @@ static Py_NO_INLINE int decide_overlaps(KernelObject* k, PyObject* const* bound)
   return 0;
 }
 
+/* Whether `obj` is a torch.Tensor (exact type first: the common case). */
+static inline int is_torch_tensor(const etops_state* st, PyObject* obj) {
+  PyTypeObject* tensor_type = (PyTypeObject*)st->torch_tensor_type;
+  return Py_TYPE(obj) == tensor_type || PyType_IsSubtype(Py_TYPE(obj), tensor_type);
+}
+
+/* Input rec `o` is the memory an out of a kernel that is not pointwise writes: the
+ * kernel reads it from a snapshot instead (the slow path's `snapshot`: a copy in
+ * the same layout, kept alive by the call). Out of line: aliasing calls only. */
+static Py_NO_INLINE int read_from_snapshot(KernelObject* k, CallScratch* cs, TensorRec* o) {
+  PyObject* copy = PyObject_CallMethod(k->slow, "snapshot", "O", o->given);
+  if (copy == NULL || etops_keep_add(&cs->keep, copy) < 0) return -1;
+  DLTensor dl;
+  if (k->st->torch_api->dltensor_from_py_object_no_sync(copy, &dl) != 0) return -1;
+  o->t.data = (char*)dl.data + dl.byte_offset;
+  o->obj = copy;
+  cs->ncopies++;
+  return 0;
+}
+
+/* An inference tensor written outside inference mode: refused, naming it. */
+static Py_NO_INLINE int check_inference_write(KernelObject* k, const CallScratch* cs, int i, PyObject* const* bound) {
+  int refused = etops_inference_write_refused(cs->recs[i]->given);
+  if (refused <= 0) return refused;
+  char label[160];
+  rec_label(k, cs, i, bound, label, sizeof label);
+  return etops_refuse_inference_write(k->op_name, label);
+}
+
 int check_written_tensors(KernelObject* k, CallScratch* cs, PyObject* const* bound, int outs_allocated) {
-  int writes = 0;
+  int writes = 0, decided = 0;
   for (int i = 0; i < cs->nrecs; i++) {
     const TensorRec* w = cs->recs[i];
     if (!w->written) continue;
     writes = 1;
+    if (!outs_allocated && is_torch_tensor(k->st, w->given)) {
+      int known;
+      uint32_t* version = etops_tensor_version(w->given, &known);
+      if (version != NULL && cs->nversions < ETOPS_MAX_TENSORS) {
+        cs->versions[cs->nversions++] = version; /* the common case: bumped after the call */
+      } else {
+        cs->bump_by_object |= version != NULL || !known;
+        if (version == NULL && check_inference_write(k, cs, i, bound) < 0) return -1;
+      }
+    }
     if (w->span.first == w->span.end) continue;
     for (int j = 0; j < cs->nrecs; j++) {
-      const TensorRec* o = cs->recs[j];
+      TensorRec* o = cs->recs[j];
       if (j == i || o->span.first >= w->span.end || w->span.first >= o->span.end) continue;
       int other_written = o->written;
       if (other_written && j < i) continue; /* decided from o's side */
-      if (!other_written && same_layout(w, o) && full_alias_allowed(k, w->arg, o->arg)) continue;
+      if (!other_written && same_layout(w, o)) {
+        int how = full_alias_allowed(k, w->arg, o->arg);
+        if (how == ALIAS_IN_PLACE) continue;
+        if (how == ALIAS_SNAPSHOT) {
+          if (read_from_snapshot(k, cs, o) < 0) return -1;
+          continue;
+        }
+      }
+      if (decided) continue; /* the slow path looked at every pair: what it let through goes on */
       if (decide_overlaps(k, bound) < 0) return -1;
-      goto grad; /* the slow path looked at every pair */
+      decided = 1;
+      j--; /* this pair again, with what the slow path remembered */
     }
   }
-grad:
   return writes && !outs_allocated ? check_grad(k, cs, bound) : 0;
+}
+
+int bump_written_versions(const KernelObject* k, const CallScratch* cs) {
+  if (!cs->bump_by_object) {
+    for (int n = 0; n < cs->nversions; n++) etops_bump(cs->versions[n]);
+    return 0;
+  }
+  for (int i = 0; i < cs->nrecs; i++) { /* through torch, each written tensor once */
+    const TensorRec* r = cs->recs[i];
+    if (r->written && is_torch_tensor(k->st, r->given) && etops_bump_version_slow(r->given) < 0) return -1;
+  }
+  return 0;
 }

@@ -112,11 +112,12 @@ typedef struct {
   int allocated_count, allocated_next;
   uint64_t allocated[ALLOCATION_SIGNATURES];
   PyObject* allocated_outs[ALLOCATION_SIGNATURES];
-  /* full aliases torch allows (kernel_checks.c): pairs (written argument, other
-   * argument) whose tensors the slow path found the same memory and layout, as
-   * torch's out= accepts them for this operator (a ring) */
+  /* full aliases torch allows (kernel_checks.c): (written argument, other argument,
+   * snapshot) whose tensors the slow path found the same memory and layout, as
+   * torch's out= accepts them for this operator (a ring); snapshot 1: the kernel may
+   * read an element after writing another, so the input is read from a copy */
   int full_alias_count, full_alias_next;
-  int8_t full_alias[FULL_ALIAS_PAIRS][2];
+  int8_t full_alias[FULL_ALIAS_PAIRS][3];
   PyObject* delegate;  /* a Delegate (delegate.c) run instead of a registered kernel, or NULL */
   etb_delegate* delegate_handle;
   TensorSpec* specs;   /* per argument, what its tensor must be (delegates), or NULL */
@@ -201,6 +202,11 @@ typedef struct {
    * by argument: bit i of pre_mask says pre_dl[i] is argument i's, used once */
   uint64_t pre_mask;
   const DLTensor* pre_dl;
+  /* the versions check_written_tensors found for the written torch tensors, which
+   * bump_written_versions bumps after the call; bump_by_object: some are not here
+   * (the fields are off, or more tensors than room), bumped through torch instead */
+  uint32_t* versions[ETOPS_MAX_TENSORS];
+  int nversions, bump_by_object;
 } CallScratch;
 
 /* Grows the arena by a block that holds at least n bytes, and takes n from it. */
@@ -243,6 +249,8 @@ static inline void scratch_init(CallScratch* cs) {
   cs->numel_total = 0;
   cs->ncopies = 0;
   cs->pre_mask = 0;
+  cs->nversions = 0;
+  cs->bump_by_object = 0;
 }
 
 /* Drops the kept objects and frees the arena's blocks. */
@@ -267,6 +275,11 @@ int convert_tensor_arg(KernelObject* k, CallScratch* cs, int i, const ArgSpec* a
  * slow path's `overlaps` decides when the byte ranges meet). 0: the call may go on;
  * -1: refused (exception set). */
 int check_written_tensors(KernelObject* k, CallScratch* cs, PyObject* const* bound, int outs_allocated);
+/* After a call that wrote the caller's tensors: bumps the version counter of each
+ * written torch tensor as the caller gave it (outs and mutable arguments; the
+ * versions check_written_tensors found), as torch does after an out= or in-place
+ * write. 0, or -1 with an exception. */
+int bump_written_versions(const KernelObject* k, const CallScratch* cs);
 
 /* ---- kernel_select.c -------------------------------------------------------------- */
 

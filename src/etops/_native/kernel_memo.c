@@ -13,9 +13,11 @@
  * parameter too: its wrapped 0-dim tensor is remembered), and for each tensor an object
  * of exactly torch.Tensor's type whose DLPack view (torch's exchange API, once per
  * tensor as every call does) has the memo's dtype, rank and sizes in contiguous
- * layout on the CPU with data. Then only the data pointers (and the objects and byte
- * spans the per-call checks read) are patched; everything that depends on data
- * pointers or on the objects (overlap, requires_grad) is still checked by the caller
+ * layout on the CPU with data and no lazy negative or conjugate bit (tensor_fields.h:
+ * a tensor with one never matches; the full path resolves it). Then only the data
+ * pointers (and the objects and byte spans the per-call checks read) are patched;
+ * everything that depends on data pointers or on the objects (overlap, requires_grad,
+ * inference tensors, the version counters bumped after the call) is still checked by the caller
  * on every call, as before. A call that does not match is converted from the DLPack
  * views the match already asked torch for (CallScratch's pre_dl), never asking twice.
  *
@@ -123,6 +125,7 @@ int memo_match(KernelObject* k, PyObject* const* bound, CallScratch* cs, etb_val
     memcpy(&dtype, &dl->dtype, sizeof dtype);
     if (dl->device.device_type != kDLCPU || dl->ndim != t->ndim || dl->data == NULL || dtype != m->dl_dtypes[r])
       return 0;
+    if (etops_tensor_maybe_lazy(o)) return 0; /* a lazy bit: resolved into a copy by the full path */
     int64_t diff = 1; /* no strides (contiguous): the exact rule */
     if (dl->strides != NULL) {
       diff = 0;

@@ -3,6 +3,7 @@
  * the ExecuTorch log queue, the Kernel type (kernel_*.c) and backends (delegate.c).
  */
 #include "etops_native.h"
+#include "tensor_fields.h"
 #include "fault_trap.h"
 
 #include <dlfcn.h>
@@ -261,6 +262,15 @@ static PyObject* calibrate_grad_probe(PyObject* module, PyObject* args) {
   return PyBool_FromLong(on);
 }
 
+/* calibrate_tensor_fields(samples) -> bool: tensor_fields.c's offsets of a tensor's
+ * lazy bits, inference-ness and version counter, from the samples etops/__init__.py
+ * makes; off (torch's getters answer) unless exactly one layout fits them all. */
+static PyObject* calibrate_tensor_fields(PyObject* module, PyObject* samples) {
+  int on = etops_calibrate_tensor_fields(state_of(module), samples);
+  if (on < 0) return NULL;
+  return PyBool_FromLong(on);
+}
+
 /* set_layout_preserve(flag) -> previous flag: the calling thread's layout mode. */
 static PyObject* set_layout_preserve(PyObject* module, PyObject* flag) {
   int on = PyObject_IsTrue(flag);
@@ -311,6 +321,9 @@ static PyObject* unarmed_dispatch(PyObject* module, PyObject* address) {
 }
 
 static PyMethodDef module_methods[] = {
+    {"calibrate_tensor_fields", calibrate_tensor_fields, METH_O,
+     "calibrate_tensor_fields(samples) -> bool: finds where torch keeps a tensor's lazy negative and conjugate "
+     "bits, whether it is an inference tensor, and its version counter (read on every call)"},
     {"calibrate_grad_probe", calibrate_grad_probe, METH_VARARGS,
      "calibrate_grad_probe(plain, grad) -> bool: finds where exact torch.Tensors keep their autograd state "
      "(NULL for tensors without), from tensors torch says lack (plain) and have it (grad); on when one layout "

@@ -6,10 +6,13 @@
  * allocating. Any other producer (numpy, ...) goes through `__dlpack__`, whose
  * capsule is kept alive until the call ends. The layout is then mapped to an
  * ExecuTorch dim order: contiguous, channels-last or any other permutation of a
- * dense tensor; anything else is reported as not dense. The common case of the call
- * path (a contiguous torch.Tensor) is inline in its caller: tensor_inline.h.
+ * dense tensor; anything else is reported as not dense. A torch tensor with a lazy
+ * negative or conjugate bit (read from torch's key set, tensor_fields.h) is reported
+ * LAYOUT_CONJUGATE, to be resolved. The common case of the call path (a contiguous
+ * torch.Tensor without either bit) is inline in its caller: tensor_inline.h.
  */
 #include "tensor_inline.h"
+#include "tensor_fields.h"
 
 #include <stdarg.h>
 
@@ -257,13 +260,12 @@ int etops_refuse_overlapping_write(const char* op, const char* what) {
 }
 
 /* The layout of a tensor etops_fill_contiguous did not place (not contiguous, empty, a
- * size or stride beyond int32, or a complex tensor of an exchange API, whose lazy
- * conjugate and negative bits are asked for): etops_borrow_tensor's result for it, `out`'s
- * layout filled unless LAYOUT_NOT_DENSE / LAYOUT_OVERLAPPING or an error. Out
- * of line: the common call never runs it. */
-static Py_NO_INLINE int borrow_general_layout(PyObject* obj, int from_torch_api, const DLTensor* dl,
-                                              etb_tensor* out, const char* op, const char* what,
-                                              etops_span* span) {
+ * size or stride beyond int32, or a torch tensor with a lazy negative or conjugate
+ * bit, `lazy`): etops_borrow_tensor's result for it, `out`'s layout filled unless
+ * LAYOUT_NOT_DENSE / LAYOUT_OVERLAPPING or an error. Out of line: the common call
+ * never runs it. */
+static Py_NO_INLINE int borrow_general_layout(int lazy, const DLTensor* dl, etb_tensor* out, const char* op,
+                                              const char* what, etops_span* span) {
   int ndim = dl->ndim;
   etops_span local;
   int64_t numel;
@@ -275,24 +277,10 @@ static Py_NO_INLINE int borrow_general_layout(PyObject* obj, int from_torch_api,
                                    op, what, (long long)dl->shape[i], i);
     }
   }
-  int conjugate = 0;
-  int complex = dl->dtype.code == kDLComplex;
+  /* torch's lazy conjugation and negation are bits on the tensor, not in its memory
+   * (nor in DLPack): such a tensor is resolved into a copy first (densify resolves it) */
+  const int conjugate = lazy;
   int found = find_dim_order(ndim, dl->shape, dl->strides, out->dim_order);
-  if (from_torch_api && (complex || numel == 1 || found != ORDER_NONE)) {
-    /* torch's lazy conjugation and negation are bits on the tensor, not in its memory
-     * (nor in DLPack): such a tensor is resolved into a copy first. torch sets the
-     * conjugate bit on complex tensors, the negative bit on them and on the real views
-     * of a conjugate one (`c.conj().imag`): strided unless of one element, and dense
-     * only through a view of such a view (both asked here) */
-    static const char* const lazy_bits[] = {"is_conj", "is_neg"};
-    for (int b = complex ? 0 : 1; b < 2 && !conjugate; b++) {
-      PyObject* bit = PyObject_CallMethod(obj, lazy_bits[b], NULL);
-      if (bit == NULL) return -1;
-      conjugate = PyObject_IsTrue(bit);
-      Py_DECREF(bit);
-      if (conjugate < 0) return -1;
-    }
-  }
   if (found == ORDER_NONE) {
     for (int i = 0; i < ndim; i++) {
       if (dl->shape[i] > 1 && dl->strides != NULL && dl->strides[i] == 0) return LAYOUT_OVERLAPPING;
@@ -332,9 +320,10 @@ int etops_unrepresentable(const char* fmt, ...) {
   return -1;
 }
 
-/* The checks and the layout of a DLTensor borrowed from `obj` (`from_api`: through
- * an exchange API, else through __dlpack__): etops_borrow_tensor's result. */
-static int place_borrowed(PyObject* obj, int from_api, const DLTensor* dl, int read_only, etb_tensor* out,
+/* The checks and the layout of a DLTensor borrowed from `obj` (`torch_tensor`: a
+ * torch.Tensor, exact or a subclass, whose lazy bits tensor_fields.h reads; else a
+ * producer without them): etops_borrow_tensor's result. */
+static int place_borrowed(PyObject* obj, int torch_tensor, const DLTensor* dl, int read_only, etb_tensor* out,
                           const char* op, const char* what, int writable, etops_span* span) {
   if (dl->device.device_type != kDLCPU) {
     PyErr_Format(PyExc_ValueError,
@@ -360,11 +349,11 @@ static int place_borrowed(PyObject* obj, int from_api, const DLTensor* dl, int r
   out->ndim = (uint8_t)dl->ndim;
   out->dynamism = ETB_STATIC;
   out->resized = 0;
-  /* torch's complex tensors may carry a lazy conjugate bit: the general path asks */
+  /* torch's tensors of any dtype and layout may carry a lazy negative or conjugate bit */
+  int lazy = torch_tensor ? etops_tensor_lazy(obj) : 0;
+  if (lazy < 0) return -1;
   int64_t numel;
-  /* and a one-element tensor of torch's may be a lazily negated view (`c.conj().imag`) */
-  if ((!from_api || dl->dtype.code != kDLComplex) && (numel = etops_fill_contiguous(dl, out)) > 0 &&
-      !(from_api && numel == 1)) {
+  if (!lazy && (numel = etops_fill_contiguous(dl, out)) > 0) {
     if (out->data == NULL) return refuse_no_data(op, what); /* numel > 0 here */
     if (span != NULL) {
       span->first = (uintptr_t)out->data;
@@ -372,7 +361,7 @@ static int place_borrowed(PyObject* obj, int from_api, const DLTensor* dl, int r
     }
     return LAYOUT_DENSE;
   }
-  return borrow_general_layout(obj, from_api, dl, out, op, what, span);
+  return borrow_general_layout(lazy, dl, out, op, what, span);
 }
 
 int etops_borrow_torch_rest(PyObject* obj, const DLTensor* dl, etb_tensor* out, const char* op, const char* what,
@@ -396,7 +385,7 @@ int etops_borrow_tensor(etops_state* st, PyObject* obj, etb_tensor* out, etops_k
   } else if (borrow_via_dlpack_protocol(st, obj, &dl, &read_only, keep, op, what) < 0) {
     return -1;
   }
-  return place_borrowed(obj, api != NULL, &dl, read_only, out, op, what, writable, span);
+  return place_borrowed(obj, api != NULL && api == st->torch_api, &dl, read_only, out, op, what, writable, span);
 }
 
 PyObject* etops_sizes_tuple(const etb_tensor* t) {
