@@ -158,10 +158,10 @@ def test_the_runner_publishes_each_kernel_call_with_atens_time_for_it(monkeypatc
 
 
 def test_a_tasks_hangs_are_skipped_and_recorded_per_label_and_too_many_give_the_rest_up():
-    from etops.conformance.case import TaskResult
+    from etops.conformance.case import CaseInfo, TaskResult
 
     def hang(label, sample):
-        return case_clock.Hang(label, 1, "aten::mul.out", "aten::mul.Tensor", "mul", "float32", sample, 0,
+        return case_clock.Hang(label, 1, CaseInfo("aten::mul.out", "aten::mul.Tensor", "mul", "float32", sample, 0),
                                "Tensor[5, 1]:float32", 0.0, 2.0, 2.1)
 
     hangs = (hang(0, 4), hang(1, 4), hang(0, 7))

@@ -132,11 +132,12 @@ def test_hangs_of_a_kernel_are_one_finding_saying_the_limit_and_never_called_whe
     again but never calls the kernel (no shrink, no recheck), and its reproducer
     makes the call in a child, waited for the limit: 0 when it returns in time."""
     from etops.conformance import clusters as cl
+    from etops.conformance.case import CaseInfo
     from etops.conformance.case_clock import Hang
     from etops.conformance.sweep import Report
 
     def hang(sample, inputs, limit):
-        return Hang(0, 1, "aten::relu.out", "aten::relu", "nn.functional.relu", "float32", sample, 0, inputs, 0.0, limit,
+        return Hang(0, 1, CaseInfo("aten::relu.out", "aten::relu", "nn.functional.relu", "float32", sample, 0), inputs, 0.0, limit,
                     limit + 0.1).case()
 
     cases = [hang(2, "Tensor[5, 5]:float32", 30.0), hang(1, "Tensor[5, 10, 5]:float32", 12.0)]

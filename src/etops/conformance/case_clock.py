@@ -24,6 +24,7 @@ Imports the standard library and etops.conformance.case and .outcome.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import mmap
@@ -33,7 +34,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 
-from .case import CaseResult, TaskResult
+from .case import CaseInfo, CaseResult, TaskResult
 from .outcome import Outcome
 
 #: a case may take FACTOR times the longest known time of its call (ATen's, the
@@ -93,17 +94,12 @@ def limit(aten_seconds: float | None, base_seconds: float | None = None, *, floo
 @dataclass
 class Hang:
     """A case a process was killed in: past its limit. `label`: what the writer was
-    running (set_label: e.g. which pass of a task); the case's identity and inputs;
-    when it started (time.monotonic()), its limit, how long it had run when seen."""
+    running (set_label: e.g. which pass of a task); the case's identity (`info`) and
+    inputs; when it started (time.monotonic()), its limit, how long it had run when seen."""
 
     label: int
     pid: int
-    kernel: str
-    aten_op: str
-    opinfo: str
-    dtype: str
-    sample: int
-    call: int
+    info: CaseInfo
     inputs: str
     started: float
     limit: float
@@ -112,11 +108,11 @@ class Hang:
     @property
     def where(self) -> tuple:
         """(sample, call): the runner's skip key."""
-        return (self.sample, self.call)
+        return (self.info.sample, self.info.call)
 
     def case(self) -> CaseResult:
         """The hang case: status "hang", the inputs, the limit it exceeded."""
-        return CaseResult(self.kernel, self.aten_op, self.opinfo, self.dtype, self.sample, self.call, "hang",
+        return CaseResult(**dataclasses.asdict(self.info), status="hang",
                           message=(f"the kernel did not return within its limit of {self.limit:.3g} s "
                                    f"(still running after {self.seconds:.3g} s; its process was killed)"),
                           inputs=self.inputs, limit_seconds=self.limit, outcome=Outcome("hang", seconds=self.limit))
@@ -205,8 +201,8 @@ class CaseClock:
         pid, label, started, limit_seconds, case = seen
         if now - started <= limit_seconds:
             return None
-        return Hang(label, pid, case["kernel"], case["aten_op"], case["opinfo"], case["dtype"], case["sample"],
-                    case["call"], case.get("inputs", ""), started, limit_seconds, now - started)
+        info = CaseInfo(*(case[f.name] for f in dataclasses.fields(CaseInfo)))
+        return Hang(label, pid, info, case.get("inputs", ""), started, limit_seconds, now - started)
 
 
 def skipped(hangs, label: int) -> set:
@@ -277,9 +273,8 @@ def started(case, aten_seconds: float | None) -> float:
     now = time.monotonic()
     if _clock is not None:
         seconds = limit(aten_seconds, _base_seconds.get(case.id))
-        _clock.publish(_label, now, seconds, {"kernel": case.kernel, "aten_op": case.aten_op, "opinfo": case.opinfo,
-                                              "dtype": case.dtype, "sample": case.sample, "call": case.call,
-                                              "inputs": (getattr(case, "inputs", "") or "")[:_INPUTS]})
+        identity = {f.name: getattr(case, f.name) for f in dataclasses.fields(CaseInfo)}
+        _clock.publish(_label, now, seconds, {**identity, "inputs": (getattr(case, "inputs", "") or "")[:_INPUTS]})
     return now
 
 

@@ -180,7 +180,7 @@ def run_pool(tasks: list[dict], config: dict, jobs: int, on_result, timeout: flo
                         worker.kill()
                         worker = live[index] = None  # type: ignore[assignment]
                         crashes.append(outcome.case())
-                        skip.append([outcome.sample, outcome.call])
+                        skip.append(list(outcome.where))
                         if len(crashes) >= MAX_CRASHES_PER_TASK:
                             result = TaskResult(task["opinfo"], task["dtype"])
                             result.sample_error = f"gave up after {len(crashes)} crashes and hangs"
