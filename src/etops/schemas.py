@@ -10,8 +10,11 @@ from typing import Any
 
 import torch
 
+from . import schema_cache
+
 #: namespace -> modules whose import defines its operators in torch.library.
-#: Imported on first need only: several pull in executorch.exir (seconds).
+#: Imported on first need only: several pull in executorch.exir (seconds); what they
+#: define is kept on disk (schema_cache; bump its FORMAT when this table changes).
 NAMESPACE_MODULES: dict[str, tuple[str, ...]] = {
     "quantized_decomposed": (
         "torch.ao.quantization.fx._decomposed",
@@ -50,19 +53,22 @@ def _load_namespace(namespace: str) -> None:
             continue
 
 
+def _overload_now(namespace: str, op: str, overload: str) -> Any:
+    """torch's OpOverload if torch defines it in this process already, else None."""
+    try:
+        return getattr(getattr(getattr(torch.ops, namespace), op), overload)
+    except (AttributeError, RuntimeError):
+        return None
+
+
 def torch_overload(name: str) -> Any:
     """torch's OpOverload for `name`, or None when no installed package defines it."""
     namespace, op, overload = split_name(name)
-    for attempt in range(2):
-        try:
-            packet = getattr(getattr(torch.ops, namespace), op)
-            return getattr(packet, overload)
-        except (AttributeError, RuntimeError):
-            if attempt == 0 and namespace != "aten":
-                _load_namespace(namespace)
-                continue
-            return None
-    return None
+    found = _overload_now(namespace, op, overload)
+    if found is None and namespace != "aten":
+        _load_namespace(namespace)
+        found = _overload_now(namespace, op, overload)
+    return found
 
 
 def set_schema(name: str, schema: str) -> torch._C.FunctionSchema:
@@ -78,13 +84,27 @@ def set_schema(name: str, schema: str) -> torch._C.FunctionSchema:
     return parsed
 
 
+_UNKNOWN = "no installed package defines this operator for torch; give one with etops.set_schema(name, schema)"
+
+
 def find_schema(name: str) -> tuple[torch._C.FunctionSchema | None, str]:
     """(schema, where it came from) for `name`; (None, reason) when none is known."""
     namespace, op, overload = split_name(name)
     for spelling in (name, f"{namespace}::{op}.{overload}", f"{namespace}::{op}"):
         if spelling in _user_schemas:
             return _user_schemas[spelling], "given by the user"
-    overload = torch_overload(name)
-    if overload is not None:
-        return overload._schema, "torch.ops"
-    return None, "no installed package defines this operator for torch; give one with etops.set_schema(name, schema)"
+    if namespace in NAMESPACE_MODULES:
+        # the namespace's modules are slow to import: what an earlier process learned
+        known, text = schema_cache.lookup(name)
+        found = _overload_now(namespace, op, overload)  # what torch knows here wins
+        if found is None and known:
+            return (torch._C.parse_schema(text), "torch.ops") if text is not None else (None, _UNKNOWN)
+        if not known:
+            _load_namespace(namespace)
+            found = _overload_now(namespace, op, overload)
+            schema_cache.remember(namespace, name, str(found._schema) if found is not None else None)
+    else:
+        found = torch_overload(name)
+    if found is not None:
+        return found._schema, "torch.ops"
+    return None, _UNKNOWN

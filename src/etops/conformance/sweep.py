@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import sys
 import time
 from dataclasses import dataclass, field
@@ -14,6 +13,7 @@ from pathlib import Path
 
 import torch
 
+from ..cache_files import cache_root, read_json, write_json
 from .case import STATUSES, CaseResult, Tally, TaskResult
 from .opinfos import opinfo_dtypes, opinfos, tolerance
 from .runner import TaskRunner, capture
@@ -25,11 +25,6 @@ DISCOVERY_VERSION = 1
 
 
 # ---- discovery -----------------------------------------------------------------------
-
-
-def cache_dir() -> Path:
-    base = os.environ.get("ETOPS_CACHE_DIR") or os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "etops")
-    return Path(base)
 
 
 def _discovery_dtypes(op) -> list[torch.dtype]:
@@ -66,12 +61,10 @@ def discover(kmap: KernelMap, *, refresh: bool = False, progress=None) -> dict[s
     OpInfo's samples run at a floating, an integral and the bool dtype under the
     dispatch mode, calling no kernel. Cached on disk (ETOPS_CACHE_DIR, default
     ~/.cache/etops) per torch / executorch / etops version and registry."""
-    path = cache_dir() / f"conformance-discovery-{discovery_key(kmap)}.json"
-    if not refresh and path.exists():
-        try:
-            return json.loads(path.read_text())
-        except (OSError, ValueError):
-            pass
+    path = cache_root() / f"conformance-discovery-{discovery_key(kmap)}.json"
+    cached = None if refresh else read_json(path)
+    if cached is not None:
+        return cached
     found: dict[str, dict] = {}
     ops = opinfos()
     bar = _bar(len(ops), "discovering", progress)
@@ -83,13 +76,7 @@ def discover(kmap: KernelMap, *, refresh: bool = False, progress=None) -> dict[s
         found[oid] = {"kernels": sorted(runner.reached), "seconds": round(time.perf_counter() - start, 4)}
         bar.update(1)
     bar.close()
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(found))
-        tmp.replace(path)
-    except OSError:
-        pass
+    write_json(path, found)
     return found
 
 
