@@ -11,6 +11,7 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..cache_files import cache_root
 from ..errors import BuildError
 
 
@@ -25,15 +26,15 @@ _cache_dir: Path | None = None
 
 
 def cache_dir() -> Path:
-    """Where compiled kernel sets live: ``set_cache_dir()``, else $ETOPS_CACHE_DIR,
-    else $XDG_CACHE_HOME/etops/kernels (~/.cache/etops/kernels)."""
+    """Where compiled kernel sets live: ``set_cache_dir()``, else $ETOPS_CACHE_DIR
+    itself, else the ``kernels`` folder of etops' cache (cache_files.cache_root:
+    $XDG_CACHE_HOME/etops, ~/.cache/etops)."""
     if _cache_dir is not None:
         return _cache_dir
     env = os.environ.get("ETOPS_CACHE_DIR")
     if env:
         return Path(env)
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "etops" / "kernels"
+    return cache_root() / "kernels"
 
 
 def set_cache_dir(path) -> None:
