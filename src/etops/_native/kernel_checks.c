@@ -94,7 +94,7 @@ static Py_NO_INLINE int refuse_requires_grad(KernelObject* k, const CallScratch*
  * layout fits every sample (else torch's getter answers every time). The probe only
  * ever says "no autograd state": any other tensor goes to grad mode and the getter. */
 
-#define PROBE_MAX_IMPL 64  /* bytes of the Python object searched for the TensorImpl */
+#define PROBE_MAX_IMPL 64  /* at most these bytes of the Python object searched for the TensorImpl */
 #define PROBE_MAX_META 128 /* bytes of the TensorImpl searched for the autograd pointer */
 
 static inline uintptr_t word_at(const void* base, Py_ssize_t offset) {
@@ -116,7 +116,10 @@ int etops_calibrate_grad_probe(etops_state* st, PyObject* plain, PyObject* grad)
   st->grad_probe_ok = 0;
   PyObject* samples[2] = {plain, grad};
   Py_ssize_t impl_at = -1, meta_at = -1;
-  for (Py_ssize_t off = sizeof(PyObject); off + (Py_ssize_t)sizeof(uintptr_t) <= PROBE_MAX_IMPL; off += sizeof(uintptr_t)) {
+  /* within the object: torch.Tensor's instances are tp_basicsize bytes */
+  Py_ssize_t impl_limit = ((PyTypeObject*)st->torch_tensor_type)->tp_basicsize;
+  if (impl_limit > PROBE_MAX_IMPL) impl_limit = PROBE_MAX_IMPL;
+  for (Py_ssize_t off = sizeof(PyObject); off + (Py_ssize_t)sizeof(uintptr_t) <= impl_limit; off += sizeof(uintptr_t)) {
     int fits = 1;
     for (int g = 0; g < 2 && fits; g++) {
       for (Py_ssize_t i = 0; i < PyList_GET_SIZE(samples[g]) && fits; i++) {
