@@ -228,6 +228,10 @@ def main(argv=None) -> int:
         print(summary_line(report))
     else:
         print(terminal(report, clusters=clusters, axis=axis, numerics=numerics))
+    if report.generated is not None:
+        from .generated import coverage_line
+
+        print(coverage_line(report.generated))
     if args.report:
         write_markdown(report, args.report, clusters, axis, numerics)
         print(f"markdown report: {args.report}")

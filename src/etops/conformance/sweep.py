@@ -155,6 +155,8 @@ class Report:
     seconds: float = 0.0
     discovery_seconds: float = 0.0
     report_dir: str | None = None
+    #: the generated cases' pairwise coverage (etops.conformance.generated.coverage_summary), when they ran
+    generated: dict | None = None
 
     def add(self, result: TaskResult, crashes=()) -> None:
         self.tasks += 1
@@ -345,6 +347,9 @@ def run(kernels=None, *, dtypes=None, isolated: bool = False, jobs: int = 1, rep
         from .generated import generated_tasks
 
         tasks += generated_tasks(selected, dtypes)  # cases from each kernel's schema and the constraint table
+        from .generated import coverage_summary
+
+        report.generated = coverage_summary(selected)
     all_selected = None if set(kmap.registered) <= set(selected) else selected
     if report_dir is not None:
         Path(report_dir).mkdir(parents=True, exist_ok=True)

@@ -31,14 +31,19 @@ class Generation:
 
     `family`: one of FAMILIES; `fixed`: argument -> the value every case gives it;
     `choices`: argument -> values a case picks from (a key's random choice);
-    `emphasis`: value classes generated at least once per dtype that admits them
-    (each a name of etops.conformance.generated.classes.VALUE_CLASSES), beyond the
-    pairwise rows; `skip`: why no case is generated (None: cases are)."""
+    `emphasis`: value classes generated on a few shapes with many elements at every
+    dtype that admits them (names of etops.conformance.generated.classes.VALUE_CLASSES),
+    before the pairwise rows; `dtypes`: the dtype names the cases' tensors take
+    (None: the promotion lattice's); `wrapped_dims`: dims are given in [0, rank) as
+    the internal operators take them (their CPU kernels do not wrap a negative
+    one); `skip`: why no case is generated (None: cases are)."""
 
     family: str = "auto"
     fixed: tuple = ()
     choices: tuple = ()
     emphasis: tuple = ()
+    dtypes: tuple | None = None
+    wrapped_dims: bool = False
     skip: str | None = None
 
     def __post_init__(self):
@@ -50,7 +55,7 @@ class Generation:
                 raise TypeError(f"Generation: argument '{name}' must be (argument name, value) pairs")
 
 
-_EXP = ("large_magnitude", "nonfinite")
+_EXP = ("large_magnitude", "huge", "nonfinite")
 _ACCUMULATES = ("overflow", "int_extremes")
 
 #: operator (``aten::name``, every overload) or kernel (``aten::name.overload``) -> its Generation
@@ -64,11 +69,11 @@ TABLE: dict = {
     "aten::sigmoid": Generation(emphasis=_EXP),
     "aten::tanh": Generation(emphasis=_EXP),
     # accumulations: narrow integer and half types overflow their accumulator
-    "aten::cumsum": Generation("reduction", fixed=(("dtype", None),), emphasis=_ACCUMULATES),
-    "aten::cumprod": Generation("reduction", fixed=(("dtype", None),), emphasis=_ACCUMULATES),
-    "aten::sum": Generation("reduction", fixed=(("dtype", None),), emphasis=_ACCUMULATES),
-    "aten::prod": Generation("reduction", fixed=(("dtype", None),), emphasis=_ACCUMULATES),
-    "aten::mean": Generation("reduction", fixed=(("dtype", None),), emphasis=("overflow", "huge")),
+    "aten::cumsum": Generation("reduction", emphasis=_ACCUMULATES),
+    "aten::cumprod": Generation("reduction", emphasis=_ACCUMULATES),
+    "aten::sum": Generation("reduction", emphasis=_ACCUMULATES),
+    "aten::prod": Generation("reduction", emphasis=_ACCUMULATES),
+    "aten::mean": Generation("reduction", emphasis=("overflow", "huge")),
     "aten::var": Generation("reduction", emphasis=("huge",)),
     "aten::amax": Generation("reduction", emphasis=("nonfinite",)),
     "aten::amin": Generation("reduction", emphasis=("nonfinite",)),
@@ -81,6 +86,11 @@ TABLE: dict = {
     "aten::mm": Generation("matmul", emphasis=("overflow",)),
     "aten::bmm": Generation("matmul", emphasis=("overflow",)),
     "aten::addmm": Generation("matmul", emphasis=("overflow",)),
+    # internal FFT operators: wrapped dims only (torch.fft wraps them first; ATen's CPU kernel dies on a
+    # negative one, a double free in torch 2.13) and no half-precision input (a segfault)
+    "aten::_fft_r2c": Generation(dtypes=("float32", "float64"), wrapped_dims=True),
+    "aten::_fft_c2r": Generation(wrapped_dims=True),
+    "aten::_fft_c2c": Generation(wrapped_dims=True),
     # random or uninitialized results, or inputs the schema cannot describe
     "aten::native_dropout": Generation(skip="random results"),
     "aten::empty": Generation(skip="uninitialized results"),

@@ -11,8 +11,9 @@ its task sources); nothing here imports the runner.
 
 from __future__ import annotations
 
-from .cases import DEFAULT_BUDGET, Case, NoGeneratedCases, case_key, case_of, coverage_of, plan
+from .cases import DEFAULT_BUDGET, Case, NoGeneratedCases, case_key, case_of, coverage_line, coverage_of, coverage_summary, plan
 from .run import TASK_PREFIX, generated_tasks, run_generated_task, sample_key, task_id, why_none
 
-__all__ = ["DEFAULT_BUDGET", "TASK_PREFIX", "Case", "NoGeneratedCases", "case_key", "case_of", "coverage_of", "generated_tasks",
+__all__ = ["DEFAULT_BUDGET", "TASK_PREFIX", "Case", "NoGeneratedCases", "case_key", "case_of", "coverage_line", "coverage_of",
+           "coverage_summary", "generated_tasks",
            "plan", "run_generated_task", "sample_key", "task_id", "why_none"]

@@ -39,7 +39,9 @@ class Argument:
     """How a case fills one argument: `role` "tensor", "tensors" (a list),
     "scalar", "dim", "dims", "value" (`value` as it is), "size" (the first tensor's
     shape), "permutation" (of the first tensor's dims), "flag" (False or True),
-    "omit" (left to its default)."""
+    "dtype" (None or the first tensor's dtype: always the latter for values that
+    overflow, so that the accumulator is the narrow type), "choice" (one of
+    `value`), "omit" (left to its default)."""
 
     name: str
     role: str
@@ -70,6 +72,7 @@ class Plan:
     func: object
     arguments: tuple
     family: str
+    wrapped_dims: bool
     factors: dict
     rows: list
     covered: int
@@ -106,12 +109,14 @@ def _arguments(info, gen: Generation) -> tuple:
     for a in info._schema.arguments:
         if a.is_out:
             continue
-        kind, text = a.type.kind(), str(a.type)
+        kind, text, real = a.type.kind(), str(a.type), str(getattr(a, "real_type", a.type))
         optional = kind == "OptionalType"
         if a.name in fixed:
             role, value = "value", fixed[a.name]
         elif a.name in choices:
             role, value = "choice", tuple(choices[a.name])
+        elif real == "Optional[ScalarType]" and a.name == "dtype":
+            role, value = "dtype", None
         elif text == "Tensor":
             role, value = "tensor", None
         elif text == "List[Tensor]":
@@ -171,28 +176,34 @@ def plan(kernel: str, budget: int = DEFAULT_BUDGET) -> Plan:
     shapes = {"broadcast": c.SINGLE_SHAPES + c.BROADCAST_SHAPES, "matmul": c.MATMUL_SHAPES}.get(family, c.SINGLE_SHAPES)
     factors = {
         "shape": shapes,
-        "dtype": c.dtype_combos(2 if family == "broadcast" else 1),
+        "dtype": c.dtype_combos(2 if family == "broadcast" else 1, gen.dtypes),
         "scalar": c.SCALAR_CLASSES if any(a.role == "scalar" for a in arguments) else ("none",),
         "value": c.VALUE_CLASSES,
     }
     levels = [factors[f] for f in _FACTORS]
-    emphasis = [(_emphasis_shape(family), d, factors["scalar"][0], v) for v in gen.emphasis for d in factors["dtype"]
+    emphasis = [(shape, d, factors["scalar"][0], v) for v in gen.emphasis for d in factors["dtype"] for shape in _EMPHASIS_SHAPES[family]
                 if "+" not in d and _allowed({1: d, 3: v})]
     rows = covering_rows(levels, _allowed, budget, zlib.crc32(kernel.encode()) ^ SEED, first=emphasis)
     covered, required = coverage(levels, _allowed, rows)
-    return Plan(kernel, func, arguments, family, factors, rows, covered, required)
+    return Plan(kernel, func, arguments, family, gen.wrapped_dims, factors, rows, covered, required)
 
 
-def _emphasis_shape(family: str) -> str:
-    return {"matmul": "odd", "broadcast": "odd"}.get(family, "large")
+#: the shape classes of an entry's emphasis rows, by family: several elements along every dim
+_EMPHASIS_SHAPES = {"matmul": ("odd", "large"), "broadcast": ("odd", "large"), "reduction": ("large", "odd", "rank3"),
+                    "shared": ("large", "odd", "rank3")}
 
 
 def _allowed(partial: dict) -> bool:
     """Whether a (partial) row's classes go together: a value class applies to the
     first tensor's dtype (subnormals of an integer tensor do not exist)."""
     if 1 in partial and 3 in partial:
-        return c.applies(partial[3], c.combo_dtypes(partial[1])[0])
+        return _applies(partial[1], partial[3])
     return True
+
+
+@functools.lru_cache(maxsize=None)
+def _applies(dtypes: str, value: str) -> bool:
+    return c.applies(value, c.combo_dtypes(dtypes)[0])
 
 
 def case_of(key: str) -> Case:
@@ -242,15 +253,17 @@ def _values(p: Plan, shape: str, dtypes: tuple, scalar: str, value: str, rng: ra
             if v is None:
                 continue
         elif a.role == "dim":
-            v = rng.randint(-max(rank, 1), max(rank, 1) - 1)
+            v = rng.randint(0 if p.wrapped_dims else -max(rank, 1), max(rank, 1) - 1)
         elif a.role == "dims":
-            v = [rng.randint(-max(rank, 1), max(rank, 1) - 1)] if rng.random() < 0.75 else None
+            v = [rng.randint(0 if p.wrapped_dims else -max(rank, 1), max(rank, 1) - 1)] if rng.random() < 0.75 else None
         elif a.role == "flag":
             v = rng.random() < 0.5
         elif a.role == "size":
             v = list(main_shape)
         elif a.role == "permutation":
             v = list(reversed(range(rank)))
+        elif a.role == "dtype":
+            v = dtypes[0] if value == "overflow" or rng.random() < 0.5 else None
         elif a.role == "choice":
             v = rng.choice(a.value)
         else:
@@ -287,4 +300,31 @@ def coverage_of(kernel: str, budget: int = DEFAULT_BUDGET) -> dict:
             "levels": {f: len(v) for f, v in p.factors.items()}}
 
 
-__all__ = ["DEFAULT_BUDGET", "SEED", "Argument", "Case", "NoGeneratedCases", "Plan", "case_key", "case_of", "coverage_of", "plan"]
+def coverage_summary(kernels, budget: int = DEFAULT_BUDGET) -> dict:
+    """The pairwise coverage of the generated cases of `kernels` together: kernels
+    with cases and without (each with why), cases, pairs covered and required, and
+    the kernel covering the smallest share of its pairs."""
+    rows, without = [], {}
+    for kernel in kernels:
+        try:
+            rows.append(coverage_of(kernel, budget))
+        except NoGeneratedCases as exc:
+            without[kernel] = str(exc)
+    covered, required = sum(r["pairs_covered"] for r in rows), sum(r["pairs_required"] for r in rows)
+    lowest = min(rows, key=lambda r: r["fraction"], default=None)
+    return {"kernels": len(rows), "cases": sum(r["cases"] for r in rows), "pairs_covered": covered, "pairs_required": required,
+            "fraction": covered / required if required else 1.0,
+            "lowest": None if lowest is None else {"kernel": lowest["kernel"], "fraction": lowest["fraction"]},
+            "without": without}
+
+
+def coverage_line(summary: dict) -> str:
+    """coverage_summary in one line of words."""
+    low = summary["lowest"]
+    lowest = f"; lowest {low['kernel']} {100 * low['fraction']:.0f}%" if low else ""
+    return (f"generated cases: {summary['cases']} over {summary['kernels']} kernels, pairwise coverage "
+            f"{100 * summary['fraction']:.0f}% ({summary['pairs_covered']} of {summary['pairs_required']} pairs of shape class, "
+            f"dtype, scalar class and value class{lowest}); {len(summary['without'])} kernels without")
+
+
+__all__ = ["DEFAULT_BUDGET", "coverage_line", "coverage_summary", "SEED", "Argument", "Case", "NoGeneratedCases", "Plan", "case_key", "case_of", "coverage_of", "plan"]

@@ -115,11 +115,13 @@ def combo_name(dtypes: tuple) -> str:
     return "+".join(dtypes)
 
 
-def dtype_combos(tensors: int) -> tuple:
+def dtype_combos(tensors: int, only=None) -> tuple:
     """The dtype levels of an operator with `tensors` tensors that mix: every
-    lattice dtype alone, then the mixed pairs (two or more tensors)."""
-    alone = tuple(combo_name((d,)) for d in LATTICE)
-    return alone + (tuple(combo_name(p) for p in MIXED) if tensors > 1 else ())
+    lattice dtype alone, then the mixed pairs (two or more tensors); `only`: dtype
+    names the levels keep to (None: the lattice)."""
+    keep = LATTICE if only is None else tuple(d for d in LATTICE if d in only)
+    alone = tuple(combo_name((d,)) for d in keep)
+    return alone + (tuple(combo_name(p) for p in MIXED if set(p) <= set(keep)) if tensors > 1 else ())
 
 
 def combo_dtypes(level: str) -> tuple:
@@ -195,13 +197,15 @@ def make_values(cls: str, shape: tuple, dtype: torch.dtype, rng: random.Random) 
     if cls == "subnormal":
         tiny = info.tiny
         return _fill(shape, dtype, lambda: rng.choice((-1, 1)) * tiny * rng.choice((0.5, 0.25, 0.125, 2 ** -6, 1.0)))
-    if cls == "huge":
-        return _fill(shape, dtype, lambda: rng.choice((-1, 1)) * info.max * rng.uniform(0.125, 0.5))
+    if cls == "huge":  # all positive, all negative, or either (0)
+        sign = rng.choice((1, -1, 0))
+        return _fill(shape, dtype, lambda: (sign or rng.choice((-1, 1))) * info.max * rng.uniform(0.125, 0.5))
     if cls == "nonfinite":
         return _fill(shape, dtype, lambda: rng.choice((math.nan, math.inf, -math.inf, rng.uniform(-4, 4))))
-    if cls == "large_magnitude":  # exp() of these overflows every floating dtype
-        return _fill(shape, dtype, lambda: rng.choice((-1, 1)) * rng.uniform(90, 120) if rng.random() < 0.75
-                     else rng.uniform(-4, 4))
+    if cls == "large_magnitude":  # exp() of these overflows (or underflows) every floating dtype: 90 up to max / 2
+        sign = rng.choice((1, -1, 0))  # all positive, all negative, or either (0)
+        top = math.log(info.max / 2)
+        return _fill(shape, dtype, lambda: (sign or rng.choice((-1, 1))) * math.exp(rng.uniform(math.log(90), top)))
     if cls == "int_extremes":
         return _fill_int(shape, dtype, lambda: rng.choice((low, low + 1, high, high - 1, 0, -1 if low else 1)))
     if cls == "overflow":  # every element near half the largest: a sum of three overflows

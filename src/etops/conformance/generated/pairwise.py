@@ -16,7 +16,7 @@ import random
 from typing import Callable
 
 #: attempts per row (the row covering the most new pairs is kept)
-ATTEMPTS = 8
+ATTEMPTS = 3
 
 
 def required_pairs(factors: list, allowed: Callable[[dict], bool]) -> set:
@@ -50,8 +50,12 @@ def covering_rows(factors: list, allowed: Callable[[dict], bool], budget: int, s
             break
         rows.append(tuple(row))
         uncovered -= pairs_of(tuple(row))
+    groups: dict = {}  # (factor, factor) -> its required pairs, in a stable order
+    for pair in sorted(uncovered, key=repr):
+        groups.setdefault((pair[0][0], pair[1][0]), []).append(pair)
+    left = {g: sum(p in uncovered for p in pairs) for g, pairs in groups.items()}
     while uncovered and len(rows) < budget:
-        seed_pair = _seed_pair(uncovered, rng)
+        seed_pair = _seed_pair(groups, left, uncovered, rng)
         best, best_score = None, -1
         for _ in range(ATTEMPTS):
             row = _fill(factors, allowed, seed_pair, uncovered, rng)
@@ -62,20 +66,23 @@ def covering_rows(factors: list, allowed: Callable[[dict], bool], budget: int, s
                 best, best_score = row, score
         if best is None:  # the pair cannot be completed into an admitted row: drop it
             uncovered.discard(seed_pair)
+            left[(seed_pair[0][0], seed_pair[1][0])] -= 1
             continue
         rows.append(best)
-        uncovered -= pairs_of(best)
+        for pair in pairs_of(best) & uncovered:
+            uncovered.discard(pair)
+            left[(pair[0][0], pair[1][0])] -= 1
     return rows
 
 
-def _seed_pair(uncovered: set, rng: random.Random):
+def _seed_pair(groups: dict, left: dict, uncovered: set, rng: random.Random):
     """An uncovered pair of the two factors with the most pairs left uncovered (the
-    hardest to cover within the budget), picked at random among them."""
-    by_factors: dict = {}
-    for pair in uncovered:
-        by_factors.setdefault((pair[0][0], pair[1][0]), []).append(pair)
-    most = max(by_factors.values(), key=len)
-    return rng.choice(sorted(most, key=repr))
+    hardest to cover within the budget): the first uncovered one from a random
+    place in their stable order."""
+    most = max(sorted(left), key=lambda g: left[g])
+    pairs = groups[most]
+    start = rng.randrange(len(pairs))
+    return next(pairs[(start + k) % len(pairs)] for k in range(len(pairs)) if pairs[(start + k) % len(pairs)] in uncovered)
 
 
 def _fill(factors, allowed, seed_pair, uncovered, rng) -> tuple | None:
