@@ -8,8 +8,9 @@ invalid case is one the kernel must refuse).
 ``plan(kernel)`` is the kernel's factors and rows (or why it has none);
 ``case_of(key)`` rebuilds one case from its key, in any process.
 
-Imports torch, the standard library, the core (registry, ops) and the package's
-classes and pairwise modules.
+May import: torch, the standard library, the core (etops.registry, etops.errors,
+etops.ops.generation), etops.conformance.values and this package's classes and
+pairwise modules.
 """
 
 from __future__ import annotations
