@@ -243,6 +243,7 @@ def _values(p: Plan, shape: str, dtypes: tuple, scalar: str, value: str, rng: ra
     args, kwargs = [], {}
     taken = iter(tensors)
     for a in p.arguments:
+        v: object
         if a.role == "omit":
             continue
         if a.role == "tensor":

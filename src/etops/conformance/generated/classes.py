@@ -178,12 +178,9 @@ def make_values(cls: str, shape: tuple, dtype: torch.dtype, rng: random.Random) 
         n = math.prod(shape)
         return torch.tensor([rng.random() < 0.5 for _ in range(n)], dtype=torch.bool).reshape(shape)
     floating = dtype.is_floating_point
-    if floating:
-        info = torch.finfo(dtype)
-        low, high = -info.max, info.max
-    else:
-        iinfo = torch.iinfo(dtype)
-        low, high = iinfo.min, iinfo.max
+    info = torch.finfo(dtype) if floating else torch.finfo(torch.float32)
+    # integer bounds of the integer classes (a floating tensor takes any small integer)
+    low, high = (-(2 ** 62), 2 ** 62) if floating else (int(torch.iinfo(dtype).min), int(torch.iinfo(dtype).max))
     if cls == "random":
         if floating:
             return _fill(shape, dtype, lambda: rng.uniform(-10, 10))

@@ -36,7 +36,7 @@ def pairs_of(row: tuple) -> set:
 
 
 def covering_rows(factors: list, allowed: Callable[[dict], bool], budget: int, seed: int,
-                  first: tuple = ()) -> list:
+                  first=()) -> list:
     """At most `budget` rows (tuples, one level per factor, each admitted by
     `allowed`) covering every required pair, `first` rows given first (an entry's
     emphasis); fewer when every pair is covered sooner."""
