@@ -154,6 +154,16 @@ def test_a_case_is_rebuilt_from_its_key_alone_and_invalid_tuples_are_refusal_cas
     assert refused and all(not c.valid and "ATen refuses it" in c.why for c in refused)
     alpha = [case_of(k) for k in keys if k.split("|")[2] == "int16" and k.split("|")[3] == "2.5"]
     assert alpha and all(not c.valid for c in alpha)  # a float alpha for integer tensors
+    # another process (another hash seed) plans the same rows and rebuilds the same values
+    code = ("import hashlib, sys; from etops.conformance.generated import plan, case_of; k = plan('aten::add.out').keys(); "
+            "c = case_of(k[7]); sys.stdout.write(hashlib.sha256(repr(k).encode()).hexdigest() + ' ' + "
+            "hashlib.sha256(c.args[0].numpy().tobytes() + c.args[1].numpy().tobytes()).hexdigest())")
+    env = dict(os.environ, PYTHONHASHSEED="12345", PYTHONPATH=SRC + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env, check=True).stdout
+    import hashlib
+
+    here = hashlib.sha256(first.args[0].numpy().tobytes() + first.args[1].numpy().tobytes()).hexdigest()
+    assert out.split() == [hashlib.sha256(repr(keys).encode()).hexdigest(), here]
     assert sample_key("gen:aten::add.out", "float32", 0) == plan("aten::add.out").keys()[
         plan("aten::add.out").rows.index(plan("aten::add.out").rows_of("float32")[0])]
 
