@@ -368,6 +368,15 @@ class LoadError(EtopsError, ValueError):
     """A --load spec that names nothing loadable, or whose kernels failed to build."""
 
 
+# ---- generated cases (etops.conformance.generated) ----------------------------------
+
+
+class NoGeneratedCases(EtopsError, ValueError):
+    """A kernel the case generator makes no case for; the message names the kernel
+    and why (not an aten kernel, no functional overload, an argument no class
+    describes, its constraint-table entry's skip)."""
+
+
 # ---- edge programs (etops.edge) ----------------------------------------------------
 
 

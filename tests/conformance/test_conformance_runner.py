@@ -60,7 +60,7 @@ def test_a_task_no_source_runs_is_refused():
     runner = TaskRunner(default_kmap(), None, sources=(("adds:", _two_adds),))
     with pytest.raises(ValueError, match="no task source"):
         runner.run("add", torch.float32)
-    assert [prefix for prefix, _ in SOURCES] == ["ref:", ""] and COMPARISONS == (AGAINST_ATEN,)
+    assert [prefix for prefix, _ in SOURCES] == ["ref:", "gen:", ""] and COMPARISONS == (AGAINST_ATEN,)
     with pytest.raises(ValueError, match="'comparisons'"):
         TaskRunner(default_kmap(), None, comparisons=(AGAINST_ATEN, AGAINST_ATEN))
 

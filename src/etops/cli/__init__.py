@@ -121,6 +121,9 @@ def build_parser() -> argparse.ArgumentParser:
     dv.add_argument("--no-numerics", action="store_true",
                     help="leave out the numerics axis (the cases of reductions, scans, softmaxes, normalizations and "
                          "products again on inputs offset, cancelling, huge, tiny and long, against the base's)")
+    dv.add_argument("--no-generated", action="store_true",
+                    help="leave out the generated cases (each operator's inputs from its schema and the constraint table: "
+                         "shape, dtype, scalar and value classes combined pairwise, judged as the OpInfo samples are)")
     dv.add_argument("--no-gtest", action="store_true", help="do not run the checkout's kernels/test/op_<name>_test.cpp "
                                                             "and kernels/<folder>/test/op_<name>_test.cpp (etops gtest) "
                                                             "on the base and the edit")

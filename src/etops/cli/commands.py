@@ -528,7 +528,8 @@ def cmd_dev(args) -> int:
                    repeats=args.repeats, check=not args.no_check, timing=not args.no_timing, budget=args.budget or None,
                    base=False if args.base == "none" else args.base, isolate=not args.no_isolate,
                    max_slowdown=args.max_slowdown, report_dir=report_dir, changed=args.changed,
-                   gtest=not args.no_gtest, dim_orders=not args.no_dim_orders, numerics=not args.no_numerics)
+                   gtest=not args.no_gtest, dim_orders=not args.no_dim_orders, numerics=not args.no_numerics,
+                   generated=not args.no_generated)
 
     def show(result) -> None:
         from ..dev import progress

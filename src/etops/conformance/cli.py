@@ -21,6 +21,7 @@ examples:
   python -m etops check --isolated --jobs 2 --report report.md --json report.json
   python -m etops check aten::cat.out --dim-order-axis --html report.html
   python -m etops check aten::native_layer_norm.out --numerics-axis
+  python -m etops check aten::add.out --generated           OpInfo's samples and the generated cases
   python -m etops check --llm-custom-ops llama::custom_sdpa.out
 
 Kernels are called as an exported program calls them (etops.as_program): etops'
@@ -78,6 +79,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="run every float32/float64 case also with its floating inputs transformed to expose numerics (a large "
                         "offset, magnitudes that cancel, values near the dtype's limits, long reductions; ATen on the same "
                         "values); findings keyed as root causes, with reproducers (five more sweeps of the floating cases)")
+    p.add_argument("--generated", nargs="?", const="also", choices=["also", "only"], default=None,
+                   help="also judge cases generated from each kernel's schema and the constraint table (etops.ops.generation): "
+                        "shape classes, dtype combinations, scalar and value classes combined pairwise, judged as OpInfo's "
+                        "samples are (task ids gen:<kernel>); '--generated only': those alone")
     p.add_argument("--html", metavar="PATH.html",
                    help="write a self-contained HTML report: a kernel x dtype matrix coloured by status, each cell opening "
                         "its cases and reproducers, the dim-order axis beside it")
@@ -185,7 +190,8 @@ def main(argv=None) -> int:
         hooks = MODES[args.dim_orders]
     options = dict(dtypes=dtypes, isolated=args.isolated or jobs > 1, jobs=jobs, progress=False if args.no_progress else None,
                    refresh_discovery=args.refresh_discovery, opinfo_filter=set(args.opinfos) if args.opinfos else None,
-                   timeout=args.timeout, verbose=args.verbose, log=sys.stderr)
+                   timeout=args.timeout, verbose=args.verbose, log=sys.stderr,
+                   generated={"also": True, "only": "only"}.get(args.generated, False))
     max_details = args.max_details
     if args.dim_order_axis:
         from .dim_orders import AXIS_MAX_DETAILS
@@ -222,6 +228,10 @@ def main(argv=None) -> int:
         print(summary_line(report))
     else:
         print(terminal(report, clusters=clusters, axis=axis, numerics=numerics))
+    if report.generated is not None:
+        from .generated import coverage_line
+
+        print(coverage_line(report.generated))
     if args.report:
         write_markdown(report, args.report, clusters, axis, numerics)
         print(f"markdown report: {args.report}")

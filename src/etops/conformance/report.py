@@ -84,6 +84,7 @@ def to_json(report: Report, clusters=None, axis=None, numerics=None) -> dict:
         "samples_failed": report.samples_failed,
         "totals": report.totals(),
         "coverage": report.coverage(),
+        **({"generated_coverage": report.generated} if report.generated is not None else {}),
         "kernels": report.kernel_rows(),
         "mismatches": [c.to_json() for c in report.cases("mismatch")],
         "crashes": [c.to_json() for c in report.cases("crash")],

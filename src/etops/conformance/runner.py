@@ -3,7 +3,8 @@ ExecuTorch kernel against that kernel.
 
 One *task* is the calls of one source at one dtype: an OpInfo's samples, run under
 the dispatch mode ``_CheckMode`` (``run_opinfo_task``), or a kernel's reference
-samples (``ref:<kernel>``: etops.conformance.references). Each call whose kernel is
+samples (``ref:<kernel>``: etops.conformance.references), or a kernel's generated
+cases (``gen:<kernel>``: etops.conformance.generated). Each call whose kernel is
 selected is one *case*: the inputs are cloned (storage, offset and strides kept),
 ATen (or the reference) runs on the originals (the sample goes on with its result),
 the ExecuTorch kernel on the clones, and its result is compared with each of the
@@ -17,7 +18,7 @@ ended, with ATen's time for the same call: measured here, or the recording's), s
 that a parent can kill a process whose kernel never returns (a ``hang`` case).
 
 May import: torch, the core, and etops.conformance's case, case_clock, values, mapping,
-hooks, guarded, opinfos, reproducer and references modules (none of which imports it).
+hooks, guarded, opinfos, reproducer, references and generated modules (none of which imports it).
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ from .mapping import KernelMap, overload_name
 from .opinfos import dtype_from_name, opinfo_dtypes, opinfo_id, opinfos, tolerance  # noqa: F401 - runner's API too
 from .references.run import run_reference_task
 from .references.spec import TASK_PREFIX as REFERENCE_TASK_PREFIX
+from .generated.run import TASK_PREFIX as GENERATED_TASK_PREFIX, run_generated_task
 from .effective import judge, measure, more_precise
 from .outcome import Outcome, of_exception
 from .reproducer import write_reproducer
@@ -132,7 +134,7 @@ def run_opinfo_task(runner: "TaskRunner", opinfo: str, dtype: torch.dtype) -> Ta
 
 #: where a task's calls come from, by its id: (id prefix, runs the task on a runner);
 #: the first source whose prefix the id starts with runs it
-SOURCES = ((REFERENCE_TASK_PREFIX, run_reference_task), ("", run_opinfo_task))
+SOURCES = ((REFERENCE_TASK_PREFIX, run_reference_task), (GENERATED_TASK_PREFIX, run_generated_task), ("", run_opinfo_task))
 
 # ---- the runner -------------------------------------------------------------------------
 

@@ -142,6 +142,8 @@ class Report:
     seconds: float = 0.0
     discovery_seconds: float = 0.0
     report_dir: str | None = None
+    #: the generated cases' pairwise coverage (etops.conformance.generated.coverage_summary), when they ran
+    generated: dict | None = None
 
     def add(self, result: TaskResult, crashes=()) -> None:
         self.tasks += 1
@@ -297,12 +299,14 @@ def resolve_kernels(names, kmap: KernelMap) -> list[str]:
 
 def run(kernels=None, *, dtypes=None, isolated: bool = False, jobs: int = 1, report_dir=None, hooks=None,
         progress=None, max_details: int = 3, refresh_discovery: bool = False, opinfo_filter=None, timeout: float | None = None,
-        verbose: bool = False, log=None) -> Report:
+        verbose: bool = False, log=None, generated: bool | str = False) -> Report:
     """Runs the sweep. `kernels`: names (None: every registered aten kernel);
     `dtypes`: torch dtypes or names (None: every dtype OpInfo lists for CPU);
     `isolated`/`jobs`: worker processes (a crash becomes a case, the sweep goes on);
     `report_dir`: where reproducers go; `hooks`: a module (name or .py path) with
-    ``before_call(case)`` / ``reference(case, expected)`` (tests)."""
+    ``before_call(case)`` / ``reference(case, expected)`` (tests); `generated`: the
+    selected kernels' generated cases too (etops.conformance.generated); "only":
+    those alone."""
     start = time.perf_counter()
     from .runner import default_kmap
 
@@ -315,7 +319,9 @@ def run(kernels=None, *, dtypes=None, isolated: bool = False, jobs: int = 1, rep
     report = Report(selected, [dtype_name(d) for d in dtypes] if dtypes else None, isolated, jobs,
                     report_dir=str(report_dir) if report_dir else None)
     t0 = time.perf_counter()
-    if opinfo_filter is not None and not refresh_discovery:
+    if generated == "only":  # the generated cases alone: no discovery, no OpInfo or reference task
+        discovered, opinfo_filter = {}, set()
+    elif opinfo_filter is not None and not refresh_discovery:
         # named OpInfos: run them all, whatever they reach (no discovery needed)
         discovered = {oid: {"kernels": selected, "seconds": 0.0} for oid in opinfo_filter}
     else:
@@ -324,6 +330,13 @@ def run(kernels=None, *, dtypes=None, isolated: bool = False, jobs: int = 1, rep
     tasks = plan_tasks(kmap, selected, dtypes, discovered, opinfo_filter)
     if opinfo_filter is None:
         tasks += reference_tasks(selected, dtypes)  # kernels with a reference: their own cases
+    if generated:
+        from .generated import generated_tasks
+
+        tasks += generated_tasks(selected, dtypes)  # cases from each kernel's schema and the constraint table
+        from .generated import coverage_summary
+
+        report.generated = coverage_summary(selected)
     all_selected = None if set(kmap.registered) <= set(selected) else selected
     if report_dir is not None:
         Path(report_dir).mkdir(parents=True, exist_ok=True)

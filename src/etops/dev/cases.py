@@ -1,6 +1,7 @@
 """The cases ``etops dev`` runs for each operator of a file: the same case source
 as ``etops check`` (the OpInfos whose samples reach the operator, found by
-discovery, and its reference), and for an operator neither reaches, cases derived
+discovery, its reference, and its generated cases: etops.conformance.generated,
+``--no-generated`` leaves them out), and for an operator neither reaches, cases derived
 from a sibling overload's samples (``derived``).
 
 Discovery is check's (``etops.conformance.sweep.discover``): computed here when no
@@ -69,8 +70,10 @@ def _order(task: dict) -> tuple:
     return (d != "float32", not dtype_from_name(d).is_floating_point, d, task["opinfo"])
 
 
-def tasks_for(name: str, opinfo_ids, dtypes=None) -> list[dict]:
-    """(OpInfo or reference, dtype) tasks of operator `name`, float32 first."""
+def tasks_for(name: str, opinfo_ids, dtypes=None, generated: bool = True) -> list[dict]:
+    """(OpInfo, reference or generated, dtype) tasks of operator `name`, float32
+    first (`generated`: its generated cases' tasks too)."""
+    from ..conformance.generated import generated_tasks
     from ..conformance.sweep import reference_tasks
 
     wanted = None if dtypes is None else {dtype_name(d if isinstance(d, torch.dtype) else dtype_from_name(str(d))) for d in dtypes}
@@ -81,12 +84,15 @@ def tasks_for(name: str, opinfo_ids, dtypes=None) -> list[dict]:
                 tasks.append({"opinfo": oid, "dtype": dtype_name(dtype), "kernel": name})
     for t in reference_tasks([name], None if wanted is None else [dtype_from_name(d) for d in wanted]):
         tasks.append({"opinfo": t["opinfo"], "dtype": t["dtype"], "kernel": name})
+    for t in generated_tasks([name], wanted) if generated else ():
+        tasks.append({"opinfo": t["opinfo"], "dtype": t["dtype"], "kernel": name})
     return sorted(tasks, key=_order)
 
 
-def plan(names, dtypes=None, progress=False) -> dict[str, list[dict]]:
-    """Operator -> its tasks (OpInfo samples and reference). An operator they
-    never reach gets derived tasks from a sibling overload when judged
-    (``derived.tasks_for``, ``judge.judge``)."""
+def plan(names, dtypes=None, progress=False, generated: bool = True) -> dict[str, list[dict]]:
+    """Operator -> its tasks (OpInfo samples, reference, and generated cases when
+    `generated`). An operator OpInfo's samples and its reference never reach gets
+    derived tasks from a sibling overload when judged (``derived.tasks_for``,
+    ``judge.judge``)."""
     reach = reaching(names, progress)
-    return {name: tasks_for(name, reach[name], dtypes) for name in names}
+    return {name: tasks_for(name, reach[name], dtypes, generated) for name in names}

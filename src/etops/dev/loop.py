@@ -147,7 +147,7 @@ def _gtest_runs(test_files: list, checkout, addresses: dict, before, kernel_set)
 
 
 def _judge_file(result, target, addresses: dict, base_kind: str, directory, *, dtypes, isolate, budget, base_key,
-                dim_orders, numerics=True, alongside=None) -> None:
+                dim_orders, numerics=True, generated=True, alongside=None) -> None:
     """check's judge on the edit (installed) and the base (`addresses`: operator ->
     the base's function, swapped in for its pass); this round's reproducers, each
     loading the file, in `directory`. `alongside`: the round's timing, started once
@@ -164,7 +164,7 @@ def _judge_file(result, target, addresses: dict, base_kind: str, directory, *, d
         shutil.rmtree(directory / folder, ignore_errors=True)
     t = time.perf_counter()
     with progress.phase("discovery: the OpInfos reaching its operators"):
-        tasks = plan(result.ops, dtypes, progress=progress.count)
+        tasks = plan(result.ops, dtypes, progress=progress.count, generated=generated)
     result.seconds["plan"] = time.perf_counter() - t
     result.sources = {op: sorted({t["opinfo"] for t in ts}) for op, ts in tasks.items()}  # the timing's, until judged
     swap = BaseSwap(addresses)
@@ -311,7 +311,7 @@ def _test_files(target, run: bool) -> tuple[list, list, str | None]:
 
 def run_file(path, *, root=None, yaml=None, dtypes=None, timing_dtype="float32", threads=1, repeats=11, check=True,
              timing=True, cflags=(), budget=CHECK_BUDGET, base=None, isolate=True, max_slowdown=None,
-             report_dir=None, gtest=True, dim_orders=True, numerics=True, helpers=()) -> FileResult:
+             report_dir=None, gtest=True, dim_orders=True, numerics=True, generated=True, helpers=()) -> FileResult:
     """One kernel file through the loop (see ``dev``); a file that cannot be located
     or built gives a FileResult with ``error`` set, nothing swapped. ``base``: the
     git revision the edit is compared with (None: HEAD; False: the built-in).
@@ -385,7 +385,8 @@ def run_file(path, *, root=None, yaml=None, dtypes=None, timing_dtype="float32",
         if check:
             t = time.perf_counter()
             _judge_file(result, target, addresses, found.kind, directory, dtypes=dtypes, isolate=isolate, budget=budget,
-                        base_key=base_key, dim_orders=dim_orders, numerics=numerics, alongside=alongside)
+                        base_key=base_key, dim_orders=dim_orders, numerics=numerics, generated=generated,
+                        alongside=alongside)
             result.seconds["check"] = time.perf_counter() - t - result.seconds.get("plan", 0.0)
         if gtest_run is not None:
             t = time.perf_counter()
@@ -419,7 +420,7 @@ def _timing_result(alongside, result, target, addresses: dict, timing_args: dict
 
 def dev(paths, *, root=None, yaml=None, dtypes=None, timing_dtype="float32", threads=1, repeats=11, check=True,
         timing=True, cflags=(), budget=CHECK_BUDGET, base=None, isolate=True, max_slowdown=None, report_dir=None,
-        changed=None, gtest=True, dim_orders=True, numerics=True) -> DevResult:
+        changed=None, gtest=True, dim_orders=True, numerics=True, generated=True) -> DevResult:
     """Builds the kernel files `paths` (files, or folders of them) of an ExecuTorch
     checkout or an out-of-tree kernel folder against the installed wheel, with the
     flags the wheel's kernels were built with, swaps their operators in for the
@@ -446,7 +447,9 @@ def dev(paths, *, root=None, yaml=None, dtypes=None, timing_dtype="float32", thr
     ``etops.layout("preserve")``, against the base's in the same layout);
     ``numerics``: the numerics axis (the accumulating operators' cases again on
     inputs transformed to expose numerics, etops.dev.numerics_pass, against the
-    base's on the same values)."""
+    base's on the same values); ``generated``: each operator's generated cases
+    (etops.conformance.generated: shape, dtype, scalar and value classes combined
+    pairwise) judged with the OpInfo samples, on the edit and on the base."""
     from pathlib import Path
 
     from .checkout import kernel_files
@@ -473,7 +476,7 @@ def dev(paths, *, root=None, yaml=None, dtypes=None, timing_dtype="float32", thr
             r = run_file(f, root=root, yaml=yaml, dtypes=dtypes, timing_dtype=timing_dtype, threads=threads,
                          repeats=repeats, check=check, timing=timing, cflags=cflags, budget=budget, base=base,
                          isolate=isolate, max_slowdown=max_slowdown, report_dir=sub, gtest=gtest, dim_orders=dim_orders,
-                         numerics=numerics, helpers=helpers.get(f, ()))
+                         numerics=numerics, generated=generated, helpers=helpers.get(f, ()))
         if r.no_operators and f not in named:
             skipped.append(str(f))  # a helper source of a folder, not a kernel file
         else:

@@ -36,6 +36,7 @@ import functools
 
 from ..conformance.hooks import with_guard
 from ..conformance.numerics import AXIS_MAX_DETAILS, TRANSFORMS, WITH_INTEGERS, layout_name
+from ..conformance.generated import TASK_PREFIX as GENERATED_PREFIX
 from ..conformance.references.spec import TASK_PREFIX as REFERENCE_PREFIX
 from .judge import Pass, clusterer, run_base_variants
 from .verdict import compare, failing_ids
@@ -90,7 +91,8 @@ def numerics_tasks(plan: dict) -> frozenset:
     accumulating operator, the tasks of the OpInfos named after it
     (cases.named_opinfos) and of its reference, when it has any; else all its
     tasks (derived tasks, made once the judge finds an operator unreached, are
-    not transformed). The transforms move values, not shapes: the named OpInfo's
+    not transformed; nor are generated cases, whose value classes are the axis' own
+    huge, tiny and overflowing values). The transforms move values, not shapes: the named OpInfo's
     samples give the operator's own arguments (dims, keepdim, dtype) at every dtype,
     where the other OpInfos reach it as a step of a composite on much the same
     shapes (sum has 33 OpInfos; the axis on all of them took its judge from 17 s to
@@ -100,7 +102,7 @@ def numerics_tasks(plan: dict) -> frozenset:
 
     chosen = set()
     for op in numerics_operators(plan):
-        ids = {t["opinfo"] for t in plan[op] if not t["opinfo"].startswith(DERIVED_PREFIX)}
+        ids = {t["opinfo"] for t in plan[op] if not t["opinfo"].startswith((DERIVED_PREFIX, GENERATED_PREFIX))}
         own = (named_opinfos(op) & ids) | {i for i in ids if i.startswith(REFERENCE_PREFIX)}
         chosen |= {(op, i) for i in (own or ids)}
     return frozenset(chosen)

@@ -40,11 +40,13 @@ def finding_line(f) -> str:
 
 
 def sources_phrase(f, op: str) -> str:
-    """'19 OpInfos, 1 reference': what operator `op`'s tasks came from."""
+    """'19 OpInfos, 1 reference, generated cases': what operator `op`'s tasks came from."""
     srcs = f.sources.get(op, [])
     kinds = {"OpInfo": [s for s in srcs if ":" not in s], "reference": [s for s in srcs if s.startswith("ref:")],
              "derived": [s for s in srcs if s.startswith("derived:")]}
-    return ", ".join(f"{len(v)} {k}{'s' if len(v) != 1 else ''}" for k, v in kinds.items() if v) or "no source"
+    words = [f"{len(v)} {k}{'s' if len(v) != 1 else ''}" for k, v in kinds.items() if v]
+    words += ["generated cases"] if any(s.startswith("gen:") for s in srcs) else []
+    return ", ".join(words) or "no source"
 
 
 @dataclass

@@ -140,12 +140,13 @@ def timing_sample(kernel, size: str, dtype: str, tasks=None):
     kernel's etops reference (etops.conformance.references: the dim-order and
     device-copy kernels, which no OpInfo reaches) scaled the same way; None when
     none works. `tasks`: the judge's task sources for the operator, when known:
-    with no OpInfo among them (references and derived tasks only) OpInfo's
-    database is not searched."""
+    with no OpInfo among them (references, derived and generated tasks only)
+    OpInfo's database is not searched."""
+    from ..conformance.generated import TASK_PREFIX as GENERATED_PREFIX
     from ..conformance.references.spec import TASK_PREFIX
     from .derived import DERIVED_PREFIX
 
-    search = tasks is None or any(not t.startswith((TASK_PREFIX, DERIVED_PREFIX)) for t in tasks)
+    search = tasks is None or any(not t.startswith((TASK_PREFIX, DERIVED_PREFIX, GENERATED_PREFIX)) for t in tasks)
     for candidate in (dtype, *(d for d in FALLBACK_DTYPES if d != dtype)):
         sample = _sample_at(kernel, size, candidate, search)
         if sample is not None:

@@ -90,7 +90,7 @@ def run_reference_task(runner, task_id: str, dtype: torch.dtype):
                 runner.sample_index, runner.call_index = index, 0
                 runner.result.samples += 1
                 if not sample.valid:
-                    _check_refusal(runner, func, ref.kernel, runner.kernel(ref.kernel), sample, ref.refusal_on_meta)
+                    check_refusal(runner, func, ref.kernel, runner.kernel(ref.kernel), sample, ref.refusal_on_meta)
                     continue
                 try:
                     # an out placeholder makes the runner size the outs as the reference's results
@@ -109,7 +109,7 @@ def run_reference_task(runner, task_id: str, dtype: torch.dtype):
     return runner.result
 
 
-def _check_refusal(runner, func, target, kernel, sample, on_meta: bool = False) -> None:
+def check_refusal(runner, func, target, kernel, sample, on_meta: bool = False) -> None:
     """An invalid sample: pass when both refuse it, mismatch when the kernel
     accepts it, error when the reference accepts it (a wrong sample). The
     reference sees meta copies of the tensors when `on_meta`."""
