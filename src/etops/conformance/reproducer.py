@@ -276,6 +276,8 @@ def _layout_expr(t: torch.Tensor, literal: str) -> str:
 def tensor_literal(t: torch.Tensor) -> str:
     """A Python expression that rebuilds `t`: values, dtype and layout (strides)."""
     values = t.detach().contiguous()
+    if values.numel() == 0:  # no values: the shape alone (a list literal would lose it)
+        return f"torch.empty({list(t.shape)}, dtype={t.dtype})"
     if values.dtype in (torch.bfloat16, torch.float16):
         listed = values.float().tolist()
     else:
