@@ -212,8 +212,11 @@ class TaskRunner:
         self.result = self.results[self.comparisons[0].name]
         self._kept: dict = {}
 
-    def use_kernel(self, name: str, kernel) -> None:
-        self._kernels[name] = as_program(kernel)  # a kernel object made with a given schema
+    def use_kernel(self, name: str, kernel, view=None) -> None:
+        """Calls `kernel` (made as a program calls it) for `name`'s cases, through
+        `view(kernel)` when given (what a reference judges of the call)."""
+        made = as_program(kernel)  # a kernel object made with a given schema
+        self._kernels[name] = made if view is None else view(made)
 
     def keep(self, result: CaseResult, comparison: str | None = None) -> bool:
         """Whether `result` (of `comparison`, the first when None) is recorded in
