@@ -2,7 +2,8 @@
 (etops.conformance.references.llm_math) with the ATen implementations of their
 library as a second witness: the 1.5.1 wheel's kernels pass where they should
 and the findings are the known ones; a planted wrong kernel per family is found
-by the math while a witness wrapping the same (wrong) function agrees with it."""
+by the math while a witness wrapping the same (wrong) function agrees with it. (Run in a fresh interpreter:
+loading the library registers its kernels.)"""
 
 from __future__ import annotations
 
