@@ -190,3 +190,28 @@ def summary(outcomes) -> str:
     """'N passed, M failed, K skipped' of `outcomes`."""
     counts = {s: sum(o.status == s for o in outcomes) for s in ("passed", "failed", "skipped")}
     return ", ".join(f"{n} {s}" for s, n in counts.items())
+
+
+def main(argv=None) -> int:
+    """``python -m etops.conformance.llm_upstream [MODULE ...] [-k TEXT] [--unrouted]``:
+    one line per test that did not pass, then the counts; exit 1 when any failed."""
+    import argparse
+
+    p = argparse.ArgumentParser(prog="python -m etops.conformance.llm_upstream", description=__doc__.split("\n\n")[0])
+    p.add_argument("modules", nargs="*", default=list(TEST_MODULES), help=f"test modules (default: all of {', '.join(TEST_MODULES)})")
+    p.add_argument("-k", dest="pattern", help="only tests whose id contains this")
+    p.add_argument("--unrouted", action="store_true", help="torch's own implementations (the wheel's ATen wrappers), not the registry's")
+    args = p.parse_args(argv)
+    try:
+        outcomes = run_tests(args.modules, args.pattern, route=not args.unrouted)
+    except ValueError as exc:
+        p.error(str(exc))
+    for o in outcomes:
+        if o.status != "passed":
+            print(f"{o.status:8} {o.test}: {o.why}")
+    print(summary(outcomes))
+    return 1 if any(o.status == "failed" for o in outcomes) else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
