@@ -146,7 +146,7 @@ def _outcomes(result: unittest.TestResult, ran: list) -> list[TestOutcome]:
 
 
 def _test_ids(suite) -> list[str]:
-    ids = []
+    ids: list[str] = []
     for item in suite:
         ids.extend(_test_ids(item) if isinstance(item, unittest.TestSuite) else [item.id()])
     return ids
