@@ -22,6 +22,7 @@ import pytest
 import torch
 
 import etops
+import etops.testing
 from etops import custom
 from etops.conformance import references
 from etops.conformance.clusters import headline
@@ -108,6 +109,13 @@ def test_a_kernel_logging_an_error_is_no_silent_pass(caplog):
     assert headline(report, []).endswith("; 2 passing cases whose kernel logged an error")
     assert "[logged an error] logtest::loggingerror.out" in terminal(report, clusters=[])
     assert [r for r in caplog.records if r.levelno == logging.ERROR and "loggingerror" in r.getMessage()]
+
+
+def test_etops_testing_warns_of_a_passing_case_that_logged_an_error():
+    name = _kernel("loggingerror", LOGGING_COPY, "loggingcopy_out", LEVEL="Error")
+    (case,) = etops.testing.reference_cases(name, lambda x: x.clone(), lambda dtype: [(torch.randn(3),)])
+    with pytest.warns(etops.testing.KernelLoggedError, match="fell back to the slow path"):
+        case.check()
 
 
 def test_an_info_message_is_not_an_error():
