@@ -41,14 +41,13 @@ def _statuses(cases, judge=None):
 
 
 def test_every_llm_kernel_has_a_math_reference_and_cases():
-    """Each of the 11 kernels has a reference that is not the ATen wrapper
-    (but quantized_moe_ffn, judged on refusals only) and cases at every dtype."""
+    """Each of the 11 kernels has a reference that is not the ATen wrapper (for
+    quantized_moe_ffn its contract: judged on refusals only) and cases at every dtype."""
     refs = references.references()
     for kernel in KERNELS:
         ref = refs[kernel]
         assert ref.library == llm.LIBRARY
-        if kernel != "llama::quantized_moe_ffn.out":
-            assert ref.reference.__module__ == m.__name__, kernel
+        assert ref.reference.__module__ == m.__name__, kernel
         for dtype in ref.dtypes:
             assert any(True for _ in ref.samples(getattr(torch, dtype))), (kernel, dtype)
     assert refs["llama::custom_sdpa.out"].dtypes == ("float32", "bfloat16", "float16")
@@ -77,6 +76,18 @@ def test_the_wheels_kernel_against_its_math(kernel):
             assert not failing, (kernel, dtype, failing)
         if ref.witnesses:
             assert _statuses(cases, ref.reference.__name__).get("pass", 0) > 0
+
+
+def test_quantized_moe_ffn_refuses_or_aborts():
+    """No valid call can be made (torchao's packing): 7 invalid calls, 5 refused,
+    2 aborting (an expert bias with softmax scores, packed weights too small)."""
+    ref = references.find("llama::quantized_moe_ffn.out")
+    with pytest.raises(NotImplementedError, match="torchao"):
+        m.moe_arguments(torch.randn(2, 32), torch.randn(4, 32), torch.randn(4), torch.zeros(4, 1024, dtype=torch.uint8),
+                        torch.zeros(4, 512, dtype=torch.uint8), 2, 4, 32, 32, 32, 4, "sigmoid", 1.0)
+    _, cases = _run(ref, "float32")
+    assert sorted(c.status for c in cases) == ["abort"] * 2 + ["pass"] * 5
+    assert {c.sample for c in cases if c.status == "abort"} == {5, 6}
 
 
 # -- planted wrong kernels: (kernel, wrong implementation as a Python kernel, dtype) --

@@ -16,7 +16,8 @@ be refused.
 
 ``quantized_moe_ffn``'s expert weights are packed by torchao's kernel library
 (its own layout of int4 values and scales); without that library no valid input
-can be made, so the kernel gets invalid calls only (docs/llm.md)."""
+can be made, so the kernel gets invalid calls only, judged against the op's
+contract (llm_math.moe_arguments; docs/llm.md)."""
 
 from __future__ import annotations
 
@@ -166,14 +167,16 @@ def _fallback_samples(dtype):
 
 def _moe_samples(dtype):
     """Invalid calls only (no valid packed weights without torchao's kernel
-    library); the reference is checked on meta tensors: its CPU implementation
-    is the ExecuTorch kernel, which aborts."""
+    library), against the op's contract (llm_math.moe_arguments)."""
     x, gate, bias, w = torch.randn(2, 32), torch.randn(4, 32), torch.randn(4), torch.zeros(4, 1, dtype=torch.uint8)
-    yield invalid("argument 'x' must be 2-D (tokens, dim)", torch.randn(2, 2, 32), gate, bias, w, w, 2, 4, 32, 32, 32, 4, "softmax", 1.0)
+    yield invalid("argument 'x' must be 2-D (tokens, dim)", torch.randn(2, 2, 32), gate, bias, w, w, 2, 4, 32, 32, 32, 4, "sigmoid", 1.0)
     yield invalid("argument 'score_func' must be 'softmax' or 'sigmoid'", x, gate, bias, w, w, 2, 4, 32, 32, 32, 4, "relu", 1.0)
-    yield invalid("argument 'weight_nbit' must be 4", x, gate, bias, w, w, 2, 4, 32, 32, 32, 3, "softmax", 1.0)
-    yield invalid("argument 'num_activated_experts' must be at least 1", x, gate, bias, w, w, 0, 4, 32, 32, 32, 4, "softmax", 1.0)
-    yield invalid("argument 'packed_w13' must be uint8", x, gate, bias, w.float(), w, 2, 4, 32, 32, 32, 4, "softmax", 1.0)
+    yield invalid("argument 'weight_nbit' must be 4", x, gate, bias, w, w, 2, 4, 32, 32, 32, 3, "sigmoid", 1.0)
+    yield invalid("argument 'num_activated_experts' must be at least 1", x, gate, bias, w, w, 0, 4, 32, 32, 32, 4, "sigmoid", 1.0)
+    yield invalid("argument 'packed_w13' must be uint8", x, gate, bias, w.float(), w, 2, 4, 32, 32, 32, 4, "sigmoid", 1.0)
+    yield invalid("argument 'expert_bias' is only for score_func 'sigmoid'", x, gate, bias, w, w, 2, 4, 32, 32, 32, 4, "softmax", 1.0)
+    yield invalid("argument 'packed_w13': 1 byte an expert, fewer than its 2048 int4 values take", x, gate, torch.empty(0), w, w,
+                  2, 4, 32, 32, 32, 4, "softmax", 1.0)
 
 
 def _llm(kernel, reference, witness, samples, dtypes=("float32",), **extra):
@@ -198,7 +201,7 @@ REFERENCES = [
     _llm("llama::gated_delta_rule.out", m.gated_delta_rule, _ref("llama", "gated_delta_rule"), _delta_rule_samples(False), tolerance=(1e-4, 1e-5)),
     _llm("llama::channelwise_gated_delta_rule.out", m.gated_delta_rule, _ref("llama", "channelwise_gated_delta_rule"), _delta_rule_samples(True),
          tolerance=(1e-4, 1e-5)),
-    _llm("llama::quantized_moe_ffn.out", _ref("llama", "quantized_moe_ffn"), None, _moe_samples, refusal_on_meta=True),
+    _llm("llama::quantized_moe_ffn.out", m.moe_arguments, None, _moe_samples),
     _llm("llama::fallback.out", m.copy, _ref("llama", "fallback"), _fallback_samples, _FLOATS, tolerance=_EXACT),
     # no ATen witness: torch.ops.preprocess.tile_crop (op_tile_crop_aot.cpp) gives the kernel a float32 out of 4 tiles, so it
     # returns that out unchanged for another dtype or more tiles (docs/findings.md)

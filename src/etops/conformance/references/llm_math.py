@@ -167,6 +167,33 @@ def tile_crop(input, tile_size):
     return tiles.reshape(rows * cols, channels, tile_size, tile_size).clone()
 
 
+def moe_arguments(x, gate_weight, expert_bias, packed_w13, packed_w2, num_activated_experts, num_experts, hidden_dim, dim,
+                  group_size, weight_nbit, score_func, route_scale):
+    """``llama::quantized_moe_ffn``'s contract, not its values: raises ValueError
+    naming the argument a call breaks (x (tokens, dim) float32, softmax or
+    sigmoid scores, an expert bias only with sigmoid, int4 weights packed in uint8
+    with at least the bytes their values take). A valid call raises
+    NotImplementedError: the weights are packed in torchao's layout, which only its
+    kernel library makes, so no value is computed here."""
+    if x.dim() != 2 or x.shape[1] != dim or x.dtype != torch.float32:
+        raise ValueError("moe_arguments: argument 'x' must be float32 (tokens, dim)")
+    if score_func not in ("softmax", "sigmoid"):
+        raise ValueError("moe_arguments: argument 'score_func' must be 'softmax' or 'sigmoid'")
+    if expert_bias.numel() and score_func != "sigmoid":
+        raise ValueError("moe_arguments: argument 'expert_bias' is only for score_func 'sigmoid'")
+    if weight_nbit != 4:
+        raise ValueError("moe_arguments: argument 'weight_nbit' must be 4")
+    if not 1 <= num_activated_experts <= num_experts:
+        raise ValueError("moe_arguments: argument 'num_activated_experts' must be within 1..num_experts")
+    for name, packed, values in (("packed_w13", packed_w13, 2 * hidden_dim * dim), ("packed_w2", packed_w2, dim * hidden_dim)):
+        if packed.dtype != torch.uint8 or packed.shape[0] != num_experts:
+            raise ValueError(f"moe_arguments: argument '{name}' must be uint8, one row per expert")
+        if packed[0].numel() * 2 < values:
+            raise ValueError(f"moe_arguments: argument '{name}' holds {packed[0].numel()} bytes an expert, fewer than its "
+                             f"{values} int4 values take")
+    raise NotImplementedError("moe_arguments: the packed weights' layout is torchao's; values are not computed")
+
+
 def copy(input):
     """``llama::fallback``: the input copied (the kernel is ExecuTorch's clone)."""
     return input.clone()
