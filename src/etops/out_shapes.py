@@ -16,6 +16,7 @@ from typing import Any
 from .errors import SchemaError
 from .signature_cache import SignatureCache, signature
 from .layouts import is_dense, strides_for
+from . import _logs
 from .tensors import as_torch, from_dlpack, to_meta
 from .torch_checks import refusal_error
 
@@ -115,6 +116,15 @@ def infer_outs(info, bound: dict) -> dict:
 
 
 def _infer_outs_uncached(info, bound: dict) -> dict:
+    """infer_outs without the cache. torch's implementation may run ExecuTorch
+    code (a library's ATen wrapper of a kernel): what it logs is its own."""
+    try:
+        return _infer_outs_with_torch(info, bound)
+    finally:
+        _logs.drain_as(f"torch's functional counterpart of {info.name} (sizing its outs)")
+
+
+def _infer_outs_with_torch(info, bound: dict) -> dict:
     sizing = sizing_of(info)
     upper_bound = sizing.upper_bound
     if upper_bound is not None:

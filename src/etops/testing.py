@@ -98,12 +98,17 @@ class OpInfoCase:
         return assert_result(self.id, self.run(guard))
 
 
+class KernelLoggedError(UserWarning):
+    """A case passed but its kernel logged a message at Error level (CaseResult.logged)."""
+
+
 def assert_result(case_id: str, result):
     """`result` (a TaskResult) when no case crashed, aborted, mismatched or was an
     etops error; else AssertionError counting them and listing the recorded ones
     with their inputs. When no case passed: the kernel's refusal of every case
     reported as such (a pytest skip starting "unsupported" under pytest,
-    Unsupported elsewhere), or a skip when no sample reached the kernel."""
+    Unsupported elsewhere), or a skip when no sample reached the kernel. Passing
+    cases whose kernel logged an error warn (KernelLoggedError)."""
     counts: dict[str, int] = {}
     for tally in result.tallies.values():
         for status, n in tally.counts.items():
@@ -122,6 +127,12 @@ def assert_result(case_id: str, result):
         raise AssertionError("\n".join(lines))
     if result.sample_error:
         raise AssertionError(f"{case_id}: the samples could not run: {result.sample_error}")
+    logged = list(getattr(result, "logged", {}).values())
+    if logged:  # passes, but not silent ones: a warning pytest lists
+        import warnings
+
+        warnings.warn(f"{case_id}: {len(logged)} passing case(s) whose kernel logged an error, e.g. sample {logged[0].sample}: "
+                      f"{logged[0].logged}", KernelLoggedError, stacklevel=3)
     if not counts:
         _skip(f"{case_id}: no sample reached the kernel")
     elif not counts.get("pass"):

@@ -187,7 +187,8 @@ def test_testing_reference_for_a_schema_given_kernel(user_schemas):
 
 def test_llm_custom_ops_in_a_fresh_process(tmp_path):
     """--llm-custom-ops loads the library; its kernels are checked against their
-    ATen implementations (a subset: the attention and cache ops)."""
+    math and their ATen implementations (a subset: the attention and cache ops);
+    custom_sdpa's only failures are the aborts on head counts that do not divide."""
     out = tmp_path / "llm.json"
     proc = subprocess.run([sys.executable, "-m", "etops", "check", "--llm-custom-ops", "--no-progress", "-q", "--isolated",
                            "llama::custom_sdpa.out", "llama::update_cache.out", "llama::fast_hadamard_transform.out",
@@ -200,7 +201,8 @@ def test_llm_custom_ops_in_a_fresh_process(tmp_path):
     assert rows["llama"]["reached"] == rows["llama"]["registered"] == 3
     assert rows["preprocess"]["reached"] == 1
     kernels = {r["kernel"]: r for r in data["kernels"]}
-    assert kernels["llama::custom_sdpa.out"]["pass"] == kernels["llama::custom_sdpa.out"]["cases"] > 0
+    sdpa = kernels["llama::custom_sdpa.out"]
+    assert sdpa["pass"] + sdpa["abort"] == sdpa["cases"] > sdpa["abort"] > 0
 
 
 def test_prim_references_mind_python_semantics():

@@ -582,6 +582,8 @@ int etb_call(etb_kernel_fn fn, const char* op_name, etb_value* values, int nvalu
 
 const char* etb_last_call_log(void) { return t_call.log; }
 
+int etb_last_call_logged_error(void) { return t_call.site_file != nullptr; }
+
 const etb_failure* etb_last_failure(void) { return &t_call.failure; }
 
 // Read in a signal handler: the global only (a thread_local of a shared library may

@@ -270,6 +270,11 @@ void etb_install_pal(etb_log_sink sink);
  * call on this thread. A failure's are its message. */
 const char* etb_last_call_log(void);
 
+/* Whether the last call on this thread logged a message at Error or Fatal level
+ * (the level ExecuTorch gave it, not its text): 1 or 0. A successful call that did
+ * is no silent pass (etops._logs records it for the conformance runner). */
+int etb_last_call_logged_error(void);
+
 /* The last call on this thread that failed (returned other than ETB_OK): valid,
  * unchanged by calls that succeed, until the next call on this thread fails. */
 const etb_failure* etb_last_failure(void);

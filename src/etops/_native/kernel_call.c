@@ -517,8 +517,9 @@ checks:
   }
   if (etops_logs_pending || (err == ETB_OK && logged && etb_last_call_log()[0] != '\0')) {
     /* queued messages from other threads, and what a successful call logged */
-    PyObject* r = PyObject_CallFunction(k->st->flush_logs, "Os", k->py_name,
-                                        err == ETB_OK ? etb_last_call_log() : "");
+    PyObject* r = PyObject_CallFunction(k->st->flush_logs, "Osi", k->py_name,
+                                        err == ETB_OK ? etb_last_call_log() : "",
+                                        err == ETB_OK && etb_last_call_logged_error());
     if (r == NULL) goto done;
     Py_DECREF(r);
   }

@@ -76,6 +76,8 @@ class CaseResult(CaseInfo):
     outcome: Outcome | None = None
     #: hang: the time limit (seconds) the kernel's call exceeded (etops.conformance.case_clock.limit)
     limit_seconds: float | None = None
+    #: what the kernel logged at Error level during a call that returned (etops._logs), or None
+    logged: str | None = None
 
     def to_json(self) -> dict:
         d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
@@ -144,12 +146,17 @@ class TaskResult:
     seconds: float = 0.0
     #: case id -> seconds its kernel call took (etops dev keeps the base's: part of the edit's case limits)
     case_seconds: dict = field(default_factory=dict)
+    #: case id -> CaseResult of every passing case whose kernel logged an error (no silent pass)
+    logged: dict = field(default_factory=dict)
 
     def record(self, result: CaseResult, keep: bool, every: bool = False) -> None:
-        """Counts `result`; keeps it in ``details`` when `keep`, in ``every_case`` when `every`."""
+        """Counts `result`; keeps it in ``details`` when `keep`, in ``every_case`` when `every`,
+        in ``logged`` when it passed but its kernel logged an error."""
         tally = self.tallies.setdefault((result.kernel, result.dtype), Tally())
         tally.add(result.status, result.opinfo, result.max_abs_error, result.max_rel_error)
         tally.ulps = note(tally.ulps, result)
+        if result.status == "pass" and result.logged:
+            self.logged[result.id] = result
         if result.status != "pass":
             self.failing[result.id] = (result.status, result.verdict)
         if keep:
@@ -165,6 +172,7 @@ class TaskResult:
             "details": [r.to_json() for r in self.details],
             "failing": self.failing,
             "every_case": [r.to_json() for r in self.every_case.values()],
+            "logged": [r.to_json() for r in self.logged.values()],
             "samples": self.samples,
             "samples_failed": self.samples_failed,
             "sample_error": self.sample_error,
@@ -178,6 +186,7 @@ class TaskResult:
         r.details = [CaseResult.from_json(c) for c in d["details"]]
         r.every_case = {c.id: c for c in (CaseResult.from_json(x) for x in d.get("every_case", ()))}
         r.failing = {case: tuple(outcome) for case, outcome in d.get("failing", {}).items()}
+        r.logged = {c.id: c for c in (CaseResult.from_json(x) for x in d.get("logged", ()))}
         r.samples, r.samples_failed = d["samples"], d["samples_failed"]
         r.sample_error, r.seconds = d.get("sample_error", ""), d.get("seconds", 0.0)
         return r

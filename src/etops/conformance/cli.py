@@ -90,7 +90,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="group findings by root cause without shrinking them (no reruns; reproducers from the recorded case)")
     p.add_argument("--llm-custom-ops", action="store_true",
                    help="load ExecuTorch's LLM custom ops (executorch.extension.llm.custom_ops) and check their kernels "
-                        "(llama::*, preprocess::*) against the ATen implementations the same library registers")
+                        "(llama::*, preprocess::*) against their math, with the ATen implementations the same library "
+                        "registers as a second witness (docs/llm.md)")
     p.add_argument("--load", action="append", metavar="SPEC",
                    help="load kernels first (FILE.cpp of a checkout, LIB.so, FILE.py:FUNCTION; repeatable) and check "
                         "those when no KERNEL is named; worker processes load them too")

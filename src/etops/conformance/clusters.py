@@ -303,10 +303,13 @@ def findings_in_words(clusters) -> str:
 
 def headline(report, clusters) -> str:
     """'N kernels checked, M distinct findings (a crash, b wrong results, c
-    precision losses, ...)': one finding per root cause."""
+    precision losses, ...)': one finding per root cause; then how many passing
+    cases' kernels logged an error, when any did."""
     reached = report.coverage()["reached"]
     by_kind = findings_in_words(clusters)
-    return f"{reached} kernels checked, {len(clusters)} distinct findings" + (f" ({by_kind})" if by_kind else "")
+    logged = len(getattr(report, "logged", ()))
+    return (f"{reached} kernels checked, {len(clusters)} distinct findings" + (f" ({by_kind})" if by_kind else "")
+            + (f"; {logged} passing case{'s' if logged > 1 else ''} whose kernel logged an error" if logged else ""))
 
 
 # ---- building: inputs found again, shrunk, reproduced ---------------------------

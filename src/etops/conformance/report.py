@@ -18,6 +18,7 @@ JSON_SCHEMA = {
     "schema": str,
     "headline": str,
     "findings": list,
+    "logged_errors": list,
     "created": str,
     "versions": dict,
     "options": dict,
@@ -37,7 +38,7 @@ JSON_SCHEMA = {
 KERNEL_KEYS = ("kernel", "cases", *STATUSES, "dtypes", "dtypes_passing", "opinfos", "max_abs_error", "max_rel_error", "by_dtype")
 CASE_KEYS = ("kernel", "aten_op", "opinfo", "dtype", "sample", "call", "status", "message", "inputs", "max_abs_error",
              "max_rel_error", "atol", "rtol", "reproducer", "rule", "verdict", "reference_error", "aten_reference_error",
-             "ulps", "aten_ulps", "reference", "reason", "base_ulps", "outcome", "limit_seconds")
+             "ulps", "aten_ulps", "reference", "reason", "base_ulps", "outcome", "limit_seconds", "logged")
 
 
 def _versions() -> dict:
@@ -71,6 +72,7 @@ def to_json(report: Report, clusters=None, axis=None, numerics=None) -> dict:
         "schema": SCHEMA,
         "headline": headline(report, clusters),
         "findings": [c.to_json() for c in clusters],
+        "logged_errors": [c.to_json() for c in getattr(report, "logged", {}).values()],
         **({"dim_order_axis": axis.to_json()} if axis is not None else {}),
         **({"numerics_axis": numerics.to_json()} if numerics is not None else {}),
         "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
@@ -166,6 +168,15 @@ def finding_lines(clusters, limit: int | None = None, report: Report | None = No
     return lines
 
 
+def logged_lines(report: Report, shown: int = 10) -> list[str]:
+    """The passing cases whose kernel logged an error (etops._logs), a line each
+    (the first `shown`): a pass, but not a silent one."""
+    cases = list(getattr(report, "logged", {}).values())
+    lines = [f"  [logged an error] {c.kernel} [{c.opinfo}, {c.dtype}, s{c.sample}c{c.call}] passed but logged: {c.logged}"
+             for c in cases[:shown]]
+    return lines + ([f"  ... and {len(cases) - shown} more passing cases that logged an error"] if len(cases) > shown else [])
+
+
 def terminal(report: Report, width: int | None = None, clusters=None, axis=None, numerics=None) -> str:
     """The findings (clusters, worst kind first), the dim-order axis when one ran,
     a plain-text table (one row per kernel reached) and the summary."""
@@ -174,6 +185,7 @@ def terminal(report: Report, width: int | None = None, clusters=None, axis=None,
     clusters = _clusters(report, clusters)
     lines = [headline(report, clusters)]
     lines.extend(finding_lines(clusters, 40, report))
+    lines.extend(logged_lines(report))
     for extra in (axis, numerics):
         if extra is not None:
             lines.append("")

@@ -33,6 +33,7 @@ from typing import Any, Callable
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from .. import _logs
 from ..compare import OPINFO
 from ..errors import KernelAborted, KernelCrashed, KernelError, NoMatchingKernelError, UnrepresentableError
 from ..ops import rules_for
@@ -98,6 +99,16 @@ class _CheckMode(TorchDispatchMode):
         if target is None or (runner.selected is not None and target not in runner.selected):
             return func(*args, **kwargs)
         return runner.handle(func, target, args, kwargs)
+
+
+def reference_call(func, args, kwargs):
+    """`func`'s result on `args`/`kwargs` (ATen's, a reference's); what ExecuTorch
+    logged outside etops' calls meanwhile is taken as `func`'s (an ATen wrapper of a
+    kernel, torch's shape functions of a library's ops), never as the kernel's."""
+    try:
+        return func(*args, **kwargs)
+    finally:
+        _logs.drain_as(overload_name(func))
 
 
 def run_opinfo_task(runner: "TaskRunner", opinfo: str, dtype: torch.dtype) -> TaskResult:
@@ -214,8 +225,11 @@ class TaskRunner:
         self.result = self.results[self.comparisons[0].name]
         self._kept: dict = {}
 
-    def use_kernel(self, name: str, kernel) -> None:
-        self._kernels[name] = as_program(kernel)  # a kernel object made with a given schema
+    def use_kernel(self, name: str, kernel, view=None) -> None:
+        """Calls `kernel` (made as a program calls it) for `name`'s cases, through
+        `view(kernel)` when given (what a reference judges of the call)."""
+        made = as_program(kernel)  # a kernel object made with a given schema
+        self._kernels[name] = made if view is None else view(made)
 
     def keep(self, result: CaseResult, comparison: str | None = None) -> bool:
         """Whether `result` (of `comparison`, the first when None) is recorded in
@@ -240,21 +254,21 @@ class TaskRunner:
         if self.deadline is not None and self.mode == "check" and time.monotonic() > self.deadline:
             self.left_out += 1
             # the sample goes on with ATen's result, the kernel is not called
-            return recorded.expected if recorded is not None else func(*args, **kwargs)
+            return recorded.expected if recorded is not None else reference_call(func, args, kwargs)
         sample, call = self.sample_index, self.call_index
         self.call_index += 1
         self.reached.add(target)
         if self.mode == "discover":
-            return func(*args, **kwargs)
+            return reference_call(func, args, kwargs)
         if self.mode == "capture":
             if (sample, call) == self.capture_at:
                 self.captured = (func, target, exact_clone(args), exact_clone(kwargs))  # type: ignore[assignment]
                 raise _Abort()
-            return func(*args, **kwargs)
+            return reference_call(func, args, kwargs)
         if self.mode == "record":  # the case kept (etops.conformance.recorded), no kernel called
             kept = self.recorder(func, target, sample, call, args, kwargs)
             begun = time.perf_counter()
-            expected = func(*args, **kwargs)
+            expected = reference_call(func, args, kwargs)
             if kept is not None:
                 kept.keep_result(expected, time.perf_counter() - begun)
             return expected
@@ -262,7 +276,7 @@ class TaskRunner:
         if recorded is None:  # ATen may write its arguments: the kernel's copy is taken first
             inputs_args, inputs_kwargs = exact_clone(args), exact_clone(kwargs)
             begun = time.perf_counter()
-            expected = func(*args, **kwargs)
+            expected = reference_call(func, args, kwargs)
             aten_seconds: float | None = time.perf_counter() - begun
         else:  # the recording's arguments, which no one writes: copied below, for a case that runs
             inputs_args, inputs_kwargs, expected = args, kwargs, recorded.expected
@@ -334,8 +348,10 @@ class TaskRunner:
             invoke = getattr(self.hooks, "invoke", None) if self.hooks is not None else None
             with calling:
                 since = case_clock.started(result, aten_seconds)
+                errors_before = _logs.errors_logged()
                 try:
                     actual = call_kernel(kernel, plan, expected, invoke)
+                    result.logged = clip("; ".join(_logs.errors_since(errors_before)), 500) or None
                 finally:
                     seconds = case_clock.ended(since)
                     if getattr(self, "result", None) is not None:  # a task's case (not a case checked again alone)

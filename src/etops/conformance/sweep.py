@@ -135,6 +135,7 @@ class Report:
     details: list = field(default_factory=list)  # CaseResult, non-pass (capped per kernel, OpInfo, dtype, status)
     failing: dict = field(default_factory=dict)  # case id -> (status, verdict), every non-pass case (uncapped)
     every_case: dict = field(default_factory=dict)  # case id -> CaseResult, every case (runners made with keep_cases)
+    logged: dict = field(default_factory=dict)  # case id -> CaseResult, every passing case whose kernel logged an error
     tasks: int = 0
     samples: int = 0
     samples_failed: int = 0
@@ -156,6 +157,7 @@ class Report:
         self.details.extend(result.details)
         self.failing.update(result.failing)
         self.every_case.update(result.every_case)
+        self.logged.update(result.logged)
         for crash in crashes:
             self.tallies.setdefault((crash.kernel, crash.dtype), Tally()).add(crash.status, crash.opinfo)  # a crash or a hang
             self.details.append(crash)

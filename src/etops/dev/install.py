@@ -15,6 +15,7 @@ from ..custom import cache_dir, toolchain
 from ..custom.build import KernelLibrary, Source, build
 from ..errors import BuildError
 from ..custom.codegen import KernelSpec
+from .self_registering import refusal
 from ..custom.registration import Built, KernelHandle, Override, custom_origin, override, register_kernel
 from ..registry import registry
 from ..schemas import find_schema, set_schema
@@ -68,6 +69,9 @@ def locate(path, root=None, yaml=None, helpers=()) -> Target:
     the checkout (``util/*.cpp``) to compile with it instead of linking the wheel's
     copy of their functions."""
     path = Path(path).resolve()
+    why = refusal(path, path.read_text()) if path.is_file() else None
+    if why is not None:  # given a YAML, loading the build would abort the process on the second registration
+        raise co.CheckoutError(why)
     checkout = co.find_checkout(path, root)
     yamls = co.find_yamls(path, yaml)
     entries = [e for y in yamls for e in co.read_yaml(y)]

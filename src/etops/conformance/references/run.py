@@ -15,6 +15,7 @@ import zlib
 
 import torch
 
+from ..._logs import drain_as
 from ...errors import KernelAborted, KernelCrashed
 from ...layouts import layout
 from ...ops import rules_for
@@ -75,15 +76,17 @@ def run_reference_task(runner, task_id: str, dtype: torch.dtype):
     from . import find
 
     ref = find(task_id[len(TASK_PREFIX):])
-    runner.begin(task_id, dtype, *((ref.tolerance[1], ref.tolerance[0]) if ref.tolerance else (None, None)))
+    tolerance = ref.tolerance_of(dtype_name(dtype))
+    runner.begin(task_id, dtype, *((tolerance[1], tolerance[0]) if tolerance else (None, None)))
     if not ref.kernel.startswith("aten::"):
         runner.report_dir = None  # reproducer scripts call torch.ops.aten
     start = time.perf_counter()
     torch.manual_seed(zlib.crc32(f"{task_id}|{dtype_name(dtype)}".encode()))
     try:
         kernel = kernel_of(ref)
-        runner.use_kernel(ref.kernel, kernel)
+        runner.use_kernel(ref.kernel, kernel, (lambda k: WritesJudged(k, ref.writes, ref.placeholder)) if ref.writes else None)
         func = ReferenceOp(reference_of(ref, kernel), kernel._info._schema, compared_as(ref))
+        witnesses = [ReferenceOp(w, kernel._info._schema, compared_as(ref)) for w in ref.witnesses]
         with warnings.catch_warnings(), (layout(ref.layout) if ref.layout else nullcontext()):
             warnings.simplefilter("ignore")
             for index, sample in enumerate(ref.samples(dtype)):
@@ -95,8 +98,9 @@ def run_reference_task(runner, task_id: str, dtype: torch.dtype):
                 try:
                     # an out placeholder makes the runner size the outs as the reference's results
                     placeholders = dict.fromkeys(func.out_names) if ref.outs_from_reference else {}
-                    runner.handle(func, ref.kernel, list(sample.args), {**sample.kwargs, **placeholders})
-                except Exception:  # noqa: BLE001 - the reference refused a valid sample
+                    for judge in (func, *witnesses):  # one case per judge: call 0 the reference, then the witnesses
+                        runner.handle(judge, ref.kernel, list(sample.args), {**sample.kwargs, **placeholders})
+                except Exception:  # noqa: BLE001 - the reference (or a witness) refused a valid sample
                     runner.result.samples_failed += 1
     except BaseException as exc:  # noqa: BLE001
         if runner.captured is not None:  # capture mode found its case (the runner's stop signal)
@@ -107,6 +111,30 @@ def run_reference_task(runner, task_id: str, dtype: torch.dtype):
             raise
     runner.result.seconds = time.perf_counter() - start
     return runner.result
+
+
+class WritesJudged:
+    """A kernel object whose call returns what a Reference with `writes` judges:
+    ``(result, *written)``, or the written arguments alone when `placeholder`
+    (each as the kernel left it: the kernel writes the caller's tensors)."""
+
+    def __init__(self, kernel, writes: tuple, placeholder: bool):
+        names = [a.name for a in kernel._info._schema.arguments if not a.is_out]
+        missing = [n for n in writes if n not in names]
+        if missing:
+            raise ValueError(f"WritesJudged: argument 'writes' names {missing}, not arguments of {kernel._info.name}")
+        self._kernel, self._writes, self._placeholder = kernel, tuple(writes), placeholder
+        self._positions = {n: names.index(n) for n in writes}
+
+    def __getattr__(self, name):
+        return getattr(self._kernel, name)
+
+    def __call__(self, *args, **kwargs):
+        result = self._kernel(*args, **kwargs)
+        written = tuple(kwargs[n] if n in kwargs else args[self._positions[n]] for n in self._writes)
+        if self._placeholder:
+            return written[0] if len(written) == 1 else written
+        return (result, *written)
 
 
 def check_refusal(runner, func, target, kernel, sample, on_meta: bool = False) -> None:
@@ -127,6 +155,7 @@ def check_refusal(runner, func, target, kernel, sample, on_meta: bool = False) -
         pass
     else:
         result.status, result.message = "error", f"invalid sample ({sample.why}) accepted by the reference"
+    drain_as(case.aten_op)  # what the reference logged is its own
     if result.status == "pass":
         if runner.on_start is not None:
             runner.on_start(case)

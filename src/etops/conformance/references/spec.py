@@ -43,7 +43,13 @@ class Reference:
     `library`: a module to import first (the library that registers the kernel);
     `compare`: an etops.compare kind ("metadata" for uninitialized results; None:
     the kind the rules table's record of the kernel gives);
-    `tolerance`: (rtol, atol) or None (torch.testing's defaults); `layout`:
+    `tolerance`: (rtol, atol), a dict of them by dtype name, or None
+    (torch.testing's defaults); `witnesses`: more callables each valid sample is
+    also compared with, one case each (a second opinion: the ATen
+    implementations of a library beside the math); `writes`: the names of
+    mutable arguments whose values after the call are judged: the kernel's and
+    the reference's results are then ``(result, *written)``, or only the written
+    values when `placeholder` (the result carries nothing); `layout`:
     "preserve" to call the kernel under etops.layout("preserve") (true dim orders);
     `outs_from_reference`: the kernel's outs are sized as the reference's results
     (torch has no meta kernel to size them); `refusal_on_meta`: invalid samples
@@ -57,7 +63,10 @@ class Reference:
     schema: str | None = None
     library: str | None = None
     compare: str | None = None
-    tolerance: tuple | None = None
+    tolerance: tuple | dict | None = None
+    witnesses: tuple = ()
+    writes: tuple = ()
+    placeholder: bool = False
     layout: str | None = None
     outs_from_reference: bool = False
     refusal_on_meta: bool = False
@@ -69,12 +78,22 @@ class Reference:
             raise TypeError(f"Reference: argument 'reference' for {self.kernel} must be callable, got {type(self.reference).__name__}")
         if not callable(self.samples):
             raise TypeError(f"Reference: argument 'samples' for {self.kernel} must be callable (dtype -> Samples)")
+        if any(not callable(w) for w in self.witnesses):
+            raise TypeError(f"Reference: argument 'witnesses' for {self.kernel} must be a tuple of callables")
+        if isinstance(self.writes, str) or (self.placeholder and not self.writes):
+            raise TypeError(f"Reference: argument 'writes' for {self.kernel} must be a tuple of argument names (non-empty with 'placeholder')")
+        if isinstance(self.tolerance, dict) and set(self.tolerance) != set(self.dtypes):
+            raise ValueError(f"Reference: argument 'tolerance' for {self.kernel} must give one (rtol, atol) per dtype of 'dtypes'")
         if isinstance(self.dtypes, str) or not self.dtypes:
             raise TypeError(f"Reference: argument 'dtypes' for {self.kernel} must be a non-empty tuple of dtype names")
 
     @property
     def task_id(self) -> str:
         return TASK_PREFIX + self.kernel
+
+    def tolerance_of(self, dtype_name: str) -> tuple | None:
+        """(rtol, atol) of the cases at `dtype_name` (None: torch.testing's defaults)."""
+        return self.tolerance.get(dtype_name) if isinstance(self.tolerance, dict) else self.tolerance
 
 
 class _Schema:

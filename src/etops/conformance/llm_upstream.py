@@ -1,0 +1,217 @@
+"""Upstream's own Python tests of the LLM custom ops run against the kernels
+registered in ExecuTorch's registry now (the wheel's, an override, an edit
+swapped in by ``etops dev``).
+
+The tests (``executorch/extension/llm/custom_ops/test_*.py``, shipped in the
+wheel) call ``torch.ops.llama.*`` / ``torch.ops.preprocess.*`` and hold their
+own references. ``routed()`` gives those torch ops CPU implementations that call
+the etops kernel of the same name (``llama::<op>.out``), so a test's verdict is
+the registered kernel's; ``run_tests(names)`` runs test modules under it with
+unittest and says per test passed / failed / skipped (why), as ``etops gtest``
+does for C++ tests. An etops refusal reaches the test as the RuntimeError a torch
+op raises. Imports torch, unittest and the core (etops.registry, errors)."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import importlib
+import io
+import unittest
+
+import torch
+
+from ..errors import KernelError
+from ..registry import registry
+
+#: the module whose import loads the library (ExecuTorch kernels and torch ops)
+LIBRARY = "executorch.extension.llm.custom_ops.custom_ops"
+#: upstream's Python test modules of the library (in the executorch wheel)
+TEST_PACKAGE = "executorch.extension.llm.custom_ops"
+TEST_MODULES = ("test_sdpa_with_kv_cache", "test_quantized_sdpa", "test_update_cache", "test_update_cross_attn_cache",
+                "test_gated_delta", "test_quantized_moe", "test_preprocess_custom_ops")
+#: torch op (namespace, name) -> the registry's kernel it is routed to: every llama/preprocess op with an out kernel
+ROUTES = {
+    ("llama", "custom_sdpa"): "llama::custom_sdpa.out",
+    ("llama", "custom_quantized_sdpa"): "llama::custom_quantized_sdpa.out",
+    ("llama", "sdpa_with_kv_cache"): "llama::sdpa_with_kv_cache.out",
+    ("llama", "update_cache"): "llama::update_cache.out",
+    ("llama", "update_cache_with_indices"): "llama::update_cache_with_indices.out",
+    ("llama", "fast_hadamard_transform"): "llama::fast_hadamard_transform.out",
+    ("llama", "gated_delta_rule"): "llama::gated_delta_rule.out",
+    ("llama", "channelwise_gated_delta_rule"): "llama::channelwise_gated_delta_rule.out",
+    ("llama", "quantized_moe_ffn"): "llama::quantized_moe_ffn.out",
+    ("llama", "fallback"): "llama::fallback.out",
+    ("preprocess", "tile_crop"): "preprocess::tile_crop.out",
+}
+
+
+@dataclasses.dataclass
+class TestOutcome:
+    """One upstream test: its id, "passed", "failed" (an assertion or an error)
+    or "skipped", and why (the traceback's last line, the skip reason)."""
+
+    test: str
+    status: str
+    why: str = ""
+
+
+class Routing:
+    """Counts the calls routed to each kernel while in force (what a test reached)."""
+
+    def __init__(self) -> None:
+        self.calls: dict = {}
+
+
+def _as_torch_refusal(kernel_name: str, call):
+    """`call` raising what a torch op raises when it refuses its arguments
+    (RuntimeError, the etops refusal chained) - upstream's tests expect that type."""
+
+    def refusing(*args, **kwargs):
+        try:
+            return call(*args, **kwargs)
+        except (KernelError, ValueError, TypeError) as exc:
+            raise RuntimeError(f"{kernel_name} (through etops): {exc}") from exc
+
+    return refusing
+
+
+def _routes(kernel_name: str, routing: Routing):
+    """(functional, out variant): torch op implementations calling `kernel_name`
+    through etops, counting their calls in `routing`."""
+    kernel = registry().get_kernel(kernel_name)
+
+    def call(*args, **kwargs):
+        routing.calls[kernel_name] = routing.calls.get(kernel_name, 0) + 1
+        if kernel_name == "preprocess::tile_crop.out":  # its out size depends on the data: torch's sizing would call back here
+            image, tile = args[0], args[1] if len(args) > 1 else kwargs["tile_size"]
+            out = torch.empty((image.shape[1] // tile) * (image.shape[2] // tile), image.shape[0], tile, tile, dtype=image.dtype)
+            return kernel(*args, **kwargs, out=out)
+        return kernel(*args, **kwargs)
+
+    def call_out(*args, **kwargs):
+        routing.calls[kernel_name] = routing.calls.get(kernel_name, 0) + 1
+        return kernel(*args, **kwargs)
+
+    return _as_torch_refusal(kernel_name, call), _as_torch_refusal(kernel_name, call_out)
+
+
+@contextlib.contextmanager
+def routed(kernels=None):
+    """While in force, ``torch.ops.<ns>.<op>`` (and ``.out``) on CPU tensors call
+    the kernel registered for ``<ns>::<op>.out`` through etops (`kernels`: the
+    kernel names to route, None: all of ROUTES). Yields a Routing counting the
+    calls. torch's own implementations come back on exit."""
+    importlib.import_module(LIBRARY)
+    wanted = set(ROUTES.values()) if kernels is None else set(kernels)
+    unknown = wanted - set(ROUTES.values())
+    if unknown:
+        raise ValueError(f"routed: argument 'kernels' names kernels with no torch op to route: {sorted(unknown)}")
+    routing, libraries = Routing(), {}
+    try:
+        for (namespace, op), kernel_name in ROUTES.items():
+            if kernel_name not in wanted:
+                continue
+            lib = libraries.get(namespace)
+            if lib is None:
+                lib = libraries[namespace] = torch.library.Library(namespace, "IMPL")
+            functional, out = _routes(kernel_name, routing)
+            with _quiet_override():
+                lib.impl(op, functional, "CPU")
+                lib.impl(f"{op}.out", out, "CPU")
+        yield routing
+    finally:
+        for lib in libraries.values():
+            lib._destroy()
+
+
+@contextlib.contextmanager
+def _quiet_override():
+    """torch warns when a Library overrides an implementation: here that is the point."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        yield
+
+
+def _outcomes(result: unittest.TestResult, ran: list) -> list[TestOutcome]:
+    bad = {t.id(): ("failed", tb.strip().splitlines()[-1]) for t, tb in result.failures + result.errors}
+    skipped = {t.id(): ("skipped", why) for t, why in result.skipped}
+    out = []
+    for test_id in ran:
+        status, why = bad.get(test_id) or skipped.get(test_id) or ("passed", "")
+        out.append(TestOutcome(test_id, status, why[:300]))
+    return out
+
+
+def _test_ids(suite) -> list[str]:
+    ids: list[str] = []
+    for item in suite:
+        ids.extend(_test_ids(item) if isinstance(item, unittest.TestSuite) else [item.id()])
+    return ids
+
+
+def run_tests(modules=TEST_MODULES, pattern: str | None = None, route: bool = True) -> list[TestOutcome]:
+    """Runs upstream's test `modules` (names in TEST_PACKAGE) with unittest, the
+    torch ops routed to the registry's kernels (`route` False: torch's own
+    implementations, i.e. the wheel's ATen wrappers); `pattern`: only tests
+    whose id contains it. A module that cannot be imported is one failed test
+    named after it. Returns one TestOutcome per test."""
+    outcomes: list[TestOutcome] = []
+    for name in modules:
+        if name not in TEST_MODULES:
+            raise ValueError(f"run_tests: argument 'modules' names {name!r}, not one of {TEST_MODULES}")
+        try:
+            module = importlib.import_module(f"{TEST_PACKAGE}.{name}")
+        except Exception as exc:  # noqa: BLE001 - the module's own imports (a package it needs is missing)
+            outcomes.append(TestOutcome(f"{TEST_PACKAGE}.{name}", "failed", f"cannot import: {type(exc).__name__}: {exc}"[:300]))
+            continue
+        suite = unittest.defaultTestLoader.loadTestsFromModule(module)
+        if pattern:
+            suite = unittest.TestSuite(t for t in _flatten(suite) if pattern in t.id())
+        ran = _test_ids(suite)
+        result = unittest.TestResult()
+        with (routed() if route else contextlib.nullcontext()), contextlib.redirect_stderr(io.StringIO()):
+            suite.run(result)
+        outcomes.extend(_outcomes(result, ran))
+    return outcomes
+
+
+def _flatten(suite):
+    for item in suite:
+        if isinstance(item, unittest.TestSuite):
+            yield from _flatten(item)
+        else:
+            yield item
+
+
+def summary(outcomes) -> str:
+    """'N passed, M failed, K skipped' of `outcomes`."""
+    counts = {s: sum(o.status == s for o in outcomes) for s in ("passed", "failed", "skipped")}
+    return ", ".join(f"{n} {s}" for s, n in counts.items())
+
+
+def main(argv=None) -> int:
+    """``python -m etops.conformance.llm_upstream [MODULE ...] [-k TEXT] [--unrouted]``:
+    one line per test that did not pass, then the counts; exit 1 when any failed."""
+    import argparse
+
+    p = argparse.ArgumentParser(prog="python -m etops.conformance.llm_upstream", description=__doc__.split("\n\n")[0])
+    p.add_argument("modules", nargs="*", default=list(TEST_MODULES), help=f"test modules (default: all of {', '.join(TEST_MODULES)})")
+    p.add_argument("-k", dest="pattern", help="only tests whose id contains this")
+    p.add_argument("--unrouted", action="store_true", help="torch's own implementations (the wheel's ATen wrappers), not the registry's")
+    args = p.parse_args(argv)
+    try:
+        outcomes = run_tests(args.modules, args.pattern, route=not args.unrouted)
+    except ValueError as exc:
+        p.error(str(exc))
+    for o in outcomes:
+        if o.status != "passed":
+            print(f"{o.status:8} {o.test}: {o.why}")
+    print(summary(outcomes))
+    return 1 if any(o.status == "failed" for o in outcomes) else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
