@@ -214,3 +214,27 @@ def test_prim_references_mind_python_semantics():
     zero_divisors = [s for s in prim["executorch_prim::floordiv.Scalar"].samples(torch.int64) if not s.valid]
     assert zero_divisors and all(s.args[1] == 0 for s in zero_divisors)
     assert isinstance(Sample((1,)), Sample) and not invalid("x", 1).valid
+
+
+def test_the_llm_custom_ops_are_loaded_by_default_when_the_sweep_wants_them():
+    """No --llm-custom-ops: loaded for the full sweep and for a KERNEL of theirs,
+    not for other kernels, not with --no-llm-custom-ops, not for --load alone."""
+    from etops.conformance.cli import build_parser, wants_llm_custom_ops
+
+    def wants(*argv):
+        return wants_llm_custom_ops(build_parser().parse_args(list(argv)))
+
+    assert wants() is None and wants("llama::update_cache.out") is None
+    assert wants("aten::add.out") is False and wants("--no-llm-custom-ops") is False
+    assert wants("--load", "x.cpp") is False and wants("--llm-custom-ops", "aten::add.out") is True
+
+
+def test_a_llm_kernel_named_without_the_flag_is_checked(tmp_path):
+    out = tmp_path / "llm.json"
+    proc = subprocess.run([sys.executable, "-m", "etops", "check", "--no-progress", "-q", "llama::update_cache.out",
+                           "--json", str(out), "--report-only"], capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    import json
+
+    kernels = {r["kernel"]: r for r in json.loads(out.read_text())["kernels"]}
+    assert kernels["llama::update_cache.out"]["cases"] > 0

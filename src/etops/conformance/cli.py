@@ -88,10 +88,15 @@ def build_parser() -> argparse.ArgumentParser:
                         "its cases and reproducers, the dim-order axis beside it")
     p.add_argument("--no-shrink", action="store_true",
                    help="group findings by root cause without shrinking them (no reruns; reproducers from the recorded case)")
-    p.add_argument("--llm-custom-ops", action="store_true",
-                   help="load ExecuTorch's LLM custom ops (executorch.extension.llm.custom_ops) and check their kernels "
-                        "(llama::*, preprocess::*) against their math, with the ATen implementations the same library "
-                        "registers as a second witness (docs/llm.md)")
+    llm = p.add_mutually_exclusive_group()
+    llm.add_argument("--llm-custom-ops", action="store_true",
+                     help="load ExecuTorch's LLM custom ops (executorch.extension.llm.custom_ops) and check their kernels "
+                          "(llama::*, preprocess::*) against their math, with the ATen implementations the same library "
+                          "registers as a second witness (docs/llm.md); an error when the library is missing. Without "
+                          "it they are loaded and checked when the library is importable and no KERNEL is named (or one "
+                          "of theirs is)")
+    llm.add_argument("--no-llm-custom-ops", action="store_true",
+                     help="leave ExecuTorch's LLM custom ops unloaded, whatever the sweep")
     p.add_argument("--load", action="append", metavar="SPEC",
                    help="load kernels first (FILE.cpp of a checkout, LIB.so, FILE.py:FUNCTION; repeatable) and check "
                         "those when no KERNEL is named; worker processes load them too")
@@ -99,16 +104,43 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+#: the namespaces of the kernels ExecuTorch's LLM custom-ops library registers
+LLM_NAMESPACES = ("llama::", "preprocess::")
+
+
 def load_llm_custom_ops() -> None:
     """Imports upstream's LLM custom-ops package and the module of it that loads
     its library (the llama::* and preprocess::* kernels, and their ATen
-    implementations for torch)."""
+    implementations for torch), hiding what the torchao it imports warns and logs."""
     import importlib
+    import logging
+    import warnings
 
     from .references.llm import LIBRARY
 
-    importlib.import_module("executorch.extension.llm.custom_ops")
-    importlib.import_module(LIBRARY)
+    logger = logging.getLogger("torchao")
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            importlib.import_module("executorch.extension.llm.custom_ops")
+            importlib.import_module(LIBRARY)
+    finally:
+        logger.setLevel(level)
+
+
+def wants_llm_custom_ops(args) -> bool | None:
+    """Whether the sweep loads the LLM custom ops: True (required: --llm-custom-ops),
+    None (when importable: no KERNEL named and nothing --load-ed, or a KERNEL of
+    their namespaces), False."""
+    if args.llm_custom_ops:
+        return True
+    if args.no_llm_custom_ops:
+        return False
+    if args.kernels:
+        return None if any(k.startswith(LLM_NAMESPACES) for k in args.kernels) else False
+    return None if not args.load else False  # --load alone checks what it loaded
 
 
 def main(argv=None) -> int:
@@ -146,12 +178,14 @@ def main(argv=None) -> int:
     from .runner import default_kmap
     from .sweep import resolve_kernels
 
-    if args.llm_custom_ops:
+    llm = wants_llm_custom_ops(args)
+    if llm is not False:
         try:
             load_llm_custom_ops()
         except ImportError as exc:
-            print(f"{parser.prog}: error: --llm-custom-ops: {exc}", file=sys.stderr)
-            return 2
+            if llm:
+                print(f"{parser.prog}: error: --llm-custom-ops: {exc}", file=sys.stderr)
+                return 2
 
     if args.load:
         from ..dev.load import load_for_command
