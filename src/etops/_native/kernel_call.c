@@ -76,21 +76,30 @@ static int slow_check(KernelObject* k, SlowEntry entry, PyObject* const* bound) 
 
 
 /* Finds the call's signature in the kernel's ring, adding it when new (a validating
- * kernel runs torch's checks, the slow path's validate, first). 0: go on, *slot the
- * signature's entry in the ring (validated_static_outs[*slot]: whether its outs go
- * STATIC; probed[*slot]: whether a probe of it ran clean);
+ * kernel runs torch's checks, the slow path's validate, first). A call with a number
+ * given as another object than an exact int, float or bool (`odd_numbers`: a 0-dim
+ * tensor where the schema wants a number) is checked by torch even when its
+ * signature is known: the signature holds the number's value, not its type, and
+ * torch refuses some types a known signature's call did not have. 0: go on, *slot
+ * the signature's entry in the ring (validated_static_outs[*slot]: whether its outs
+ * go STATIC; probed[*slot]: whether a probe of it ran clean);
  * -1: torch refuses (exception set); 1: the slow path resized outs as torch's
  * out= does and made the call itself (*handled is its result, a new reference). */
-static int validate_once(KernelObject* k, const etb_value* vals, PyObject* const* bound, PyObject** handled,
-                         int* slot) {
+static int validate_once(KernelObject* k, const etb_value* vals, PyObject* const* bound, int odd_numbers,
+                         PyObject** handled, int* slot) {
   uint64_t h = call_signature(vals, k->nargs);
+  int known = -1;
   /* newest first: a loop of calls repeats the signature it last added */
   for (int n = 0, i = k->validated_next; n < k->validated_count; n++) {
     i = i == 0 ? VALIDATED_SIGNATURES - 1 : i - 1;
     if (k->validated[i] == h) {
-      *slot = i;
-      return 0;
+      known = i;
+      break;
     }
+  }
+  if (known >= 0 && !(odd_numbers && k->validates)) {
+    *slot = known;
+    return 0;
   }
   int static_outs = 0;
   if (k->validates) {
@@ -103,6 +112,10 @@ static int validate_once(KernelObject* k, const etb_value* vals, PyObject* const
     }
     static_outs = k->static_outs_allowed && res == Py_True;
     Py_DECREF(res);
+  }
+  if (known >= 0) { /* torch accepted the number's type: the signature's entry as it was */
+    *slot = known;
+    return 0;
   }
   k->validated_static_outs[k->validated_next] = (uint8_t)static_outs;
   k->probed[k->validated_next] = 0; /* its first call is a probe (kernel_probe.c) */
@@ -435,7 +448,7 @@ PyObject* kernel_vectorcall(PyObject* self, PyObject* const* args, size_t nargsf
    * the others DYNAMIC_BOUND, which the kernel may shrink. */
   if (!missing_out && k->delegate_handle == NULL) {
     int slot = -1;
-    int checked = validate_once(k, vals, bound, &result, &slot);
+    int checked = validate_once(k, vals, bound, cs.odd_numbers, &result, &slot);
     signature_slot = slot;
     if (checked != 0 && alloc_slot >= 0) { /* allocated outs torch did not take as they are */
       Py_CLEAR(result);

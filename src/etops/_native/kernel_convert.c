@@ -280,8 +280,15 @@ static int convert_tensor_list(KernelObject* k, CallScratch* cs, int i, const Ar
   return 0;
 }
 
+/* Notes on the call a number given as another object than an exact int, float or
+ * bool (CallScratch.odd_numbers: torch checks its type on every call). */
+static inline void note_number_type(CallScratch* cs, PyObject* o) {
+  if (!PyLong_CheckExact(o) && !PyFloat_CheckExact(o) && !PyBool_Check(o)) cs->odd_numbers = 1;
+}
+
 /* A Python number as an ExecuTorch Scalar (Bool, Int or Double). */
 static int convert_scalar(KernelObject* k, CallScratch* cs, int i, const ArgSpec* a, PyObject* o, etb_value* v) {
+  note_number_type(cs, o);
   if (PyBool_Check(o)) {
     v->tag = ETB_BOOL;
     v->u.b = o == Py_True;
@@ -312,11 +319,13 @@ static int convert_scalar(KernelObject* k, CallScratch* cs, int i, const ArgSpec
 }
 
 static int convert_int(KernelObject* k, CallScratch* cs, int i, const ArgSpec* a, PyObject* o, etb_value* v) {
+  note_number_type(cs, o);
   v->tag = ETB_INT;
   return as_int64(k, a, o, &v->u.i);
 }
 
 static int convert_float(KernelObject* k, CallScratch* cs, int i, const ArgSpec* a, PyObject* o, etb_value* v) {
+  note_number_type(cs, o);
   v->tag = ETB_DOUBLE;
   return as_double(k, a, o, &v->u.d);
 }
@@ -399,7 +408,9 @@ static int convert_number_list(KernelObject* k, CallScratch* cs, const ArgSpec* 
   char* buf = (char*)scratch_alloc(cs, kind->item_size * (n ? n : 1));
   if (buf == NULL) return -1;
   for (Py_ssize_t j = 0; j < n; j++) {
-    if (kind->convert(k, &item, PySequence_Fast_GET_ITEM(seq, j), buf + j * kind->item_size) < 0) return -1;
+    PyObject* o_j = PySequence_Fast_GET_ITEM(seq, j);
+    note_number_type(cs, o_j);
+    if (kind->convert(k, &item, o_j, buf + j * kind->item_size) < 0) return -1;
   }
   v->tag = kind->tag;
   switch (kind->tag) {

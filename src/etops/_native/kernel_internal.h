@@ -207,6 +207,11 @@ typedef struct {
    * (the fields are off, or more tensors than room), bumped through torch instead */
   uint32_t* versions[ETOPS_MAX_TENSORS];
   int nversions, bump_by_object;
+  /* a number argument (or list item) was given as an object other than an exact int,
+   * float or bool (a 0-dim tensor, a numpy scalar, an int subclass): it converts to
+   * the same value, so the signature cannot tell it apart, but torch may refuse its
+   * type, so torch's checks see every such call (kernel_call.c's validate_once) */
+  int odd_numbers;
 } CallScratch;
 
 /* Grows the arena by a block that holds at least n bytes, and takes n from it. */
@@ -251,6 +256,7 @@ static inline void scratch_init(CallScratch* cs) {
   cs->pre_mask = 0;
   cs->nversions = 0;
   cs->bump_by_object = 0;
+  cs->odd_numbers = 0;
 }
 
 /* Drops the kept objects and frees the arena's blocks. */
