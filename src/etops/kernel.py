@@ -317,8 +317,11 @@ class KernelInfo:
     def precheck(self, bound: dict) -> dict | None:
         """The arguments rewritten by the normalizers of this info's policy (the
         caller calls again with them), or None after its guards accepted the
-        arguments; a guard's refusal raises a GuardRefusal, naming the argument."""
+        arguments; a guard's refusal raises a GuardRefusal, naming the argument.
+        First the entry's footprint checks (every policy's): a value torch refuses
+        raises ValueError naming the argument."""
         calls = self.calls
+        calls.check_footprint(bound, self)
         normalized = calls.normalized(bound, self)
         if normalized is not None:
             return normalized
