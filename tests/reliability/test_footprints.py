@@ -280,3 +280,18 @@ def test_values_beyond_the_first_calls_footprint_stay_within_memory(name):
             assert bool(((got == 5) | got.isnan()).all()), (kwargs["grid"].flatten()[0], kwargs["interpolation_mode"], got)
             continue
         torch.testing.assert_close(_call(name, kwargs), _call_torch(name, kwargs), equal_nan=True)
+
+
+def test_index_checks_read_the_values_the_kernel_reads():
+    """An index given as a negative view (memory holding -i): its values as torch
+    sees them are checked, and the kernel gets them resolved; index_select's check
+    runs in C (kernel_footprint.c), with no Python precheck on its steady calls."""
+    name = "aten::index_select.out"
+    assert not etops.get_kernel(name)._info.calls.has_precheck
+    _warm(name, _index_kwargs([1, 2]))
+    given = _index_kwargs([1, 2])
+    given["index"] = torch._neg_view(-torch.tensor([3, 0]))
+    torch.testing.assert_close(_call(name, given), _x()[[3, 0]])
+    given["index"] = torch._neg_view(-torch.tensor([3, -1]))  # memory holds [-3, 1]: 1 would pass, -1 does not
+    with pytest.raises(ValueError, match="argument 'index' holds -1"):
+        _call(name, given)

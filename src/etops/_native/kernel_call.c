@@ -33,6 +33,7 @@ typedef enum {
   SLOW_RESIZED,           /* the kernel resized an out: mirror it on the Python object */
   SLOW_VALIDATE,          /* a new argument signature: torch's checks, raise if torch refuses */
   SLOW_OUTS_TO_REMEMBER,  /* after an allocation: the outs' (shape, strides, dtype), for kernel_alloc.c */
+  SLOW_FOOTPRINT_REFUSED, /* an index value outside the dim it indexes (kernel_footprint.c): raise */
   SLOW_ENTRY_COUNT
 } SlowEntry;
 
@@ -45,6 +46,7 @@ static const char* const SLOW_PATH_METHODS[SLOW_ENTRY_COUNT] = {
     [SLOW_RESIZED] = "resized",
     [SLOW_VALIDATE] = "validate",
     [SLOW_OUTS_TO_REMEMBER] = "outs_to_remember",
+    [SLOW_FOOTPRINT_REFUSED] = "footprint_refused",
 };
 
 /* Calls the slow path's `entry` with the bound arguments (NULL: a missing out). */
@@ -473,6 +475,19 @@ PyObject* kernel_vectorcall(PyObject* self, PyObject* const* args, size_t nargsf
   }
 
 checks:
+  /* the rules table's index checks, on every call (a memo's too): values the kernel reads or writes by */
+  if (k->nranges > 0) {
+    int broken = index_ranges_broken(k, vals);
+    if (broken >= 0) {
+      PyObject* argument = k->args[k->ranges[broken].index].name;
+      PyObject* res = slow_path(k, SLOW_FOOTPRINT_REFUSED, bound, argument);
+      if (res != NULL) { /* the slow path always raises */
+        Py_DECREF(res);
+        PyErr_Format(PyExc_SystemError, "%s: footprint_refused returned", k->op_name);
+      }
+      goto done;
+    }
+  }
   /* torch's refusals of the objects themselves (kernel_checks.c): grad, shared memory */
   if (check_written_tensors(k, &cs, bound, alloc_slot >= 0) < 0) goto done;
 

@@ -7,7 +7,9 @@ pages) but not on a later call of the same signature with other values. These ch
 refuse what torch's CPU kernels refuse of those values (an index out of range, a
 negative repeat, repeats whose sum no size can hold, a source shorter than a mask's
 count, values that do not fit the indexing result), before every call of every
-policy: the C path's precheck runs them ahead of the call memo. A refusal raises
+policy: the C path's precheck runs them ahead of the call memo, and an index check
+(``indices_in_dim``) runs in C itself (kernel_footprint.c), calling back only to
+word a refusal. A refusal raises
 ValueError naming the argument, with what torch says, as torch's other checks do
 (etops.torch_checks). A check passes silently over arguments of the wrong kind (not
 a tensor, not an integer tensor): torch's checks of the signature report those.
@@ -25,15 +27,28 @@ _ET_MAX_SIZE = 2**31 - 1
 _INT64_MAX = 2**63 - 1
 
 
+#: below this many elements the values are read as a Python list (one call into
+#: torch); above it torch's aminmax reads them (one pass, whatever their number)
+_SMALL = 256
+_INTEGER = (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8, torch.uint16, torch.uint32, torch.uint64)
+
+
+def _tensor(value):
+    """`value` as a torch tensor (DLPack producers converted), or what it is."""
+    return value if type(value) is torch.Tensor else tensors.as_torch(value)
+
+
 def _integer_tensor(value):
     """`value` as a torch tensor when it is an integer (not bool) tensor, else None."""
-    t = tensors.as_torch(value)
-    if not isinstance(t, torch.Tensor) or t.dtype == torch.bool or t.is_floating_point() or t.is_complex():
-        return None
-    return t
+    t = _tensor(value)
+    return t if isinstance(t, torch.Tensor) and t.dtype in _INTEGER else None
 
 
 def _range(t: torch.Tensor) -> tuple[int, int]:
+    """(min, max) of a non-empty integer tensor's values (lazy bits resolved, as torch reads them)."""
+    if t.numel() <= _SMALL:
+        values = t.reshape(-1).tolist()
+        return min(values), max(values)
     low, high = torch.aminmax(t)
     return int(low), int(high)
 
@@ -45,10 +60,11 @@ def indices_in_dim(index: str, source: str, dim: str | int, why: str = _TORCH_RE
     """Every value of integer tensor `index` lies in [0, n), n the size of dim `dim`
     (an argument name or a fixed dim) of `source` (a 0-dim source has one element):
     gather, scatter, index_select, embedding (torch refuses negative indices there).
-    `why` ends the refusal's message."""
+    `why` ends the refusal's message. The C call path scans the values itself
+    (`index_range`: kernel_footprint.c) and calls the check only to word a refusal."""
 
     def check(bound, info):
-        idx, src = _integer_tensor(bound.get(index)), tensors.as_torch(bound.get(source))
+        idx, src = _integer_tensor(bound.get(index)), _tensor(bound.get(source))
         d = bound.get(dim) if isinstance(dim, str) else dim
         if idx is None or not isinstance(src, torch.Tensor) or idx.numel() == 0 or not isinstance(d, int):
             return
@@ -61,6 +77,7 @@ def indices_in_dim(index: str, source: str, dim: str | int, why: str = _TORCH_RE
             bad = low if low < 0 else high
             raise ValueError(f"{info.name}: argument '{index}' holds {bad}, outside [0, {size}) (dim {d % ndim} of '{source}'); {why}")
 
+    check.index_range = (index, source, dim)  # the C call path scans the values (kernel_footprint.c)
     return check
 
 
@@ -69,7 +86,7 @@ def _index_plan(src: torch.Tensor, indices) -> list:
     tensor given, bool / uint8 masks covering as many dims as they have."""
     plan, d = [], 0
     for i, item in enumerate(indices):
-        t = tensors.as_torch(item)
+        t = _tensor(item)
         if not isinstance(t, torch.Tensor):
             d += 1
             continue
@@ -84,7 +101,7 @@ def tensor_indices(source: str = "self", indices: str = "indices"):
     advanced indexing does): index.Tensor, index_put."""
 
     def check(bound, info):
-        src, given = tensors.as_torch(bound.get(source)), bound.get(indices)
+        src, given = _tensor(bound.get(source)), bound.get(indices)
         if not isinstance(src, torch.Tensor) or not isinstance(given, (list, tuple)):
             return
         for i, t, d in _index_plan(src, given):
@@ -106,10 +123,10 @@ def values_fit_indexing(source: str = "self", indices: str = "indices", values: 
     which torch's checks saw)."""
 
     def check(bound, info):
-        src, given, vals = tensors.as_torch(bound.get(source)), bound.get(indices), tensors.as_torch(bound.get(values))
+        src, given, vals = _tensor(bound.get(source)), bound.get(indices), _tensor(bound.get(values))
         if not isinstance(src, torch.Tensor) or not isinstance(vals, torch.Tensor) or not isinstance(given, (list, tuple)):
             return
-        items = [tensors.as_torch(t) for t in given]
+        items = [_tensor(t) for t in given]
         if not any(isinstance(t, torch.Tensor) and t.dtype in (torch.bool, torch.uint8) for t in items):
             return
         as_longs = []  # each mask as the long indices of its true elements: the shape torch's indexing gives
@@ -139,7 +156,7 @@ def repeats_fit(repeats: str = "repeats", output_size: str = "output_size"):
     hold; `output_size`, when given, is that sum."""
 
     def check(bound, info):
-        given = tensors.as_torch(bound.get(repeats))
+        given = _tensor(bound.get(repeats))
         if not isinstance(given, torch.Tensor):
             return
         if given.dim() != 1:
@@ -170,7 +187,7 @@ def mask_count_within(mask: str = "mask", source: str = "source", target: str = 
     shape, has true elements (masked_scatter reads one source element per true)."""
 
     def check(bound, info):
-        m, src, tgt = (tensors.as_torch(bound.get(n)) for n in (mask, source, target))
+        m, src, tgt = (_tensor(bound.get(n)) for n in (mask, source, target))
         if not all(isinstance(t, torch.Tensor) for t in (m, src, tgt)):
             return
         try:

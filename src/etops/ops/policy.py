@@ -53,13 +53,25 @@ class CallRules:
     @property
     def has_precheck(self) -> bool:
         """Whether every call goes through the slow path's precheck first."""
-        return bool(self.guards or self.normalize or self.no_work or self.footprint)
+        return bool(self.guards or self.normalize or self.no_work or self.footprint_in_python)
 
-    def check_footprint(self, bound: dict, info) -> None:
-        """Runs the footprint checks (etops.ops.footprints): torch's refusal of a
-        value the kernel's footprint depends on raises ValueError naming the
-        argument, as torch's other checks do."""
-        for check in self.footprint:
+    @property
+    def index_ranges(self) -> tuple:
+        """The (index, source, dim) of the footprint checks the C call path makes
+        itself (etops.ops.footprints.indices_in_dim; kernel_footprint.c)."""
+        return tuple(check.index_range for check in self.footprint if hasattr(check, "index_range"))
+
+    @property
+    def footprint_in_python(self) -> tuple:
+        """The footprint checks the precheck runs (the others run in C)."""
+        return tuple(check for check in self.footprint if not hasattr(check, "index_range"))
+
+    def check_footprint(self, bound: dict, info, every: bool = False) -> None:
+        """Runs the footprint checks (etops.ops.footprints) the precheck runs, or
+        `every` one (the C path found an index out of range: the refusal's words):
+        torch's refusal of a value the kernel's footprint depends on raises
+        ValueError naming the argument, as torch's other checks do."""
+        for check in self.footprint if every else self.footprint_in_python:
             check(bound, info)
 
     def normalized(self, bound: dict, info) -> dict | None:
