@@ -151,24 +151,22 @@ def values_fit_indexing(source: str = "self", indices: str = "indices", values: 
 
 
 def repeats_fit(repeats: str = "repeats", output_size: str = "output_size"):
-    """`repeats` is a 1-D integer tensor of non-negative values whose sum an int64
+    """A 1-D integer `repeats` holds non-negative values whose sum an int64
     holds (torch: "cannot be represented as a SymInt") and ExecuTorch's int32 sizes
     hold; `output_size`, when given, is that sum."""
 
     def check(bound, info):
-        given = _tensor(bound.get(repeats))
-        if not isinstance(given, torch.Tensor):
-            return
-        if given.dim() != 1:
-            raise ValueError(f"{info.name}: argument '{repeats}' has {given.dim()} dims; torch refuses it "
-                             "(repeat_interleave only accept 1D vector as repeat)")
-        r = _integer_tensor(given)
-        if r is None:
-            raise ValueError(f"{info.name}: argument '{repeats}' has dtype {given.dtype}; torch refuses it (integer repeats only)")
-        low, high = _range(r) if r.numel() else (0, 0)
+        r = _integer_tensor(bound.get(repeats))
+        if r is None or r.dim() != 1:
+            return  # torch's checks of the signature refuse it (1-D integer repeats only)
+        if r.numel() <= _SMALL:
+            values = r.tolist()
+            low, total = min(values, default=0), sum(values)  # Python ints: no int64 wrap-around
+        else:
+            low, high = _range(r)
+            total = int(r.sum()) if high <= _ET_MAX_SIZE else sum(r.tolist())  # no int64 wrap-around either way
         if low < 0:
             raise ValueError(f"{info.name}: argument '{repeats}' holds {low}; torch refuses it (repeats can not be negative)")
-        total = int(r.sum()) if high <= _ET_MAX_SIZE else sum(r.tolist())  # no int64 wrap-around either way
         if total > _INT64_MAX:
             raise ValueError(f"{info.name}: argument '{repeats}' sums to {total}, more than an int64 holds; torch refuses it "
                              "(the size cannot be represented as a SymInt)")
@@ -187,14 +185,16 @@ def mask_count_within(mask: str = "mask", source: str = "source", target: str = 
     shape, has true elements (masked_scatter reads one source element per true)."""
 
     def check(bound, info):
-        m, src, tgt = (_tensor(bound.get(n)) for n in (mask, source, target))
-        if not all(isinstance(t, torch.Tensor) for t in (m, src, tgt)):
+        m, src, tgt = _tensor(bound.get(mask)), _tensor(bound.get(source)), _tensor(bound.get(target))
+        if not (isinstance(m, torch.Tensor) and isinstance(src, torch.Tensor) and isinstance(tgt, torch.Tensor)):
             return
+        if m.numel() <= src.numel() and m.shape == tgt.shape:
+            return  # at most one true element per source element
         try:
             shape = torch.broadcast_shapes(m.shape, tgt.shape)
         except RuntimeError:
             return  # torch's checks of the signature report it
-        count = int(m.expand(shape).count_nonzero()) if m.shape != shape else int(m.count_nonzero())
+        count = int(m.expand(shape).count_nonzero())
         if count > src.numel():
             raise ValueError(f"{info.name}: argument '{source}' has {src.numel()} elements, '{mask}' {count} true ones; torch "
                              "refuses it (Number of elements of source < number of ones in mask)")

@@ -34,13 +34,15 @@ class CallRules:
     `footprint`: the entry's checks of the tensor values its footprint depends on
     (every policy's)."""
 
-    __slots__ = ("op", "policy", "guards", "normalize", "no_work", "contiguous_only", "footprint", "_findings")
+    __slots__ = ("op", "policy", "guards", "normalize", "no_work", "contiguous_only", "footprint", "footprint_in_python", "_findings")
 
     def __init__(self, op: str, policy: CallPolicy, guards=(), normalize=(), no_work=None, contiguous_only=False, findings=(),
                  footprint=()):
         self.op, self.policy = op, policy
         self.guards, self.normalize, self.no_work, self.contiguous_only = tuple(guards), tuple(normalize), no_work, contiguous_only
         self.footprint = tuple(footprint)
+        #: the footprint checks the precheck runs (the others, index checks, run in C)
+        self.footprint_in_python = tuple(check for check in self.footprint if not hasattr(check, "index_range"))
         self._findings = tuple(findings)
 
     def __repr__(self) -> str:
@@ -60,11 +62,6 @@ class CallRules:
         """The (index, source, dim) of the footprint checks the C call path makes
         itself (etops.ops.footprints.indices_in_dim; kernel_footprint.c)."""
         return tuple(check.index_range for check in self.footprint if hasattr(check, "index_range"))
-
-    @property
-    def footprint_in_python(self) -> tuple:
-        """The footprint checks the precheck runs (the others run in C)."""
-        return tuple(check for check in self.footprint if not hasattr(check, "index_range"))
 
     def check_footprint(self, bound: dict, info, every: bool = False) -> None:
         """Runs the footprint checks (etops.ops.footprints) the precheck runs, or
