@@ -3,24 +3,32 @@ argument given as another object (a 0-dim tensor where the schema wants a number
 a bool or a float where it wants an int) converts to the value a steady call had,
 so its signature is the known one; torch's checks still see it (kernel_call.c's
 validate_once, CallScratch.odd_numbers), and the call raises what a fresh kernel of
-the operator raises. Over every aten kernel of a simple call (simple_calls.py) with
-a Scalar / int / float / bool argument."""
+the operator raises. numpy scalars too (a plain one is checked as the Python number
+its item() gives, numpy's bool as a bool). Over every aten kernel of a simple call
+(simple_calls.py) with a Scalar / int / float / bool argument."""
 
 from __future__ import annotations
 
 import warnings
 
+import numpy as np
 import torch
 
 from etops.kernel import make_kernel
 
-#: schema types of number arguments -> the wrong-typed objects tried for a value v
+def _numpy(v) -> list:
+    """numpy scalars of v: a plain one is checked as its item() (no check on every
+    call), numpy's bool as a bool (checked on every call)."""
+    return [np.float32(v), np.int64(int(v)), np.bool_(bool(v))]
+
+
+#: schema types of number arguments -> the wrong-typed (or other-typed) objects tried for a value v
 _WRONG = {
-    "number": lambda v: [torch.tensor(v)],
-    "int": lambda v: [torch.tensor(v), True, float(v)],
-    "SymInt": lambda v: [torch.tensor(v), True, float(v)],
-    "float": lambda v: [torch.tensor(v)],
-    "bool": lambda v: [torch.tensor(v), int(v)],
+    "number": lambda v: [torch.tensor(v), *_numpy(v)],
+    "int": lambda v: [torch.tensor(v), True, float(v), *_numpy(v)],
+    "SymInt": lambda v: [torch.tensor(v), True, float(v), *_numpy(v)],
+    "float": lambda v: [torch.tensor(v), *_numpy(v)],
+    "bool": lambda v: [torch.tensor(v), int(v), *_numpy(v)],
 }
 
 
@@ -65,5 +73,5 @@ def test_a_wrong_typed_number_after_steady_calls_raises_what_a_fresh_kernel_rais
                 kernels.add(c.name)
                 if warm != cold:
                     wrong.append((c.name, arg.name, repr(bad), warm[0], cold[0]))
-    assert tried >= 100 and refused >= 100 and len(kernels) >= 40, (tried, refused, len(kernels))
+    assert tried >= 250 and refused >= 150 and len(kernels) >= 40, (tried, refused, len(kernels))
     assert wrong == [], wrong

@@ -334,6 +334,19 @@ static PyObject* probe_site(const Probe* probe) {
   return Py_BuildValue("(ssL)", name, where, (long long)offset);
 }
 
+/* The rules table's index checks (kernel_footprint.c) of the converted call: -1 with
+ * the footprint check's refusal raised when a value lies outside the dim it indexes. */
+static int refuse_index_ranges(KernelObject* k, const etb_value* vals, PyObject* const* bound) {
+  int broken = index_ranges_broken(k, vals);
+  if (broken < 0) return 0;
+  PyObject* res = slow_path(k, SLOW_FOOTPRINT_REFUSED, bound, k->args[k->ranges[broken].index].name);
+  if (res != NULL) { /* the slow path always raises */
+    Py_DECREF(res);
+    PyErr_Format(PyExc_SystemError, "%s: footprint_refused returned", k->op_name);
+  }
+  return -1;
+}
+
 /* Releasing the GIL costs about as much as a tiny kernel: only for big ones. */
 #define GIL_RELEASE_NUMEL 32768
 
@@ -413,6 +426,7 @@ PyObject* kernel_vectorcall(PyObject* self, PyObject* const* args, size_t nargsf
   if (memo_hit) {
     fn = memo_fn(k);
     static_slot = signature_slot = memo_slot(k);
+    if (k->nranges > 0 && refuse_index_ranges(k, vals, bound) < 0) goto done;
     goto checks;
   }
 
@@ -431,6 +445,8 @@ PyObject* kernel_vectorcall(PyObject* self, PyObject* const* args, size_t nargsf
       goto done;
     }
   }
+  /* the rules table's index checks, on every call, before anything is resized or allocated */
+  if (k->nranges > 0 && refuse_index_ranges(k, vals, bound) < 0) goto done;
   /* raises, naming the argument (or accepts an out the slow path will resize) */
   if (k->specs != NULL && !matches_specs(k, vals) && slow_check(k, SLOW_EXPLAIN_MISMATCH, bound) < 0) goto done;
   if (missing_out && k->allocates && no_out_given(k, bound)) {
@@ -475,19 +491,6 @@ PyObject* kernel_vectorcall(PyObject* self, PyObject* const* args, size_t nargsf
   }
 
 checks:
-  /* the rules table's index checks, on every call (a memo's too): values the kernel reads or writes by */
-  if (k->nranges > 0) {
-    int broken = index_ranges_broken(k, vals);
-    if (broken >= 0) {
-      PyObject* argument = k->args[k->ranges[broken].index].name;
-      PyObject* res = slow_path(k, SLOW_FOOTPRINT_REFUSED, bound, argument);
-      if (res != NULL) { /* the slow path always raises */
-        Py_DECREF(res);
-        PyErr_Format(PyExc_SystemError, "%s: footprint_refused returned", k->op_name);
-      }
-      goto done;
-    }
-  }
   /* torch's refusals of the objects themselves (kernel_checks.c): grad, shared memory */
   if (check_written_tensors(k, &cs, bound, alloc_slot >= 0) < 0) goto done;
 

@@ -280,10 +280,27 @@ static int convert_tensor_list(KernelObject* k, CallScratch* cs, int i, const Ar
   return 0;
 }
 
+/* Whether `t` is a numpy integer or float scalar type of at most 64 bits: torch's
+ * checks see such a number as the Python int or float its item() gives
+ * (tensors.python_scalar), which converts to the same tag and value (numpy's bool,
+ * complex and long double scalars are not: item() gives another kind). */
+static int plain_numpy_number(const PyTypeObject* t) {
+  static const char* const names[] = {"int8",   "int16",  "int32",   "int64",   "uint8",    "uint16",   "uint32",
+                                      "uint64", "float16", "float32", "float64", "longlong", "ulonglong"};
+  const char* name = t->tp_name;
+  if (strncmp(name, "numpy.", 6) != 0) return 0;
+  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+    if (strcmp(name + 6, names[i]) == 0) return 1;
+  }
+  return 0;
+}
+
 /* Notes on the call a number given as another object than an exact int, float or
- * bool (CallScratch.odd_numbers: torch checks its type on every call). */
+ * bool or a plain numpy number (CallScratch.odd_numbers: a 0-dim tensor, an int
+ * subclass; torch checks its type on every call). */
 static inline void note_number_type(CallScratch* cs, PyObject* o) {
-  if (!PyLong_CheckExact(o) && !PyFloat_CheckExact(o) && !PyBool_Check(o)) cs->odd_numbers = 1;
+  if (!PyLong_CheckExact(o) && !PyFloat_CheckExact(o) && !PyBool_Check(o) && !plain_numpy_number(Py_TYPE(o)))
+    cs->odd_numbers = 1;
 }
 
 /* A Python number as an ExecuTorch Scalar (Bool, Int or Double). */

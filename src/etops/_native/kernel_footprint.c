@@ -42,6 +42,7 @@ int index_ranges_broken(const KernelObject* k, const etb_value* vals) {
     if (iv->tag != ETB_TENSOR || sv->tag != ETB_TENSOR) continue;
     const etb_tensor *index = iv->u.t, *source = sv->u.t;
     int64_t dim = range->fixed_dim;
+    if (range->dim_arg < 0 && source->ndim <= dim) continue; /* a weight of too few dims: the kernel's own check */
     if (range->dim_arg >= 0) {
       if (vals[range->dim_arg].tag != ETB_INT) continue;
       dim = vals[range->dim_arg].u.i;

@@ -58,7 +58,8 @@ _TORCH_REFUSES_INDEX = "torch refuses it (index out of range)"
 
 def indices_in_dim(index: str, source: str, dim: str | int, why: str = _TORCH_REFUSES_INDEX):
     """Every value of integer tensor `index` lies in [0, n), n the size of dim `dim`
-    (an argument name or a fixed dim) of `source` (a 0-dim source has one element):
+    (an argument name or a fixed dim, skipped when `source` has too few dims) of
+    `source` (for a dim argument, a 0-dim source has one element):
     gather, scatter, index_select, embedding (torch refuses negative indices there).
     `why` ends the refusal's message. The C call path scans the values itself
     (`index_range`: kernel_footprint.c) and calls the check only to word a refusal."""
@@ -68,6 +69,8 @@ def indices_in_dim(index: str, source: str, dim: str | int, why: str = _TORCH_RE
         d = bound.get(dim) if isinstance(dim, str) else dim
         if idx is None or not isinstance(src, torch.Tensor) or idx.numel() == 0 or not isinstance(d, int):
             return
+        if isinstance(dim, int) and src.dim() <= dim:
+            return  # a table of too few dims (a 0-dim weight): the kernel's own rank check answers
         ndim = max(src.dim(), 1)
         if not -ndim <= d < ndim:
             return  # torch's checks of the signature name the dim
