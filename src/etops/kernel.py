@@ -317,13 +317,23 @@ class KernelInfo:
     def precheck(self, bound: dict) -> dict | None:
         """The arguments rewritten by the normalizers of this info's policy (the
         caller calls again with them), or None after its guards accepted the
-        arguments; a guard's refusal raises a GuardRefusal, naming the argument."""
+        arguments; a guard's refusal raises a GuardRefusal, naming the argument.
+        First the entry's footprint checks (every policy's): a value torch refuses
+        raises ValueError naming the argument."""
         calls = self.calls
+        calls.check_footprint(bound, self)
         normalized = calls.normalized(bound, self)
         if normalized is not None:
             return normalized
         calls.check(bound, self)
         return None
+
+    def refuse_footprint(self, bound: dict, argument: str) -> None:
+        """The C call path found a value of index `argument` outside the dim it
+        indexes (kernel_footprint.c): raises the footprint check's ValueError,
+        naming the argument."""
+        self.calls.check_footprint(bound, self, every=True)
+        raise ValueError(f"{self.name}: argument '{argument}' holds a value outside the dim it indexes")
 
     def nothing_to_compute(self, bound: dict) -> bool:
         """Whether this info's policy says this call has nothing to compute (its
@@ -474,8 +484,11 @@ def _make_c_kernel(info: KernelInfo):
     # only a channels-last tensor reaches the kernel in another order than contiguous
     # outside etops.layout("preserve") (where the user opted in): no callback otherwise
     warn = _layout_warning(name, judging) if judging.wrong_on("channels-last") is not None and not calls.contiguous_only else None
+    position = {a.name: i for i, a in enumerate(plan.args)}
+    ranges = tuple((position[index], position[source], position[dim] if isinstance(dim, str) else -1, dim if isinstance(dim, int) else 0)
+                   for index, source, dim in calls.index_ranges)
     return _native.Kernel(info.registered_as or name, plan.args, plan.returns, info, SLOW_PATH, precheck=calls.has_precheck,
-                          validate=validate, contiguous_only=calls.contiguous_only, warn_layout=warn)
+                          validate=validate, contiguous_only=calls.contiguous_only, warn_layout=warn, index_ranges=ranges)
 
 
 #: (kernel, layout) pairs warned about in this process

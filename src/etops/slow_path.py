@@ -55,6 +55,10 @@ class SlowPathInfo(Protocol):
     def nothing_to_compute(self, bound: dict) -> bool:
         """Whether the call only sizes its outs (the kernel is not called)."""
 
+    def refuse_footprint(self, bound: dict, argument: str) -> None:
+        """The C path found a value of index `argument` outside the dim it indexes
+        (the rules table's footprint checks): raises, naming the argument."""
+
     def validate(self, bound: dict, meta_checked: bool = False) -> dict | None:
         """torch's checks of a call with a new argument signature (its meta kernel's
         unless `meta_checked`, then the rules table's): raises what torch refuses
@@ -221,6 +225,12 @@ class SlowPath:
         if info.nothing_to_compute(bound):
             return (self._sized_outs(info, bound),)
         return None
+
+    def footprint_refused(self, kernel, values, argument):
+        """The C path found an index argument's value outside the dim it indexes
+        (kernel_footprint.c): raises the footprint check's refusal."""
+        info: SlowPathInfo = kernel._info
+        info.refuse_footprint(bound_arguments(info, values), argument)
 
     @staticmethod
     def _sized_outs(info, bound):

@@ -195,3 +195,29 @@ def test_torch_checks_run_once_per_signature_and_refuse_what_torch_refuses(reg):
     with pytest.raises(TypeError, match="aten::sub.out: argument 'self' is a bool"):
         reg.aten.sub.out(torch.ones(2, dtype=torch.bool), 1)
     assert not ops.rules_for("aten::sub.out").calls(DIRECT).has_guards  # no per-call Python guard
+
+
+def test_a_footprint_names_its_arguments_and_what_keeps_them_within_memory():
+    from etops.ops import Footprint
+
+    with pytest.raises(ValueError, match="'checks' or 'bounded'"):
+        Footprint(("index",))
+    with pytest.raises(ValueError, match="'arguments'"):
+        Footprint(bounded="the kernel checks")
+    with pytest.raises(TypeError, match="'arguments'"):
+        Footprint("index", bounded="the kernel checks")
+    assert not Footprint().data_dependent
+
+
+def test_footprints_of_several_rules_merge():
+    from etops.ops import Footprint
+
+    def check(bound, info):
+        raise ValueError(f"{info.name}: argument 'index' refused")
+
+    rules = [Rule(("aten::gather.out",), footprint=Footprint(("index",), (check,))),
+             Rule(("aten::gather.out",), footprint=Footprint(("self", "index"), bounded="the out is sized from the data"))]
+    entry = merge("aten::gather.out", rules)
+    assert entry.footprint.arguments == ("index", "self") and entry.footprint.checks == (check,)
+    assert entry.footprint.bounded == "the out is sized from the data"
+    assert entry.calls(ops.PROGRAM).footprint == (check,) and entry.calls(ops.DIRECT).has_precheck

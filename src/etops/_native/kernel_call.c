@@ -33,6 +33,7 @@ typedef enum {
   SLOW_RESIZED,           /* the kernel resized an out: mirror it on the Python object */
   SLOW_VALIDATE,          /* a new argument signature: torch's checks, raise if torch refuses */
   SLOW_OUTS_TO_REMEMBER,  /* after an allocation: the outs' (shape, strides, dtype), for kernel_alloc.c */
+  SLOW_FOOTPRINT_REFUSED, /* an index value outside the dim it indexes (kernel_footprint.c): raise */
   SLOW_ENTRY_COUNT
 } SlowEntry;
 
@@ -45,6 +46,7 @@ static const char* const SLOW_PATH_METHODS[SLOW_ENTRY_COUNT] = {
     [SLOW_RESIZED] = "resized",
     [SLOW_VALIDATE] = "validate",
     [SLOW_OUTS_TO_REMEMBER] = "outs_to_remember",
+    [SLOW_FOOTPRINT_REFUSED] = "footprint_refused",
 };
 
 /* Calls the slow path's `entry` with the bound arguments (NULL: a missing out). */
@@ -76,21 +78,30 @@ static int slow_check(KernelObject* k, SlowEntry entry, PyObject* const* bound) 
 
 
 /* Finds the call's signature in the kernel's ring, adding it when new (a validating
- * kernel runs torch's checks, the slow path's validate, first). 0: go on, *slot the
- * signature's entry in the ring (validated_static_outs[*slot]: whether its outs go
- * STATIC; probed[*slot]: whether a probe of it ran clean);
+ * kernel runs torch's checks, the slow path's validate, first). A call with a number
+ * given as another object than an exact int, float or bool (`odd_numbers`: a 0-dim
+ * tensor where the schema wants a number) is checked by torch even when its
+ * signature is known: the signature holds the number's value, not its type, and
+ * torch refuses some types a known signature's call did not have. 0: go on, *slot
+ * the signature's entry in the ring (validated_static_outs[*slot]: whether its outs
+ * go STATIC; probed[*slot]: whether a probe of it ran clean);
  * -1: torch refuses (exception set); 1: the slow path resized outs as torch's
  * out= does and made the call itself (*handled is its result, a new reference). */
-static int validate_once(KernelObject* k, const etb_value* vals, PyObject* const* bound, PyObject** handled,
-                         int* slot) {
+static int validate_once(KernelObject* k, const etb_value* vals, PyObject* const* bound, int odd_numbers,
+                         PyObject** handled, int* slot) {
   uint64_t h = call_signature(vals, k->nargs);
+  int known = -1;
   /* newest first: a loop of calls repeats the signature it last added */
   for (int n = 0, i = k->validated_next; n < k->validated_count; n++) {
     i = i == 0 ? VALIDATED_SIGNATURES - 1 : i - 1;
     if (k->validated[i] == h) {
-      *slot = i;
-      return 0;
+      known = i;
+      break;
     }
+  }
+  if (known >= 0 && !(odd_numbers && k->validates)) {
+    *slot = known;
+    return 0;
   }
   int static_outs = 0;
   if (k->validates) {
@@ -103,6 +114,10 @@ static int validate_once(KernelObject* k, const etb_value* vals, PyObject* const
     }
     static_outs = k->static_outs_allowed && res == Py_True;
     Py_DECREF(res);
+  }
+  if (known >= 0) { /* torch accepted the number's type: the signature's entry as it was */
+    *slot = known;
+    return 0;
   }
   k->validated_static_outs[k->validated_next] = (uint8_t)static_outs;
   k->probed[k->validated_next] = 0; /* its first call is a probe (kernel_probe.c) */
@@ -319,6 +334,19 @@ static PyObject* probe_site(const Probe* probe) {
   return Py_BuildValue("(ssL)", name, where, (long long)offset);
 }
 
+/* The rules table's index checks (kernel_footprint.c) of the converted call: -1 with
+ * the footprint check's refusal raised when a value lies outside the dim it indexes. */
+static int refuse_index_ranges(KernelObject* k, const etb_value* vals, PyObject* const* bound) {
+  int broken = index_ranges_broken(k, vals);
+  if (broken < 0) return 0;
+  PyObject* res = slow_path(k, SLOW_FOOTPRINT_REFUSED, bound, k->args[k->ranges[broken].index].name);
+  if (res != NULL) { /* the slow path always raises */
+    Py_DECREF(res);
+    PyErr_Format(PyExc_SystemError, "%s: footprint_refused returned", k->op_name);
+  }
+  return -1;
+}
+
 /* Releasing the GIL costs about as much as a tiny kernel: only for big ones. */
 #define GIL_RELEASE_NUMEL 32768
 
@@ -398,6 +426,7 @@ PyObject* kernel_vectorcall(PyObject* self, PyObject* const* args, size_t nargsf
   if (memo_hit) {
     fn = memo_fn(k);
     static_slot = signature_slot = memo_slot(k);
+    if (k->nranges > 0 && refuse_index_ranges(k, vals, bound) < 0) goto done;
     goto checks;
   }
 
@@ -416,6 +445,8 @@ PyObject* kernel_vectorcall(PyObject* self, PyObject* const* args, size_t nargsf
       goto done;
     }
   }
+  /* the rules table's index checks, on every call, before anything is resized or allocated */
+  if (k->nranges > 0 && refuse_index_ranges(k, vals, bound) < 0) goto done;
   /* raises, naming the argument (or accepts an out the slow path will resize) */
   if (k->specs != NULL && !matches_specs(k, vals) && slow_check(k, SLOW_EXPLAIN_MISMATCH, bound) < 0) goto done;
   if (missing_out && k->allocates && no_out_given(k, bound)) {
@@ -435,7 +466,7 @@ PyObject* kernel_vectorcall(PyObject* self, PyObject* const* args, size_t nargsf
    * the others DYNAMIC_BOUND, which the kernel may shrink. */
   if (!missing_out && k->delegate_handle == NULL) {
     int slot = -1;
-    int checked = validate_once(k, vals, bound, &result, &slot);
+    int checked = validate_once(k, vals, bound, cs.odd_numbers, &result, &slot);
     signature_slot = slot;
     if (checked != 0 && alloc_slot >= 0) { /* allocated outs torch did not take as they are */
       Py_CLEAR(result);

@@ -280,8 +280,32 @@ static int convert_tensor_list(KernelObject* k, CallScratch* cs, int i, const Ar
   return 0;
 }
 
+/* Whether `t` is a numpy integer or float scalar type of at most 64 bits: torch's
+ * checks see such a number as the Python int or float its item() gives
+ * (tensors.python_scalar), which converts to the same tag and value (numpy's bool,
+ * complex and long double scalars are not: item() gives another kind). */
+static int plain_numpy_number(const PyTypeObject* t) {
+  static const char* const names[] = {"int8",   "int16",  "int32",   "int64",   "uint8",    "uint16",   "uint32",
+                                      "uint64", "float16", "float32", "float64", "longlong", "ulonglong"};
+  const char* name = t->tp_name;
+  if (strncmp(name, "numpy.", 6) != 0) return 0;
+  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+    if (strcmp(name + 6, names[i]) == 0) return 1;
+  }
+  return 0;
+}
+
+/* Notes on the call a number given as another object than an exact int, float or
+ * bool or a plain numpy number (CallScratch.odd_numbers: a 0-dim tensor, an int
+ * subclass; torch checks its type on every call). */
+static inline void note_number_type(CallScratch* cs, PyObject* o) {
+  if (!PyLong_CheckExact(o) && !PyFloat_CheckExact(o) && !PyBool_Check(o) && !plain_numpy_number(Py_TYPE(o)))
+    cs->odd_numbers = 1;
+}
+
 /* A Python number as an ExecuTorch Scalar (Bool, Int or Double). */
 static int convert_scalar(KernelObject* k, CallScratch* cs, int i, const ArgSpec* a, PyObject* o, etb_value* v) {
+  note_number_type(cs, o);
   if (PyBool_Check(o)) {
     v->tag = ETB_BOOL;
     v->u.b = o == Py_True;
@@ -312,11 +336,13 @@ static int convert_scalar(KernelObject* k, CallScratch* cs, int i, const ArgSpec
 }
 
 static int convert_int(KernelObject* k, CallScratch* cs, int i, const ArgSpec* a, PyObject* o, etb_value* v) {
+  note_number_type(cs, o);
   v->tag = ETB_INT;
   return as_int64(k, a, o, &v->u.i);
 }
 
 static int convert_float(KernelObject* k, CallScratch* cs, int i, const ArgSpec* a, PyObject* o, etb_value* v) {
+  note_number_type(cs, o);
   v->tag = ETB_DOUBLE;
   return as_double(k, a, o, &v->u.d);
 }
@@ -399,7 +425,9 @@ static int convert_number_list(KernelObject* k, CallScratch* cs, const ArgSpec* 
   char* buf = (char*)scratch_alloc(cs, kind->item_size * (n ? n : 1));
   if (buf == NULL) return -1;
   for (Py_ssize_t j = 0; j < n; j++) {
-    if (kind->convert(k, &item, PySequence_Fast_GET_ITEM(seq, j), buf + j * kind->item_size) < 0) return -1;
+    PyObject* o_j = PySequence_Fast_GET_ITEM(seq, j);
+    note_number_type(cs, o_j);
+    if (kind->convert(k, &item, o_j, buf + j * kind->item_size) < 0) return -1;
   }
   v->tag = kind->tag;
   switch (kind->tag) {

@@ -44,6 +44,14 @@ typedef struct {
 #define CACHE_ENTRIES 4
 /* Argument signatures a kernel remembers torch accepted (a ring). */
 #define VALIDATED_SIGNATURES 32
+
+/* An index check of the rules table's footprint part done in C (kernel_footprint.c):
+ * every value of integer tensor argument `index` lies in [0, n), n the size of dim
+ * `dim_arg`'s value (or `fixed_dim` when dim_arg < 0) of tensor argument `source`. */
+#define ETOPS_MAX_INDEX_RANGES 4
+typedef struct {
+  int8_t index, source, dim_arg, fixed_dim;
+} IndexRange;
 /* (written, other) argument pairs a kernel remembers torch lets share all memory. */
 #define FULL_ALIAS_PAIRS 8
 /* Input signatures of calls without out= whose outs a kernel remembers (a ring). */
@@ -146,6 +154,9 @@ typedef struct {
   uint8_t bind_out_given[ETOPS_MAX_ARGS];
   /* the last steady call's converted slots and tensors (kernel_memo.c), or NULL */
   struct CallMemo* memo;
+  /* the rules table's index checks done here (kernel_footprint.c), on every call */
+  int nranges;
+  IndexRange ranges[ETOPS_MAX_INDEX_RANGES];
 } KernelObject;
 
 /* ---- kernel_scratch.c: scratch memory of one call -------------------------------- */
@@ -207,6 +218,11 @@ typedef struct {
    * (the fields are off, or more tensors than room), bumped through torch instead */
   uint32_t* versions[ETOPS_MAX_TENSORS];
   int nversions, bump_by_object;
+  /* a number argument (or list item) was given as an object other than an exact int,
+   * float or bool (a 0-dim tensor, a numpy scalar, an int subclass): it converts to
+   * the same value, so the signature cannot tell it apart, but torch may refuse its
+   * type, so torch's checks see every such call (kernel_call.c's validate_once) */
+  int odd_numbers;
 } CallScratch;
 
 /* Grows the arena by a block that holds at least n bytes, and takes n from it. */
@@ -251,10 +267,17 @@ static inline void scratch_init(CallScratch* cs) {
   cs->pre_mask = 0;
   cs->nversions = 0;
   cs->bump_by_object = 0;
+  cs->odd_numbers = 0;
 }
 
 /* Drops the kept objects and frees the arena's blocks. */
 void scratch_release(CallScratch* cs);
+
+/* ---- kernel_footprint.c ------------------------------------------------------------ */
+
+/* The first of the kernel's index ranges a value of the converted call `vals` falls
+ * outside (its position in k->ranges), or -1 when every value is within. */
+int index_ranges_broken(const KernelObject* k, const etb_value* vals);
 
 /* ---- kernel_convert.c ------------------------------------------------------------- */
 

@@ -97,16 +97,42 @@ static int parse_plan(KernelObject* k, PyObject* plan) {
   return 0;
 }
 
+/* index_ranges: a tuple of (index, source, dim argument or -1, fixed dim) argument
+ * positions, the rules table's index checks made in C (kernel_footprint.c). */
+static int parse_index_ranges(KernelObject* k, PyObject* ranges) {
+  k->nranges = 0;
+  if (ranges == NULL || ranges == Py_None) return 0;
+  if (!PyTuple_Check(ranges) || PyTuple_GET_SIZE(ranges) > ETOPS_MAX_INDEX_RANGES) {
+    PyErr_Format(PyExc_TypeError, "Kernel: argument 'index_ranges' must be a tuple of at most %d tuples",
+                 ETOPS_MAX_INDEX_RANGES);
+    return -1;
+  }
+  for (Py_ssize_t r = 0; r < PyTuple_GET_SIZE(ranges); r++) {
+    int index, source, dim_arg, fixed_dim;
+    if (!PyArg_ParseTuple(PyTuple_GET_ITEM(ranges, r), "iiii", &index, &source, &dim_arg, &fixed_dim)) return -1;
+    if (index < 0 || index >= k->nargs || source < 0 || source >= k->nargs || dim_arg >= k->nargs ||
+        fixed_dim < -ETB_MAX_DIM || fixed_dim >= ETB_MAX_DIM) {
+      PyErr_SetString(PyExc_ValueError, "Kernel: argument 'index_ranges' names an argument the plan lacks");
+      return -1;
+    }
+    k->ranges[r] = (IndexRange){(int8_t)index, (int8_t)source, (int8_t)(dim_arg < 0 ? -1 : dim_arg), (int8_t)fixed_dim};
+    k->nranges++;
+  }
+  return 0;
+}
+
 static PyObject* kernel_new(PyTypeObject* type, PyObject* args, PyObject* kwargs) {
   static char* kwlist[] = {"name", "plan", "returns", "info", "slow_path", "precheck", "delegate", "specs",
-                           "validate", "contiguous_only", "warn_layout", NULL};
+                           "validate", "contiguous_only", "warn_layout", "index_ranges", NULL};
   PyObject *name, *plan, *returns, *info, *slow;
   PyObject* delegate = Py_None;
   PyObject* specs = Py_None;
   PyObject* warn_layout = Py_None;
+  PyObject* index_ranges = NULL;
   int precheck = 0, validate = 0, contiguous_only = 0;
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "UOOOO|pOOppO", kwlist, &name, &plan, &returns, &info, &slow,
-                                   &precheck, &delegate, &specs, &validate, &contiguous_only, &warn_layout))
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "UOOOO|pOOppOO", kwlist, &name, &plan, &returns, &info, &slow,
+                                   &precheck, &delegate, &specs, &validate, &contiguous_only, &warn_layout,
+                                   &index_ranges))
     return NULL;
   KernelObject* k = (KernelObject*)type->tp_alloc(type, 0);
   if (k == NULL) return NULL;
@@ -141,7 +167,7 @@ static PyObject* kernel_new(PyTypeObject* type, PyObject* args, PyObject* kwargs
     }
     k->delegate = Py_NewRef(delegate);
   }
-  if (parse_plan(k, plan) < 0) {
+  if (parse_plan(k, plan) < 0 || parse_index_ranges(k, index_ranges) < 0) {
     Py_DECREF(k);
     return NULL;
   }

@@ -4,13 +4,14 @@ Owns what etops knows about individual operators, each entry in named parts
 (parts.py): what sizes its outs (``sizing``), what direct calls do for the user
 (``direct``: guards against the inputs ExecuTorch's kernels abort on, normalizers,
 ``no_work``, ``contiguous_only``), what no call may do (``safety``: inputs that
-corrupt memory), what torch refuses that its meta kernel lets through
+corrupt memory), which tensor values decide its footprint and their checks before
+every call (``footprint``), what torch refuses that its meta kernel lets through
 (``torch_checks``) and how the kernel is judged (``judging``: comparison kind,
 tolerance, known silently wrong layouts, known findings with reproducers, the input
 constraints of the conformance sweep). The declarations live in one module per
 family (aten.py, prim.py, quantized.py, llm.py); rules.py merges them into the
 entry; policy.py has the two call policies a kernel is made with (``DIRECT``,
-``PROGRAM``); guards.py and normalizers.py the constructors.
+``PROGRAM``); guards.py, normalizers.py and footprints.py the constructors.
 Core package: imports torch, the standard library and core modules only (errors,
 compare, out_shapes), never an extension.
 
@@ -26,7 +27,7 @@ from __future__ import annotations
 import functools
 
 from . import aten, llm, prim, quantized
-from .parts import WRONG_LAYOUTS, Direct, Finding, InputConstraints, Judging, LayoutFinding, Safety, Sizing
+from .parts import WRONG_LAYOUTS, Direct, Finding, Footprint, InputConstraints, Judging, LayoutFinding, Safety, Sizing
 from .policy import DIRECT, PROGRAM, CallPolicy, CallRules
 from .rules import OpPolicy, Rule, merge
 
@@ -53,6 +54,12 @@ def wrong_layouts() -> dict:
     return {n: policy_of(n).judging.wrong_layouts for rule in ALL_RULES if rule.judging.wrong_layouts for n in rule.names}
 
 
+def data_dependent() -> dict:
+    """operator name -> its Footprint: every kernel the table records as having a
+    footprint that depends on tensor values (indices, repeats, a mask's count)."""
+    return {n: policy_of(n).footprint for rule in ALL_RULES if rule.footprint.data_dependent for n in rule.names}
+
+
 def findings() -> list:
     """Every known ExecuTorch finding of the table, in table order."""
     return [f for rule in ALL_RULES for f in rule.judging.findings]
@@ -76,5 +83,5 @@ def input_constraints(op: str) -> InputConstraints | None:
 INPUTS = {n: policy_of(n).judging.inputs for rule in ALL_RULES if rule.judging.inputs is not None for n in rule.names}
 
 __all__ = ["ALL_RULES", "DIRECT", "INPUTS", "PROGRAM", "WRONG_LAYOUTS", "CallPolicy", "CallRules", "Direct", "Finding",
-           "InputConstraints", "Judging", "LayoutFinding", "OpPolicy", "Rule", "Safety", "Sizing", "abort_findings", "findings",
+           "Footprint", "InputConstraints", "Judging", "LayoutFinding", "OpPolicy", "Rule", "Safety", "Sizing", "abort_findings", "data_dependent", "findings",
            "input_constraints", "policy_of", "rules_for", "wrong_layouts"]

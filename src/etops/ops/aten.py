@@ -7,10 +7,11 @@ import torch
 
 from .. import tensors
 from ..compare import METADATA, TIES
+from . import footprints as fp
 from . import guards as g
 from . import normalizers as n
 from .cases import case, tensor, value
-from .parts import Direct, Finding, InputConstraints, Judging, LayoutFinding, Safety, Sizing
+from .parts import Direct, Finding, Footprint, InputConstraints, Judging, LayoutFinding, Safety, Sizing
 from .rules import Rule
 
 _SIZE_ABORT = "size(): Dimension out of range (0-dim input)"
@@ -128,6 +129,34 @@ _INPUTS = [
 ]
 
 
+#: an out sized from the data is never STATIC: the kernel's resize refuses to grow it
+#: past its memory, and etops resizes it and calls again
+_RESIZED = "its out is sized from the data, never STATIC: ExecuTorch's resize refuses to grow it past its memory (etops resizes and calls again)"
+_INDEX_IN_DIM = (fp.indices_in_dim("index", "self", "dim"),)
+
+#: kernels whose footprint (out sizes, positions read and written) depends on tensor
+#: values: their checks run before every call (tests/reliability/test_footprints.py
+#: finds them from the schemas: a new one fails it until it is declared here)
+_FOOTPRINTS = [
+    Rule(("aten::gather.out", "aten::index_select.out", "aten::scatter.src_out", "aten::scatter.value_out", "aten::scatter_add.out"),
+         footprint=Footprint(("index",), _INDEX_IN_DIM)),
+    Rule(("aten::embedding.out",), footprint=Footprint(("indices",), (fp.indices_in_dim("indices", "weight", 0),))),
+    Rule(("aten::index.Tensor_out",), footprint=Footprint(("indices",), (fp.tensor_indices("self", "indices"),),
+                                                         bounded=f"a bool mask's count: {_RESIZED}")),
+    Rule(("aten::index_put.out", "aten::index_put_"),
+         footprint=Footprint(("indices", "values"), (fp.tensor_indices("self", "indices"), fp.values_fit_indexing("self", "indices", "values")))),
+    Rule(("aten::repeat_interleave.Tensor_out",), footprint=Footprint(("repeats",), (fp.repeats_fit("repeats", "output_size"),),
+                                                                     bounded=f"a valid sum: {_RESIZED}")),
+    Rule(("aten::masked_scatter.out",), footprint=Footprint(("mask", "source"), (fp.mask_count_within("mask", "source", "self"),))),
+    Rule(("aten::nonzero.out",), footprint=Footprint(("self",), bounded=_RESIZED)),
+    Rule(("aten::masked_select.out",), footprint=Footprint(("mask",), bounded=_RESIZED)),
+    Rule(("aten::grid_sampler_2d.out",), footprint=Footprint(("grid",), bounded=(
+        "the kernel bounds-checks or clips every position it reads (non-finite and huge grid values included); torch refuses no grid value"))),
+    Rule(("aten::max_pool2d_with_indices_backward.grad_input",), footprint=Footprint(("indices",), bounded=(
+        "the safety guard refusing indices beyond a plane of self (torch accepts them; the kernel writes outside grad_input)"))),
+]
+
+
 RULES = [
     # found by the conformance sweep's shrinking (double free), then by etops.guard.call:
     # "read past the end of argument 'grad_input'"
@@ -240,4 +269,5 @@ RULES = [
     Rule(("aten::topk.values", "aten::max.dim_max", "aten::min.dim_min", "aten::argmax.out", "aten::argmin.out",
           "aten::max_pool2d_with_indices.out"), judging=Judging(compare=TIES)),
     *_INPUTS,
+    *_FOOTPRINTS,
 ]

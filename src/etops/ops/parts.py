@@ -10,6 +10,9 @@ Each part answers one question about an operator, and only that one:
 - ``Safety``: what no call may do, whatever its policy: guards against inputs on
   which the kernel corrupts memory or dies by a signal, and workarounds of the same
   kind (direct calls work around; a program's call is refused instead);
+- ``Footprint``: which tensor arguments' values decide how big its outs are or
+  where it reads and writes, and what keeps every call within its memory (checks
+  of those values before every call, or why none is needed);
 - ``Judging``: how its results are judged: comparison kind, tolerance, the layouts
   it is known silently wrong on, the known findings with reproducers, and the input
   constraints of the conformance sweep's generated samples.
@@ -151,6 +154,37 @@ class Safety(_Calls):
     program makes it is refused where they would apply (the kernel is not called,
     and a workaround's result would read as the kernel's pass)."""
 
+
+
+@dataclasses.dataclass(frozen=True)
+class Footprint:
+    """The kernel's footprint (the size of its outs, the positions it reads and
+    writes) depends on the values of tensor `arguments` (indices, repeats, a mask's
+    count), so a signature's first call (probed between guard pages) says nothing of
+    the next. `checks` (etops.ops.footprints) refuse the values torch refuses, before
+    every call of every policy (the call memo included), raising ValueError naming
+    the argument as torch's other checks do; `bounded` says what keeps any other
+    value within the memory (an out the kernel resizes only within its capacity, the
+    kernel's own bounds checks, a safety guard). A part naming arguments has checks,
+    `bounded`, or both."""
+
+    arguments: tuple = ()
+    checks: tuple = ()
+    bounded: str | None = None
+
+    def __post_init__(self):
+        if isinstance(self.arguments, str):
+            raise TypeError("Footprint: argument 'arguments' must be a tuple of argument names")
+        if self.arguments and not (self.checks or self.bounded):
+            raise ValueError("Footprint: argument 'checks' or 'bounded' must say what keeps the calls of "
+                             f"{self.arguments} within their memory")
+        if (self.checks or self.bounded) and not self.arguments:
+            raise ValueError("Footprint: argument 'arguments' must name the tensors the footprint depends on")
+
+    @property
+    def data_dependent(self) -> bool:
+        """Whether the footprint depends on tensor values at all."""
+        return bool(self.arguments)
 
 
 @dataclasses.dataclass(frozen=True)

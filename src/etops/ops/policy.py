@@ -10,8 +10,9 @@ callable is built (etops.kernel.make_kernel).
 
 ``CallRules`` is what one operator's kernel runs under one policy; its guards'
 refusals raise ``etops.errors.GuardRefusal`` carrying the declaration and the
-finding that refused. Torch's checks (an entry's ``torch_checks``) are not a
-policy's: every call gets them. Imports torch, the standard library and
+finding that refused. Torch's checks (an entry's ``torch_checks``, and its
+``footprint`` checks of the tensor values its footprint depends on, which run
+before every call) are not a policy's: every kernel gets them. Imports torch, the standard library and
 etops.errors only; entries are duck-typed (etops.ops.rules.OpPolicy).
 """
 
@@ -29,13 +30,19 @@ _ARGUMENT = re.compile(r"argument '([^']+)'")
 class CallRules:
     """The guards and workarounds a kernel of operator `op` made with `policy` runs
     before each call: `guards` ((guard, declaration) pairs, in table order),
-    `normalize`, `no_work`, `contiguous_only` (etops.ops.parts)."""
+    `normalize`, `no_work`, `contiguous_only` (etops.ops.parts), and
+    `footprint`: the entry's checks of the tensor values its footprint depends on
+    (every policy's)."""
 
-    __slots__ = ("op", "policy", "guards", "normalize", "no_work", "contiguous_only", "_findings")
+    __slots__ = ("op", "policy", "guards", "normalize", "no_work", "contiguous_only", "footprint", "footprint_in_python", "_findings")
 
-    def __init__(self, op: str, policy: CallPolicy, guards=(), normalize=(), no_work=None, contiguous_only=False, findings=()):
+    def __init__(self, op: str, policy: CallPolicy, guards=(), normalize=(), no_work=None, contiguous_only=False, findings=(),
+                 footprint=()):
         self.op, self.policy = op, policy
         self.guards, self.normalize, self.no_work, self.contiguous_only = tuple(guards), tuple(normalize), no_work, contiguous_only
+        self.footprint = tuple(footprint)
+        #: the footprint checks the precheck runs (the others, index checks, run in C)
+        self.footprint_in_python = tuple(check for check in self.footprint if not hasattr(check, "index_range"))
         self._findings = tuple(findings)
 
     def __repr__(self) -> str:
@@ -48,7 +55,21 @@ class CallRules:
     @property
     def has_precheck(self) -> bool:
         """Whether every call goes through the slow path's precheck first."""
-        return bool(self.guards or self.normalize or self.no_work)
+        return bool(self.guards or self.normalize or self.no_work or self.footprint_in_python)
+
+    @property
+    def index_ranges(self) -> tuple:
+        """The (index, source, dim) of the footprint checks the C call path makes
+        itself (etops.ops.footprints.indices_in_dim; kernel_footprint.c)."""
+        return tuple(check.index_range for check in self.footprint if hasattr(check, "index_range"))
+
+    def check_footprint(self, bound: dict, info, every: bool = False) -> None:
+        """Runs the footprint checks (etops.ops.footprints) the precheck runs, or
+        `every` one (the C path found an index out of range: the refusal's words):
+        torch's refusal of a value the kernel's footprint depends on raises
+        ValueError naming the argument, as torch's other checks do."""
+        for check in self.footprint if every else self.footprint_in_python:
+            check(bound, info)
 
     def normalized(self, bound: dict, info) -> dict | None:
         """The bound arguments with every normalizer's rewrite applied, or None when
@@ -120,12 +141,12 @@ class CallPolicy:
                 guards.extend((g, rule) for g in rule.safety.guards + rule.direct.guards)
             return CallRules(entry.name, self, guards, entry.safety.normalize + entry.direct.normalize,
                              entry.direct.no_work or entry.safety.no_work, entry.direct.contiguous_only or entry.safety.contiguous_only,
-                             findings)
+                             findings, entry.footprint.checks)
         for rule in entry.rules:  # refused, never worked around: a workaround's pass is not the kernel's
             guards.extend((g, rule) for g in rule.safety.guards)
             if rule.safety.works_around:
                 guards.append((refuse_workarounds(rule), rule))
-        return CallRules(entry.name, self, guards, findings=findings)
+        return CallRules(entry.name, self, guards, findings=findings, footprint=entry.footprint.checks)
 
 
 #: etops' direct calls: the direct and safety parts, workarounds applied

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import torch
 
+from . import footprints as fp
 from . import guards as g
 from .cases import case, tensor, value
-from .parts import Direct, Finding, Judging, Safety
+from .parts import Direct, Finding, Footprint, Judging, Safety
 from .rules import Rule
 
 _NS = "quantized_decomposed::"
@@ -34,7 +35,8 @@ def _finding(op, summary, argument, args, abort, outs=("out",), memory=False):
 
 def _embedding_tables(bound, info):
     """weight_scales (1-D or 2-D, one row per weight row, groups dividing the
-    columns), zero points shaped like the scales, indices integer and in range."""
+    columns), zero points shaped like the scales, indices integer (their range is
+    the footprint's check)."""
     op, w, s = info.name, g.shape_dtype(bound.get("weight")), g.shape_dtype(bound.get("weight_scales"))
     if s is not None and len(s[0]) not in (1, 2):
         raise ValueError(f"{op}: argument 'weight_scales' must be 1-D or 2-D, got {len(s[0])} dims")
@@ -49,8 +51,6 @@ def _embedding_tables(bound, info):
     if isinstance(idx, torch.Tensor) and w is not None and idx.numel():
         if idx.dtype.is_floating_point or idx.dtype.is_complex or idx.dtype == torch.bool:
             raise TypeError(f"{op}: argument 'indices' must be an integer tensor, got {idx.dtype}")
-        if int(idx.min()) < 0 or int(idx.max()) >= w[0][0]:
-            raise IndexError(f"{op}: argument 'indices' has values outside [0, {w[0][0]})")
 
 
 def _add_ranges(bound, info):
@@ -121,6 +121,10 @@ RULES = [
                  "size(): Dimension out of range (weight must be 2-D)")
         for op in _EMBEDDINGS if op != f"{_NS}embedding_byte.out"
     ))),
+    # the rows read are the indices' values: each in [0, weight.size(0)) on every call (a
+    # negative one is read before weight: the kernel does not wrap it as torch's reference does)
+    Rule(_EMBEDDINGS, footprint=Footprint(("indices",), (fp.indices_in_dim(
+        "indices", "weight", 0, why="the kernel would read outside 'weight' (it checks no index, and wraps no negative one as torch's reference does)"),))),
     # ET_CHECK_MSG in quantized_add_out: same numel, rank and dtype for a, b and out
     Rule((f"{_NS}add.out",), direct=Direct(guards=(_add_ranges, g.same_dtype_and_shape("a", "b", "out"))), judging=Judging(findings=(
         _finding(f"{_NS}add.out", "quantized add.out aborts unless a, b and out have the same numel, rank and dtype", "out",

@@ -3,8 +3,8 @@
 A ``Rule`` is one declaration of a family module (aten.py, prim.py, quantized.py,
 llm.py): the operators it applies to (exact names, or ``fnmatch`` patterns such as
 ``quantized_decomposed::*``) and what it says about them, in named parts
-(etops.ops.parts): ``sizing``, ``direct``, ``safety``, ``judging``, plus
-``torch_checks``. ``OpPolicy`` is the one entry of an operator: every declaration
+(etops.ops.parts): ``sizing``, ``direct``, ``safety``, ``footprint``, ``judging``,
+plus ``torch_checks``. ``OpPolicy`` is the one entry of an operator: every declaration
 naming it merged part by part, in table order; ``calls(policy)`` is what a kernel
 made with a policy (etops.ops.policy: DIRECT, PROGRAM) runs before each call.
 """
@@ -16,7 +16,7 @@ import fnmatch
 from typing import Any
 
 from ..compare import VALUES
-from .parts import Direct, Judging, Safety, Sizing
+from .parts import Direct, Footprint, Judging, Safety, Sizing
 from .policy import DIRECT, CallPolicy, CallRules
 
 
@@ -26,8 +26,9 @@ class Rule:
     `optional`: the optional library the exact names come from (None: every exact
     name must be a registered kernel). The parts (etops.ops.parts): `sizing` (what
     sizes the outs), `direct` (what direct calls do for the user), `safety` (what
-    no call may do, whatever its policy), `judging` (how results are judged).
-    `torch_checks`: guards for what torch's real kernel refuses and its meta kernel
+    no call may do, whatever its policy), `footprint` (which tensor values decide
+    the kernel's footprint, and their checks before every call), `judging` (how
+    results are judged). `torch_checks`: guards for what torch's real kernel refuses and its meta kernel
     lets through; they depend on dtypes and shapes only, so they run with torch's
     checks, once per argument signature, for every policy (torch refuses what torch
     refuses)."""
@@ -36,6 +37,7 @@ class Rule:
     sizing: Sizing = Sizing()
     direct: Direct = Direct()
     safety: Safety = Safety()
+    footprint: Footprint = Footprint()
     judging: Judging = Judging()
     torch_checks: tuple = ()
     optional: str | None = None
@@ -43,7 +45,7 @@ class Rule:
     def __post_init__(self):
         if isinstance(self.names, str) or not self.names:
             raise TypeError("Rule: argument 'names' must be a non-empty tuple of operator names or patterns")
-        for part, kind in (("sizing", Sizing), ("direct", Direct), ("safety", Safety), ("judging", Judging)):
+        for part, kind in (("sizing", Sizing), ("direct", Direct), ("safety", Safety), ("footprint", Footprint), ("judging", Judging)):
             if type(getattr(self, part)) is not kind:
                 raise TypeError(f"Rule: argument '{part}' must be an etops.ops.parts.{kind.__name__}, got {type(getattr(self, part)).__name__}")
         for f in self.judging.findings:
@@ -69,6 +71,7 @@ class OpPolicy:
     sizing: Sizing = Sizing()
     direct: Direct = Direct()
     safety: Safety = Safety()
+    footprint: Footprint = Footprint()
     judging: Judging = Judging(compare=VALUES)
     torch_checks: tuple = ()
     rules: tuple = ()
@@ -124,11 +127,16 @@ def merge(name: str, rules) -> OpPolicy:
             no_work=fields[part].get("no_work"), contiguous_only=any(p.contiguous_only for p in parts))
 
     judging = fields["judging"]
+    footprints = [rule.footprint for rule in mine if rule.footprint.data_dependent]
+    footprint = Footprint(
+        tuple(dict.fromkeys(a for f in footprints for a in f.arguments)), tuple(c for f in footprints for c in f.checks),
+        "; ".join(f.bounded for f in footprints if f.bounded) or None)
     return OpPolicy(
         name,
         sizing=Sizing(fields["sizing"].get("upper_bound"), sized_from_data),
         direct=calls("direct", Direct),
         safety=calls("safety", Safety),
+        footprint=footprint,
         judging=Judging(judging.get("compare") or VALUES, judging.get("tolerance"), tuple(wrong_layouts),
                         tuple(f for rule in mine for f in rule.judging.findings if f.op == name), judging.get("inputs")),
         torch_checks=tuple(c for rule in mine for c in rule.torch_checks),
