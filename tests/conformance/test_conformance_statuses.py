@@ -102,6 +102,17 @@ def test_crash_in_isolated_mode_is_recorded_and_the_sweep_goes_on(tmp_path):
     assert "no mismatch" in proc.stdout
 
 
+def test_a_death_outside_every_kernel_call_blames_no_kernel(tmp_path):
+    """The worker dies while ATen's side of sample 2 is computed (no kernel call in
+    flight, the case clock says): no case is a crash of the kernel (the last case
+    whose kernel ran, sample 1's, passed), and the task says what happened."""
+    report = conformance.run(["aten::add.out"], dtypes=["float32"], opinfo_filter={"add"}, progress=False,
+                             isolated=True, jobs=1, hooks=str(HERE / "reference_death_hooks.py"), report_dir=tmp_path)
+    assert _only(report, "crash") == [], [c.message for c in _only(report, "crash")]
+    errors = [t["error"] for t in report.task_errors]
+    assert any("outside any kernel call" in e for e in errors), errors
+
+
 def test_isolated_results_equal_in_process():
     kwargs = dict(dtypes=["float32", "int64"], opinfo_filter={"add", "mul", "sub"}, progress=False)
     inproc = conformance.run(["aten::add.out", "aten::mul.out"], **kwargs)

@@ -1,7 +1,8 @@
 """Worker processes for ``--isolated``: each task (OpInfo, dtype) runs in a worker;
-a worker that dies (segfault, abort, SIGKILL) or goes without news for `timeout`
-outside any kernel call has its current case recorded as crash, is replaced, and
-the task runs again without that case. Each worker publishes the case whose kernel
+a worker that dies (segfault, abort, SIGKILL) while a kernel call is in flight has
+that case recorded as crash, is replaced, and the task runs again without that case;
+one that dies, or goes without news for `timeout`, outside every kernel call (in
+ATen's reference, in making samples) fails its task with that said, blaming no kernel. Each worker publishes the case whose kernel
 it is calling on a case clock of its own (etops.conformance.case_clock, a memory
 file the worker is given); a case past its limit (a kernel that never returns) is
 a hang case: the worker (its process group: its child, a guard process) is killed
@@ -187,7 +188,12 @@ def run_pool(tasks: list[dict], config: dict, jobs: int, on_result, timeout: flo
                             done.put((task, result, crashes))
                             break
                         continue
-                    # the worker (None) or its child died, or it hung: the case it was in is a crash
+                    # the worker (None) or its child died, or it hung: the case it was in is a
+                    # crash when its kernel call was in flight (the case clock says so); a death
+                    # or silence outside every kernel call (ATen's reference, making samples)
+                    # is no kernel's
+                    if worker.clock.current() is None:
+                        current = None
                     if isinstance(outcome, tuple):
                         code = outcome[1]
                         tail = worker.log_tail(since)

@@ -342,20 +342,21 @@ class TaskRunner:
             plan = plan_call(kernel, func, args, kwargs)
             if self.on_start is not None:
                 self.on_start(case)
-            if self.hooks is not None and hasattr(self.hooks, "before_call"):
-                self.hooks.before_call(case)
-            calling = self.hooks.calling(case) if self.hooks is not None and hasattr(self.hooks, "calling") else nullcontext()
-            invoke = getattr(self.hooks, "invoke", None) if self.hooks is not None else None
-            with calling:
-                since = case_clock.started(result, aten_seconds)
-                errors_before = _logs.errors_logged()
-                try:
+            # in flight from here (a test's before_call hook stands for the kernel dying)
+            since = case_clock.started(result, aten_seconds)
+            try:
+                if self.hooks is not None and hasattr(self.hooks, "before_call"):
+                    self.hooks.before_call(case)
+                calling = self.hooks.calling(case) if self.hooks is not None and hasattr(self.hooks, "calling") else nullcontext()
+                invoke = getattr(self.hooks, "invoke", None) if self.hooks is not None else None
+                with calling:
+                    errors_before = _logs.errors_logged()
                     actual = call_kernel(kernel, plan, expected, invoke)
                     result.logged = clip("; ".join(_logs.errors_since(errors_before)), 500) or None
-                finally:
-                    seconds = case_clock.ended(since)
-                    if getattr(self, "result", None) is not None:  # a task's case (not a case checked again alone)
-                        self.result.case_seconds[result.id] = seconds
+            finally:
+                seconds = case_clock.ended(since)
+                if getattr(self, "result", None) is not None:  # a task's case (not a case checked again alone)
+                    self.result.case_seconds[result.id] = seconds
         except KernelCrashed as exc:  # a guarded call's child died (--guard)
             result.status = "crash"
             result.message = clip(str(exc), 500)
