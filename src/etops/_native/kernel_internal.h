@@ -146,7 +146,14 @@ typedef struct {
   uint8_t bind_out_given[ETOPS_MAX_ARGS];
   /* the last steady call's converted slots and tensors (kernel_memo.c), or NULL */
   struct CallMemo* memo;
+  /* etops_fault_epoch when this kernel last faulted (fault_state.c): equal to it,
+   * its calls run guarded */
+  uint64_t faulted_epoch;
 } KernelObject;
+
+/* After a trapped fault of `k` at `site` (FAULT_SITE_*, fault_state.h): its later
+ * calls run guarded, and all calls when the site taints the process. */
+void etops_note_fault(KernelObject* k, int site);
 
 /* ---- kernel_scratch.c: scratch memory of one call -------------------------------- */
 
