@@ -23,10 +23,10 @@ from . import _native
 #: Fault.site -> why a fault there taints the process
 SITE_REASONS = {
     "libc": ("its program counter was inside the C library (libc.so.6): a fault in malloc or free leaves the "
-             "allocator's arena lock held and its heap inconsistent"),
+             "allocator's arena lock held (etops released it) and its heap possibly inconsistent"),
     "loader": "its program counter was inside the dynamic loader (ld-linux), whose lock may stay held",
     "allocator": ("its program counter was inside the C++ allocator (libstdc++'s operator new or delete, over the "
-                  "C library's malloc): the heap may be inconsistent and its lock held"),
+                  "C library's malloc): its heap may be inconsistent, its lock held (etops released it)"),
     "threadpool": ("it happened inside a parallel region of ExecuTorch's threadpool, whose lock the abandoned "
                    "frames held"),
 }
@@ -44,11 +44,13 @@ def site_reason(site: str) -> str:
 class Taint(NamedTuple):
     """The process's taint (``etops.taint()``): kernel `op` faulted at `site`
     ("libc", "loader", "allocator", "threadpool"); `why` says what that leaves
-    broken."""
+    broken; `released_locks` counts the malloc arena locks the fault left held,
+    which etops released so that this process could go on allocating."""
 
     op: str
     site: str
     why: str
+    released_locks: int
 
 
 def taint() -> Taint | None:
@@ -57,8 +59,8 @@ def taint() -> Taint | None:
     state = _native.taint_state()
     if state is None:
         return None
-    site, op = state
-    return Taint(op, site, site_reason(site))
+    site, op, released = state
+    return Taint(op, site, site_reason(site), released)
 
 
 def clear_taint() -> None:

@@ -15,14 +15,23 @@
  *   faulting thread held ExecuTorch's threadpool lock. Every later kernel call, of
  *   any kernel, runs guarded (or is refused where it cannot be).
  *
- * Both last until etops.clear_taint() (clear_taint below bumps the epoch). Not in a
+ * A fault in the C library or the C++ allocator may have abandoned a malloc arena's
+ * lock: etops releases a lock that stays held (etops_release_arena_locks), so that
+ * this process can still allocate, raise the exception and fork a guard process.
+ *
+ * Both marks last until etops.clear_taint() (clear_taint below bumps the epoch). Not in a
  * process whose guard pages judge the kernels (a guard process, etops.guard.here's
  * task processes: etf_handed_over), whose guarded calls run the kernel themselves.
  */
 #include "etops_native.h" /* Python.h first: it sets _GNU_SOURCE (dladdr) */
 
 #include <dlfcn.h>
+#include <linux/futex.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "fault_state.h"
 #include "kernel_internal.h"
@@ -33,6 +42,8 @@ int etops_process_tainted;
 /* The taint's cause: its site (FAULT_SITE_*) and the kernel that faulted. */
 static int taint_site;
 static char taint_op[256];
+/* How many abandoned arena locks etops released (etops_release_arena_locks). */
+static int arena_locks_released;
 
 /* Python's name of each site (Fault.site, etops.taint()). */
 static const char* const SITE_NAMES[FAULT_SITE_COUNT] = {
@@ -73,7 +84,88 @@ int etops_fault_site(uint64_t pc) {
   return FAULT_SITE_KERNEL;
 }
 
+/* ---- glibc's malloc arenas: their locks, seen and released ----------------------
+ *
+ * A fault inside malloc or free may abandon the frame that holds an arena's lock;
+ * the next allocation of any thread of that arena (this one: the exception's
+ * message) then waits forever, and so does fork() (the guard process), which takes
+ * every arena's lock. glibc keeps its arenas in a ring starting at `main_arena`, a
+ * static object of libc, each starting with its lock (an int: 0 free, 1 held, 2 held
+ * with waiters). find_arenas locates main_arena once, at import while the heap is
+ * sound, from a fact of glibc's layout (2.27 and later, 64-bit): a chunk freed into
+ * the unsorted bin points back into main_arena, at offset ARENA_UNSORTED_BIN, and
+ * the ring's link is at ARENA_NEXT. Every found address is checked (inside libc's
+ * data, the bin pointing back at the chunk, the ring closing on main_arena); when
+ * a check fails, arenas are not seen and a held lock is only reported. */
+#define ARENA_UNSORTED_BIN 96 /* offsetof(struct malloc_state, bins) - 2 pointers */
+#define ARENA_NEXT 2160       /* offsetof(struct malloc_state, next) */
+#define ARENA_RING_MAX 1024
+static volatile int* main_arena_lock; /* NULL: arenas not seen */
+
+/* Whether `p` lies inside the C library's own memory. */
+static int in_libc(const void* p) {
+  Dl_info info;
+  return dladdr(p, &info) != 0 && info.dli_fname != NULL && base_starts_with(info.dli_fname, "libc.so");
+}
+
+/* The arena after `arena` in glibc's ring. */
+static volatile int* next_arena(volatile int* arena) {
+  return *(volatile int* volatile*)((volatile char*)arena + ARENA_NEXT);
+}
+
+void etops_find_arenas(void) {
+#if defined(__GLIBC__) && UINTPTR_MAX == 0xffffffffffffffffu && (__GLIBC__ > 2 || __GLIBC_MINOR__ >= 27)
+  if (main_arena_lock != NULL) return;
+  /* too big for the thread cache and the fast bins; `after` keeps it from the top chunk */
+  void** chunk = malloc(1100);
+  void* after = malloc(16);
+  if (chunk == NULL || after == NULL) goto out;
+  free(chunk);
+  char* unsorted = (char*)chunk[1]; /* its back link: the unsorted bin's head, inside main_arena */
+  volatile int* arena = (volatile int*)(unsorted - ARENA_UNSORTED_BIN);
+  int sound = in_libc(unsorted) && *(void**)(unsorted + 2 * sizeof(void*)) == (void*)(chunk - 2) && *arena == 0;
+  chunk = NULL; /* freed */
+  volatile int* a = arena;
+  for (int i = 0; sound && i < ARENA_RING_MAX; i++) {
+    a = next_arena(a);
+    if (a == arena) break;
+    if (a == NULL) sound = 0;
+  }
+  if (sound && a == arena) main_arena_lock = arena;
+out:
+  free(chunk);
+  free(after);
+#endif
+}
+
+int etops_release_arena_locks(void) {
+  int released = 0;
+  if (main_arena_lock == NULL) return 0;
+  volatile int* a = main_arena_lock;
+  for (int i = 0; i < ARENA_RING_MAX; i++) {
+    /* another thread's hold ends within microseconds; an abandoned one never does */
+    int seen_free = 0;
+    for (int spin = 0; spin < 200 && !seen_free; spin++) {
+      if (*a == 0) {
+        seen_free = 1;
+      } else {
+        struct timespec ms = {0, 1000000};
+        nanosleep(&ms, NULL);
+      }
+    }
+    if (!seen_free) {
+      int was = __atomic_exchange_n(a, 0, __ATOMIC_RELEASE);
+      if (was > 1) syscall(SYS_futex, a, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+      released++;
+    }
+    a = next_arena(a);
+    if (a == main_arena_lock) break;
+  }
+  return released;
+}
+
 void etops_note_fault(KernelObject* k, int site) {
+  if (site == FAULT_SITE_LIBC || site == FAULT_SITE_ALLOCATOR) arena_locks_released += etops_release_arena_locks();
   k->faulted_epoch = etops_fault_epoch;
   if (site != FAULT_SITE_KERNEL && !etops_process_tainted) {
     etops_process_tainted = 1;
@@ -88,7 +180,7 @@ int etops_must_guard_now(void) { return !etf_handed_over(); }
 
 static PyObject* taint_state(PyObject* module, PyObject* noargs) {
   if (!etops_process_tainted) Py_RETURN_NONE;
-  return Py_BuildValue("(ss)", etops_fault_site_name(taint_site), taint_op);
+  return Py_BuildValue("(ssi)", etops_fault_site_name(taint_site), taint_op, arena_locks_released);
 }
 
 static PyObject* clear_taint(PyObject* module, PyObject* noargs) {
@@ -111,8 +203,9 @@ static PyObject* kernel_faulted(PyObject* module, PyObject* kernel) {
 
 PyMethodDef etops_fault_state_methods[] = {
     {"taint_state", taint_state, METH_NOARGS,
-     "taint_state() -> None, or (site, kernel): the process is tainted since that kernel faulted with its "
-     "program counter in `site` ('libc', 'loader', 'allocator', 'threadpool'); every kernel call runs guarded"},
+     "taint_state() -> None, or (site, kernel, released): the process is tainted since that kernel faulted with "
+     "its program counter in `site` ('libc', 'loader', 'allocator', 'threadpool'); every kernel call runs guarded; "
+     "`released`: how many of malloc's arena locks the fault left held and etops released"},
     {"clear_taint", clear_taint, METH_NOARGS,
      "clear_taint(): the process's taint and every kernel's fault mark cleared: calls run in-process again"},
     {"kernel_faulted", kernel_faulted, METH_O,

@@ -30,6 +30,12 @@ int etops_fault_site(uint64_t pc);
 /* "libc", "loader", "allocator", "threadpool", or "" for FAULT_SITE_KERNEL. */
 const char* etops_fault_site_name(int site);
 
+/* Finds glibc's malloc arenas (their locks), once, while the heap is sound: at import. */
+void etops_find_arenas(void);
+/* Releases every arena lock that stays held (for 200 ms: abandoned by a fault in
+ * malloc or free on this thread); returns how many. 0 where arenas are not seen. */
+int etops_release_arena_locks(void);
+
 /* Whether a call that the marks route to the guard process may go there: not in a
  * process that runs guarded calls itself (a guard process, a task process). */
 int etops_must_guard_now(void);

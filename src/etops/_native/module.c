@@ -5,6 +5,7 @@
 #include "etops_native.h"
 #include "tensor_fields.h"
 #include "fault_trap.h"
+#include "fault_state.h"
 
 #include <dlfcn.h>
 #include <pthread.h>
@@ -297,6 +298,7 @@ static PyObject* install_pal(PyObject* module, PyObject* noargs) {
 
 static PyObject* trap_faults(PyObject* module, PyObject* noargs) {
   if (etf_install() != 0) return PyErr_SetFromErrno(PyExc_OSError);
+  etops_find_arenas(); /* once: the malloc locks a fault in libc may leave held (fault_state.c) */
   Py_RETURN_NONE;
 }
 
