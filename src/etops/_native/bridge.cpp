@@ -300,6 +300,7 @@ __attribute__((noinline)) bool faulted(Body& body, etf_fault* fault, bool pool_i
   if (inline_flag != nullptr) *inline_flag = true;
   etf_trap trap;
   trap.outer = *slot;
+  trap.pool_inline = pool_inline;
   if (sigsetjmp(trap.env, 0) != 0) {  // the handler popped the trap before jumping
     asm volatile("" ::: "memory");  // the handler wrote trap.fault: read it from memory
     *fault = trap.fault;
@@ -310,7 +311,8 @@ __attribute__((noinline)) bool faulted(Body& body, etf_fault* fault, bool pool_i
   body();
   *slot = trap.outer;
   if (inline_flag != nullptr) *inline_flag = false;
-  return false;
+  // a fault in an item of a parallel region on the pool skipped that item (fault_pool.c)
+  return !pool_inline && etf_take_pool_fault(fault);
 }
 
 // Runs `body` (a kernel or a backend: returns its et::Error) with ExecuTorch's abort

@@ -83,6 +83,7 @@ static void find_pool_run(void) {
   if (run == NULL || dladdr1(run, &info, (void**)&sym, RTLD_DL_SYMENT) == 0 || sym == NULL) return;
   pool_text_lo = (uintptr_t)run;
   pool_text_hi = pool_text_lo + (uintptr_t)(sym->st_size > 0 ? sym->st_size : 1);
+  etf_pool_items_init(run); /* fault_pool.c: a fault in an item skips the item */
 }
 
 
@@ -231,6 +232,9 @@ static void on_fault(int signo, siginfo_t* info, void* context) {
   etf_fault f;
   describe(signo, info, context, &f);
   if (trap != NULL) {
+    /* an item of a region on the pool (the item's own NoThreadPoolGuard hides it
+     * from in_parallel_region): the item is abandoned, not the region */
+    if (!trap->pool_inline && etf_skip_pool_item(context, &f)) goto resume;
     if (!in_parallel_region(slot)) {
       slot->trap = trap->outer; /* popped: a fault from here on is not this call's */
       trap->fault = f;
@@ -238,9 +242,11 @@ static void on_fault(int signo, siginfo_t* info, void* context) {
     }
     notice(" inside a parallel region of ExecuTorch's threadpool (its lock stays held)", signo, &f);
   } else if (!chaining && etb_running_kernel() != NULL) {
+    if (etf_skip_pool_item(context, &f)) goto resume; /* a worker's item: skipped, the call fails */
     notice(" on a thread that runs no etops call (a threadpool worker)", signo, &f);
   }
   chain(signo, info, context);
+resume:
   errno = saved_errno;
 }
 

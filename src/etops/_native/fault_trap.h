@@ -30,6 +30,7 @@ typedef struct etf_trap {
   sigjmp_buf env;
   struct etf_trap* outer;
   etf_fault fault;
+  int pool_inline; /* etops runs the call's parallel regions on this thread (no pool lock held) */
 } etf_trap;
 
 /* This thread's armed trap (NULL: none), in a slot of a process-wide table the
@@ -64,6 +65,17 @@ int etf_handed_over(void);
  * calls of small tensors, which gain nothing from the pool, set the flag for the
  * call so that a fault in them is always trapped. */
 volatile bool* etf_pool_flag(etf_trap** slot);
+
+/* fault_pool.c: a fault inside one item of a threadpool region skips that item.
+ * etf_pool_items_init: the threadpool library, from a function of it (at install).
+ * etf_skip_pool_item (in the handler): 1 when the fault at `context` lies in an item
+ * under a frame of the threadpool library and the context now returns into that
+ * frame (the fault recorded for the call), 0 when it cannot (x86-64 only).
+ * etf_take_pool_fault (the bridge, after a kernel that ran parallel regions on the
+ * pool returned): 1 with the first fault skipped since, which fails the call. */
+void etf_pool_items_init(const void* pool_function);
+int etf_skip_pool_item(void* context, const etf_fault* f);
+int etf_take_pool_fault(etf_fault* fault);
 
 /* Hides this thread's trap while code runs that must never be jumped out of (a
  * Python kernel called by a kernel): returns it for etf_rearm. */
