@@ -353,13 +353,14 @@ class SlowPath:
             warn_resized(info, obj.shape, sizes)
         obj.resize_(sizes, memory_format=kept_memory_format(obj, sizes))
 
-    def guarded(self, kernel, values, _extra):
+    def guarded(self, kernel, values, is_delegate):
         """The kernel faulted before, or the process is tainted (etops.taint):
         the call runs in the guard process (etops.guard.call), which a fault or
-        a deadlock cannot take this process down with; a kernel the guard cannot
-        run (a delegate's) is refused, saying why."""
+        a deadlock cannot take this process down with; a delegate (`is_delegate`),
+        which the guard process cannot run (its backend was initialised here), is
+        refused, saying why."""
         info: SlowPathInfo = kernel._info
-        if not hasattr(info, "bind"):
+        if is_delegate:
             raise TaintedError(f"{info.name} cannot run: {taint_message(kernel)}; a delegate cannot run guarded")
         bound = bound_arguments(info, values)
         return hooks.extension("guard").call(kernel, **bound)

@@ -8,8 +8,8 @@ the fault's program counter, never from a message:
   locks cannot be seen, and a guarded call that blocks is a GuardTimeout, not a
   hang of this process;
 - a fault whose program counter was in the C library, the dynamic loader or the
-  C++ allocator, or inside a parallel region of ExecuTorch's threadpool, *taints*
-  the process: every later kernel call runs guarded.
+  C++ allocator *taints* the process: every later kernel call runs guarded (a
+  malloc arena lock it left held is released first, _native/fault_state.c).
 
 Both last until ``etops.clear_taint()``. Core: imports ``_native`` only.
 """
@@ -27,8 +27,6 @@ SITE_REASONS = {
     "loader": "its program counter was inside the dynamic loader (ld-linux), whose lock may stay held",
     "allocator": ("its program counter was inside the C++ allocator (libstdc++'s operator new or delete, over the "
                   "C library's malloc): its heap may be inconsistent, its lock held (etops released it)"),
-    "threadpool": ("it happened inside a parallel region of ExecuTorch's threadpool, whose lock the abandoned "
-                   "frames held"),
 }
 
 #: what the user can do about a taint, in every message that reports one
@@ -43,7 +41,7 @@ def site_reason(site: str) -> str:
 
 class Taint(NamedTuple):
     """The process's taint (``etops.taint()``): kernel `op` faulted at `site`
-    ("libc", "loader", "allocator", "threadpool"); `why` says what that leaves
+    ("libc", "loader", "allocator"); `why` says what that leaves
     broken; `released_locks` counts the malloc arena locks the fault left held,
     which etops released so that this process could go on allocating."""
 

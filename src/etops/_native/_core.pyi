@@ -50,7 +50,7 @@ class Fault(tuple[Any, ...]):
     argument: str | None  #: the tensor argument whose guard page (a probe's) stopped it
     where: str | None
     offset: int | None
-    site: str  #: "libc", "loader", "allocator", "threadpool": the process is tainted; "" the kernel's code
+    site: str  #: "libc", "loader", "allocator": the process is tainted; "" the kernel's code
     outs_untouched: bool  #: the kernel wrote etops' copies of the outs (a probe)
 
 class CallFailure(tuple[Any, ...]):

@@ -52,7 +52,7 @@ static PyStructSequence_Field fault_fields[] = {
     {"where", "where the address lies relative to that argument, else None"},
     {"offset", "bytes beyond that argument, else None"},
     {"site", "where the program counter lay when it taints the process (fault_state.h): 'libc', 'loader', "
-             "'allocator' (libstdc++'s operator new/delete), 'threadpool' (its lock held), or '' (the kernel's code)"},
+             "'allocator' (libstdc++'s operator new/delete), or '' (the kernel's code)"},
     {"outs_untouched", "True when the kernel wrote etops' copies of the outs (a probe), which were not copied "
                        "back: the caller's outs are as before the call"},
     {NULL, NULL},

@@ -11,9 +11,10 @@
  *   (etops.guard), where a deadlock is a GuardTimeout, never a hang of this process;
  * - the process's taint: the fault's program counter was in code whose state every
  *   later call shares (the C library and its allocator, the dynamic loader, the C++
- *   allocator of libstdc++; site_of_pc, dladdr on the pc after the jump back) or the
- *   faulting thread held ExecuTorch's threadpool lock. Every later kernel call, of
- *   any kernel, runs guarded (or is refused where it cannot be).
+ *   allocator of libstdc++; etops_fault_site, dladdr on the pc after the jump back).
+ *   Every later kernel call, of any kernel, runs guarded (or is refused where it
+ *   cannot be: a delegate). A fault inside an item of a threadpool region holds no
+ *   lock when it is reported: fault_pool.c abandons the item, not the region.
  *
  * A fault in the C library or the C++ allocator may have abandoned a malloc arena's
  * lock: etops releases a lock that stays held (etops_release_arena_locks), so that
@@ -51,7 +52,6 @@ static const char* const SITE_NAMES[FAULT_SITE_COUNT] = {
     [FAULT_SITE_LIBC] = "libc",
     [FAULT_SITE_LOADER] = "loader",
     [FAULT_SITE_ALLOCATOR] = "allocator",
-    [FAULT_SITE_POOL] = "threadpool",
 };
 
 const char* etops_fault_site_name(int site) {
@@ -204,7 +204,7 @@ static PyObject* kernel_faulted(PyObject* module, PyObject* kernel) {
 PyMethodDef etops_fault_state_methods[] = {
     {"taint_state", taint_state, METH_NOARGS,
      "taint_state() -> None, or (site, kernel, released): the process is tainted since that kernel faulted with "
-     "its program counter in `site` ('libc', 'loader', 'allocator', 'threadpool'); every kernel call runs guarded; "
+     "its program counter in `site` ('libc', 'loader', 'allocator'); every kernel call runs guarded; "
      "`released`: how many of malloc's arena locks the fault left held and etops released"},
     {"clear_taint", clear_taint, METH_NOARGS,
      "clear_taint(): the process's taint and every kernel's fault mark cleared: calls run in-process again"},

@@ -15,7 +15,6 @@ enum {
   FAULT_SITE_LIBC = 1,      /* the C library (malloc, free, memcpy, ...): its locks and heap */
   FAULT_SITE_LOADER = 2,    /* the dynamic loader: its lock */
   FAULT_SITE_ALLOCATOR = 3, /* libstdc++'s operator new / delete (the C library's malloc under them) */
-  FAULT_SITE_POOL = 4,      /* a parallel region of ExecuTorch's threadpool, its lock held */
   FAULT_SITE_COUNT
 };
 
@@ -27,7 +26,7 @@ extern int etops_process_tainted;
 /* The site of a fault at `pc` (FAULT_SITE_*), from the library holding it (dladdr);
  * called after the jump back, never in the signal handler. */
 int etops_fault_site(uint64_t pc);
-/* "libc", "loader", "allocator", "threadpool", or "" for FAULT_SITE_KERNEL. */
+/* "libc", "loader", "allocator", or "" for FAULT_SITE_KERNEL. */
 const char* etops_fault_site_name(int site);
 
 /* Finds glibc's malloc arenas (their locks), once, while the heap is sound: at import. */

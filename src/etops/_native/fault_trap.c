@@ -9,12 +9,13 @@
  * handler installed before etops' (faulthandler, torch's) or to the default action,
  * exactly as if etops had not been there.
  *
- * One case is refused even on the calling thread: a fault inside a parallel region
- * of ExecuTorch's threadpool (the caller runs a share of the work while holding the
- * pool's lock; abandoning its frames would leave the lock held and the next parallel
- * kernel would hang forever; the library's libexecutorch_threadpool is loaded with
- * RTLD_GLOBAL, so its ThreadPool::run is found by name). That fault ends the process like a worker's, with
- * the notice. The handler only calls async-signal-safe functions (and backtrace(),
+ * A fault inside an item of a parallel region of ExecuTorch's threadpool, on the
+ * calling thread or on a worker, is never jumped out of (the caller holds the pool's
+ * lock, the workers run items whose context lives on its frames): fault_pool.c
+ * abandons that item only and the call fails once the region completed. Where it
+ * cannot (not x86-64, a fault in the pool's own code), a fault inside the pool's
+ * ThreadPool::run (its library is loaded with RTLD_GLOBAL, so it is found by name)
+ * ends the process like a worker's, with the notice. The handler only calls async-signal-safe functions (and backtrace(),
  * loaded before the first fault), and never allocates.
  */
 #include "etops_native.h" /* Python.h first: it sets _GNU_SOURCE (REG_ERR, dl_iterate_phdr) */

@@ -95,9 +95,9 @@ def guarded_calls(monkeypatch):
     seen: list = []
     guarded = SLOW_PATH.guarded
 
-    def record(kernel, values, extra):
+    def record(kernel, values, is_delegate):
         seen.append(kernel._info.name)
-        return guarded(kernel, values, extra)
+        return guarded(kernel, values, is_delegate)
 
     monkeypatch.setattr(SLOW_PATH, "guarded", record)
     return seen
@@ -256,3 +256,22 @@ def test_a_fault_on_a_first_call_leaves_the_out_as_it_was(cache):
     assert caught.value.outs_may_be_partial == ()
     assert "partly written" not in str(caught.value)
     assert out.tolist() == [0.0] * 6
+
+
+def test_a_delegate_of_a_tainted_process_is_refused_saying_why(cache):
+    """The guard process cannot run a delegate: in a tainted process its call is
+    refused with the taint's reason, and runs again once cleared."""
+    from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
+    from executorch.exir import to_edge_transform_and_lower
+
+    model = torch.nn.Linear(4, 2).eval()
+    edge = to_edge_transform_and_lower(torch.export.export(model, (torch.ones(1, 4),)),
+                                       partitioner=[XnnpackPartitioner()])
+    run = etops.delegate.load(etops.delegate.lowered_modules(edge)[0])
+    expected = run(torch.ones(1, 4))
+    with pytest.raises(etops.KernelCrashed):
+        _kernel("in_libc", IN_LIBC)(torch.tensor([-2.0, 0.0, 0.0, 0.0]), out=torch.empty(4))
+    with pytest.raises(etops.TaintedError, match="the process is tainted since afterlib::in_libc.out faulted"):
+        run(torch.ones(1, 4))
+    etops.clear_taint()
+    assert torch.equal(run(torch.ones(1, 4)), expected)
