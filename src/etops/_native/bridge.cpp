@@ -300,7 +300,6 @@ __attribute__((noinline)) bool faulted(Body& body, etf_fault* fault, bool pool_i
   if (inline_flag != nullptr) *inline_flag = true;
   etf_trap trap;
   trap.outer = *slot;
-  trap.pool_inline = pool_inline;
   if (sigsetjmp(trap.env, 0) != 0) {  // the handler popped the trap before jumping
     asm volatile("" ::: "memory");  // the handler wrote trap.fault: read it from memory
     *fault = trap.fault;

@@ -33,8 +33,11 @@
 #include <ucontext.h>
 #include <unwind.h>
 
-/* The executable code of ExecuTorch's threadpool library ([lo, hi); 0, 0 unknown). */
+/* The executable code of ExecuTorch's threadpool library ([lo, hi); 0, 0 unknown),
+ * and of its ThreadPool::run (whose inline loop, under NoThreadPoolGuard, calls the
+ * items itself and holds nothing: a fault there is jumped out of as any other). */
 static uintptr_t pool_lib_lo, pool_lib_hi;
+static uintptr_t run_lo, run_hi;
 
 /* The first fault skipped since the last etf_take_pool_fault, and whether one is. */
 static etf_fault pool_fault;
@@ -59,9 +62,14 @@ static int find_text(struct dl_phdr_info* info, size_t size, void* data) {
   return 0;
 }
 
-void etf_pool_items_init(const void* pool_function) {
+void etf_pool_items_init(const void* pool_run) {
   Dl_info info;
-  if (pool_lib_hi != 0 || pool_function == NULL || dladdr(pool_function, &info) == 0) return;
+  const ElfW(Sym)* sym = NULL;
+  if (pool_lib_hi != 0 || pool_run == NULL || dladdr1(pool_run, &info, (void**)&sym, RTLD_DL_SYMENT) == 0 ||
+      sym == NULL || sym->st_size == 0)
+    return;
+  run_lo = (uintptr_t)pool_run;
+  run_hi = run_lo + (uintptr_t)sym->st_size;
   LibBase lib = {(uintptr_t)info.dli_fbase};
   dl_iterate_phdr(find_text, &lib);
 }
@@ -95,6 +103,7 @@ static _Unwind_Reason_Code step(struct _Unwind_Context* ctx, void* arg) {
     return _URC_NO_REASON;
   }
   if (ip >= pool_lib_lo && ip < pool_lib_hi) { /* the pool's frame that called the item */
+    if (ip >= run_lo && ip < run_hi) return _URC_END_OF_STACK; /* run's inline loop: not on the pool */
     w->resume_ip = ip;
     w->resume_sp = (uintptr_t)_Unwind_GetCFA(ctx); /* libgcc: the CFA of the frame walked before, its callee */
     for (int i = 0; i < N_SAVED; i++) w->saved[i] = (uintptr_t)_Unwind_GetGR(ctx, SAVED_DWARF[i]);

@@ -6,7 +6,8 @@
  * the kernel's frames, and whatever they held stays held. Two marks follow, decided
  * here from structured values only:
  *
- * - the kernel's own mark (KernelObject.faulted_epoch): a kernel's locks cannot be
+ * - the kernel's own mark (KernelObject.faulted_epoch, compared with
+ *   etops_guarded_from on every call): a kernel's locks cannot be
  *   seen, so after ANY trapped fault its later calls run in the guard process
  *   (etops.guard), where a deadlock is a GuardTimeout, never a hang of this process;
  * - the process's taint: the fault's program counter was in code whose state every
@@ -38,6 +39,7 @@
 #include "kernel_internal.h"
 
 uint64_t etops_fault_epoch = 1;
+uint64_t etops_guarded_from = 1;
 int etops_process_tainted;
 
 /* The taint's cause: its site (FAULT_SITE_*) and the kernel that faulted. */
@@ -169,6 +171,7 @@ void etops_note_fault(KernelObject* k, int site) {
   k->faulted_epoch = etops_fault_epoch;
   if (site != FAULT_SITE_KERNEL && !etops_process_tainted) {
     etops_process_tainted = 1;
+    etops_guarded_from = 0; /* every kernel */
     taint_site = site;
     snprintf(taint_op, sizeof taint_op, "%s", k->op_name != NULL ? k->op_name : "");
   }
@@ -188,6 +191,7 @@ static PyObject* clear_taint(PyObject* module, PyObject* noargs) {
   taint_site = FAULT_SITE_KERNEL;
   taint_op[0] = '\0';
   etops_fault_epoch++; /* every kernel's mark is of an earlier epoch now */
+  etops_guarded_from = etops_fault_epoch;
   Py_RETURN_NONE;
 }
 
@@ -198,7 +202,7 @@ static PyObject* kernel_faulted(PyObject* module, PyObject* kernel) {
                  Py_TYPE(kernel)->tp_name);
     return NULL;
   }
-  return PyBool_FromLong(((KernelObject*)kernel)->faulted_epoch == etops_fault_epoch);
+  return PyBool_FromLong(((KernelObject*)kernel)->faulted_epoch == etops_fault_epoch);  /* its own mark, taint aside */
 }
 
 PyMethodDef etops_fault_state_methods[] = {

@@ -18,9 +18,13 @@ enum {
   FAULT_SITE_COUNT
 };
 
-/* Kernels whose faulted_epoch equals it run guarded; etops.clear_taint() bumps it. */
+/* The current epoch (from 1): a kernel that faults gets it as its faulted_epoch;
+ * etops.clear_taint() starts a new one. */
 extern uint64_t etops_fault_epoch;
-/* Nonzero: every kernel call runs guarded (the taint's site and kernel: taint_state()). */
+/* Kernels whose faulted_epoch is at least this run guarded: the current epoch, or 0
+ * while the process is tainted (every kernel, faulted or not). One compare a call. */
+extern uint64_t etops_guarded_from;
+/* Nonzero: the process is tainted (the taint's site and kernel: taint_state()). */
 extern int etops_process_tainted;
 
 /* The site of a fault at `pc` (FAULT_SITE_*), from the library holding it (dladdr);

@@ -235,7 +235,7 @@ static void on_fault(int signo, siginfo_t* info, void* context) {
   if (trap != NULL) {
     /* an item of a region on the pool (the item's own NoThreadPoolGuard hides it
      * from in_parallel_region): the item is abandoned, not the region */
-    if (!trap->pool_inline && etf_skip_pool_item(context, &f)) goto resume;
+    if (etf_skip_pool_item(context, &f)) goto resume;
     if (!in_parallel_region(slot)) {
       slot->trap = trap->outer; /* popped: a fault from here on is not this call's */
       trap->fault = f;

@@ -30,7 +30,6 @@ typedef struct etf_trap {
   sigjmp_buf env;
   struct etf_trap* outer;
   etf_fault fault;
-  int pool_inline; /* etops runs the call's parallel regions on this thread (no pool lock held) */
 } etf_trap;
 
 /* This thread's armed trap (NULL: none), in a slot of a process-wide table the
@@ -67,10 +66,12 @@ int etf_handed_over(void);
 volatile bool* etf_pool_flag(etf_trap** slot);
 
 /* fault_pool.c: a fault inside one item of a threadpool region skips that item.
- * etf_pool_items_init: the threadpool library, from a function of it (at install).
+ * etf_pool_items_init: the threadpool library, from its ThreadPool::run (at install).
  * etf_skip_pool_item (in the handler): 1 when the fault at `context` lies in an item
- * under a frame of the threadpool library and the context now returns into that
- * frame (the fault recorded for the call), 0 when it cannot (x86-64 only).
+ * run on the pool (under a frame of the threadpool library other than
+ * ThreadPool::run, whose inline loop holds nothing and is jumped out of) and the
+ * context now returns into that frame (the fault recorded for the call), 0 when it
+ * cannot (x86-64 only).
  * etf_take_pool_fault (the bridge, after a kernel that ran parallel regions on the
  * pool returned): 1 with the first fault skipped since, which fails the call. */
 void etf_pool_items_init(const void* pool_function);

@@ -368,7 +368,7 @@ PyObject* kernel_vectorcall(PyObject* self, PyObject* const* args, size_t nargsf
   int missing_out;
   if (bind_arguments(k, args, nargs, kwnames, bound, &missing_out) < 0) return NULL;
   /* a kernel that faulted, or any kernel of a tainted process (fault_state.c): guarded */
-  if (__builtin_expect((k->faulted_epoch == etops_fault_epoch) | etops_process_tainted, 0) && etops_must_guard_now())
+  if (__builtin_expect(k->faulted_epoch >= etops_guarded_from, 0) && etops_must_guard_now())
     return slow_path(k, SLOW_GUARDED, bound, k->delegate_handle != NULL ? Py_True : Py_False);
   if (k->has_precheck) {
     /* None: go on; (result,): the slow path made the call with normalized arguments */

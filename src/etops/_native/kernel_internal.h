@@ -146,8 +146,8 @@ typedef struct {
   uint8_t bind_out_given[ETOPS_MAX_ARGS];
   /* the last steady call's converted slots and tensors (kernel_memo.c), or NULL */
   struct CallMemo* memo;
-  /* etops_fault_epoch when this kernel last faulted (fault_state.c): equal to it,
-   * its calls run guarded */
+  /* etops_fault_epoch when this kernel last faulted, 0 never (fault_state.c): its
+   * calls run guarded while it is at least etops_guarded_from */
   uint64_t faulted_epoch;
 } KernelObject;
 
