@@ -15,8 +15,9 @@
  * abandons that item only and the call fails once the region completed. Where it
  * cannot (not x86-64, a fault in the pool's own code), a fault inside the pool's
  * ThreadPool::run (its library is loaded with RTLD_GLOBAL, so it is found by name)
- * ends the process like a worker's, with the notice. The handler only calls async-signal-safe functions (and backtrace(),
- * loaded before the first fault), and never allocates.
+ * ends the process like a worker's, with the notice. The handler only calls
+ * async-signal-safe functions (and backtrace() and the unwinder behind it, loaded
+ * before the first fault), and never allocates.
  */
 #include "etops_native.h" /* Python.h first: it sets _GNU_SOURCE (REG_ERR, dl_iterate_phdr) */
 
