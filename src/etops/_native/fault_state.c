@@ -205,7 +205,16 @@ static PyObject* kernel_faulted(PyObject* module, PyObject* kernel) {
   return PyBool_FromLong(((KernelObject*)kernel)->faulted_epoch == etops_fault_epoch);  /* its own mark, taint aside */
 }
 
+static PyObject* fault_site(PyObject* module, PyObject* pc) {
+  unsigned long long value = PyLong_AsUnsignedLongLong(pc);
+  if (value == (unsigned long long)-1 && PyErr_Occurred()) return NULL;
+  return PyUnicode_FromString(etops_fault_site_name(etops_fault_site(value)));
+}
+
 PyMethodDef etops_fault_state_methods[] = {
+    {"fault_site", fault_site, METH_O,
+     "fault_site(pc) -> str: the site a fault at program counter `pc` would have (Fault.site): 'libc', "
+     "'loader', 'allocator' (libstdc++'s operator new/delete) or '' (any other code)"},
     {"taint_state", taint_state, METH_NOARGS,
      "taint_state() -> None, or (site, kernel, released): the process is tainted since that kernel faulted with "
      "its program counter in `site` ('libc', 'loader', 'allocator'); every kernel call runs guarded; "

@@ -34,8 +34,11 @@ Tensor& locked_out(KernelRuntimeContext& ctx, const Tensor& x, Tensor& out) {
 """
 
 #: x[0] == -1: free() of a fake chunk whose next chunk is unmapped (glibc takes the
-#: arena lock, then faults reading it); x[0] == -2: strlen() of a null pointer
+#: arena lock, then faults reading it); x[0] == -2: strlen() of a null pointer; x[0] ==
+#: -3: _dl_find_object, whose lookup runs in the dynamic loader, answering through a
+#: null pointer
 IN_LIBC = r"""
+#include <dlfcn.h>
 #include <sys/mman.h>
 #include <cstdint>
 #include <cstdlib>
@@ -54,6 +57,8 @@ Tensor& in_libc_out(KernelRuntimeContext& ctx, const Tensor& x, Tensor& out) {
     free((void*)(chunk + 2));
   }
   if (x.numel() > 0 && in[0] == -2.0f) o[0] = (float)strlen((const char*)(uintptr_t)16);
+  if (x.numel() > 0 && in[0] == -3.0f) /* the loader writes its answer through a null pointer */
+    o[0] = (float)_dl_find_object((void*)&in_libc_out, (struct dl_find_object*)(uintptr_t)16);
   for (ssize_t i = 0; i < x.numel(); i++) o[i] = in[i] + 1.0f;
   return out;
 }
@@ -199,6 +204,32 @@ def test_a_read_fault_in_the_c_library_taints_and_every_call_runs_guarded(cache,
     assert etops.taint() is None
     assert add(torch.ones(2), torch.ones(2), out=torch.empty(2)).tolist() == [2.0, 2.0]
     assert guarded_calls == ["aten::add.out"]  # in-process again
+
+
+def test_a_fault_in_the_dynamic_loader_taints(cache):
+    k = _kernel("in_libc", IN_LIBC)
+    with pytest.raises(etops.KernelCrashed) as caught:
+        k(torch.tensor([-3.0, 0.0, 0.0, 0.0, 0.0]), out=torch.empty(5))
+    assert "dynamic loader" in caught.value.why and caught.value.memory_may_be_corrupt
+    assert etops.taint().site == "loader"
+
+
+def test_the_site_is_the_library_holding_the_program_counter():
+    """Decided from the address alone (dladdr): the C library, the loader, libstdc++'s
+    operator new and delete (not the rest of libstdc++), and nothing else."""
+    import ctypes
+
+    def address(library: str | None, symbol: str) -> int:
+        return ctypes.cast(getattr(ctypes.CDLL(library), symbol), ctypes.c_void_p).value
+
+    site = etops._native.fault_site
+    assert site(address("libc.so.6", "strlen") + 1) == "libc"
+    assert site(address("libc.so.6", "free")) == "libc"
+    assert site(address(None, "__tls_get_addr") + 1) == "loader"  # the process's global scope: ld.so's
+    assert site(address("libstdc++.so.6", "_Znwm") + 1) == "allocator"  # operator new(size_t)
+    assert site(address("libstdc++.so.6", "_ZdlPv")) == "allocator"  # operator delete(void*)
+    assert site(address("libstdc++.so.6", "_ZNSt6thread6detachEv")) == ""  # std::thread::detach
+    assert site(id(site)) == "" and site(0) == ""
 
 
 # ---- the threadpool ---------------------------------------------------------------------
