@@ -39,6 +39,11 @@
 static uintptr_t pool_lib_lo, pool_lib_hi;
 static uintptr_t run_lo, run_hi;
 
+/* How many etops calls are running that may run regions on the pool (bridge.cpp's
+ * faulted): a worker's fault is skipped only then, never in a region of code outside
+ * etops alone (executorch's own Method.execute), which would go on without the item. */
+volatile int etf_pool_calls;
+
 /* The first fault skipped since the last etf_take_pool_fault, and whether one is. */
 static etf_fault pool_fault;
 static volatile int pool_fault_pending;

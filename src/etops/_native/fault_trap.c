@@ -244,7 +244,8 @@ static void on_fault(int signo, siginfo_t* info, void* context) {
     }
     notice(" inside a parallel region of ExecuTorch's threadpool (its lock stays held)", signo, &f);
   } else if (!chaining && etb_running_kernel() != NULL) {
-    if (etf_skip_pool_item(context, &f)) goto resume; /* a worker's item: skipped, the call fails */
+    /* a worker's item of an etops call's region: skipped, the call fails */
+    if (etf_pool_calls > 0 && etf_skip_pool_item(context, &f)) goto resume;
     notice(" on a thread that runs no etops call (a threadpool worker)", signo, &f);
   }
   chain(signo, info, context);

@@ -75,6 +75,9 @@ volatile bool* etf_pool_flag(etf_trap** slot);
  * etf_take_pool_fault (the bridge, after a kernel that ran parallel regions on the
  * pool returned): 1 with the first fault skipped since, which fails the call. */
 void etf_pool_items_init(const void* pool_function);
+/* The etops calls running that may run regions on the pool (not inline): counted by
+ * the bridge around such a call; a worker's fault is skipped only while one runs. */
+extern volatile int etf_pool_calls;
 int etf_skip_pool_item(void* context, const etf_fault* f);
 int etf_take_pool_fault(etf_fault* fault);
 
