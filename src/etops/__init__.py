@@ -45,9 +45,11 @@ from .errors import (
     RegistrationError,
     RegistryFullError,
     SchemaError,
+    TaintedError,
     UnrepresentableError,
     UnsupportedNodeError,
 )
+from .taint import Taint, clear_taint, kernel_faulted, taint
 from .crash_site import MemoryMayBeCorruptWarning
 from .kernel import KernelInfo, KernelOrigin, RegisteredKernel, UncallableKernel
 from .layouts import layout
@@ -253,12 +255,17 @@ __all__ = [
     "RegistrationError",
     "RegistryFullError",
     "SchemaError",
+    "Taint",
+    "TaintedError",
     "UncallableKernel",
     "UnrepresentableError",
     "UnsupportedNodeError",
     "as_program",
+    "clear_taint",
     "get_kernel",
+    "kernel_faulted",
     "registry",
     "set_schema",
+    "taint",
     *(name for name in _LAZY if name not in ("custom", "edge")),
 ]

@@ -7,6 +7,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from .process_end import signal_name
+from .taint import WHAT_TO_DO, site_reason
 
 
 class EtopsError(Exception):
@@ -186,17 +187,19 @@ def failure_site(failure: Any) -> str:
     return f"{failure.file}:{failure.line}" if failure.file else ""
 
 
-def kernel_failure(error_type: type, op: str, failure: Any, site_of: Any = None, **extra: Any) -> KernelError:
+def kernel_failure(error_type: type, op: str, failure: Any, site_of: Any = None, outs: tuple[str, ...] = (),
+                   **extra: Any) -> KernelError:
     """The exception for a failed call of `op` as the bridge reports it (`failure`:
     a CallFailure of etops._native, chosen by its ``kind``): KernelAborted when
     ExecuTorch aborted, KernelCrashed when the kernel faulted on the calling thread
     (`site_of(address)`, when given, places the address among the call's tensors:
-    (argument, where, offset) or None), else `error_type` (KernelError, or a
+    (argument, where, offset) or None; `outs`: the out arguments the caller gave),
+    else `error_type` (KernelError, or a
     delegate's DelegateError, given `extra` keywords)."""
     if failure.kind == "aborted":
         return KernelAborted(op, failure.code, failure.name, failure.message, failure_site(failure))
     if failure.kind == "crashed" and failure.fault is not None:
-        return KernelCrashed.in_process(op, failure.fault, failure.message, site_of)
+        return KernelCrashed.in_process(op, failure.fault, failure.message, site_of, outs)
     return error_type(op, failure.code, failure.name, failure.message, site=failure_site(failure), **extra)
 
 
@@ -225,15 +228,23 @@ class KernelCrashed(KernelError):
     unchecked; a guarded call finds it); ``log`` (what the kernel logged, or the
     last lines the guard child wrote to stderr); ``detail`` (what else the message
     says: where a guarded call's fault lies relative to every tensor argument when
-    no guard region explains it, or "")."""
+    no guard region explains it, or ""); ``why`` (in-process: why the fault taints
+    the process, from where its program counter was, etops.taint(); "" when it does
+    not); ``outs_may_be_partial`` (the out arguments the kernel may have partly
+    written before the fault: every out the caller gave of an in-process call that
+    ran on the caller's memory; empty when the outs are as before the call: a probe,
+    a guarded call)."""
 
     def __init__(self, op: str, signal: str, argument: str | None = None, access: str | None = None,
                  where: str | None = None, offset: int | None = None, log: str = "", address: int | None = None,
-                 reason: str = "", memory_may_be_corrupt: bool = False, detail: str = ""):
+                 reason: str = "", memory_may_be_corrupt: bool = False, detail: str = "", why: str = "",
+                 outs_may_be_partial: tuple[str, ...] = ()):
         super().__init__(op, 0x1002, "Crashed", log)
         self.signal, self.argument, self.access = signal, argument, access
         self.where, self.offset, self.address, self.reason = where, offset, address, reason
-        self.memory_may_be_corrupt, self.detail = memory_may_be_corrupt, detail
+        self.memory_may_be_corrupt, self.detail = memory_may_be_corrupt or bool(why), detail
+        self.why, self.outs_may_be_partial = why, tuple(outs_may_be_partial)
+        memory_may_be_corrupt = self.memory_may_be_corrupt
         if not signal:  # no signal: etops' canary bytes around a probed tensor caught the write
             head = f"ExecuTorch kernel {op} wrote outside its memory, stopped by etops before it corrupted anything"
         elif argument is not None or address is not None:
@@ -259,19 +270,28 @@ class KernelCrashed(KernelError):
             message += f"; {detail}"
         if address is not None:
             message += "; the call was abandoned, the process goes on"
-        if memory_may_be_corrupt:
+        if self.outs_may_be_partial:
+            names = ", ".join(f"'{n}'" for n in self.outs_may_be_partial)
+            message += f"; out argument{'s' if len(self.outs_may_be_partial) > 1 else ''} {names} may be partly written"
+        if why:
+            message += f"; the process is tainted: {why}; {WHAT_TO_DO}"
+        elif memory_may_be_corrupt:
             message += ("; memory may already be corrupt (what the kernel wrote before the fault is unchecked): "
                         "run the call guarded (etops.guard.call, guard=True, or --isolated) to find the bad write")
+        if address is not None and not why:
+            message += f"; later calls of {op} run guarded (its own locks may be held) until etops.clear_taint()"
         last = [line for line in log.splitlines() if line.strip()]
         if last:
             message += f" (last log line: {last[-1].strip()})"
         self.args = (message,)
 
     @classmethod
-    def in_process(cls, op: str, fault: Any, log: str = "", site_of: Any = None) -> KernelCrashed:
+    def in_process(cls, op: str, fault: Any, log: str = "", site_of: Any = None,
+                   outs: tuple[str, ...] = ()) -> KernelCrashed:
         """The exception for a fault the bridge trapped on the calling thread
         (`fault`: a Fault of etops._native, its argument set when a probe's guard
-        page stopped the access)."""
+        page stopped the access; `outs`: the out arguments the caller gave, partly
+        written unless the fault hit a probe's copies of them)."""
         signo, code, address, is_write = fault.signal, fault.code, fault.address, fault.is_write
         guarded = (fault.argument, fault.where, fault.offset) if fault.argument is not None else None
         signal = signal_name(signo)
@@ -286,11 +306,20 @@ class KernelCrashed(KernelError):
         # outside; any other write (or an access of unknown direction) may follow
         # writes nothing caught
         corrupt = memory and is_write != 0 and guarded is None
-        return cls(op, signal, argument, access, where, offset, log, address, reason, corrupt)
+        partial = () if fault.outs_untouched else tuple(outs)
+        return cls(op, signal, argument, access, where, offset, log, address, reason, corrupt,
+                   why=site_reason(fault.site), outs_may_be_partial=partial)
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (type(self), (self.op, self.signal, self.argument, self.access, self.where, self.offset, self.log,
-                             self.address, self.reason, self.memory_may_be_corrupt, self.detail))
+                             self.address, self.reason, self.memory_may_be_corrupt, self.detail, self.why,
+                             self.outs_may_be_partial))
+
+
+class TaintedError(EtopsError, RuntimeError):
+    """A call that cannot run since a fault tainted the process or this kernel
+    (etops.taint()) and that the guard process cannot run either (a delegate's);
+    the message says why and what to do (etops.clear_taint())."""
 
 
 class DelegateError(KernelError):

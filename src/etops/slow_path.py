@@ -22,10 +22,12 @@ from typing import Any, Protocol
 import torch
 
 from .crash_site import locate, warn_once_if_corrupt
-from .errors import NoMatchingKernelError, SchemaError, kernel_failure
+from . import hooks
+from .errors import NoMatchingKernelError, SchemaError, TaintedError, kernel_failure
 from .out_shapes import allocate, allocated_strides, is_data_dependent, outs_as_result
 from .tensors import as_torch
 from .overlaps import refuse_overlaps, snapshot
+from .taint import taint_message
 from .resize import check_resizes, handled_in_this_call, kept_memory_format, quiet_ids, resize_like_torch, warn_resized
 
 
@@ -321,7 +323,8 @@ class SlowPath:
         info: SlowPathInfo = kernel._info
         if failure.kind == "crashed":  # a trapped fault: never called again; the address placed among the tensors
             bound = bound_arguments(info, values)
-            raise warn_once_if_corrupt(kernel_failure(info.error_type, info.name, failure,
+            given = tuple(n for n in info.out_names() if bound.get(n) is not None)
+            raise warn_once_if_corrupt(kernel_failure(info.error_type, info.name, failure, outs=given,
                                                       site_of=lambda address: locate(address, bound)))
         if not info.out_names() or failure.kind in _NEVER_AGAIN:
             raise kernel_failure(info.error_type, info.name, failure)
@@ -359,6 +362,18 @@ class SlowPath:
         if obj.numel() != 0 and id(obj) not in quiet_ids():
             warn_resized(info, obj.shape, sizes)
         obj.resize_(sizes, memory_format=kept_memory_format(obj, sizes))
+
+    def guarded(self, kernel, values, is_delegate):
+        """The kernel faulted before, or the process is tainted (etops.taint):
+        the call runs in the guard process (etops.guard.call), which a fault or
+        a deadlock cannot take this process down with; a delegate (`is_delegate`),
+        which the guard process cannot run (its backend was initialised here), is
+        refused, saying why."""
+        info: SlowPathInfo = kernel._info
+        if is_delegate:
+            raise TaintedError(f"{info.name} cannot run: {taint_message(kernel)}; a delegate cannot run guarded")
+        bound = bound_arguments(info, values)
+        return hooks.extension("guard").call(kernel, **bound)
 
     def no_kernel(self, kernel, values, _extra):
         info: SlowPathInfo = kernel._info

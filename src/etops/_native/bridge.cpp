@@ -300,17 +300,22 @@ __attribute__((noinline)) bool faulted(Body& body, etf_fault* fault, bool pool_i
   if (inline_flag != nullptr) *inline_flag = true;
   etf_trap trap;
   trap.outer = *slot;
+  if (!pool_inline) __atomic_add_fetch(&etf_pool_calls, 1, __ATOMIC_RELAXED);  // regions may run on the pool
   if (sigsetjmp(trap.env, 0) != 0) {  // the handler popped the trap before jumping
     asm volatile("" ::: "memory");  // the handler wrote trap.fault: read it from memory
     *fault = trap.fault;
     if (inline_flag != nullptr) *inline_flag = false;
+    if (!pool_inline) __atomic_sub_fetch(&etf_pool_calls, 1, __ATOMIC_RELAXED);
     return true;
   }
   *slot = &trap;
   body();
   *slot = trap.outer;
   if (inline_flag != nullptr) *inline_flag = false;
-  return false;
+  if (pool_inline) return false;
+  __atomic_sub_fetch(&etf_pool_calls, 1, __ATOMIC_RELAXED);
+  // a fault in an item of a parallel region on the pool skipped that item (fault_pool.c)
+  return etf_take_pool_fault(fault);
 }
 
 // Runs `body` (a kernel or a backend: returns its et::Error) with ExecuTorch's abort

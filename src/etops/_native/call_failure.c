@@ -9,6 +9,8 @@
 
 #include <string.h>
 
+#include "fault_state.h"
+
 /* Python's name of each etb_failure_kind: what CallFailure.kind holds. */
 static const char* const KIND_NAMES[ETB_FAILURE_KIND_COUNT] = {
     [ETB_FAILURE_ERROR] = "error",
@@ -49,6 +51,10 @@ static PyStructSequence_Field fault_fields[] = {
     {"argument", "the tensor argument whose guard page stopped the access (a probe), else None"},
     {"where", "where the address lies relative to that argument, else None"},
     {"offset", "bytes beyond that argument, else None"},
+    {"site", "where the program counter lay when it taints the process (fault_state.h): 'libc', 'loader', "
+             "'allocator' (libstdc++'s operator new/delete), or '' (the kernel's code)"},
+    {"outs_untouched", "True when the kernel wrote etops' copies of the outs (a probe), which were not copied "
+                       "back: the caller's outs are as before the call"},
     {NULL, NULL},
 };
 
@@ -56,7 +62,7 @@ static PyStructSequence_Desc fault_desc = {
     "etops._native._core.Fault",
     "A synchronous fault trapped inside a kernel on the calling thread (fault_trap.h's etf_fault).",
     fault_fields,
-    8,
+    10,
 };
 
 int etops_failure_types_init(PyObject* module, etops_state* st) {
@@ -90,7 +96,7 @@ static int set_item(PyObject* seq, Py_ssize_t i, PyObject* value) {
 }
 
 /* The Fault of `f`, placed at `placed` ((argument, where, offset)) or not (NULL). */
-static PyObject* fault_object(etops_state* st, const etf_fault* f, PyObject* placed) {
+static PyObject* fault_object(etops_state* st, const etf_fault* f, PyObject* placed, int outs_untouched) {
   PyObject* fault = PyStructSequence_New((PyTypeObject*)st->fault_type);
   if (fault == NULL) return NULL;
   int bad = set_item(fault, 0, PyLong_FromLong(f->signo)) < 0 || set_item(fault, 1, PyLong_FromLong(f->code)) < 0 ||
@@ -100,16 +106,18 @@ static PyObject* fault_object(etops_state* st, const etf_fault* f, PyObject* pla
   for (Py_ssize_t i = 0; !bad && i < 3; i++) {
     bad = set_item(fault, 5 + i, Py_NewRef(placed != NULL ? PyTuple_GET_ITEM(placed, i) : Py_None)) < 0;
   }
+  bad = bad || set_item(fault, 8, PyUnicode_FromString(etops_fault_site_name(etops_fault_site(f->pc)))) < 0 ||
+        set_item(fault, 9, PyBool_FromLong(outs_untouched)) < 0;
   if (bad) Py_CLEAR(fault);
   return fault;
 }
 
-PyObject* etops_last_failure(etops_state* st, PyObject* placed) {
+PyObject* etops_last_failure(etops_state* st, PyObject* placed, int outs_untouched) {
   const etb_failure* f = etb_last_failure();
   PyObject* failure = PyStructSequence_New((PyTypeObject*)st->failure_type);
   if (failure == NULL) return NULL;
   const char* kind = f->kind > 0 && f->kind < ETB_FAILURE_KIND_COUNT ? KIND_NAMES[f->kind] : "error";
-  PyObject* fault = f->kind == ETB_FAILURE_CRASHED ? fault_object(st, &f->fault, placed) : Py_NewRef(Py_None);
+  PyObject* fault = f->kind == ETB_FAILURE_CRASHED ? fault_object(st, &f->fault, placed, outs_untouched) : Py_NewRef(Py_None);
   if (set_item(failure, 7, fault) < 0 || set_item(failure, 0, PyUnicode_InternFromString(kind)) < 0 || set_item(failure, 1, PyLong_FromLong(f->code)) < 0 ||
       set_item(failure, 2, PyUnicode_FromString(etb_error_name(f->code))) < 0 ||
       set_item(failure, 3, PyUnicode_DecodeUTF8(f->message, (Py_ssize_t)strlen(f->message), "replace")) < 0 ||

@@ -138,7 +138,7 @@ static PyObject* delegate_init(PyObject* module, PyObject* args) {
                           &d->handle);
   Py_END_ALLOW_THREADS
   if (err != ETB_OK) {
-    result = etops_last_failure(st, NULL);
+    result = etops_last_failure(st, NULL, 0);
     goto done;
   }
   delegates_initialised++;

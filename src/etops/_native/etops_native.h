@@ -165,7 +165,7 @@ int etops_failure_types_init(PyObject* module, etops_state* st);
 /* The CallFailure of the call on this thread that just failed (etb_last_failure),
  * its fault placed at `placed` ((argument, where, offset): a probe's guard page
  * stopped it) unless NULL: what the slow path's `failed` and delegate_init's caller
- * get. */
-PyObject* etops_last_failure(etops_state* st, PyObject* placed);
+ * get; `outs_untouched`: the kernel wrote etops' copies of the outs (a probe). */
+PyObject* etops_last_failure(etops_state* st, PyObject* placed, int outs_untouched);
 
 #endif /* ETOPS_NATIVE_H */

@@ -9,13 +9,15 @@
  * handler installed before etops' (faulthandler, torch's) or to the default action,
  * exactly as if etops had not been there.
  *
- * One case is refused even on the calling thread: a fault inside a parallel region
- * of ExecuTorch's threadpool (the caller runs a share of the work while holding the
- * pool's lock; abandoning its frames would leave the lock held and the next parallel
- * kernel would hang forever; the library's libexecutorch_threadpool is loaded with
- * RTLD_GLOBAL, so its ThreadPool::run is found by name). That fault ends the process like a worker's, with
- * the notice. The handler only calls async-signal-safe functions (and backtrace(),
- * loaded before the first fault), and never allocates.
+ * A fault inside an item of a parallel region of ExecuTorch's threadpool, on the
+ * calling thread or on a worker, is never jumped out of (the caller holds the pool's
+ * lock, the workers run items whose context lives on its frames): fault_pool.c
+ * abandons that item only and the call fails once the region completed. Where it
+ * cannot (not x86-64, a fault in the pool's own code), a fault inside the pool's
+ * ThreadPool::run (its library is loaded with RTLD_GLOBAL, so it is found by name)
+ * ends the process like a worker's, with the notice. The handler only calls
+ * async-signal-safe functions (and backtrace() and the unwinder behind it, loaded
+ * before the first fault), and never allocates.
  */
 #include "etops_native.h" /* Python.h first: it sets _GNU_SOURCE (REG_ERR, dl_iterate_phdr) */
 
@@ -83,6 +85,7 @@ static void find_pool_run(void) {
   if (run == NULL || dladdr1(run, &info, (void**)&sym, RTLD_DL_SYMENT) == 0 || sym == NULL) return;
   pool_text_lo = (uintptr_t)run;
   pool_text_hi = pool_text_lo + (uintptr_t)(sym->st_size > 0 ? sym->st_size : 1);
+  etf_pool_items_init(run); /* fault_pool.c: a fault in an item skips the item */
 }
 
 
@@ -231,6 +234,9 @@ static void on_fault(int signo, siginfo_t* info, void* context) {
   etf_fault f;
   describe(signo, info, context, &f);
   if (trap != NULL) {
+    /* an item of a region on the pool (the item's own NoThreadPoolGuard hides it
+     * from in_parallel_region): the item is abandoned, not the region */
+    if (etf_skip_pool_item(context, &f)) goto resume;
     if (!in_parallel_region(slot)) {
       slot->trap = trap->outer; /* popped: a fault from here on is not this call's */
       trap->fault = f;
@@ -238,9 +244,12 @@ static void on_fault(int signo, siginfo_t* info, void* context) {
     }
     notice(" inside a parallel region of ExecuTorch's threadpool (its lock stays held)", signo, &f);
   } else if (!chaining && etb_running_kernel() != NULL) {
+    /* a worker's item of an etops call's region: skipped, the call fails */
+    if (etf_pool_calls > 0 && etf_skip_pool_item(context, &f)) goto resume;
     notice(" on a thread that runs no etops call (a threadpool worker)", signo, &f);
   }
   chain(signo, info, context);
+resume:
   errno = saved_errno;
 }
 

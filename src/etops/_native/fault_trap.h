@@ -65,6 +65,22 @@ int etf_handed_over(void);
  * call so that a fault in them is always trapped. */
 volatile bool* etf_pool_flag(etf_trap** slot);
 
+/* fault_pool.c: a fault inside one item of a threadpool region skips that item.
+ * etf_pool_items_init: the threadpool library, from its ThreadPool::run (at install).
+ * etf_skip_pool_item (in the handler): 1 when the fault at `context` lies in an item
+ * run on the pool (under a frame of the threadpool library other than
+ * ThreadPool::run, whose inline loop holds nothing and is jumped out of) and the
+ * context now returns into that frame (the fault recorded for the call), 0 when it
+ * cannot (x86-64 only).
+ * etf_take_pool_fault (the bridge, after a kernel that ran parallel regions on the
+ * pool returned): 1 with the first fault skipped since, which fails the call. */
+void etf_pool_items_init(const void* pool_function);
+/* The etops calls running that may run regions on the pool (not inline): counted by
+ * the bridge around such a call; a worker's fault is skipped only while one runs. */
+extern volatile int etf_pool_calls;
+int etf_skip_pool_item(void* context, const etf_fault* f);
+int etf_take_pool_fault(etf_fault* fault);
+
 /* Hides this thread's trap while code runs that must never be jumped out of (a
  * Python kernel called by a kernel): returns it for etf_rearm. */
 static inline etf_trap* etf_disarm(void) {

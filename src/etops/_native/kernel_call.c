@@ -13,6 +13,7 @@
  * or raise), a kernel key with no kernel (raise), outs the kernel resized.
  */
 #include "kernel_internal.h"
+#include "fault_state.h"
 #include "fault_trap.h"
 
 #include <string.h>
@@ -34,6 +35,7 @@ typedef enum {
   SLOW_VALIDATE,          /* a new argument signature: torch's checks, raise if torch refuses */
   SLOW_OUTS_TO_REMEMBER,  /* after an allocation: the outs' (shape, strides, dtype), for kernel_alloc.c */
   SLOW_FOOTPRINT_REFUSED, /* an index value outside the dim it indexes (kernel_footprint.c): raise */
+  SLOW_GUARDED,           /* the kernel faulted before, or the process is tainted: run it guarded */
   SLOW_ENTRY_COUNT
 } SlowEntry;
 
@@ -47,6 +49,7 @@ static const char* const SLOW_PATH_METHODS[SLOW_ENTRY_COUNT] = {
     [SLOW_VALIDATE] = "validate",
     [SLOW_OUTS_TO_REMEMBER] = "outs_to_remember",
     [SLOW_FOOTPRINT_REFUSED] = "footprint_refused",
+    [SLOW_GUARDED] = "guarded",
 };
 
 /* Calls the slow path's `entry` with the bound arguments (NULL: a missing out). */
@@ -392,6 +395,9 @@ PyObject* kernel_vectorcall(PyObject* self, PyObject* const* args, size_t nargsf
   PyObject* bound[ETOPS_MAX_ARGS];
   int missing_out;
   if (bind_arguments(k, args, nargs, kwnames, bound, &missing_out) < 0) return NULL;
+  /* a kernel that faulted, or any kernel of a tainted process (fault_state.c): guarded */
+  if (__builtin_expect(k->faulted_epoch >= etops_guarded_from, 0) && etops_must_guard_now())
+    return slow_path(k, SLOW_GUARDED, bound, k->delegate_handle != NULL ? Py_True : Py_False);
   if (k->has_precheck) {
     /* None: go on; (result,): the slow path made the call with normalized arguments */
     PyObject* handled = slow_path(k, SLOW_PRECHECK, bound, NULL);
@@ -408,6 +414,7 @@ PyObject* kernel_vectorcall(PyObject* self, PyObject* const* args, size_t nargsf
   Probe probe;
   probe.active = 0;
   PyObject* crash_site = NULL; /* (argument, where, offset) of a fault in a probe's memory */
+  int probed_crash = 0;        /* the fault hit a probe: the kernel wrote etops' copies of the outs */
   etb_value vals_buf[ETOPS_MAX_ARGS];
   etb_value* vals = vals_buf; /* or the memo's slots */
   PyObject* result = NULL;
@@ -533,6 +540,7 @@ checks:
     }
     if (probe.active) {
       if (err == ETB_ERR_CRASHED) {
+        probed_crash = 1;
         crash_site = probe_site(&probe);
         if (crash_site == NULL && PyErr_Occurred()) PyErr_Clear(); /* unplaced: the failure is reported without a site */
       }
@@ -556,7 +564,8 @@ checks:
   }
   if (err != ETB_OK) {
     /* crash_site: the fault hit a probe's guard page, named here */
-    PyObject* info = etops_last_failure(k->st, crash_site);
+    if (err == ETB_ERR_CRASHED) etops_note_fault(k, etops_fault_site(etb_last_failure()->fault.pc));
+    PyObject* info = etops_last_failure(k->st, crash_site, probed_crash);
     if (info == NULL) goto done;
     etops_keep_release(&cs.keep); /* the slow path may resize what we borrowed */
     result = slow_path(k, SLOW_FAILED, bound, info);

@@ -157,7 +157,14 @@ typedef struct {
   /* the rules table's index checks done here (kernel_footprint.c), on every call */
   int nranges;
   IndexRange ranges[ETOPS_MAX_INDEX_RANGES];
+  /* etops_fault_epoch when this kernel last faulted, 0 never (fault_state.c): its
+   * calls run guarded while it is at least etops_guarded_from */
+  uint64_t faulted_epoch;
 } KernelObject;
+
+/* After a trapped fault of `k` at `site` (FAULT_SITE_*, fault_state.h): its later
+ * calls run guarded, and all calls when the site taints the process. */
+void etops_note_fault(KernelObject* k, int site);
 
 /* ---- kernel_scratch.c: scratch memory of one call -------------------------------- */
 

@@ -5,6 +5,7 @@
 #include "etops_native.h"
 #include "tensor_fields.h"
 #include "fault_trap.h"
+#include "fault_state.h"
 
 #include <dlfcn.h>
 #include <pthread.h>
@@ -297,6 +298,7 @@ static PyObject* install_pal(PyObject* module, PyObject* noargs) {
 
 static PyObject* trap_faults(PyObject* module, PyObject* noargs) {
   if (etf_install() != 0) return PyErr_SetFromErrno(PyExc_OSError);
+  etops_find_arenas(); /* once: the malloc locks a fault in libc may leave held (fault_state.c) */
   Py_RETURN_NONE;
 }
 
@@ -363,12 +365,14 @@ static PyMethodDef module_methods[] = {
 
 extern PyMethodDef etops_custom_methods[]; /* custom.c */
 extern PyMethodDef etops_guard_methods[];  /* guard_signals.c */
+extern PyMethodDef etops_fault_state_methods[]; /* fault_state.c */
 int etops_custom_add_constants(PyObject* module);
 
 static int module_exec(PyObject* module) {
   etops_state* st = state_of(module);
   if (PyModule_AddFunctions(module, etops_custom_methods) < 0 || etops_custom_add_constants(module) < 0) return -1;
   if (PyModule_AddFunctions(module, etops_guard_methods) < 0) return -1;
+  if (PyModule_AddFunctions(module, etops_fault_state_methods) < 0) return -1;
   memset(st, 0, sizeof(*st));
   st->str_dlpack = PyUnicode_InternFromString("__dlpack__");
   st->str_dlpack_device = PyUnicode_InternFromString("__dlpack_device__");

@@ -60,6 +60,15 @@ Tensor& fault_thread_out(KernelRuntimeContext& ctx, const Tensor& x, Tensor& out
 _MEMO: dict = {}
 
 
+@pytest.fixture(autouse=True)
+def fault_marks_cleared():
+    """Each test starts with no kernel marked and the process untainted: a fault
+    sends later calls of its kernel to the guard process (test_after_a_fault.py)."""
+    etops.clear_taint()
+    yield
+    etops.clear_taint()
+
+
 @pytest.fixture
 def divides(cache):
     if "divides" not in _MEMO:
@@ -94,8 +103,10 @@ def test_an_integer_division_by_zero_raises_and_the_next_call_works(divides, fai
         assert "integer division" in error.reason and error.address is not None
         assert not error.memory_may_be_corrupt
         assert "faultlib::divides.out crashed with SIGFPE" in str(error)
-        assert divides(_long(7, 8), _long(1, 2), out=torch.empty(2, dtype=torch.long)).tolist() == [7, 4]
+        assert etops.kernel_faulted(divides) and etops.taint() is None  # the kernel's code: no taint
+        assert divides(_long(7, 8), _long(1, 2), out=torch.empty(2, dtype=torch.long)).tolist() == [7, 4]  # guarded
         assert etops.registry().aten.add.out(torch.ones(2), torch.ones(2), out=torch.empty(2)).tolist() == [2.0, 2.0]
+        etops.clear_taint()  # in-process again: the next round faults in this process
     assert registry_snapshot() == before
 
 

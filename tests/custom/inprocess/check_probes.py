@@ -45,6 +45,15 @@ SCHEMA = "{name}.out(Tensor x, *, Tensor(a!) out) -> Tensor(a!)"
 _HANDLES: dict = {}
 
 
+@pytest.fixture(autouse=True)
+def fault_marks_cleared():
+    """Each test's calls run in this process: a fault sends later calls of its
+    kernel to the guard process until etops.clear_taint()."""
+    etops.clear_taint()
+    yield
+    etops.clear_taint()
+
+
 def _kernel(name: str, source: str, function: str):
     if name not in _HANDLES:
         _HANDLES[name] = etops.register_kernel(f"probelib::{name}.out", source, function=function,
@@ -70,6 +79,8 @@ def test_a_write_outside_the_out_is_stopped_and_nothing_changes(cache, failures,
         assert error.argument == "out" and error.where == where and error.access == "write"
         assert not error.memory_may_be_corrupt and "stopped" in str(error)
         assert torch.equal(buffer, torch.full((20000,), -1.0)), "the out and its neighbours are unchanged"
+        assert error.outs_may_be_partial == ()  # the probe's copy was written, not the caller's out
+        etops.clear_taint()  # a guard page's fault sent later calls to the guard process: in-process again
     if abs(extra + at) > 1:  # the guard page, not the canary: a fault the bridge placed in the out
         assert [(f.kind, f.fault.argument, f.fault.where) for f in failures] == [("crashed", "out", where)] * 2
 
