@@ -144,10 +144,11 @@ def _function(kernel: str) -> str:
     return f"torch::executor::{ns}::{rest.split('.', 1)[0]}_outf"
 
 
-def test_source(spec: TestSpec, fixture: str, name: str, file_text: str = "") -> tuple[str, list[tuple[int, int]]]:
+def test_source(spec: TestSpec, fixture: str, name: str, file_text: str = "",
+                comment: str = "") -> tuple[str, list[tuple[int, int]]]:
     """The ``TEST_F(fixture, name)`` of `spec` and the (first, last) lines (1-based,
     within the text) of each expectation statement; NotTestable when an argument
-    has no literal form."""
+    has no literal form. `comment`: a line said first in the test (what it shows)."""
     names = spellings(file_text)
     w = _Writer(names)
     call_args = []
@@ -172,7 +173,7 @@ def test_source(spec: TestSpec, fixture: str, name: str, file_text: str = "") ->
                                     f"      /*rtol=*/{literals.float_literal(rtol)},\n      /*atol=*/{literals.float_literal(atol)});")
         call_args.append(o)
     call = f"{_function(spec.kernel)}(\n      context_,\n      " + ",\n      ".join(call_args) + ")"
-    lines = [f"TEST_F({fixture}, {name}) {{"]
+    lines = [f"TEST_F({fixture}, {name}) {{"] + ([f"  // {comment}"] if comment else [])
     lines += [f"  {names['TensorFactory']}<{literals.scalar_type(d).replace('ScalarType', names['ScalarType'], 1)}> {tf};"
               for d, tf in w.factories.items()]
     lines += w.lines

@@ -39,6 +39,7 @@ class Generated:
     text: str  #: the TEST_F
     ranges: list  #: (first, last) lines of its expectations, within `text`
     shipped: str  #: what the shipped kernel does: value, refusal, abort, crash
+    where: str = ""  #: the kernel's file and line in the checkout
     results: dict = field(default_factory=dict)  #: "shipped" / "reference" -> TestResult
     verdict: str = ""  #: "verified", or why the test is dropped
 
