@@ -92,7 +92,21 @@ def _unique(name: str, taken: set) -> str:
 
 def _prepare(finding: Finding, checkout: Path, taken: dict) -> Entry:
     """The finding's test written (not yet run), or the reason it cannot be."""
-    entry = Entry(finding)
+    if locate(checkout, finding.data["kernel"]) is None:
+        return Entry(finding, why_not="no kernel YAML of the checkout registers the operator")
+    found = smallest(finding)
+    if found is None:
+        return Entry(finding, why_not=f"the inputs were not found again ({finding.cluster.shrink})")
+    return written_test(finding, found, checkout, taken)
+
+
+def written_test(finding: Finding, call: tuple, checkout, taken: dict | None = None) -> Entry:
+    """The test of `finding` from its smallest failing call (ATen's overload, args,
+    kwargs) for `checkout`'s test file of the operator, named apart from the tests
+    of that file and those in `taken` (file -> names, updated); the Entry says why
+    when none can be written."""
+    checkout = Path(checkout)
+    entry = Entry(finding, call=call)
     loc = locate(checkout, finding.data["kernel"])
     if loc is None:
         entry.why_not = "no kernel YAML of the checkout registers the operator"
@@ -100,14 +114,10 @@ def _prepare(finding: Finding, checkout: Path, taken: dict) -> Entry:
     if loc.test is None or loc.fixture is None:
         entry.why_not = f"no upstream test file with an OperatorTest fixture for {loc.where(checkout)}"
         return entry
-    found = smallest(finding)
-    if found is None:
-        entry.why_not = f"the inputs were not found again ({finding.cluster.shrink})"
-        return entry
-    func, args, kwargs = found
-    entry.call = found
+    func, args, kwargs = call
     case = finding.cluster.example or finding.cluster.cases[0]
     text = loc.test.read_text(errors="replace")
+    taken = {} if taken is None else taken
     try:
         spec = test_spec(finding.data, case, func, args, kwargs)
         names = taken.setdefault(loc.test, set(_TEST_F.findall(text)))
