@@ -1,5 +1,6 @@
 """Generated tests built and run, not only written: each test file's tests appended to
-a copy of upstream's file (in a work folder; the checkout is not touched), built
+a copy of upstream's file (in a work folder; the checkout is not touched; every
+warning of the generated code an error, as under -Wall -Werror), built
 and run with ``etops.gtest`` against the kernels the wheel ships, then again with
 each operator answered by ATen (a Python kernel calling torch's out variant on the
 kernel's own tensors: the reference-backed kernel).
@@ -48,10 +49,15 @@ class Generated:
         return f"{self.fixture}.{self.name}"
 
 
-def appended(original: str, tests: list[Generated]) -> tuple[str, dict]:
-    """`original` with `tests` appended; and each test's first line in the result
-    (1-based), by full name."""
-    text = original.rstrip("\n") + "\n\n" + MARKER + "\n"
+#: what the copy built for verification adds before the generated tests: their warnings are errors
+#: (-Wall -Werror for the generated code alone; upstream's own code keeps the build's flags)
+STRICT = '#pragma GCC diagnostic error "-Wall"\n'
+
+
+def appended(original: str, tests: list[Generated], strict: bool = False) -> tuple[str, dict]:
+    """`original` with `tests` appended (`strict`: after STRICT); and each test's
+    first line in the result (1-based), by full name."""
+    text = original.rstrip("\n") + "\n\n" + MARKER + "\n" + (STRICT if strict else "")
     starts = {}
     for g in tests:
         text += "\n"
@@ -103,7 +109,7 @@ def run_tests(tests: list[Generated], checkout: Path, workdir: Path, *, referenc
         folder = workdir / "verify" / test_file.parent.name
         folder.mkdir(parents=True, exist_ok=True)
         copy = folder / test_file.name
-        text, starts = appended(test_file.read_text(), group)
+        text, starts = appended(test_file.read_text(), group, strict=True)
         if not copy.is_file() or copy.read_text() != text:
             copy.write_text(text)
         names = ":".join(g.full_name for g in group)

@@ -4,7 +4,8 @@ aborts on a 0-d input are built and run with etops' gtest machinery: each fails 
 the planted kernel for the finding's reason (a failed expectation of its own, an
 abort) and passes on ATen's kernel; with the fixed kernel in place (the same
 checkout's source, fixed, built by etops.custom) each passes, so the report drops
-it; --apply appends the verified tests to the checkout's file."""
+it; --apply appends the verified tests to the checkout's file; the generated code compiles with its warnings as errors (-Wall
+-Werror), a warning in it fails the build."""
 
 from __future__ import annotations
 
@@ -72,6 +73,13 @@ def test_generated_tests_fail_on_the_planted_kernel_and_pass_on_atens(mini):
     [changed] = apply(report, target)
     assert MARKER in changed.read_text() and changed.read_text().startswith((target / "kernels/test/op_sum_test.cpp").read_text()[:50])
     assert apply(report, target) == []  # applied once
+
+
+def test_a_warning_in_generated_code_fails_its_build(mini):
+    [entry] = [written_test(*ABORT, mini)]
+    entry.generated.text = entry.generated.text.replace("{\n", "{\n  int unused_here = 0;\n", 1)
+    run_tests([entry.generated], mini, mini.parent / "work-warning", reference=False)
+    assert entry.generated.verdict.startswith("does not build: ") and "unused_here" in entry.generated.verdict
 
 
 def test_a_test_that_passes_on_the_shipped_kernel_is_dropped(mini):
