@@ -34,6 +34,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="finding categories to write tests for (repeatable; default: wrong, precision loss, abort, crash)")
     p.add_argument("--no-verify", action="store_true", help="write the tests without building and running them (none is emitted as verified)")
     p.add_argument("--no-reference", action="store_true", help="do not run the tests against ATen's kernel")
+    p.add_argument("--against", metavar="SUMMARY.json", help="another version's report (its summary.json): what was "
+                   "fixed since, what is new, what stays, appended to summary.md")
     p.add_argument("--jobs", "-j", type=int, metavar="N", help="parallel compiles")
     p.add_argument("--debug", action="store_true", help="show tracebacks")
     return p
@@ -65,6 +67,8 @@ def main(argv: list[str]) -> int:
 def _run(args) -> int:
     if not os.path.isdir(args.checkout):
         raise UsageError(f"--checkout: no folder {args.checkout}")
+    if args.against and not os.path.isfile(args.against):
+        raise UsageError(f"--against: no file {args.against}")
     if args.apply and not os.path.isdir(args.apply):
         raise UsageError(f"--apply: no folder {args.apply}")
     from ..bench.inputs import quiet
@@ -89,6 +93,16 @@ def _run(args) -> int:
     counts = report.to_json()["counts"]
     print(f"{counts['findings']} findings: {counts['verified']} verified failing tests, {counts['dropped']} dropped, "
           f"{counts['not written']} not written ({report.seconds:.0f} s); {Path(args.out) / 'summary.md'}")
+    if args.against:
+        from ..upstream import versions
+
+        old = versions.read_summary(args.against)
+        new = report.to_json()
+        table = versions.markdown(versions.compare(old, new), old.get("versions", {}).get("executorch", "before"),
+                                  new.get("versions", {}).get("executorch", "now"))
+        summary = Path(args.out) / "summary.md"
+        summary.write_text(summary.read_text() + "\n## Against " + str(args.against) + "\n\n" + table)
+        print(table.splitlines()[0])
     if args.apply:
         changed = apply(report, args.apply)
         print(f"appended to {len(changed)} file(s) in {args.apply}: " + ", ".join(str(c) for c in changed))

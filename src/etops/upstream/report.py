@@ -75,7 +75,10 @@ class UpstreamReport:
                 "counts": {"findings": len(self.entries), "verified": len(self.verified),
                            "dropped": sum(1 for e in self.entries if e.generated is not None and not e.verified),
                            "not written": sum(1 for e in self.entries if e.generated is None)},
+                "versions": next((e.finding.versions for e in self.entries if e.finding.versions), {}),
                 "findings": [{"kernel": e.finding.data["kernel"], "category": e.finding.data.get("category"),
+                              "kind": e.finding.data.get("kind"), "signature": e.finding.data.get("signature"),
+                              "layout": e.finding.data.get("layout"),
                               "summary": e.finding.data.get("summary", ""), "outcome": e.outcome,
                               "test": e.generated.full_name if e.generated else None, "folder": e.folder,
                               "file": str(e.generated.test.relative_to(self.checkout)) if e.generated else None}
