@@ -153,10 +153,30 @@ def _computed(entry: Entry) -> str | None:
     return "; ".join(f"{list(t.shape)} {t.reshape(-1)[:16].tolist()}" for t in parts)
 
 
+def _literal(value) -> str:
+    from ..conformance.reproducer import tensor_literal
+
+    if isinstance(value, torch.Tensor):
+        return tensor_literal(value)
+    if isinstance(value, (list, tuple)):
+        inner = ", ".join(_literal(v) for v in value)
+        return f"[{inner}]" if isinstance(value, list) else f"({inner},)"
+    return repr(value)  # inf and nan: the one-liner imports them
+
+
 def _reproducer(entry: Entry, checkout: Path) -> str:
+    """Two lines: the kernel called through etops on the smallest input (Python), and
+    the test through etops gtest once applied."""
     g = entry.generated
     rel = g.test.relative_to(checkout)
-    return f"etops gtest {rel} --filter '{g.full_name}'   # after: etops report upstream ... --apply <checkout>"
+    lines = []
+    if entry.call is not None:
+        _func, args, kwargs = entry.call
+        call = ", ".join([*(_literal(a) for a in args), *(f"{k}={_literal(v)}" for k, v in kwargs.items())])
+        lines.append(f"python -c \"import torch, etops; from math import inf, nan; "
+                     f"print(etops.as_program('{g.kernel}')({call}))\"")
+    lines.append(f"etops gtest {rel} --filter '{g.full_name}'   # once the test is in the file (--apply)")
+    return "\n".join(lines)
 
 
 def build_report(findings: list[Finding], checkout, out_dir, *, categories=DEFAULT_CATEGORIES, verify: bool = True,

@@ -77,7 +77,7 @@ def _reason_seen(g: Generated, result, start: int, copy: Path) -> bool:
     own = [(start + a - 1, start + b - 1) for a, b in g.ranges]
 
     def mine(loc) -> bool:
-        return Path(loc[0]).name == copy.name and any(a <= loc[1] <= b for a, b in own)
+        return Path(loc[0]).resolve() == copy.resolve() and any(a <= loc[1] <= b for a, b in own)
 
     if g.shipped == "value":
         return bool(result.failures) and all(mine(f) for f in result.failures)
@@ -97,48 +97,63 @@ def _reference_kernel(kernel: str):
 
 
 def run_tests(tests: list[Generated], checkout: Path, workdir: Path, *, reference: bool = True, jobs=None) -> None:
-    """Builds each test file's copy with its generated tests and runs them on the
-    shipped kernels and (`reference`) on ATen; sets each test's results and verdict."""
+    """Builds each test file's copy with its generated tests (one build for all the
+    files) and runs them on the shipped kernels and (`reference`) on ATen; sets each
+    test's results and verdict."""
     from .. import gtest
     from ..custom import override
 
     by_file: dict[Path, list[Generated]] = {}
     for g in tests:
         by_file.setdefault(g.test, []).append(g)
+    copies: dict[Path, tuple[list[Generated], dict]] = {}
     for test_file, group in by_file.items():
-        folder = workdir / "verify" / test_file.parent.name
+        try:
+            folder = workdir / "verify" / test_file.resolve().relative_to(Path(checkout).resolve()).parent
+        except ValueError:
+            folder = workdir / "verify" / test_file.parent.name
         folder.mkdir(parents=True, exist_ok=True)
         copy = folder / test_file.name
         text, starts = appended(test_file.read_text(), group, strict=True)
         if not copy.is_file() or copy.read_text() != text:
             copy.write_text(text)
-        names = ":".join(g.full_name for g in group)
-        shipped = gtest(str(copy), root=str(checkout), test_filter=names, jobs=jobs)
-        f = shipped.files[0]
+        copies[copy] = (group, starts)
+    if not copies:
+        return
+    names = ":".join(g.full_name for g in tests)
+    paths = [str(c) for c in copies]
+    shipped = gtest(paths, root=str(checkout), test_filter=names, jobs=jobs)
+    built = {}
+    for copy, f in zip(copies, shipped.files):
+        group = copies[copy][0]
         if f.build_error:
+            first = f.build_error.strip().splitlines()[0] if f.build_error.strip() else "?"
             for g in group:
-                g.verdict = f"does not build: {f.build_error.strip().splitlines()[0] if f.build_error.strip() else '?'}"
+                g.verdict = f"does not build: {first}"
             continue
+        built[copy] = group
         found = {t.name: t for t in f.tests}
         for g in group:
             g.results["shipped"] = found.get(g.full_name)
-        if reference:
-            threads = torch.get_num_threads()
-            handles = []
-            try:
-                torch.set_num_threads(1)  # ATen runs in the forks of the test runs: no OpenMP pool across fork
-                for kernel in sorted({g.kernel for g in group}):
-                    handles.append(override(kernel, _reference_kernel(kernel)))
-                ref = gtest(str(copy), root=str(checkout), test_filter=names, jobs=jobs).files[0]
-            finally:
-                for h in reversed(handles):
-                    h.restore()
-                torch.set_num_threads(threads)
-            found = {t.name: t for t in ref.tests}
-            for g in group:
+    if reference and built:
+        threads = torch.get_num_threads()
+        handles = []
+        try:
+            torch.set_num_threads(1)  # ATen runs in the forks of the test runs: no OpenMP pool across fork
+            for kernel in sorted({g.kernel for group in built.values() for g in group}):
+                handles.append(override(kernel, _reference_kernel(kernel)))
+            ref = gtest([str(c) for c in built], root=str(checkout), test_filter=names, jobs=jobs)
+        finally:
+            for h in reversed(handles):
+                h.restore()
+            torch.set_num_threads(threads)
+        for copy, f in zip(built, ref.files):
+            found = {t.name: t for t in f.tests}
+            for g in built[copy]:
                 g.results["reference"] = found.get(g.full_name)
+    for copy, group in built.items():
         for g in group:
-            g.verdict = _verdict(g, starts[g.full_name], copy, reference)
+            g.verdict = _verdict(g, copies[copy][1][g.full_name], copy, reference)
 
 
 def _verdict(g: Generated, start: int, copy: Path, reference: bool) -> str:
