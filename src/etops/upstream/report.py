@@ -27,7 +27,7 @@ from .issue import issue_text, title
 from .literals import NotWritable
 from .locate import locate
 from .source import Finding, smallest
-from .spec import FAILURE, NotTestable, test_spec
+from .spec import FAILURE, NotTestable, TestSpec, test_spec
 from .verify import MARKER, Generated, appended, run_tests
 
 #: the finding categories a test is written for by default (the issue's measure)
@@ -41,7 +41,7 @@ class Entry:
 
     finding: Finding
     generated: Generated | None = None
-    spec: object = None
+    spec: TestSpec | None = None
     call: tuple | None = None
     why_not: str = ""  #: why no test was written
     folder: str | None = None
@@ -168,6 +168,7 @@ def _reproducer(entry: Entry, checkout: Path) -> str:
     """Two lines: the kernel called through etops on the smallest input (Python), and
     the test through etops gtest once applied."""
     g = entry.generated
+    assert g is not None
     rel = g.test.relative_to(checkout)
     lines = []
     if entry.call is not None:
@@ -210,13 +211,14 @@ def build_report(findings: list[Finding], checkout, out_dir, *, categories=DEFAU
 
 def _write(report: UpstreamReport, out_dir: Path) -> None:
     for n, e in enumerate(report.verified):
-        g = e.generated
+        g, spec = e.generated, e.spec
+        assert g is not None and spec is not None
         op = e.finding.data["kernel"].split("::", 1)[-1].split(".", 1)[0].strip("_")
         folder = out_dir / f"{n:02d}_{op}_{g.name}"
         folder.mkdir(parents=True, exist_ok=True)
         (folder / "test.cpp").write_text(g.text)
         versions = dict(e.finding.versions)
-        text = issue_text(e.spec, g.name, g.text, where=g.where, test_file=str(g.test.relative_to(report.checkout)),
+        text = issue_text(spec, g.name, g.text, where=g.where, test_file=str(g.test.relative_to(report.checkout)),
                           versions=versions, computed=_computed(e), reproducer=_reproducer(e, report.checkout),
                           summary=e.finding.data.get("summary", ""))
         (folder / "issue.md").write_text(text)
@@ -228,7 +230,8 @@ def _write(report: UpstreamReport, out_dir: Path) -> None:
 def _files(report: UpstreamReport) -> dict:
     by_file: dict[Path, list[Generated]] = {}
     for e in report.verified:
-        by_file.setdefault(e.generated.test, []).append(e.generated)
+        if e.generated is not None:
+            by_file.setdefault(e.generated.test, []).append(e.generated)
     return by_file
 
 
@@ -272,7 +275,8 @@ def summary_markdown(report: UpstreamReport) -> str:
         test = f"`{e.generated.full_name}`" if e.generated else ""
         lines.append(f"| `{e.finding.data['kernel']}` | {e.finding.data.get('category')} | {e.outcome} | {test} |")
     for e in report.verified:
-        lines += ["", f"## {title(e.spec, e.generated.name)}", "", f"`{e.folder}/issue.md`, `{e.folder}/test.cpp`"]
+        if e.spec is not None and e.generated is not None:
+            lines += ["", f"## {title(e.spec, e.generated.name)}", "", f"`{e.folder}/issue.md`, `{e.folder}/test.cpp`"]
     return "\n".join(lines) + "\n"
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 
@@ -36,7 +37,7 @@ class TestSpec:
     (outs: their expected results), the expectation and its tolerance."""
 
     kernel: str  #: "aten::sum.IntList_out"
-    schema: object  #: torch FunctionSchema of the out variant
+    schema: Any  #: torch FunctionSchema of the out variant
     values: dict  #: argument name -> value; an out's value is its expected result (a tensor), or an empty tensor
     expect: str  #: VALUES or FAILURE
     shipped: str  #: what the shipped kernel does: "value", "refusal", "abort", "crash"

@@ -100,8 +100,8 @@ def run_tests(tests: list[Generated], checkout: Path, workdir: Path, *, referenc
     """Builds each test file's copy with its generated tests (one build for all the
     files) and runs them on the shipped kernels and (`reference`) on ATen; sets each
     test's results and verdict."""
-    from .. import gtest
     from ..custom import override
+    from ..gtest.session import gtest
 
     by_file: dict[Path, list[Generated]] = {}
     for g in tests:

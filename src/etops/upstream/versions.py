@@ -39,7 +39,7 @@ def compare(old: dict, new: dict) -> list[dict]:
     for key in list(dict.fromkeys([*after, *before])):
         a, b = before.get(key), after.get(key)
         status = STAYS if a and b else NEW if b else FIXED
-        f = b or a
+        f: dict = b or a or {}
         rows.append({"kernel": f["kernel"], "category": f.get("category"), "status": status,
                      "old": a.get("outcome") if a else None, "new": b.get("outcome") if b else None,
                      "test": (b or {}).get("test") or (a or {}).get("test")})
