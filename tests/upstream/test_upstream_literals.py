@@ -59,5 +59,12 @@ def test_integer_and_bool_elements():
 
 def test_dtypes_without_a_literal_are_named():
     assert literals.scalar_type(torch.float64) == "ScalarType::Double"
-    with pytest.raises(literals.NotWritable, match="complex64"):
-        literals.elements(torch.tensor([1j], dtype=torch.complex64))
+    with pytest.raises(literals.NotWritable, match="complex32"):
+        literals.elements(torch.tensor([1j], dtype=torch.complex32))
+
+
+def test_complex_elements_are_written_by_parts():
+    assert literals.elements(torch.tensor([1.5 - 0.1j], dtype=torch.complex128)) == [
+        "executorch::aten::complex<double>(1.5, -0x1.999999999999ap-4)"]
+    assert literals.elements(torch.tensor([complex(float("inf"), 2)], dtype=torch.complex64)) == [
+        "executorch::aten::complex<float>(std::numeric_limits<float>::infinity(), 2.0f)"]

@@ -1,5 +1,6 @@
 """C++ literals that denote exactly the values of a torch tensor or a Python
-number, as ExecuTorch's gtests write them: ``ScalarType::<Name>`` names, numbers
+number, as ExecuTorch's gtests write them (complex elements as
+``executorch::aten::complex<float>(re, im)``): ``ScalarType::<Name>`` names, numbers
 in decimal where the decimal is the value itself (``1.5``, ``-0.0``, ``1e+08``),
 hexadecimal floating literals where a decimal would round (``0x1.ae147ae147ae1p-2``
 for 0.42), the limits of ``<limits>`` for infinities, NaN and the lowest int64.
@@ -20,7 +21,10 @@ SCALAR_TYPE = {
     torch.uint8: "Byte", torch.int8: "Char", torch.int16: "Short", torch.int32: "Int", torch.int64: "Long",
     torch.float16: "Half", torch.float32: "Float", torch.float64: "Double", torch.bool: "Bool",
     torch.bfloat16: "BFloat16", torch.uint16: "UInt16", torch.uint32: "UInt32", torch.uint64: "UInt64",
+    torch.complex64: "ComplexFloat", torch.complex128: "ComplexDouble",
 }
+#: a complex dtype -> the C++ type of its parts
+_COMPLEX_PART = {torch.complex64: "float", torch.complex128: "double"}
 #: the C++ type a floating literal of each dtype is written in (half types: float, which holds them exactly)
 _FLOAT_CTYPE = {torch.float64: "double", torch.float32: "float", torch.float16: "float", torch.bfloat16: "float"}
 _INT_CTYPE = {torch.uint8: "uint8_t", torch.int8: "int8_t", torch.int16: "int16_t", torch.int32: "int32_t",
@@ -89,6 +93,10 @@ def number(value, dtype: torch.dtype) -> str:
         return float_literal(float(value), _FLOAT_CTYPE[dtype])
     if dtype in _INT_CTYPE:
         return int_literal(int(value), dtype)
+    if dtype in _COMPLEX_PART:
+        part = _COMPLEX_PART[dtype]
+        z = complex(value)
+        return f"executorch::aten::complex<{part}>({float_literal(z.real, part)}, {float_literal(z.imag, part)})"
     raise NotWritable(f"no literal for an element of dtype {str(dtype)[6:]}")
 
 
