@@ -33,7 +33,7 @@ def test_a_float64_sum_in_float32_is_a_close_expectation_at_the_verdicts_bound()
     case = _case("aten::sum.IntList_out", "float64", "mismatch", ulps=4.5e15, aten_ulps=0.0, reason="computes float64 in float32")
     spec = spec_of(_finding("aten::sum.IntList_out", "mismatch", "wrong"), case, SUM, args, {})
     assert spec.expect == VALUES and spec.shipped == "value" and spec.reference == "longdouble"
-    assert spec.tolerance == (0.0, 1024 * torch.finfo(torch.float64).eps)  # 16 x ATen's 0 ulps + 1024, at the scale 1.0
+    assert spec.tolerance == [(0.0, 1024 * torch.finfo(torch.float64).eps)]  # 16 x ATen's 0 ulps + 1024, at the scale 1.0
     name = name_of(spec)
     assert name == "Float64AccumulatesInFloat64"
     text, ranges = source_of(spec, "OpSumOutTest", name, "using executorch::aten::Tensor;\n")
@@ -73,7 +73,7 @@ def test_an_abort_on_inputs_aten_refuses_expects_a_kernel_failure():
 def test_an_abort_on_inputs_aten_accepts_expects_atens_values():
     args = [torch.tensor(1.5), [0], True]
     spec = spec_of(_finding("aten::sum.IntList_out", "abort", "abort"), _case("aten::sum.IntList_out", "float32", "abort"), SUM, args, {})
-    assert spec.expect == VALUES and spec.tolerance == (1.3e-6, 1e-5)  # torch.testing's float32 default (no case tolerance)
+    assert spec.expect == VALUES and spec.tolerance == [(1.3e-6, 1e-5)]  # torch.testing's float32 default (no case tolerance)
     assert name_of(spec) == "Float32ZeroDimDoesNotAbort"
 
 
@@ -82,7 +82,7 @@ def test_a_refusal_expects_the_values_and_a_context_left_ok():
     spec = spec_of(_finding("aten::neg.out", "unsupported", "unsupported"),
                    _case("aten::neg.out", "float64", "unsupported", atol=1e-7, rtol=1e-7), func, [torch.tensor([2.0], dtype=torch.float64)], {})
     assert spec.shipped == "refusal" and name_of(spec) == "Float64IsSupported"
-    assert spec.tolerance == (1e-7, 1e-7)
+    assert spec.tolerance == [(1e-7, 1e-7)]
 
 
 def test_findings_without_a_test_form_are_named():
@@ -100,7 +100,7 @@ def test_the_issue_text_says_what_a_maintainer_needs():
                       test_file="kernels/test/op_sum_test.cpp", versions={"executorch": "1.5.1", "torch": "2.13"},
                       computed="[] [0.0]", reproducer="etops gtest ...", summary="sum.IntList_out is wrong")
     assert text.startswith("# sum.IntList_out: computes float64 in float32 (float64)\n")
-    for part in ("kernels/optimized/cpu/op_sum.cpp:132", "[3] float64 [100000000.0, 1.0, -100000000.0]",
+    for part in ("kernels/optimized/cpu/op_sum.cpp:132", "[3] float64 [100000000.0, 1.0, -100000000.0]", "- `out`: [] float64 [1.0] (rtol 0, atol 2.27e-13)",
                  "The shipped kernel: [] [0.0]", "effective precision: that of float32", "executorch 1.5.1",
                  "accumulation type", "```cpp\nTEST_F(...)\n```"):
         assert part in text, part
@@ -113,3 +113,17 @@ def test_a_report_that_is_not_one_is_named(tmp_path):
         read_report(bad)
     with pytest.raises(ValueError, match="argument 'report': .*not a readable JSON"):
         read_report(tmp_path / "missing.json")
+
+
+def test_each_out_gets_the_verdicts_bound_at_its_own_scale():
+    func = torch.ops.aten.native_layer_norm.default
+    x = torch.tensor([[1.0, 3.0]], dtype=torch.float64)
+    case = _case("aten::native_layer_norm.out", "float64", "mismatch", ulps=1e8, aten_ulps=0.0, reason="computes float64 in float32")
+    spec = spec_of(_finding("aten::native_layer_norm.out", "mismatch", "wrong"), case, func, [x, [2], None, None, 1e-5], {})
+    assert spec.outs == ["out0", "out1", "out2"]
+    eps = torch.finfo(torch.float64).eps
+    scales = [float(spec.values[o].abs().max()) for o in spec.outs]  # ~1 (normalized), 2 (mean), ~1 (rstd)
+    assert spec.tolerance == [(0.0, 1024 * eps * s) for s in scales]
+    text, ranges = source_of(spec, "OpNativeLayerNormTest", name_of(spec))
+    assert name_of(spec) == "Float64ComputesInFloat64" and len(ranges) == 3
+    assert "/*weight=*/std::nullopt," in text and "/*eps=*/0x1.4f8b588e368f1p-17," in text

@@ -158,7 +158,7 @@ def test_source(spec: TestSpec, fixture: str, name: str, file_text: str = "",
             continue
         call_args.append(f"/*{a.name}=*/{w.argument(a, spec.values.get(a.name))}")
     expectations = []
-    for o in outs:
+    for i, o in enumerate(outs):
         t = spec.values[o]
         if spec.expect == FAILURE:
             dtype = next((v.dtype for v in spec.values.values() if isinstance(v, torch.Tensor) and v.numel()), torch.float32)
@@ -168,7 +168,7 @@ def test_source(spec: TestSpec, fixture: str, name: str, file_text: str = "",
             if spec.tolerance is None:
                 expectations.append(f"  EXPECT_TENSOR_EQ({o}, {w.make(t)});")
             else:
-                rtol, atol = spec.tolerance
+                rtol, atol = spec.tolerance[i]
                 expectations.append(f"  EXPECT_TENSOR_CLOSE_WITH_TOL(\n      {o},\n      {w.make(t)},\n"
                                     f"      /*rtol=*/{literals.float_literal(rtol)},\n      /*atol=*/{literals.float_literal(atol)});")
         call_args.append(o)

@@ -74,10 +74,10 @@ def issue_text(spec: TestSpec, name: str, test_text: str, *, where: str, test_fi
         lines += ["## Expected", "", f"ATen refuses these arguments; the kernel should fail the context "
                   f"(`ET_EXPECT_KERNEL_FAILURE`), not end the process. It does: **{spec.shipped}**.", ""]
     else:
-        expected = [f"- `{o}`: {_tensor_text(spec.values[o])}" for o in spec.outs]
-        tol = ("exact (`EXPECT_TENSOR_EQ`)" if spec.tolerance is None
-               else f"rtol {spec.tolerance[0]:.3g}, atol {spec.tolerance[1]:.3g}")
-        lines += ["## Computed and expected", "", f"Expected (the {spec.reference} reference), tolerance {tol}:", *expected, ""]
+        expected = [f"- `{o}`: {_tensor_text(spec.values[o])}" + (
+            f" (rtol {spec.tolerance[i][0]:.3g}, atol {spec.tolerance[i][1]:.3g})" if spec.tolerance else " (exact)")
+            for i, o in enumerate(spec.outs)]
+        lines += ["## Computed and expected", "", f"Expected (the {spec.reference} reference), within:", *expected, ""]
         if computed:
             lines += [f"The shipped kernel: {computed}", ""]
         lines += _figures(spec) + ([""] if _figures(spec) else [])

@@ -41,7 +41,7 @@ class TestSpec:
     values: dict  #: argument name -> value; an out's value is its expected result (a tensor), or an empty tensor
     expect: str  #: VALUES or FAILURE
     shipped: str  #: what the shipped kernel does: "value", "refusal", "abort", "crash"
-    tolerance: tuple | None = None  #: (rtol, atol), None: exact (EXPECT_TENSOR_EQ)
+    tolerance: list | None = None  #: (rtol, atol) per out, None: exact (EXPECT_TENSOR_EQ)
     reference: str = "ATen"  #: the reference the expected values come from
     category: str = ""  #: the finding's category (wrong, precision loss, abort, ...)
     reason: str | None = None  #: the verdict's reason ("computes float64 in float32")
@@ -100,25 +100,28 @@ def _reference(func, args, kwargs, results: list) -> tuple[list, str]:
     return results, "ATen"
 
 
-def _tolerance(case, expected: list, reference: str) -> tuple | None:
-    """(rtol, atol) the verdict used: for float64 the bound of a precision loss in
-    ulps at the output's scale (effective.py: 16 x ATen's ulps + 1024), else the
-    sweep's tolerance of the case; None (exact) for integer and bool results."""
-    if not any(t.is_floating_point() for t in expected):
+def _tolerances(case, expected: list) -> list | None:
+    """(rtol, atol) per out, the verdict's: for float64 the bound of a precision loss
+    in ulps at that output's scale (effective.py: 16 x ATen's ulps + 1024, an error
+    measured output by output), else the sweep's tolerance of the case; None (exact)
+    for integer and bool results."""
+    if not any(t.is_floating_point() or t.is_complex() for t in expected):
         return None
     if all(t.dtype in NARROWER for t in expected) and getattr(case, "ulps", None) is not None:
-        aten_ulps = getattr(case, "aten_ulps", None) or 0.0
-        bound = LOSS_MULTIPLE * aten_ulps + LOSS_ULPS
-        finite = [float(t[torch.isfinite(t)].abs().max()) for t in expected if t.numel() and bool(torch.isfinite(t).any())]
-        scale = max(finite) if finite else 0.0
-        eps = torch.finfo(expected[0].dtype).eps
-        return 0.0, bound * max(eps * scale, eps * torch.finfo(expected[0].dtype).tiny)
+        bound = LOSS_MULTIPLE * (getattr(case, "aten_ulps", None) or 0.0) + LOSS_ULPS
+        out = []
+        for t in expected:
+            finite = t[torch.isfinite(t)].abs()
+            scale = float(finite.max()) if finite.numel() else 0.0
+            info = torch.finfo(t.dtype)
+            out.append((0.0, bound * max(info.eps * scale, info.eps * info.tiny)))
+        return out
     rtol, atol = getattr(case, "rtol", None), getattr(case, "atol", None)
     if rtol is None or atol is None:  # not recorded (an abort's case): torch.testing's default for the dtype, as OpInfo's
         from torch.testing._comparison import default_tolerances
 
         rtol, atol = default_tolerances(*expected)
-    return float(rtol), float(atol)
+    return [(float(rtol), float(atol))] * len(expected)
 
 
 def test_spec(finding: dict, case, func, args, kwargs) -> TestSpec:
@@ -159,7 +162,7 @@ def test_spec(finding: dict, case, func, args, kwargs) -> TestSpec:
     expected, reference = _reference(func, args, kwargs, results)
     for a, t in zip(outs, expected):
         values[a.name] = t
-    tolerance = _tolerance(case, expected, reference)
+    tolerance = _tolerances(case, expected)
     figures = {k: getattr(case, k, None) for k in ("ulps", "aten_ulps", "max_abs_error", "max_rel_error", "reference")}
     return TestSpec(kernel, schema, values, VALUES, SHIPPED[kind], tolerance, reference,
                     finding.get("category", kind), getattr(case, "reason", None) or finding.get("reason"),
