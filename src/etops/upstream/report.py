@@ -65,6 +65,9 @@ class UpstreamReport:
     checkout: Path
     entries: list = field(default_factory=list)
     seconds: float = 0.0
+    #: seconds finding the findings' smallest calls and writing the tests / building and running them
+    seconds_writing: float = 0.0
+    seconds_verifying: float = 0.0
 
     @property
     def verified(self) -> list[Entry]:
@@ -72,6 +75,7 @@ class UpstreamReport:
 
     def to_json(self) -> dict:
         return {"checkout": str(self.checkout), "seconds": round(self.seconds, 1),
+                "seconds_writing": round(self.seconds_writing, 1), "seconds_verifying": round(self.seconds_verifying, 1),
                 "counts": {"findings": len(self.entries), "verified": len(self.verified),
                            "dropped": sum(1 for e in self.entries if e.generated is not None and not e.verified),
                            "not written": sum(1 for e in self.entries if e.generated is None)},
@@ -198,8 +202,10 @@ def build_report(findings: list[Finding], checkout, out_dir, *, categories=DEFAU
             progress(i + 1, len(findings), f.data["kernel"])
         report.entries.append(_prepare(f, checkout, taken))
     written = [e.generated for e in report.entries if e.generated is not None]
+    report.seconds_writing = time.monotonic() - started
     if verify and written:
         run_tests(written, checkout, out_dir, reference=reference, jobs=jobs)
+        report.seconds_verifying = time.monotonic() - started - report.seconds_writing
     elif written:
         for g in written:
             g.verdict = "not verified (--no-verify)"
@@ -269,7 +275,8 @@ def summary_markdown(report: UpstreamReport) -> str:
     counts = report.to_json()["counts"]
     lines = ["# Findings as upstream tests", "",
              f"{counts['findings']} findings: **{counts['verified']} verified failing tests**, {counts['dropped']} "
-             f"written and dropped, {counts['not written']} not written ({report.seconds:.0f} s).", "",
+             f"written and dropped, {counts['not written']} not written ({report.seconds:.0f} s: {report.seconds_writing:.0f} s "
+             f"finding the smallest inputs and writing, {report.seconds_verifying:.0f} s building and running).", "",
              "| kernel | category | outcome | test |", "|---|---|---|---|"]
     for e in report.entries:
         test = f"`{e.generated.full_name}`" if e.generated else ""
