@@ -127,3 +127,15 @@ def test_each_out_gets_the_verdicts_bound_at_its_own_scale():
     text, ranges = source_of(spec, "OpNativeLayerNormTest", name_of(spec))
     assert name_of(spec) == "Float64ComputesInFloat64" and len(ranges) == 3
     assert "/*weight=*/std::nullopt," in text and "/*eps=*/0x1.4f8b588e368f1p-17," in text
+
+
+def test_an_etops_dev_report_gives_each_files_findings(tmp_path):
+    dev = tmp_path / "dev.json"
+    finding = {"kernel": "aten::sum.IntList_out", "kind": "mismatch", "category": "wrong", "signature": "values differ: wrong",
+               "example": "aten::sum.IntList_out|sum|float64|s3c1"}
+    dev.write_text(json.dumps({"files": [{"path": "op_sum.cpp", "ops": ["aten::sum.IntList_out", "aten::sum.out"],
+                                          "findings": [finding]}]}))
+    [f] = read_report(dev)
+    case = f.cluster.cases[0]
+    assert (case.opinfo, case.dtype, case.sample, case.call) == ("sum", "float64", 3, 1)
+    assert f.selected == ["aten::sum.IntList_out", "aten::sum.out"] and f.versions["executorch"]

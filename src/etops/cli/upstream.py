@@ -37,6 +37,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--against", metavar="SUMMARY.json", help="another version's report (its summary.json): what was "
                    "fixed since, what is new, what stays, appended to summary.md")
     p.add_argument("--jobs", "-j", type=int, metavar="N", help="parallel compiles")
+    p.add_argument("--load", action="append", metavar="SPEC",
+                   help="load kernels first (FILE.cpp of a checkout, LIB.so, FILE.py:FUNCTION; repeatable): the tests must "
+                        "fail on them (an etops dev report's edit: --load the edited file)")
     p.add_argument("--debug", action="store_true", help="show tracebacks")
     return p
 
@@ -77,6 +80,10 @@ def _run(args) -> int:
         from ..upstream.report import DEFAULT_CATEGORIES, apply, build_report
         from ..upstream.source import check_kernels, read_report
 
+    if args.load:
+        from ..dev.load import load_all
+
+        load_all(args.load)
     reports = [s for s in args.sources if s.endswith(".json") or os.path.isfile(s)]
     kernels = [s for s in args.sources if s not in reports]
     findings = [f for r in reports for f in read_report(r)]

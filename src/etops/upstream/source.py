@@ -52,18 +52,29 @@ def _case_from_id(case_id: str, kind: str, recorded: dict) -> CaseResult:
 
 
 def read_report(path) -> list[Finding]:
-    """The findings of an ``etops check --json`` or ``etops dev --json`` file;
-    ValueError naming the file when it holds neither."""
+    """The findings of an ``etops check --json`` file (its ``findings``) or an ``etops
+    dev --json`` file (each kernel file's ``findings``, its ``ops`` the kernels it
+    selected); ValueError naming the file when it holds neither."""
     path = Path(path)
     try:
         data = json.loads(path.read_text())
     except (OSError, ValueError) as exc:
         raise ValueError(f"argument 'report': {path}: not a readable JSON report ({exc})") from exc
+    if isinstance(data, dict) and isinstance(data.get("files"), list):  # etops dev
+        out = []
+        for f in data["files"]:
+            if isinstance(f, dict) and isinstance(f.get("findings"), list):
+                out += _findings({"findings": f["findings"], "options": {"kernels": f.get("ops") or None}})
+        return out
     if not isinstance(data, dict) or not isinstance(data.get("findings"), list):
         raise ValueError(f"argument 'report': {path}: no 'findings' list (not an etops check or etops dev JSON)")
+    return _findings(data)
+
+
+def _findings(data: dict) -> list[Finding]:
     recorded = {c["kernel"] + "|" + c["opinfo"] + "|" + c["dtype"] + f"|s{c['sample']}c{c['call']}": c
                 for name in _CASE_LISTS for c in data.get(name, ()) if isinstance(c, dict) and "opinfo" in c}
-    versions = data.get("versions") or {}
+    versions = data.get("versions") or _versions()
     options = data.get("options") or {}
     selected = options.get("kernels") or sorted({f["kernel"] for f in data["findings"] if "kernel" in f})
     out = []
@@ -75,6 +86,20 @@ def read_report(path) -> list[Finding]:
         cluster = Cluster(f["kernel"], f["kind"], f.get("signature", ""), f.get("layout"), [case])
         out.append(Finding(f, cluster, versions, list(selected)))
     return out
+
+
+def _versions() -> dict:
+    import torch
+
+    from .. import __version__
+
+    try:
+        from importlib.metadata import version
+
+        et = version("executorch")
+    except Exception:  # noqa: BLE001
+        et = "?"
+    return {"etops": __version__, "torch": torch.__version__, "executorch": et}
 
 
 def check_kernels(kernels: list[str], workdir, timeout: float | None = None) -> Path:
