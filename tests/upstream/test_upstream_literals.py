@@ -28,6 +28,9 @@ def test_a_decimal_is_kept_only_where_it_is_the_value():
     assert literals.float_literal(-0.0) == "-0.0"
     assert literals.float_literal(0.1) == "0x1.999999999999ap-4"  # 0.1 would be rounded
     assert literals.float_literal(5e-324) == "0x0.0000000000001p-1022"
+    assert literals.float_literal(2.0 ** -60) == "0x1p-60"  # trailing zeros of the fraction left out
+    assert literals.float_literal(0.1, "float") != literals.float_literal(float(torch.tensor(0.1).item()), "float")
+    assert literals.float_literal(float(torch.tensor(0.1).item()), "float") == "0x1.99999ap-4f"
 
 
 def test_non_finite_values_use_numeric_limits():

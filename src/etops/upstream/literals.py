@@ -3,7 +3,7 @@ number, as ExecuTorch's gtests write them (complex elements as
 ``executorch::aten::complex<float>(re, im)``): ``ScalarType::<Name>`` names, numbers
 in decimal where the decimal is the value itself (``1.5``, ``-0.0``, ``1e+08``),
 hexadecimal floating literals where a decimal would round (``0x1.ae147ae147ae1p-2``
-for 0.42), the limits of ``<limits>`` for infinities, NaN and the lowest int64.
+for 0.42, trailing zeros of the fraction left out: ``0x1.99999ap-4f``), the limits of ``<limits>`` for infinities, NaN and the lowest int64.
 
 Every literal parses back to the same value (``parse_float`` is the inverse used
 by the tests). Imports torch only.
@@ -57,7 +57,9 @@ def float_literal(value: float, ctype: str = "double") -> str:
         if "e" not in text and "." not in text:
             text += ".0"
         return text + suffix
-    return float(value).hex() + suffix
+    mantissa, _, exponent = float(value).hex().partition("p")
+    mantissa = mantissa.rstrip("0").rstrip(".") if "." in mantissa else mantissa
+    return f"{mantissa}p{exponent}{suffix}"
 
 
 def parse_float(literal: str) -> float:
