@@ -12,6 +12,7 @@
     etops fuzz [--budget S] [--guard] [--kernels TEXT]
     etops dev PATH... [--base REV] [--changed [REV]] [--watch] [--json FILE] [--markdown FILE] [--max-slowdown R]
     etops gtest PATH... [--kernel-set SET] [--filter PATTERN] [--json FILE]
+    etops report upstream REPORT.json|KERNEL... --checkout DIR [--out DIR] [--apply CHECKOUT]
     etops check|bench|needs|fuzz|gtest --load FILE.cpp|LIB.so|FILE.py:FUNCTION ...
 
 Tables and progress bars are rich's on a terminal, plain text when piped. An error
@@ -132,6 +133,8 @@ def build_parser() -> argparse.ArgumentParser:
     # everything after the word; this entry only lists it in --help.
     sub.add_parser("check", help="run OpInfo samples against ExecuTorch kernels (see 'etops check --help')", add_help=False)
     sub.add_parser("fuzz", help="the fuzz campaign over callable kernels (see 'etops fuzz --help')", add_help=False)
+    sub.add_parser("report", help="'etops report upstream': findings as failing upstream gtests with their issue "
+                                  "text (see 'etops report upstream --help')", add_help=False)
     sub.add_parser("gtest", help="upstream's kernel gtests (kernels/test/op_*_test.cpp) against this process's kernels "
                                  "(see 'etops gtest --help')", add_help=False)
     return p
@@ -155,6 +158,10 @@ def main(argv: list[str] | None = None) -> int:
         from ..fuzz.campaign import main as fuzz_main
 
         return fuzz_main(rest[1:])
+    if rest[:2] == ["report", "upstream"]:
+        from .upstream import main as upstream_main
+
+        return upstream_main(rest[2:] + (["--debug"] if debug else []))
     if rest and rest[0] == "gtest":
         from .gtest import main as gtest_main
 

@@ -328,8 +328,7 @@ def build(report, *, report_dir=None, hooks=None, layout: str | None = None, pre
     call runs under etops.layout("preserve"); `first`: the number of the first
     reproducer's file name, for a second build into the same folder; `sources`: the
     task sources the cases came from, the runner's SOURCES when None)."""
-    from .opinfos import dtype_from_name
-    from .runner import capture, default_kmap
+    from .runner import default_kmap
 
     clusters = group(report.details if cases is None else cases, layout)
     if report_dir is None:
@@ -339,29 +338,47 @@ def build(report, *, report_dir=None, hooks=None, layout: str | None = None, pre
     directory = Path(report_dir) / "findings"
     for index, cluster in enumerate(clusters):
         case = cluster.cases[0]
-        try:
-            found = capture(kmap, selected, case.opinfo, dtype_from_name(case.dtype), case.sample, case.call,
-                            **({} if sources is None else {"sources": sources}))
-        except Exception as exc:  # noqa: BLE001
-            found, cluster.shrink = None, f"inputs not found ({type(exc).__name__})"
+        found = smallest_call(cluster, kmap=kmap, selected=selected, hooks=hooks, shrink=shrink, sources=sources)
         if found is None:
-            cluster.shrink = "inputs not found" if cluster.shrink == "not tried" else cluster.shrink
             continue
-        func, _target, args, kwargs = found
-        if shrink and cluster.kind != "hang":  # a hang's inputs are never called here: the call would not return
-            try:
-                args, kwargs, cluster.shrink = _shrunk(cluster, case, func, args, kwargs, hooks)
-            except Exception as exc:  # noqa: BLE001 - the cluster keeps its recorded inputs
-                cluster.shrink = f"not shrunk ({type(exc).__name__}: {clip(str(exc), 80)})"
-        if cluster.kind == "hang":
-            cluster.shrink = "not tried (the call does not return)"
-        if cluster.kind == "mismatch":  # the figures reported are those of the input shown
-            _refigure(cluster, case, func, args, kwargs, hooks)
+        func, args, kwargs = found
         try:
             _reproduce(cluster, case, func, args, kwargs, hooks, preserve, directory, first + index)
         except Exception as exc:  # noqa: BLE001 - one cluster's failure does not end the report
             cluster.summary += f" (no reproducer: {type(exc).__name__}: {clip(str(exc), 120)})"
     return clusters
+
+
+def smallest_call(cluster, *, kmap=None, selected=None, hooks=None, shrink: bool = True, sources=None):
+    """(ATen overload, args, kwargs) of `cluster`'s representative case: its task
+    rerun without kernels to find its inputs again, then (`shrink`) shrunk while
+    the cluster's key still fails under `hooks`; None when the inputs are not
+    found. Sets ``cluster.shrink`` to how it went and, for a mismatch, its
+    example to the representative checked again on these inputs (its figures). `selected`: the kernels the
+    sweep selected (None: every registered one)."""
+    from .opinfos import dtype_from_name
+    from .runner import capture, default_kmap
+
+    case = cluster.cases[0]
+    try:
+        found = capture(kmap or default_kmap(), selected, case.opinfo, dtype_from_name(case.dtype), case.sample, case.call,
+                        **({} if sources is None else {"sources": sources}))
+    except Exception as exc:  # noqa: BLE001
+        found, cluster.shrink = None, f"inputs not found ({type(exc).__name__})"
+    if found is None:
+        cluster.shrink = "inputs not found" if cluster.shrink == "not tried" else cluster.shrink
+        return None
+    func, _target, args, kwargs = found
+    if shrink and cluster.kind != "hang":  # a hang's inputs are never called here: the call would not return
+        try:
+            args, kwargs, cluster.shrink = _shrunk(cluster, case, func, args, kwargs, hooks)
+        except Exception as exc:  # noqa: BLE001 - the cluster keeps its recorded inputs
+            cluster.shrink = f"not shrunk ({type(exc).__name__}: {clip(str(exc), 80)})"
+    if cluster.kind == "hang":
+        cluster.shrink = "not tried (the call does not return)"
+    if cluster.kind == "mismatch":  # the figures reported are those of the input shown
+        _refigure(cluster, case, func, args, kwargs, hooks)
+    return func, args, kwargs
 
 
 def _checker(case, hooks):

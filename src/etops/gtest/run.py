@@ -34,9 +34,14 @@ class TestResult:
     status: str
     message: str = ""
     ms: int = 0
+    #: (file, line) of each failed assertion, as gtest reported them (a failed test's, or a crashed one's before it died)
+    failures: list = field(default_factory=list)
+    #: the signal that ended a crashed test's process (None: another end, or not crashed)
+    signal: int | None = None
 
     def as_dict(self) -> dict:
-        return {"name": self.name, "status": self.status, "message": self.message, "ms": self.ms}
+        return {"name": self.name, "status": self.status, "message": self.message, "ms": self.ms,
+                "failures": [list(f) for f in self.failures], "signal": self.signal}
 
 
 @dataclass
@@ -115,6 +120,10 @@ def _message(parts: list[dict], kind: str) -> str:
     return "\n".join(t for t in texts if t)
 
 
+def _failures(parts: list[dict]) -> list:
+    return [(p.get("file") or "", int(p.get("line") or 0)) for p in parts if p.get("kind") == "failure"]
+
+
 def _filter(user: str | None, exclude: list[str]) -> str:
     positive, _, negative = (user or "*").partition("-")
     negatives = [n for n in negative.split(":") if n] + exclude
@@ -159,14 +168,16 @@ def run_binary(binary: Path, test_filter: str | None = None, timeout: float = 30
                     running = None
                     st = r.get("status", FAILED)
                     kind = {"failed": "failure", "skipped": "skip"}.get(st, "")
-                    done[name] = TestResult(name, st, _message(parts.get(name, []), kind) if kind else "", int(r.get("ms", 0)))
+                    done[name] = TestResult(name, st, _message(parts.get(name, []), kind) if kind else "", int(r.get("ms", 0)),
+                                            _failures(parts.get(name, [])))
             clean = not timed_out and os.WIFEXITED(status) and os.WEXITSTATUS(status) in (0, 1)
             tail = _tail(log)
             if running is not None:
                 why = f"timed out after {left:.3g} s" if timed_out else from_wait_status(status)
                 failures = _message(parts.get(running, []), "failure")
                 text = why + (f"\n{failures}" if failures else "") + (f"\n--- output ---\n{tail}" if tail else "")
-                done[running] = TestResult(running, CRASHED, text)
+                done[running] = TestResult(running, CRASHED, text, failures=_failures(parts.get(running, [])),
+                                           signal=os.WTERMSIG(status) if not timed_out and os.WIFSIGNALED(status) else None)
                 if total is not None and time.monotonic() - started >= total:
                     result.problem = (f"the test binary's runs took {total:g} s (its limit) by the end of {running}: "
                                       "the tests after it were not run")
