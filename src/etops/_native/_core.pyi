@@ -50,6 +50,7 @@ class Fault(tuple[Any, ...]):
     argument: str | None  #: the tensor argument whose guard page (a probe's) stopped it
     where: str | None
     offset: int | None
+    stack_overflow: bool  #: the address is the end of the thread's stack
 
 class CallFailure(tuple[Any, ...]):
     """A failed kernel or backend call, as the bridge saw it (etops_bridge.h's etb_failure)."""

@@ -49,6 +49,7 @@ static PyStructSequence_Field fault_fields[] = {
     {"argument", "the tensor argument whose guard page stopped the access (a probe), else None"},
     {"where", "where the address lies relative to that argument, else None"},
     {"offset", "bytes beyond that argument, else None"},
+    {"stack_overflow", "True when the address is the end of the thread's stack (a stack overflow)"},
     {NULL, NULL},
 };
 
@@ -56,7 +57,7 @@ static PyStructSequence_Desc fault_desc = {
     "etops._native._core.Fault",
     "A synchronous fault trapped inside a kernel on the calling thread (fault_trap.h's etf_fault).",
     fault_fields,
-    8,
+    9,
 };
 
 int etops_failure_types_init(PyObject* module, etops_state* st) {
@@ -100,6 +101,7 @@ static PyObject* fault_object(etops_state* st, const etf_fault* f, PyObject* pla
   for (Py_ssize_t i = 0; !bad && i < 3; i++) {
     bad = set_item(fault, 5 + i, Py_NewRef(placed != NULL ? PyTuple_GET_ITEM(placed, i) : Py_None)) < 0;
   }
+  if (!bad) bad = set_item(fault, 8, PyBool_FromLong(f->stack_overflow)) < 0;
   if (bad) Py_CLEAR(fault);
   return fault;
 }
