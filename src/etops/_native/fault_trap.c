@@ -165,13 +165,16 @@ static void say_hex(uint64_t v) {
 #define NEAR_STACK_POINTER (64 * 1024)
 
 /* Whether a SIGSEGV or SIGBUS at `address`, with the stack pointer at `sp` (0:
- * unknown), ran out of the thread's stack: the address lies next to the stack
- * pointer, or in the guard below the stack `slot` recorded (a thread that called
- * etops). Decided from the addresses, for the fault record and the notices. */
+ * unknown), ran out of the thread's stack. Where `slot` recorded the stack (a thread
+ * that called etops): the address lies in the guard below it, or the stack pointer
+ * is at its end and the address next to it (a frame larger than the guard stepped
+ * over it). Elsewhere: the address lies next to the stack pointer. Decided from the
+ * addresses, for the fault record and the notices. */
 static int is_stack_overflow(const TrapSlot* slot, uint64_t address, uint64_t sp) {
-  if (sp != 0 && address + NEAR_STACK_POINTER >= sp && address < sp + NEAR_STACK_POINTER) return 1;
-  return slot != NULL && slot->stack_lo != 0 && address < slot->stack_lo &&
-         address + slot->stack_guard >= slot->stack_lo;
+  int near_sp = sp != 0 && address + NEAR_STACK_POINTER >= sp && address < sp + NEAR_STACK_POINTER;
+  if (slot == NULL || slot->stack_lo == 0) return near_sp;
+  if (address < slot->stack_lo && address + slot->stack_guard >= slot->stack_lo) return 1;
+  return near_sp && sp < slot->stack_lo + NEAR_STACK_POINTER;
 }
 
 static void describe(int signo, const siginfo_t* info, const void* context, const TrapSlot* slot, etf_fault* out) {
