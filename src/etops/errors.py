@@ -254,8 +254,9 @@ class KernelCrashed(KernelError):
             if address is not None:
                 message += f" at address {address:#x}"
         elif where == "stack overflow":
-            message += (f": stack overflow, {access or 'access'} at address {address:#x} at the end of its thread's "
-                        "stack (its calls went deeper than the stack holds; no tensor argument)")
+            at = f" at address {address:#x}" if address is not None else ""
+            message += (f": stack overflow, {access or 'access'}{at} at the end of its thread's stack (its calls went "
+                        "deeper than the stack holds; no tensor argument)")
         elif address is not None and signal in ("SIGSEGV", "SIGBUS"):
             message += f": {access or 'access'} at address {address:#x}, " + (
                 "through a null pointer" if address < 65536 else "in no tensor argument")

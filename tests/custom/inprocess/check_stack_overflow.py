@@ -3,8 +3,8 @@ addresses (docs/reliability.md): a fault at the end of the faulting thread's sta
 is a stack overflow (KernelCrashed.where "stack overflow", no argument; the Fault's
 stack_overflow), not a write past the nearest tensor argument. On the calling thread
 (the main thread or a Python thread, each with etops' alternate signal stack) it is
-trapped and the next call works; on a thread the kernel starts it ends the process
-with a notice saying so."""
+trapped and the next call works; in a guarded call the guard process's report says
+it too; on a thread the kernel starts it ends the process with a notice saying so."""
 
 from __future__ import annotations
 
@@ -143,3 +143,15 @@ def test_a_stack_overflow_on_a_thread_the_kernel_starts_ends_the_process_saying_
     notice = [line for line in result.stderr.splitlines() if line.startswith("etops: SIGSEGV")]
     assert len(notice) == 1, result.stderr[-2000:]
     assert "a stack overflow" in notice[0] and "stacklib::thread_recurses.out" in notice[0]
+
+
+def test_a_stack_overflow_in_a_guarded_call_is_blamed_on_the_stack(recurses):
+    """The guard process's reporter records the stack pointer too: its stack's end
+    was placed relative to the tensors ('x' a terabyte past the end)."""
+    from etops.guard import call
+
+    with pytest.raises(etops.KernelCrashed) as caught:
+        call(recurses, -torch.ones(4), out=torch.empty(4))
+    error = caught.value
+    assert (error.signal, error.where, error.argument) == ("SIGSEGV", "stack overflow", None), str(error)
+    assert call(recurses, torch.ones(4), out=torch.empty(4)).tolist() == [2.0] * 4
