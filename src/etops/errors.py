@@ -283,6 +283,7 @@ class KernelCrashed(KernelError):
         memory = signal in ("SIGSEGV", "SIGBUS")
         reason = _FPE_CODES.get(code, "") if signal == "SIGFPE" else ""
         access = {1: "write", 0: "read"}.get(is_write) if memory else None
+        place: tuple[str | None, str, int | None] | None
         if guarded is None and fault.stack_overflow:  # the end of the stack, whatever tensor lies near
             place = (None, "stack overflow", None)
         else:

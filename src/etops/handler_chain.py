@@ -22,7 +22,7 @@ signature (kernel_call.c). Core: imports faulthandler, _signal and etops._native
 
 from __future__ import annotations
 
-import _signal
+import _signal  # type: ignore[import-not-found]  # no stub: the C module signal.signal calls
 import faulthandler
 import functools
 import signal
