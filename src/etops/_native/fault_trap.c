@@ -18,6 +18,10 @@
  * later (faulthandler.disable) restores an installation that chains to what was below
  * it then, not to the handler just removed.
  *
+ * A fault at the end of the faulting thread's stack is recorded as a stack overflow
+ * (is_stack_overflow: the guard below the stack each thread's slot records, or the
+ * stack pointer next to the address), for KernelCrashed and the notices.
+ *
  * One case is refused even on the calling thread: a fault inside a parallel region
  * of ExecuTorch's threadpool (the caller runs a share of the work while holding the
  * pool's lock; abandoning its frames would leave the lock held and the next parallel
