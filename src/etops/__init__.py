@@ -20,7 +20,6 @@ core through ``hooks``. Their top-level names here (``etops.custom_op``,
 
 from __future__ import annotations
 
-import faulthandler
 import importlib
 import sys
 import types
@@ -29,7 +28,7 @@ from typing import Any
 import torch
 
 from . import _native
-from . import _logs, _runtime_patch
+from . import _logs, _runtime_patch, handler_chain
 from .errors import (
     BuildError,
     DelegateError,
@@ -93,25 +92,7 @@ _native.configure(tensor_type=torch.Tensor, densify=_densify, copy_back=_copy_ba
                   empty_strided=torch.empty_strided)
 _native.install_pal()
 _native.trap_faults()  # a fault in a kernel on the calling thread raises KernelCrashed
-
-
-def _trap_faults_after(enable: Any) -> Any:
-    """faulthandler.enable, then etops' fault handler back on top (chaining to
-    faulthandler's): enabled after `import etops` (pytest does), faulthandler would
-    otherwise see a kernel's fault first, print a fatal error and only then pass it on."""
-
-    def enable_then_trap(*args: Any, **kwargs: Any) -> Any:
-        result = enable(*args, **kwargs)
-        _native.trap_faults()
-        return result
-
-    enable_then_trap.__wrapped__ = enable  # type: ignore[attr-defined]
-    enable_then_trap.__doc__ = enable.__doc__
-    return enable_then_trap
-
-
-if not hasattr(faulthandler.enable, "__wrapped__"):
-    faulthandler.enable = _trap_faults_after(faulthandler.enable)
+handler_chain.keep_on_top()  # ... and stays trapped whatever faulthandler and signal.signal install later
 
 
 def _calibrate_grad_probe() -> bool:

@@ -24,6 +24,20 @@ NULL_PAGE_BYTES = 65536
 FARTHEST_BYTES = 1 << 40
 
 
+#: how far from the stack pointer a stack's overflow touches (fault_trap.c's
+#: NEAR_STACK_POINTER): unmapped memory this close to a live stack pointer can only
+#: be the end of the stack
+NEAR_STACK_POINTER_BYTES = 64 * 1024
+
+
+def is_stack_overflow(address: int, stack_pointer: int) -> bool:
+    """Whether a memory fault at `address`, with the stack pointer at
+    `stack_pointer` (0: unknown), ran out of its thread's stack: the address lies next
+    to the stack pointer (fault_trap.c's rule for a thread whose stack it did not
+    record)."""
+    return stack_pointer != 0 and abs(address - stack_pointer) < NEAR_STACK_POINTER_BYTES
+
+
 def _extent(t: torch.Tensor) -> tuple[int, int]:
     """[start, end) of the bytes `t` can reach (end == start for an empty tensor)."""
     start = t.data_ptr()

@@ -221,7 +221,8 @@ class KernelCrashed(KernelError):
     (its name, e.g. ``SIGSEGV``); ``reason`` (what SIGFPE's code says, or "");
     ``argument`` (the tensor argument whose memory the address is in or next to,
     or None); ``access`` ("read", "write" or None); ``where`` ("past the end",
-    "before the start", "inside a read-only input", "inside" or None); ``offset``
+    "before the start", "inside a read-only input", "inside", "stack overflow" (the
+    address is the end of the thread's stack; argument None) or None); ``offset``
     (bytes beyond the buffer, or into it; None when unknown); ``address`` (the
     faulting address, in-process only); ``memory_may_be_corrupt`` (an in-process
     fault on a write, or of unknown direction: what the kernel wrote before it is
@@ -263,6 +264,10 @@ class KernelCrashed(KernelError):
                     message += " (its first byte beyond it)" if offset == 0 else f" ({offset} bytes beyond it)"
             if address is not None:
                 message += f" at address {address:#x}"
+        elif where == "stack overflow":
+            at = f" at address {address:#x}" if address is not None else ""
+            message += (f": stack overflow, {access or 'access'}{at} at the end of its thread's stack (its calls went "
+                        "deeper than the stack holds; no tensor argument)")
         elif address is not None and signal in ("SIGSEGV", "SIGBUS"):
             message += f": {access or 'access'} at address {address:#x}, " + (
                 "through a null pointer" if address < 65536 else "in no tensor argument")
@@ -298,7 +303,11 @@ class KernelCrashed(KernelError):
         memory = signal in ("SIGSEGV", "SIGBUS")
         reason = _FPE_CODES.get(code, "") if signal == "SIGFPE" else ""
         access = {1: "write", 0: "read"}.get(is_write) if memory else None
-        place = guarded or (site_of(address) if site_of is not None and memory else None)
+        place: tuple[str | None, str, int | None] | None
+        if guarded is None and fault.stack_overflow:  # the end of the stack, whatever tensor lies near
+            place = (None, "stack overflow", None)
+        else:
+            place = guarded or (site_of(address) if site_of is not None and memory else None)
         argument, where, offset = place if place is not None else (None, None, None)
         if guarded is not None:
             reason = "stopped by etops' guard page: nothing outside the argument was written"

@@ -25,8 +25,8 @@ class _Info:
     name = "gtest::made_up.out"
 
 
-def _died(address, is_write=0, signo=signal.SIGSEGV):
-    return server.Died(signo, (signo, is_write, 1, address), LAYOUT, "")
+def _died(address, is_write=0, signo=signal.SIGSEGV, stack_pointer=0):
+    return server.Died(signo, (signo, is_write, 1, address, stack_pointer), LAYOUT, "")
 
 
 def test_relative_measures_both_sides_from_the_first_byte_outside():
@@ -73,6 +73,17 @@ def test_a_null_pointer_and_a_death_without_fault_name_no_argument():
     assert err.argument is None and "died with SIGSEGV" in str(err)
     err = attribute.crash(None, _Info, {}, server.Died(signal.SIGABRT, None, LAYOUT, "boom"))
     assert err.argument is None and err.signal == "SIGABRT"
+
+
+def test_a_fault_next_to_the_stack_pointer_is_a_stack_overflow_not_an_overrun():
+    """The guard process's stack ran out: whatever buffer lies near, no argument is
+    blamed (a kernel recursing without end was 'a write past the end of x')."""
+    address = OUT[4] + 5 * MIB  # an attribution run would blame out
+    err = attribute.crash(None, _Info, {}, _died(address, is_write=1, stack_pointer=address + 64))
+    assert (err.argument, err.access, err.where, err.offset) == (None, "write", "stack overflow", None)
+    assert "stack overflow" in str(err) and "argument '" not in str(err)
+    far = attribute.crash(None, _Info, {}, _died(OUT[4] + MAX_REACH + 10, stack_pointer=OUT[4] + 4 * MAX_REACH))
+    assert far.where == "past the end"  # a stack pointer far away: no stack overflow
 
 
 @pytest.mark.parametrize("side", ["after", "before"])

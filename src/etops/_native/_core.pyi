@@ -52,6 +52,7 @@ class Fault(tuple[Any, ...]):
     offset: int | None
     site: str  #: "libc", "loader", "allocator": the process is tainted; "" the kernel's code
     outs_untouched: bool  #: the kernel wrote etops' copies of the outs (a probe)
+    stack_overflow: bool  #: the address is the end of the thread's stack
 
 class CallFailure(tuple[Any, ...]):
     """A failed kernel or backend call, as the bridge saw it (etops_bridge.h's etb_failure)."""

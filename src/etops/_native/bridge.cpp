@@ -159,6 +159,7 @@ void print_abort_notice() {
     throw etops_bridge::KernelAbort();
   }
   print_abort_notice();
+  etf_abort_explained();
   std::abort();
 }
 
@@ -169,6 +170,7 @@ std::terminate_handler g_previous_terminate = nullptr;
   if (t_call.aborted || t_call.current_op != nullptr || g_running_op.load() != nullptr) {
     std::fprintf(stderr, "etops: an abort or C++ exception could not be unwound to the caller\n");
     print_abort_notice();
+    etf_abort_explained();
   }
   if (g_previous_terminate != nullptr) g_previous_terminate();
   std::abort();

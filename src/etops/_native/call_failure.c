@@ -55,6 +55,7 @@ static PyStructSequence_Field fault_fields[] = {
              "'allocator' (libstdc++'s operator new/delete), or '' (the kernel's code)"},
     {"outs_untouched", "True when the kernel wrote etops' copies of the outs (a probe), which were not copied "
                        "back: the caller's outs are as before the call"},
+    {"stack_overflow", "True when the address is the end of the thread's stack (a stack overflow)"},
     {NULL, NULL},
 };
 
@@ -62,7 +63,7 @@ static PyStructSequence_Desc fault_desc = {
     "etops._native._core.Fault",
     "A synchronous fault trapped inside a kernel on the calling thread (fault_trap.h's etf_fault).",
     fault_fields,
-    10,
+    11,
 };
 
 int etops_failure_types_init(PyObject* module, etops_state* st) {
@@ -108,6 +109,7 @@ static PyObject* fault_object(etops_state* st, const etf_fault* f, PyObject* pla
   }
   bad = bad || set_item(fault, 8, PyUnicode_FromString(etops_fault_site_name(etops_fault_site(f->pc)))) < 0 ||
         set_item(fault, 9, PyBool_FromLong(outs_untouched)) < 0;
+  bad = bad || set_item(fault, 10, PyBool_FromLong(f->stack_overflow)) < 0;
   if (bad) Py_CLEAR(fault);
   return fault;
 }

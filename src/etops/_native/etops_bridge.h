@@ -146,11 +146,14 @@ typedef struct etb_value {
 
 /* What a trapped fault was: the signal, si_code, the faulting address (si_addr:
  * the memory accessed for SIGSEGV/SIGBUS, the instruction for SIGFPE/SIGILL), the
- * program counter, and whether a SIGSEGV was a write (1), a read (0) or unknown (-1). */
+ * program counter, whether a SIGSEGV was a write (1), a read (0) or unknown (-1),
+ * and whether the address is the end of the thread's stack (1: a stack overflow,
+ * fault_trap.c's is_stack_overflow). */
 typedef struct etf_fault {
   int32_t signo;
   int32_t code;
   int32_t is_write;
+  int32_t stack_overflow;
   uint64_t address;
   uint64_t pc;
 } etf_fault;

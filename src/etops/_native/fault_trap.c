@@ -7,7 +7,20 @@
  * to handle: when a kernel call is running on some thread (a threadpool worker
  * faulted) it prints a notice naming that kernel, then hands the fault to the
  * handler installed before etops' (faulthandler, torch's) or to the default action,
- * exactly as if etops had not been there.
+ * exactly as if etops had not been there. A SIGABRT (a kernel calling abort()) is
+ * never trapped: while a kernel call runs it prints a notice naming the kernel, then
+ * goes on the same way, so the process still ends with SIGABRT.
+ *
+ * Handlers installed or removed after etops' (faulthandler, signal.signal, another
+ * library) keep working as their owners expect: etops goes back on top of a handler
+ * installed over it (etf_install), and each installation is a function of its own
+ * remembering what it displaced, so a handler that saved etops' and restores it
+ * later (faulthandler.disable) restores an installation that chains to what was below
+ * it then, not to the handler just removed.
+ *
+ * A fault at the end of the faulting thread's stack is recorded as a stack overflow
+ * (is_stack_overflow: the guard below the stack each thread's slot records, or the
+ * stack pointer next to the address), for KernelCrashed and the notices.
  *
  * A fault inside an item of a parallel region of ExecuTorch's threadpool, on the
  * calling thread or on a worker, is never jumped out of (the caller holds the pool's
@@ -46,17 +59,33 @@ typedef struct {
   /* this thread's NoThreadPoolGuard flag (ExecuTorch's thread-local, its address
    * asked once per thread), or NULL without the threadpool library */
   volatile _Bool* pool_inline;
+  /* the thread's stack: its lowest usable address and how far below it the guard
+   * reaches (0, 0: unknown), asked once per thread (a fault there: a stack overflow) */
+  uintptr_t stack_lo, stack_guard;
 } TrapSlot;
 static TrapSlot trap_slots[TRAP_SLOTS];
 
 static __thread TrapSlot* thread_slot; /* this thread's, once it has one */
 static __thread int thread_has_no_slot;
 
-static const int TRAPPED_SIGNALS[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL};
-#define N_TRAPPED ((int)(sizeof TRAPPED_SIGNALS / sizeof TRAPPED_SIGNALS[0]))
+/* The signals etops handles: the faults it traps, and SIGABRT, never trapped (a notice). */
+static const int HANDLED_SIGNALS[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT};
+#define N_HANDLED ((int)(sizeof HANDLED_SIGNALS / sizeof HANDLED_SIGNALS[0]))
 
-/* The handler each signal had before etops' (what a fault outside a trap goes to). */
-static struct sigaction previous[N_TRAPPED];
+/* Installations of etops' handler one signal can have stacked: each time another
+ * handler displaced it, etf_install puts a new one on top (a function of its own,
+ * HANDLERS[n]); beyond INSTALLS the newest is reused. */
+#define INSTALLS 16
+
+/* The handler each installation of etops' displaced (what a fault outside a trap
+ * goes to), by signal and installation. */
+static struct sigaction previous[N_HANDLED][INSTALLS];
+
+/* Installations in use by signal: the newest is installed[i] - 1 (0: none yet). */
+static int installed[N_HANDLED];
+
+/* etops' own abort paths printed why the process ends (etf_abort_explained). */
+static volatile sig_atomic_t abort_explained;
 
 /* The thread handing a fault on (0: none): a handler chained to that calls us again
  * on that thread (faulthandler re-raises after restoring its own predecessor) gets
@@ -101,8 +130,8 @@ const char* etf_signal_name(int signo) {
 }
 
 static int slot_of(int signo) {
-  for (int i = 0; i < N_TRAPPED; i++) {
-    if (TRAPPED_SIGNALS[i] == signo) return i;
+  for (int i = 0; i < N_HANDLED; i++) {
+    if (HANDLED_SIGNALS[i] == signo) return i;
   }
   return -1;
 }
@@ -136,23 +165,48 @@ static void say_hex(uint64_t v) {
 
 /* ---- the fault's details ------------------------------------------------------- */
 
-static void describe(int signo, const siginfo_t* info, const void* context, etf_fault* out) {
+/* How far from the stack pointer a stack's overflow touches: a call pushes just below
+ * it, a frame's first store may lie anywhere in the frame above it, stack probes reach
+ * a few pages below it. Memory this close to a live stack pointer that is not mapped
+ * can only be the end of the stack. */
+#define NEAR_STACK_POINTER (64 * 1024)
+
+/* Whether a SIGSEGV or SIGBUS at `address`, with the stack pointer at `sp` (0:
+ * unknown), ran out of the thread's stack. Where `slot` recorded the stack (a thread
+ * that called etops): the address lies in the guard below it, or the stack pointer
+ * is at its end and the address next to it (a frame larger than the guard stepped
+ * over it). Elsewhere: the address lies next to the stack pointer. Decided from the
+ * addresses, for the fault record and the notices. */
+static int is_stack_overflow(const TrapSlot* slot, uint64_t address, uint64_t sp) {
+  int near_sp = sp != 0 && address + NEAR_STACK_POINTER >= sp && address < sp + NEAR_STACK_POINTER;
+  if (slot == NULL || slot->stack_lo == 0) return near_sp;
+  if (address < slot->stack_lo && address + slot->stack_guard >= slot->stack_lo) return 1;
+  return near_sp && sp < slot->stack_lo + NEAR_STACK_POINTER;
+}
+
+static void describe(int signo, const siginfo_t* info, const void* context, const TrapSlot* slot, etf_fault* out) {
   out->signo = signo;
   out->code = info != NULL ? info->si_code : 0;
   out->address = info != NULL ? (uint64_t)(uintptr_t)info->si_addr : 0;
   out->pc = 0;
   out->is_write = -1;
+  uint64_t sp = 0;
 #if defined(__x86_64__) && defined(REG_ERR) && defined(REG_RIP)
   if (context != NULL) {
     const ucontext_t* uc = (const ucontext_t*)context;
     out->pc = (uint64_t)uc->uc_mcontext.gregs[REG_RIP];
+    sp = (uint64_t)uc->uc_mcontext.gregs[REG_RSP];
     if (signo == SIGSEGV) out->is_write = (uc->uc_mcontext.gregs[REG_ERR] & 2) != 0;
   }
 #elif defined(__aarch64__) && defined(__linux__)
-  if (context != NULL) out->pc = (uint64_t)((const ucontext_t*)context)->uc_mcontext.pc;
+  if (context != NULL) {
+    out->pc = (uint64_t)((const ucontext_t*)context)->uc_mcontext.pc;
+    sp = (uint64_t)((const ucontext_t*)context)->uc_mcontext.sp;
+  }
 #else
   (void)context;
 #endif
+  out->stack_overflow = (signo == SIGSEGV || signo == SIGBUS) && is_stack_overflow(slot, out->address, sp);
 }
 
 /* Whether the fault happened inside ThreadPool::run holding the pool's lock: a
@@ -179,6 +233,7 @@ static void notice(const char* why, int signo, const etf_fault* f) {
   say(etf_signal_name(signo));
   say(" at ");
   say_hex(f->address);
+  if (f->stack_overflow) say(" (a stack overflow: the thread's stack is exhausted)");
   say(why);
   if (op != NULL) {
     say(" while ExecuTorch kernel ");
@@ -188,7 +243,21 @@ static void notice(const char* why, int signo, const etf_fault* f) {
   say(": the process cannot go on\n");
 }
 
-/* Hands the fault to the handler installed before etops' (or the default action). */
+static int handed_over;   /* etf_hand_over was called: etf_install does nothing */
+static int guarded_here;  /* etf_trap_guarded_here was called: no probes, faults trapped */
+
+/* Before a SIGABRT goes on: which kernel was running (nothing when none was, or
+ * when etops' own abort path said it already). */
+static void abort_notice(void) {
+  const char* op = etb_running_kernel();
+  if (op == NULL || abort_explained || handed_over || guarded_here) return;
+  say("etops: SIGABRT (abort) while ExecuTorch kernel ");
+  say(op);
+  say(" was running: the process cannot go on\n");
+}
+
+void etf_abort_explained(void) { abort_explained = 1; }
+
 /* This thread's slot in the handler (a search: no thread-local read), or NULL. */
 static TrapSlot* slot_in_handler(void) {
   pthread_t self = pthread_self();
@@ -198,10 +267,12 @@ static TrapSlot* slot_in_handler(void) {
   return NULL;
 }
 
-static void chain(int signo, siginfo_t* info, void* context) {
+/* Hands the signal to the handler installation `install` of etops' displaced (or
+ * the default action). */
+static void chain(int install, int signo, siginfo_t* info, void* context) {
   int chaining = chaining_thread != 0 && pthread_equal(chaining_thread, pthread_self());
   int slot = slot_of(signo);
-  struct sigaction* prev = slot >= 0 ? &previous[slot] : NULL;
+  struct sigaction* prev = slot >= 0 ? &previous[slot][install] : NULL;
   if (!chaining && prev != NULL && (prev->sa_flags & SA_SIGINFO) && prev->sa_sigaction != NULL) {
     chaining_thread = pthread_self();
     prev->sa_sigaction(signo, info, context);
@@ -217,7 +288,7 @@ static void chain(int signo, siginfo_t* info, void* context) {
   }
   /* The default action: on return the faulting instruction runs again and the
    * signal, no longer caught, ends the process (with a core where enabled); a
-   * signal sent by kill() is raised again. */
+   * signal sent by kill() or raise() (abort()) is raised again. */
   struct sigaction dfl;
   memset(&dfl, 0, sizeof dfl);
   dfl.sa_handler = SIG_DFL;
@@ -226,13 +297,14 @@ static void chain(int signo, siginfo_t* info, void* context) {
   if (info == NULL || info->si_code <= 0) raise(signo);
 }
 
-static void on_fault(int signo, siginfo_t* info, void* context) {
+/* etops' handler, as installation `install` (what it chains to). */
+static void on_fault(int install, int signo, siginfo_t* info, void* context) {
   int saved_errno = errno;
   int chaining = chaining_thread != 0 && pthread_equal(chaining_thread, pthread_self());
   TrapSlot* slot = chaining ? NULL : slot_in_handler();
-  etf_trap* trap = slot != NULL ? slot->trap : NULL;
+  etf_trap* trap = slot != NULL && signo != SIGABRT ? slot->trap : NULL;
   etf_fault f;
-  describe(signo, info, context, &f);
+  describe(signo, info, context, slot, &f);
   if (trap != NULL) {
     /* an item of a region on the pool (the item's own NoThreadPoolGuard hides it
      * from in_parallel_region): the item is abandoned, not the region */
@@ -243,14 +315,35 @@ static void on_fault(int signo, siginfo_t* info, void* context) {
       siglongjmp(trap->env, 1);
     }
     notice(" inside a parallel region of ExecuTorch's threadpool (its lock stays held)", signo, &f);
+  } else if (!chaining && signo == SIGABRT) {
+    abort_notice();
   } else if (!chaining && etb_running_kernel() != NULL) {
     /* a worker's item of an etops call's region: skipped, the call fails */
     if (etf_pool_calls > 0 && etf_skip_pool_item(context, &f)) goto resume;
     notice(" on a thread that runs no etops call (a threadpool worker)", signo, &f);
   }
-  chain(signo, info, context);
+  chain(install, signo, info, context);
 resume:
   errno = saved_errno;
+}
+
+/* One function per installation: which one the kernel calls says what it displaced. */
+#define ON_FAULT_AS(n) \
+  static void on_fault_##n(int signo, siginfo_t* info, void* context) { on_fault(n, signo, info, context); }
+ON_FAULT_AS(0) ON_FAULT_AS(1) ON_FAULT_AS(2) ON_FAULT_AS(3) ON_FAULT_AS(4) ON_FAULT_AS(5) ON_FAULT_AS(6)
+ON_FAULT_AS(7) ON_FAULT_AS(8) ON_FAULT_AS(9) ON_FAULT_AS(10) ON_FAULT_AS(11) ON_FAULT_AS(12) ON_FAULT_AS(13)
+ON_FAULT_AS(14) ON_FAULT_AS(15)
+static void (*const HANDLERS[INSTALLS])(int, siginfo_t*, void*) = {
+    on_fault_0, on_fault_1, on_fault_2,  on_fault_3,  on_fault_4,  on_fault_5,  on_fault_6,  on_fault_7,
+    on_fault_8, on_fault_9, on_fault_10, on_fault_11, on_fault_12, on_fault_13, on_fault_14, on_fault_15};
+
+/* Which installation of etops' handler `action` is, or -1 (another handler). */
+static int installation_of(const struct sigaction* action) {
+  if (!(action->sa_flags & SA_SIGINFO)) return -1;
+  for (int n = 0; n < INSTALLS; n++) {
+    if (action->sa_sigaction == HANDLERS[n]) return n;
+  }
+  return -1;
 }
 
 /* ---- installation -------------------------------------------------------------- */
@@ -258,9 +351,6 @@ resume:
 volatile bool* etf_pool_flag(etf_trap** slot) {
   return ((TrapSlot*)((char*)slot - offsetof(TrapSlot, trap)))->pool_inline;
 }
-
-static int handed_over;   /* etf_hand_over was called: etf_install does nothing */
-static int guarded_here;  /* etf_trap_guarded_here was called: no probes, faults trapped */
 
 void etf_hand_over(void) { handed_over = 1; }
 
@@ -280,16 +370,25 @@ int etf_install(void) {
   if (pool_text_hi == 0) find_pool_run();
   struct sigaction mine;
   memset(&mine, 0, sizeof mine);
-  mine.sa_sigaction = on_fault;
   /* SA_NODEFER: the jump back leaves the handler without sigreturn, so the signal
    * must not stay blocked (a second fault would then kill the process). */
   mine.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_NODEFER;
   sigemptyset(&mine.sa_mask);
-  for (int i = 0; i < N_TRAPPED; i++) {
+  for (int i = 0; i < N_HANDLED; i++) {
     struct sigaction current;
-    if (sigaction(TRAPPED_SIGNALS[i], NULL, &current) != 0) return -1;
-    if ((current.sa_flags & SA_SIGINFO) && current.sa_sigaction == on_fault) continue;
-    if (sigaction(TRAPPED_SIGNALS[i], &mine, &previous[i]) != 0) return -1;
+    if (sigaction(HANDLED_SIGNALS[i], NULL, &current) != 0) return -1;
+    int on_top = installation_of(&current);
+    if (on_top >= 0) { /* etops' is in place: the installations after it were removed */
+      installed[i] = on_top + 1;
+      continue;
+    }
+    /* another handler (or none) is in place: a new installation over it, knowing
+     * what it displaced before the kernel can call it */
+    int n = installed[i] < INSTALLS ? installed[i] : INSTALLS - 1;
+    previous[i][n] = current;
+    mine.sa_sigaction = HANDLERS[n];
+    if (sigaction(HANDLED_SIGNALS[i], &mine, NULL) != 0) return -1;
+    installed[i] = n + 1;
   }
   return 0;
 }
@@ -336,6 +435,26 @@ static void* give_altstack(void) {
   return alt.ss_sp;
 }
 
+/* The guard below a thread's stack as far as the kernel keeps it for the main
+ * thread (its stack_guard_gap: 256 pages), for which glibc reports no guard size. */
+#define MAIN_STACK_GAP (1024 * 1024)
+
+/* Records this thread's stack in `s` (nothing where it cannot be asked). */
+static void record_stack(TrapSlot* s) {
+  s->stack_lo = s->stack_guard = 0;
+#if defined(__linux__)
+  pthread_attr_t attr;
+  if (pthread_getattr_np(pthread_self(), &attr) != 0) return;
+  void* lowest = NULL;
+  size_t size = 0, guard = 0;
+  if (pthread_attr_getstack(&attr, &lowest, &size) == 0 && pthread_attr_getguardsize(&attr, &guard) == 0) {
+    s->stack_lo = (uintptr_t)lowest;
+    s->stack_guard = guard > 0 ? guard : MAIN_STACK_GAP;
+  }
+  pthread_attr_destroy(&attr);
+#endif
+}
+
 /* This thread's first kernel call: a slot, an alternate stack, the exit hook. */
 static Py_NO_INLINE etf_trap** first_trap_of_thread(void) {
   if (thread_has_no_slot) return NULL;
@@ -347,6 +466,7 @@ static Py_NO_INLINE etf_trap** first_trap_of_thread(void) {
       trap_slots[i].trap = NULL;
       trap_slots[i].pool_inline = (volatile _Bool*)dlsym(RTLD_DEFAULT, POOL_GUARD_FLAG_SYMBOL);
       trap_slots[i].owner = pthread_self();
+      record_stack(&trap_slots[i]);
       thread_slot = &trap_slots[i];
       (void)pthread_setspecific(thread_key, give_altstack());
       return (etf_trap**)&thread_slot->trap;

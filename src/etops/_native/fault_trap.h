@@ -7,8 +7,9 @@
  * (siglongjmp), abandoning the kernel's frames. Everywhere else (no trap: another
  * thread, Python, etops' own code) the fault goes to the handler that was installed
  * before etops' (Python's faulthandler, torch's, the default action), after a notice
- * naming the kernel that was running. fault_trap.c installs the handler once per
- * process; bridge.cpp pushes and pops traps. Shared by C and C++.
+ * naming the kernel that was running; so does a SIGABRT (never trapped) while a kernel
+ * runs. fault_trap.c installs the handler and puts it back on top when another one
+ * replaced it; bridge.cpp pushes and pops traps. Shared by C and C++.
  */
 #ifndef ETOPS_FAULT_TRAP_H
 #define ETOPS_FAULT_TRAP_H
@@ -39,10 +40,12 @@ typedef struct etf_trap {
  * thread are not trapped. Found once per thread, then one thread-local read. */
 etf_trap** etf_thread_trap(void);
 
-/* Installs etops' handler for SIGSEGV, SIGBUS, SIGFPE and SIGILL once per process,
- * keeping the handlers installed before it to chain to (again, when another library
- * installed its own since: the new one becomes the one chained to). Returns 0, or -1
- * with errno set. Call with the GIL held. */
+/* Installs etops' handler for SIGSEGV, SIGBUS, SIGFPE, SIGILL and SIGABRT, keeping
+ * the handler it displaces to chain to; again when another handler replaced it since
+ * (a new installation over that one, which becomes the one chained to). Each
+ * installation chains to what it displaced, so a handler that restores an older
+ * installation (faulthandler.disable) restores its chain too. Returns 0, or -1 with
+ * errno set. Call with the GIL held. */
 int etf_install(void);
 
 /* For a process whose faults another handler reports (a guarded call's child,
@@ -94,6 +97,10 @@ static inline void etf_rearm(etf_trap* t) {
   etf_trap** slot = etf_thread_trap();
   if (slot != 0) *slot = t;
 }
+
+/* etops' own abort path printed why the process ends (bridge.cpp's notice): the
+ * SIGABRT that follows goes on without fault_trap.c's notice naming the kernel. */
+void etf_abort_explained(void);
 
 /* The name of a signal ("SIGSEGV"), a static string. */
 const char* etf_signal_name(int signo);

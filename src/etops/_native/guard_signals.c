@@ -4,7 +4,7 @@
  * guard_signals(fd) installs, in a process that is about to run one guarded kernel
  * call and exit, handlers for SIGSEGV, SIGBUS, SIGFPE, SIGILL and SIGABRT on an
  * alternate stack. A handler writes one GuardReport (the signal, whether a SIGSEGV
- * was a write, the faulting address) to `fd` and ends the process with _exit: it
+ * was a write, the faulting address, the stack pointer) to `fd` and ends the process with _exit: it
  * only calls async-signal-safe functions. The parent maps the address back to the
  * argument whose guard page it hit (etops/guard/).
  *
@@ -33,6 +33,7 @@ typedef struct {
   int32_t is_write; /* SIGSEGV on x86-64: the page-fault error code's write bit; else -1 */
   int32_t code;     /* si_code */
   uint64_t address; /* si_addr */
+  uint64_t stack_pointer; /* the interrupted stack pointer (0: unknown): a stack overflow's is next to address */
 } GuardReport;
 
 static int report_fd = -1;
@@ -44,11 +45,15 @@ static void on_signal(int signo, siginfo_t* info, void* context) {
   report.code = info != NULL ? info->si_code : 0;
   report.address = info != NULL ? (uint64_t)(uintptr_t)info->si_addr : 0;
   report.is_write = -1;
+  report.stack_pointer = 0;
 #if defined(__x86_64__) && defined(REG_ERR)
-  if (signo == SIGSEGV && context != NULL) {
+  if (context != NULL) {
     const ucontext_t* uc = (const ucontext_t*)context;
-    report.is_write = (uc->uc_mcontext.gregs[REG_ERR] & 2) != 0;
+    report.stack_pointer = (uint64_t)uc->uc_mcontext.gregs[REG_RSP];
+    if (signo == SIGSEGV) report.is_write = (uc->uc_mcontext.gregs[REG_ERR] & 2) != 0;
   }
+#elif defined(__aarch64__) && defined(__linux__)
+  if (context != NULL) report.stack_pointer = (uint64_t)((const ucontext_t*)context)->uc_mcontext.sp;
 #else
   (void)context;
 #endif

@@ -54,10 +54,11 @@ static const char* const SLOW_PATH_METHODS[SLOW_ENTRY_COUNT] = {
 
 /* Calls the slow path's `entry` with the bound arguments (NULL: a missing out). */
 static PyObject* slow_path(KernelObject* k, SlowEntry entry, PyObject* const* bound, PyObject* extra) {
-  /* a handler installed since (another library; faulthandler.enable() is wrapped at
-   * import) would see kernel faults first: etops' goes back on top, chaining to it,
+  /* a handler a library installed since (faulthandler's and signal.signal are
+   * wrapped at import: etops/handler_chain.py) would see kernel faults first:
+   * etops' goes back on top, chaining to it,
    * when a call meets a new signature (not on the prechecks every call of a guarded
-   * kernel makes: four sigaction queries each) */
+   * kernel makes: five sigaction queries each) */
   if ((entry == SLOW_VALIDATE || entry == SLOW_ALLOCATE_AND_CALL) && etf_install() != 0)
     return PyErr_SetFromErrno(PyExc_OSError);
   PyObject* values = PyTuple_New(k->nargs);

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import signal as signals
 
-from ..crash_site import NULL_PAGE_BYTES, locate_in, relative
+from ..crash_site import NULL_PAGE_BYTES, is_stack_overflow, locate_in, relative
 from ..errors import GuardTimeout, KernelCrashed
 from ..process_end import signal_name
 from . import server
@@ -29,7 +29,9 @@ def crash(kernel, info, bound: dict, died: server.Died) -> KernelCrashed:
     if died.fault is None:
         signo = os.WTERMSIG(died.status) if os.WIFSIGNALED(died.status) else -1
         return KernelCrashed(op, signal_name(signo) if signo > 0 else f"exit status {os.WEXITSTATUS(died.status)}", log=log)
-    signo, is_write, _code, address = died.fault
+    signo, is_write, _code, address, stack_pointer = died.fault
+    if signo in _MEMORY_SIGNALS and is_stack_overflow(address, stack_pointer):  # the stack's end, no argument's
+        return KernelCrashed(op, signal_name(signo), None, _access(is_write), "stack overflow", None, log)
     placed = _without_attribution_run(op, signo, is_write, address, died.layout, log)
     if placed is not None:
         return placed
@@ -53,7 +55,7 @@ def placed_here(op: str, fault: KernelCrashed, layout: list) -> KernelCrashed | 
     (etops.guard.here; `fault` carries the address, `layout` is the run's): the
     KernelCrashed the guard process's death would give, when no attribution run is
     needed (the access was stopped before it changed anything); None otherwise."""
-    if fault.address is None:  # not a trapped fault: as raised
+    if fault.address is None or fault.where == "stack overflow":  # not a trapped fault, or no argument's: as raised
         return fault
     signo = getattr(signals, fault.signal, None)
     if signo is None:

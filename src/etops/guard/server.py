@@ -41,8 +41,8 @@ from ..registry import registry
 from .child import serve
 from .wire import dumps, frame, read_exact, read_frame_body, write_all
 
-#: the fault record guard_signals.c writes after "ETGF": signo, is_write, si_code, address
-_FAULT = struct.Struct("=iiiQ")
+#: the fault record guard_signals.c writes after "ETGF": signo, is_write, si_code, address, stack pointer
+_FAULT = struct.Struct("=iiiQQ")
 
 #: seconds a guarded call may take by default (set_timeout changes it)
 DEFAULT_TIMEOUT = 600.0

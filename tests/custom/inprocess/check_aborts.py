@@ -3,13 +3,16 @@ development that trips its own ET_CHECK raises etops.KernelAborted naming the
 kernel and carrying its message, in every path that runs a kernel (direct, slow
 path, guarded, an override of a built-in, a Python kernel calling it, an edge
 program run by etops.edge.run); the registry is as before and the next call works.
-An abort on another thread still ends the process, naming the kernel."""
+An abort on another thread, and a kernel's plain abort(), still end the process,
+naming the kernel."""
 
 from __future__ import annotations
 
+import signal
+
 import pytest
 import torch
-from custom_helpers import assert_a_thread_ends_the_process, cache, failures, registry_snapshot  # noqa: F401
+from custom_helpers import assert_a_thread_ends_the_process, cache, failures, registry_snapshot, run_fresh  # noqa: F401
 
 import etops
 
@@ -176,3 +179,48 @@ def test_a_cxx_exception_of_the_kernel_is_a_kernel_error(cache, failures):
 def test_an_abort_on_another_thread_ends_the_process_naming_the_kernel(cache):
     assert_a_thread_ends_the_process(cache, "abortlib::on_thread.out", ON_A_THREAD, "on_thread_out",
                                      ("planted on a worker thread",))
+
+#: plain abort(), not ExecuTorch's: on the calling thread when x[0] < 0, else on a
+#: thread the kernel starts when x[0] > 1
+PLAIN_ABORT = r"""
+#include <cstdlib>
+#include <thread>
+Tensor& plain_abort_out(KernelRuntimeContext& ctx, const Tensor& x, Tensor& out) {
+  const float* in = x.const_data_ptr<float>();
+  if (in[0] < 0.0f) std::abort();
+  if (in[0] > 1.0f) std::thread([] { std::abort(); }).join();
+  return out;
+}
+"""
+
+
+@pytest.mark.parametrize("x0, thread", [(-1.0, "calling"), (2.0, "another")])
+def test_a_kernel_calling_abort_names_itself_before_the_process_ends(cache, x0, thread):
+    """abort() is no ExecuTorch abort (nothing unwinds it): the process still ends
+    with SIGABRT, and stderr names the kernel that was running, once."""
+    result = run_fresh(f"""
+        import torch, etops
+        etops.register_kernel("abortlib::plain_abort.out", {PLAIN_ABORT!r}, function="plain_abort_out",
+                              schema="plain_abort.out(Tensor x, *, Tensor(a!) out) -> Tensor(a!)")
+        kernel = etops.registry().get_kernel("abortlib::plain_abort.out")
+        kernel(torch.ones(1), out=torch.empty(1))
+        kernel(torch.tensor([{x0}]), out=torch.empty(1))
+        print("survived")
+    """, cache, timeout=120, dies_of_a_fault=True)
+    assert result.returncode == -signal.SIGABRT and "survived" not in result.stdout, result.stderr[-2000:]
+    notices = [line for line in result.stderr.splitlines() if line.startswith("etops:")]
+    assert len(notices) == 1 and "abortlib::plain_abort.out" in notices[0] and "SIGABRT" in notices[0], notices
+
+
+def test_an_executorch_abort_on_another_thread_prints_one_notice(cache):
+    """etops' own notice of an ExecuTorch abort it cannot unwind is the only one: the
+    SIGABRT that follows adds none."""
+    result = run_fresh(f"""
+        import torch, etops
+        etops.register_kernel("abortlib::on_thread.out", {ON_A_THREAD!r}, function="on_thread_out",
+                              schema="on_thread.out(Tensor x, *, Tensor(a!) out) -> Tensor(a!)")
+        etops.registry().get_kernel("abortlib::on_thread.out")(torch.ones(1), out=torch.empty(1))
+    """, cache, timeout=120, dies_of_a_fault=True)
+    assert result.returncode == -signal.SIGABRT, result.stderr[-2000:]
+    notices = [line for line in result.stderr.splitlines() if line.startswith("etops:")]
+    assert len(notices) == 1 and "planted on a worker thread" in notices[0], notices
