@@ -311,10 +311,10 @@ class KernelCrashed(KernelError):
         argument, where, offset = place if place is not None else (None, None, None)
         if guarded is not None:
             reason = "stopped by etops' guard page: nothing outside the argument was written"
-        # an arithmetic trap, a read or a write into etops' guard page writes nothing
-        # outside; any other write (or an access of unknown direction) may follow
-        # writes nothing caught
-        corrupt = memory and is_write != 0 and guarded is None
+        # an arithmetic trap, a read, a write into etops' guard page or into the guard
+        # below a thread's stack (a stack overflow) writes nothing outside; any other
+        # write (or an access of unknown direction) may follow writes nothing caught
+        corrupt = memory and is_write != 0 and guarded is None and not fault.stack_overflow
         partial = () if fault.outs_untouched else tuple(outs)
         return cls(op, signal, argument, access, where, offset, log, address, reason, corrupt,
                    why=site_reason(fault.site), outs_may_be_partial=partial)

@@ -272,3 +272,15 @@ def test_dev_judges_the_generated_cases_against_the_base_and_no_generated_leaves
         [(f.category, f.cluster.summary) for f in found["with"]["findings"]]
     assert all(c.opinfo == f"gen:{kernel}" for f in gating for c in f.cluster.cases)
     assert not [f for f in found["without"]["findings"] if f.gating]
+
+
+def test_check_runs_the_generated_cases_by_default():
+    """On unless --no-generated, or OpInfos are named (--opinfo); --generated only alone."""
+    from etops.conformance.cli import build_parser, generated_cases
+
+    def generated(*argv):
+        return generated_cases(build_parser().parse_args(list(argv)))
+
+    assert generated() is True and generated("aten::add.out") is True
+    assert generated("--no-generated") is False and generated("--opinfo", "add") is False
+    assert generated("--opinfo", "add", "--generated") is True and generated("--generated", "only") == "only"

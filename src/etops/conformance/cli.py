@@ -21,7 +21,7 @@ examples:
   python -m etops check --isolated --jobs 2 --report report.md --json report.json
   python -m etops check aten::cat.out --dim-order-axis --html report.html
   python -m etops check aten::native_layer_norm.out --numerics-axis
-  python -m etops check aten::add.out --generated           OpInfo's samples and the generated cases
+  python -m etops check aten::add.out --no-generated        OpInfo's samples only, no generated cases
   python -m etops check --llm-custom-ops llama::custom_sdpa.out
 
 Kernels are called as an exported program calls them (etops.as_program): etops'
@@ -79,10 +79,14 @@ def build_parser() -> argparse.ArgumentParser:
                    help="run every float32/float64 case also with its floating inputs transformed to expose numerics (a large "
                         "offset, magnitudes that cancel, values near the dtype's limits, long reductions; ATen on the same "
                         "values); findings keyed as root causes, with reproducers (five more sweeps of the floating cases)")
-    p.add_argument("--generated", nargs="?", const="also", choices=["also", "only"], default=None,
-                   help="also judge cases generated from each kernel's schema and the constraint table (etops.ops.generation): "
-                        "shape classes, dtype combinations, scalar and value classes combined pairwise, judged as OpInfo's "
-                        "samples are (task ids gen:<kernel>); '--generated only': those alone")
+    generated = p.add_mutually_exclusive_group()
+    generated.add_argument("--generated", nargs="?", const="also", choices=["also", "only"], default=None,
+                           help="judge cases generated from each kernel's schema and the constraint table "
+                                "(etops.ops.generation) too: shape classes, dtype combinations, scalar and value classes "
+                                "combined pairwise, judged as OpInfo's samples are (task ids gen:<kernel>). On by default "
+                                "(not with --opinfo); '--generated only': those alone")
+    generated.add_argument("--no-generated", action="store_true",
+                           help="OpInfo's samples and the references only, no generated cases")
     p.add_argument("--html", metavar="PATH.html",
                    help="write a self-contained HTML report: a kernel x dtype matrix coloured by status, each cell opening "
                         "its cases and reproducers, the dim-order axis beside it")
@@ -141,6 +145,16 @@ def wants_llm_custom_ops(args) -> bool | None:
     if args.kernels:
         return None if any(k.startswith(LLM_NAMESPACES) for k in args.kernels) else False
     return None if not args.load else False  # --load alone checks what it loaded
+
+
+def generated_cases(args) -> bool | str:
+    """The sweep's `generated`: "only", True (the default, but with --opinfo naming
+    OpInfos) or False (--no-generated)."""
+    if args.no_generated:
+        return False
+    if args.generated is not None:
+        return "only" if args.generated == "only" else True
+    return not args.opinfos
 
 
 def main(argv=None) -> int:
@@ -226,7 +240,7 @@ def main(argv=None) -> int:
     options = dict(dtypes=dtypes, isolated=args.isolated or jobs > 1, jobs=jobs, progress=False if args.no_progress else None,
                    refresh_discovery=args.refresh_discovery, opinfo_filter=set(args.opinfos) if args.opinfos else None,
                    timeout=args.timeout, verbose=args.verbose, log=sys.stderr,
-                   generated={"also": True, "only": "only"}.get(args.generated, False))
+                   generated=generated_cases(args))
     max_details = args.max_details
     if args.dim_order_axis:
         from .dim_orders import AXIS_MAX_DETAILS
