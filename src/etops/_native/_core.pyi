@@ -29,6 +29,7 @@ class Kernel:
         validate: bool = ...,
         contiguous_only: bool = ...,
         warn_layout: Any = ...,
+        index_ranges: tuple[tuple[int, int, int, int], ...] = ...,
     ) -> Kernel: ...
     def __call__(self, *args: Any, **kwargs: Any) -> Any: ...
     def __getattr__(self, name: str) -> Any: ...  # everything else is its info's (KernelInfo, DelegateInfo)

@@ -80,7 +80,7 @@ def indices_in_dim(index: str, source: str, dim: str | int, why: str = _TORCH_RE
             bad = low if low < 0 else high
             raise ValueError(f"{info.name}: argument '{index}' holds {bad}, outside [0, {size}) (dim {d % ndim} of '{source}'); {why}")
 
-    check.index_range = (index, source, dim)  # the C call path scans the values (kernel_footprint.c)
+    check.index_range = (index, source, dim)  # type: ignore[attr-defined]  # the C call path scans the values (kernel_footprint.c)
     return check
 
 
