@@ -16,7 +16,7 @@ from fresh_python import run_python
 PACKAGE = Path(etops.__file__).resolve().parent
 
 #: The extensions: subpackages (and modules) the core may not import.
-EXTENSIONS = ("custom", "delegate", "edge", "conformance", "bench", "fuzz", "cli", "testing", "needs", "guard", "dev", "gtest")
+EXTENSIONS = ("custom", "delegate", "edge", "conformance", "bench", "fuzz", "cli", "testing", "needs", "guard", "dev", "gtest", "upstream")
 
 
 def _modules():

@@ -415,6 +415,18 @@ class NoGeneratedCases(EtopsError, ValueError):
     describes, its constraint-table entry's skip)."""
 
 
+# ---- findings as upstream tests (etops.upstream) -----------------------------------
+
+
+class NotTestable(EtopsError, ValueError):
+    """A finding no upstream test is written for here (``etops report upstream``
+    names it in its summary); the message says why."""
+
+
+class NotWritable(NotTestable):
+    """A value (or dtype) with no C++ literal here: complex32, quantized, float8."""
+
+
 # ---- edge programs (etops.edge) ----------------------------------------------------
 
 

@@ -16,6 +16,8 @@ from decimal import Decimal
 
 import torch
 
+from ..errors import NotWritable
+
 #: torch dtype -> ExecuTorch's ScalarType enumerator (the TensorFactory template argument)
 SCALAR_TYPE = {
     torch.uint8: "Byte", torch.int8: "Char", torch.int16: "Short", torch.int32: "Int", torch.int64: "Long",
@@ -29,10 +31,6 @@ _COMPLEX_PART = {torch.complex64: "float", torch.complex128: "double"}
 _FLOAT_CTYPE = {torch.float64: "double", torch.float32: "float", torch.float16: "float", torch.bfloat16: "float"}
 _INT_CTYPE = {torch.uint8: "uint8_t", torch.int8: "int8_t", torch.int16: "int16_t", torch.int32: "int32_t",
               torch.int64: "int64_t", torch.uint16: "uint16_t", torch.uint32: "uint32_t", torch.uint64: "uint64_t"}
-
-
-class NotWritable(ValueError):
-    """A value (or dtype) with no C++ literal here: complex, quantized, float8."""
 
 
 def scalar_type(dtype: torch.dtype) -> str:

@@ -20,15 +20,12 @@ import torch
 from ..conformance import precise
 from ..conformance.effective import LOSS_MULTIPLE, LOSS_ULPS, NARROWER
 from ..conformance.values import exact_clone, leaves
+from ..errors import NotTestable
 
 #: what the shipped kernel does, by the finding's kind (a mismatch: a wrong value)
 SHIPPED = {"mismatch": "value", "abort": "abort", "crash": "crash", "unsupported": "refusal"}
 #: the expectations of a test: the reference's values, or a kernel failure (ET_EXPECT_KERNEL_FAILURE)
 VALUES, FAILURE = "values", "failure"
-
-
-class NotTestable(ValueError):
-    """A finding no upstream test is written for here; the message says why."""
 
 
 @dataclass
