@@ -32,6 +32,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -96,7 +97,8 @@ int etops_fault_site(uint64_t pc) {
  * with waiters). find_arenas locates main_arena once, at import while the heap is
  * sound, from a fact of glibc's layout (2.27 and later, 64-bit): a chunk freed into
  * the unsorted bin points back into main_arena, at offset ARENA_UNSORTED_BIN, and
- * the ring's link is at ARENA_NEXT. Every found address is checked (inside libc's
+ * the ring's link is at ARENA_NEXT (a few chunk sizes are tried: where a freed chunk
+ * lands depends on the heap's state). Every found address is checked (inside libc's
  * data, the bin pointing back at the chunk, the ring closing on main_arena); when
  * a check fails, arenas are not seen and a held lock is only reported. */
 #define ARENA_UNSORTED_BIN 96 /* offsetof(struct malloc_state, bins) - 2 pointers */
@@ -110,33 +112,60 @@ static int in_libc(const void* p) {
   return dladdr(p, &info) != 0 && info.dli_fname != NULL && base_starts_with(info.dli_fname, "libc.so");
 }
 
+/* Copies `n` bytes at `addr` of this process into `buf` through the kernel
+ * (process_vm_readv), not by a load: the words read are those of a chunk just
+ * freed, which ASan and valgrind rightly report when the program itself reads them
+ * (and under ASan the chunk is its allocator's, so the checks below fail and arenas
+ * are not seen). 0, or -1 when it could not be read. */
+static int read_memory(const void* addr, void* buf, size_t n) {
+  struct iovec local = {buf, n};
+  struct iovec remote = {(void*)addr, n};
+  return process_vm_readv(getpid(), &local, 1, &remote, 1, 0) == (ssize_t)n ? 0 : -1;
+}
+
 /* The arena after `arena` in glibc's ring. */
 static volatile int* next_arena(volatile int* arena) {
   return *(volatile int* volatile*)((volatile char*)arena + ARENA_NEXT);
 }
 
+/* One try of find_arenas with chunks of `size` bytes: main_arena's address, or
+ * NULL when this chunk did not land in the unsorted bin (it went to the top chunk or
+ * merged with a free neighbour: the heap's state decides) or a check failed. Every
+ * word is read through read_memory, so a wrong guess reads nothing it should not. */
+static volatile int* try_find_arena(size_t size, void** kept) {
+  void** chunk = malloc(size);
+  *kept = malloc(size); /* from the same place (the top chunk when the bins are empty): keeps chunk off it */
+  if (chunk == NULL || *kept == NULL) {
+    free(chunk);
+    return NULL;
+  }
+  free(chunk);
+  void* links[2]; /* the freed chunk's forward and back links */
+  if (read_memory(chunk, links, sizeof links) != 0 || !in_libc(links[1])) return NULL;
+  char* unsorted = (char*)links[1]; /* the unsorted bin's head, inside main_arena */
+  void* first;
+  int lock;
+  volatile int* arena = (volatile int*)(unsorted - ARENA_UNSORTED_BIN);
+  if (read_memory(unsorted + 2 * sizeof(void*), &first, sizeof first) != 0 || first != (void*)(chunk - 2) ||
+      read_memory((const void*)arena, &lock, sizeof lock) != 0 || lock != 0)
+    return NULL;
+  volatile int* a = arena; /* the ring closes on main_arena */
+  for (int i = 0; i < ARENA_RING_MAX; i++) {
+    void* next;
+    if (read_memory((const char*)a + ARENA_NEXT, &next, sizeof next) != 0 || next == NULL) return NULL;
+    a = (volatile int*)next;
+    if (a == arena) return arena;
+  }
+  return NULL;
+}
+
 void etops_find_arenas(void) {
 #if defined(__GLIBC__) && UINTPTR_MAX == 0xffffffffffffffffu && (__GLIBC__ > 2 || __GLIBC_MINOR__ >= 27)
   if (main_arena_lock != NULL) return;
-  /* too big for the thread cache and the fast bins; `after` keeps it from the top chunk */
-  void** chunk = malloc(1100);
-  void* after = malloc(16);
-  if (chunk == NULL || after == NULL) goto out;
-  free(chunk);
-  char* unsorted = (char*)chunk[1]; /* its back link: the unsorted bin's head, inside main_arena */
-  volatile int* arena = (volatile int*)(unsorted - ARENA_UNSORTED_BIN);
-  int sound = in_libc(unsorted) && *(void**)(unsorted + 2 * sizeof(void*)) == (void*)(chunk - 2) && *arena == 0;
-  chunk = NULL; /* freed */
-  volatile int* a = arena;
-  for (int i = 0; sound && i < ARENA_RING_MAX; i++) {
-    a = next_arena(a);
-    if (a == arena) break;
-    if (a == NULL) sound = 0;
-  }
-  if (sound && a == arena) main_arena_lock = arena;
-out:
-  free(chunk);
-  free(after);
+  /* too big for the thread cache and the fast bins; a few sizes: one lands in the bin */
+  void* kept[8] = {0};
+  for (int i = 0; i < 8 && main_arena_lock == NULL; i++) main_arena_lock = try_find_arena(1100 + 208 * (size_t)i, &kept[i]);
+  for (int i = 0; i < 8; i++) free(kept[i]);
 #endif
 }
 

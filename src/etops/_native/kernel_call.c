@@ -555,6 +555,8 @@ checks:
       goto done;
     }
   }
+  /* first, before anything allocates: a fault in malloc may have left its lock held */
+  if (err == ETB_ERR_CRASHED) etops_note_fault(k, etops_fault_site(etb_last_failure()->fault.pc));
   if (etops_logs_pending || (err == ETB_OK && logged && etb_last_call_log()[0] != '\0')) {
     /* queued messages from other threads, and what a successful call logged */
     PyObject* r = PyObject_CallFunction(k->st->flush_logs, "Osi", k->py_name,
@@ -565,7 +567,6 @@ checks:
   }
   if (err != ETB_OK) {
     /* crash_site: the fault hit a probe's guard page, named here */
-    if (err == ETB_ERR_CRASHED) etops_note_fault(k, etops_fault_site(etb_last_failure()->fault.pc));
     PyObject* info = etops_last_failure(k->st, crash_site, probed_crash);
     if (info == NULL) goto done;
     etops_keep_release(&cs.keep); /* the slow path may resize what we borrowed */
