@@ -146,6 +146,10 @@ def test_ctrl_c_during_a_guarded_call_raises_keyboard_interrupt_and_kills_the_gu
         line = proc.stdout.readline()  # the guard process is in the call
         limit.cancel()
         assert line == "guard process running\n", proc.stderr.read() if not line else line
+        # the guard process prints as soon as it is forked, while the caller may still run
+        # its own after-fork handlers (logging's _releaseLock), where Python ignores a
+        # KeyboardInterrupt ("Exception ignored in"): give the caller time to be waiting
+        time.sleep(1)
         os.kill(proc.pid, signal.SIGINT)  # one Ctrl-C, to the caller only
         out, err = proc.communicate(timeout=120)
     finally:
