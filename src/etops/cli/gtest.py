@@ -11,7 +11,7 @@ import argparse
 import os
 import sys
 
-from .usage import EXIT_ERROR, UsageError
+from .usage import UsageError, run_command
 
 
 class _Parser(argparse.ArgumentParser):
@@ -41,26 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str]) -> int:
-    try:
-        args = build_parser().parse_args(argv)
-    except UsageError as exc:
-        print(f"etops: error: {exc}", file=sys.stderr)
-        return EXIT_ERROR
-    except SystemExit as exc:  # --help
-        return exc.code if isinstance(exc.code, int) else 0
-    try:
-        return _run(args)
-    except KeyboardInterrupt:
-        print("etops: interrupted", file=sys.stderr)
-        return 130
-    except Exception as exc:  # noqa: BLE001 - one line, exit code 2
-        if args.debug:
-            import traceback
-
-            traceback.print_exc()
-        lines = str(exc).strip().splitlines()
-        print(f"etops: error: {lines[0] if lines else type(exc).__name__}", file=sys.stderr)
-        return EXIT_ERROR
+    return run_command(build_parser(), _run, argv)
 
 
 def _run(args) -> int:
