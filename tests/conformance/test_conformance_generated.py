@@ -24,6 +24,7 @@ import torch
 import etops
 from etops.conformance.clusters import build
 from etops.conformance.generated import case_of, classes, coverage_of, plan, sample_key
+from etops.conformance.generated.cases import case_key
 from etops.conformance.generated.pairwise import covering_rows, pairs_of, required_pairs
 from etops.conformance.sweep import run
 
@@ -183,6 +184,24 @@ def test_refusal_cases_pass_when_the_kernel_refuses_and_coverage_is_in_the_repor
     report = run(["aten::add.out"], dtypes=["int16"], generated="only", progress=False)
     assert report.tasks == 1 and report.totals()["cases"] == len(result.every_case)
     assert report.generated["kernels"] == 1 and 0 < report.generated["fraction"] <= 1
+
+
+def test_a_case_only_atens_cpu_kernel_refuses_is_a_refusal_case_not_a_failed_sample():
+    """torch's alpha check is in its CPU kernel, not its meta kernel: a generated
+    add with a bool alpha and a float result is valid to the generator, refused by
+    ATen, and judged as a refusal case (passing because etops refuses it too)."""
+    from etops.conformance.runner import TaskRunner, default_kmap
+
+    rows = plan("aten::add.out").rows_of("float32")
+    refused = [i for i, row in enumerate(rows) if case_of(case_key("aten::add.out", row)).valid
+               and isinstance(case_of(case_key("aten::add.out", row)).kwargs.get("alpha"), bool)]
+    assert refused, "the plan has no float32 case with a bool alpha any more: pick another"
+    runner = TaskRunner(default_kmap(), ["aten::add.out"], keep_cases=True)
+    result = runner.run("gen:aten::add.out", torch.float32)
+    assert result.samples_failed == 0
+    cases = [c for c in result.every_case.values() if c.sample in refused]
+    assert len(cases) == len(refused)
+    assert all(c.status == "pass" and c.message.startswith("refused (ATen's CPU kernel refuses it") for c in cases), [c.message for c in cases]
 
 
 # ---- the plants: found by the generated cases, by no OpInfo sample ----------------------

@@ -35,6 +35,8 @@ GUARD_CASES = [
     (g.divisor_nonzero("b", "a"), {"a": 3, "b": 0}, ZeroDivisionError, "b", {"a": 3, "b": 2}),
     (g.not_bool("self", "other", why="no"), {"self": T(2), "other": T(2, dtype=torch.bool)}, TypeError, "other", {"self": T(2), "other": 1}),
     (g.not_bool("self", "other", why="no"), {"self": T(2, dtype=torch.bool), "other": 1}, TypeError, "self", {"self": T(2, dtype=torch.int8), "other": 1.5}),
+    (g.alpha_fits_result("alpha", "self", "other"), {"self": T(2), "other": T(2), "alpha": True}, TypeError, "alpha", {"self": T(2, dtype=torch.bool), "other": T(2, dtype=torch.bool), "alpha": True}),
+    (g.alpha_fits_result("alpha", "self", "other"), {"self": T(2, dtype=torch.bool), "other": 1, "alpha": 2.5}, TypeError, "alpha", {"self": T(2, dtype=torch.int8), "other": 1.5, "alpha": 2.5}),
     (g.arange_length(), {"start": 0, "end": 1, "step": 1e-200}, ValueError, "step", {"start": 0, "end": 10, "step": 0.5}),
     (g.arange_length(), {"end": 1, "step": 0}, ValueError, "step", {"end": 3}),
     (g.mask_indices("self", "indices"), {"self": T(3), "indices": [T(3, 1, dtype=torch.bool)]}, IndexError, "indices", {"self": T(3, 1), "indices": [T(3, 1, dtype=torch.bool)]}),
@@ -195,6 +197,24 @@ def test_torch_checks_run_once_per_signature_and_refuse_what_torch_refuses(reg):
     with pytest.raises(TypeError, match="aten::sub.out: argument 'self' is a bool"):
         reg.aten.sub.out(torch.ones(2, dtype=torch.bool), 1)
     assert not ops.rules_for("aten::sub.out").calls(DIRECT).has_guards  # no per-call Python guard
+
+
+@pytest.mark.parametrize("kernel, args, alpha", [
+    ("add.out", (torch.ones(2), torch.ones(2)), True),
+    ("add.out", (torch.ones(2, dtype=torch.bool), torch.ones(2, dtype=torch.bool)), 2.5),
+    ("sub.out", (torch.ones(2, dtype=torch.int32), torch.ones(2, dtype=torch.int32)), True),
+    ("add.Scalar_out", (torch.ones(2, dtype=torch.int64), 1), True),
+    ("rsub.Scalar_out", (torch.ones(2), 1), True),
+])
+def test_an_alpha_torch_refuses_in_its_cpu_kernel_never_reaches_the_kernel(reg, kernel, args, alpha):
+    """torch checks alpha against the result dtype in its CPU kernels, not in their
+    meta kernels: the rules table refuses it, naming the argument, before ExecuTorch's
+    kernel (which computes a bool alpha with a bool tensor as 1)."""
+    name, overload = kernel.split(".")
+    with pytest.raises(RuntimeError, match="alpha"):
+        getattr(getattr(torch.ops.aten, name), overload)(*args, alpha=alpha, out=torch.empty(2, dtype=args[0].dtype))
+    with pytest.raises(TypeError, match=f"aten::{kernel}: argument 'alpha'"):
+        getattr(getattr(reg.aten, name), overload)(*args, alpha=alpha, out=torch.empty(2, dtype=args[0].dtype))
 
 
 def test_a_footprint_names_its_arguments_and_what_keeps_them_within_memory():

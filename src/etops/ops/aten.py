@@ -229,6 +229,9 @@ RULES = [
     Rule(("aten::sub.out", "aten::sub.Scalar_out", "aten::rsub.Scalar_out"), torch_checks=(
         g.not_bool("self", "other", why="torch does not subtract bools (use ~ or logical_xor)"),
     )),
+    # torch's alpha_check (bool alpha, floating alpha) is in its CPU kernels, not their meta kernels
+    Rule(("aten::add.out", "aten::sub.out", "aten::add.Scalar_out", "aten::sub.Scalar_out", "aten::rsub.Scalar_out"),
+         torch_checks=(g.alpha_fits_result("alpha", "self", "other"),)),
     # torch's meta of add/sub.Scalar_out fails on its alpha (torch_checks.py): castability checked here
     Rule(("aten::add.Scalar_out", "aten::sub.Scalar_out"), torch_checks=(g.castable_out("out", "self", "other"),)),
     Rule(("aten::div.out",), torch_checks=(g.castable_out("out", "self", "other"),), judging=Judging(findings=(

@@ -126,6 +126,30 @@ def castable_out(out: str, *inputs: str):
     return guard
 
 
+def alpha_fits_result(alpha: str, *inputs: str):
+    """torch's rule for a multiplier `alpha` of the promoted result of `inputs`
+    (tensors or Python numbers), checked by its CPU kernel and not by its meta
+    kernel: a bool alpha only for a bool result, a floating alpha only for a
+    floating or complex result."""
+
+    def guard(bound, info):
+        value = bound.get(alpha)
+        values = [tensors.as_torch(bound.get(n)) for n in inputs]
+        if not isinstance(value, (bool, float, complex)) or not all(isinstance(v, (torch.Tensor, bool, int, float, complex)) for v in values):
+            return
+        try:
+            result = torch.result_type(*values)
+        except (TypeError, RuntimeError):
+            return  # torch refuses the inputs themselves: the call path reports it
+        if isinstance(value, bool) and result != torch.bool:
+            raise TypeError(f"{info.name}: argument '{alpha}' is a bool, which torch takes only for a bool result (here {result})")
+        if not isinstance(value, bool) and not (result.is_floating_point or result.is_complex):
+            raise TypeError(f"{info.name}: argument '{alpha}' is a {type(value).__name__}, which torch does not take "
+                            f"for an integral result (here {result})")
+
+    return guard
+
+
 def floating(name: str = "self"):
     return dtype_in(name, FLOATING, "floating point")
 

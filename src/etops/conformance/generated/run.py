@@ -4,7 +4,8 @@ tensor) with the sweep's TaskRunner: each valid case goes through the runner's
 on the inputs, the kernel on copies, the runner's comparisons, numerics, hooks,
 guarded calls and reproducers); each case ATen's meta kernel refuses is a refusal
 case, judged as a reference's invalid sample is (it passes when the kernel refuses
-it too).
+it too), and so is each case ATen's CPU kernel refuses although its meta kernel
+accepts it; a case ATen has no CPU kernel for counts as a sample ATen failed.
 
 A task source of the runner (etops.conformance.runner.SOURCES): takes the runner
 as an argument and never imports it. Imports torch, the standard library and the
@@ -92,8 +93,13 @@ def run_generated_task(runner, task: str, dtype: torch.dtype):
                     continue
                 try:
                     runner.handle(case.func, kernel, list(case.args), dict(case.kwargs))
-                except Exception:  # noqa: BLE001 - ATen's CPU kernel refused what its meta kernel accepted
+                except NotImplementedError:  # ATen has no CPU kernel for these dtypes: no reference
                     runner.result.samples_failed += 1
+                except Exception as exc:  # noqa: BLE001 - ATen's CPU kernel refuses what its meta kernel accepted
+                    # (torch's alpha check, say): a refusal case, which the kernel must refuse too
+                    runner.call_index = 0
+                    why = f"ATen's CPU kernel refuses it ({type(exc).__name__})"
+                    check_refusal(runner, case.func, kernel, runner.kernel(kernel), invalid(why, *case.args, **case.kwargs))
     except BaseException as exc:  # noqa: BLE001
         if runner.captured is not None:  # capture mode found its case (the runner's stop signal)
             pass
