@@ -28,7 +28,7 @@ import sys
 from pathlib import Path
 
 #: keys whose values are timings, dates or hosts: left out of the comparison
-VOLATILE = {"seconds", "wall", "wall_seconds", "elapsed", "time", "timing", "timings", "date", "started", "finished",
+VOLATILE = {"created", "seconds", "wall", "wall_seconds", "elapsed", "time", "timing", "timings", "date", "started", "finished",
             "host", "case_seconds", "aten_seconds", "duration", "per_call", "python", "platform", "torch", "etops_version",
             "version", "cache", "cached"}
 #: keys whose values name a path of the run (its work folder): compared with the folder taken out
@@ -64,11 +64,30 @@ def run_tree(name: str, python: str, site: str, work: Path, kernels: list[str], 
     return codes
 
 
+#: the fields that name one entry of a list (a case, a finding, a kernel, a file): lists of such
+#: entries are compared entry by entry, matched by name, not by position
+IDENTITIES = (("kernel", "opinfo", "dtype", "sample", "call"), ("kernel", "kind", "category", "signature", "layout"),
+              ("kernel",), ("path",), ("file",), ("namespace",))
+
+
+def _identity(entry) -> str | None:
+    if not isinstance(entry, dict):
+        return None
+    for fields in IDENTITIES:
+        if all(f in entry for f in fields):
+            return "|".join(str(entry[f]) for f in fields)
+    return None
+
+
 def normalized(value, root: str):
-    """`value` (JSON) with the volatile keys left out and the run's folder taken out of strings."""
+    """`value` (JSON) with the volatile keys left out, the run's folder taken out of
+    strings, and lists of named entries (cases, findings, kernels) made dicts by name."""
     if isinstance(value, dict):
         return {k: normalized(v, root) for k, v in value.items() if k not in VOLATILE and not k.endswith("_seconds")}
     if isinstance(value, list):
+        names = [_identity(v) for v in value]
+        if value and all(names) and len(set(names)) == len(names):
+            return {f"<{n}>": normalized(v, root) for n, v in zip(names, value)}
         return [normalized(v, root) for v in value]
     if isinstance(value, str):
         return value.replace(root, "<RUN>")

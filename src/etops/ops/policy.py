@@ -167,8 +167,8 @@ def refuse_workarounds(rule):
     def refuse_workarounds(bound, info):
         kind = workaround_kind(rule.safety, bound, info)
         if kind is not None:
-            raise refusing(ValueError, finding.argument if finding is not None else None,
-                           f"{info.name}: {argument}not called as a program calls it: {what}; {_WHY_REFUSED[kind]}")
+            named = rule.judging.findings[0].argument if rule.judging.findings else None  # read from `rule`: the guard closes over nothing new (its description in reports stays)
+            raise refusing(ValueError, named, f"{info.name}: {argument}not called as a program calls it: {what}; {_WHY_REFUSED[kind]}")
 
     return refuse_workarounds
 
