@@ -23,15 +23,17 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
 
-#: keys whose values are timings, dates or hosts: left out of the comparison
+#: keys whose values are timings, dates, hosts or the cache's state: left out of the comparison
 VOLATILE = {"created", "seconds", "wall", "wall_seconds", "elapsed", "time", "timing", "timings", "date", "started", "finished",
             "host", "case_seconds", "aten_seconds", "duration", "per_call", "python", "platform", "torch", "etops_version",
-            "version", "cache", "cached"}
-#: keys whose values name a path of the run (its work folder): compared with the folder taken out
+            "version", "cache", "cached", "compiled"}
+#: a duration inside a line of text ("[exit 0, 230.7 s]")
+_DURATION = re.compile(r"\b\d+(?:\.\d+)? s\b")
 DEFAULT_KERNELS = ("aten::add.out,aten::sum.IntList_out,aten::_softmax.out,aten::_log_softmax.out,aten::mul.out,"
                    "aten::sub.out,aten::div.out,aten::abs.out,aten::exp.out,aten::where.self_out,aten::mm.out,"
                    "aten::bmm.out,aten::clamp.out,aten::mean.out,aten::cat.out,aten::index_select.out,"
@@ -90,7 +92,7 @@ def normalized(value, root: str):
             return {f"<{n}>": normalized(v, root) for n, v in zip(names, value)}
         return [normalized(v, root) for v in value]
     if isinstance(value, str):
-        return value.replace(root, "<RUN>")
+        return _DURATION.sub("<N> s", value.replace(root, "<RUN>"))
     if isinstance(value, float):
         return round(value, 12)
     return value
