@@ -16,6 +16,7 @@ import threading
 import warnings
 from typing import Any
 
+from .errors import refusing
 from .tensors import to_meta
 
 #: torch messages that say the meta kernel cannot run at all (not a refusal)
@@ -90,14 +91,14 @@ def refusal_error(name: str, exc: BaseException, bound: dict, out_names) -> Exce
     message = str(exc).split("\n", 1)[0]
     if "can't be cast to the desired output type" in message or "to out tensor with dtype" in message:
         out = out_names[0] if out_names else "out"
-        return TypeError(f"{name}: argument '{out}' cannot hold the result (torch says: {message})")
+        return refusing(TypeError, out, f"{name}: argument '{out}' cannot hold the result (torch says: {message})")
     typed = ("dtype", "scalar type", "Expected a value of type")
     kind = TypeError if isinstance(exc, TypeError) or any(word in message for word in typed) else ValueError
     named = _named_argument(message, arg_names) or _indexed_tensor_input(message, bound, out_names)
     if named is None and len(out_names) == 1 and re.search(r"\bout(put)? (tensor|dtype)\b", message):
         named = out_names[0]  # "Expected out tensor to have dtype ...": the only out
     which = f"argument '{named}'" if named else "these arguments"
-    return kind(f"{name}: torch refuses {which} (torch says: {message})")
+    return refusing(kind, named, f"{name}: torch refuses {which} (torch says: {message})")
 
 
 def _indexed_tensor_input(message: str, bound: dict, out_names) -> str | None:

@@ -16,14 +16,18 @@ import torch
 
 import etops
 from etops.conformance.clusters import KINDS, cluster_key, dtype_class, group, headline, normalized_message, signature
+from etops.conformance.outcome import Outcome, of_death
 from etops.conformance.runner import CaseResult
 from etops.conformance.shrink import shrink, shrink_isolated, total_elements
 
 SRC = str(Path(etops.__file__).resolve().parent.parent)
 
 
-def _case(status, message="", dtype="float32", kernel="aten::k.out", **kw):
-    return CaseResult(kernel, "aten::k", "k", dtype, 0, 0, status, message=message, **kw)
+def _case(status, message="", dtype="float32", kernel="aten::k.out", what=None, **kw):
+    """A case with the Outcome the runner would give it (`what`: a mismatch's difference)."""
+    outcome = kw.pop("outcome", None) or Outcome(status, kw.get("verdict"), what or ("values" if status == "mismatch" else None),
+                                                 abs_error=kw.get("max_abs_error"), rule=kw.get("rule"))
+    return CaseResult(kernel, "aten::k", "k", dtype, 0, 0, status, message=message, outcome=outcome, **kw)
 
 
 def _run_script(path) -> subprocess.CompletedProcess:
@@ -59,7 +63,7 @@ def test_mismatch_signature_is_what_differs_and_its_verdict():
                   verdict="wrong")
     loss = _case("mismatch", "Mismatched elements: 3 / 25 (12.0%)", max_abs_error=1e-4, max_rel_error=1e-5, verdict="precision loss")
     as_aten = _case("mismatch", "Mismatched elements: 3 / 25 (12.0%)", max_abs_error=1e-4, max_rel_error=1e-5, verdict="within ATen's error")
-    shape = _case("mismatch", "shape [2, 3] (ExecuTorch) vs [3, 2] (ATen)")
+    shape = _case("mismatch", "shape [2, 3] (ExecuTorch) vs [3, 2] (ATen)", what="shape")
     inf = _case("mismatch", "Mismatched elements: 3 / 25 (12.0%)", max_abs_error=float("inf"), max_rel_error=float("inf"), verdict="wrong")
     assert signature(wrong) == signature(every) == "values differ: wrong"  # how many elements is no cause
     assert len({signature(c) for c in (wrong, loss, as_aten, shape, inf)}) == 5
@@ -114,7 +118,7 @@ def test_headline_counts_wrong_results_apart_from_precision_losses():
 
 def test_group_orders_worst_kind_first_and_picks_the_smallest_case():
     cases = [_case("unsupported", "KernelError: no", inputs="Tensor[9, 9]:float32"),
-             _case("crash", "worker killed by SIGSEGV"),
+             _case("crash", "worker killed by SIGSEGV", outcome=of_death(-signal.SIGSEGV)),
              _case("guarded", "ValueError: x", rule="min_dim(low=1, name='self')", inputs="Tensor[4]:float32"),
              _case("guarded", "ValueError: x", rule="min_dim(low=1, name='self')", inputs="tensor(1.0, float32)"),
              _case("pass")]

@@ -79,7 +79,7 @@ def test_keys_are_identical_across_two_isolated_runs():
         return sorted(c.key for c in group(report.details))
 
     first = keys()
-    assert any("computes float64 in float32" in k[2] for k in first) and any(k[1] == "abort" for k in first)
+    assert any("computes float64 in float32" in str(k[2]) for k in first) and any(k[1] == "abort" for k in first)
     assert first == keys()
 
 

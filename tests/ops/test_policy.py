@@ -11,6 +11,7 @@ import pytest
 import torch
 
 import etops
+from etops.errors import refusing
 from etops import ops
 from etops.ops import DIRECT, PROGRAM, Direct, Judging, Safety
 from etops.ops.rules import Rule, merge
@@ -60,7 +61,7 @@ def test_a_guards_own_failure_is_not_a_refusal():
         raise RuntimeError("a bug in the guard")
 
     def refuses(bound, info):
-        raise ValueError(f"{info.name}: argument 'x' is wrong")
+        raise refusing(ValueError, "x", f"{info.name}: argument 'x' is wrong")
 
     entry = merge(OP.name, [Rule((OP.name,), direct=Direct(guards=(broken,)))])
     with pytest.raises(RuntimeError, match="a bug") as failed:
@@ -70,6 +71,22 @@ def test_a_guards_own_failure_is_not_a_refusal():
     with pytest.raises(etops.GuardRefusal) as refused:
         entry.calls(DIRECT).check({}, OP)
     assert refused.value.argument == "x" and refused.value.finding is None and refused.value.guard is refuses
+
+
+def test_a_refusals_argument_is_the_guards_never_its_words():
+    """The argument a refusal carries is what the guard raised it with
+    (etops.errors.refusing); a message naming one in words names none."""
+    def says(bound, info):
+        raise ValueError(f"{info.name}: argument 'x' is wrong")
+
+    def names(bound, info):
+        raise refusing(ValueError, "y", f"{info.name}: the second input is wrong")
+
+    for guard, argument in ((says, None), (names, "y")):
+        entry = merge(OP.name, [Rule((OP.name,), direct=Direct(guards=(guard,)))])
+        with pytest.raises(etops.GuardRefusal) as refused:
+            entry.calls(DIRECT).check({}, OP)
+        assert refused.value.argument == argument
 
 
 def test_the_program_policy_gets_the_safety_part_only_and_refuses_its_workarounds():

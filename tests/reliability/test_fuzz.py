@@ -55,7 +55,8 @@ def test_abort_found_by_fuzzing_is_now_a_clear_error(runner, finding):
         assert out["status"] == "ok" and not out["violations"], out
         return
     assert out["status"] == "raised", f"{finding.op} still kills the process: {out.get('signal')} {out.get('notice')}"
-    assert f"'{finding.argument}'" in out["exc"], out["exc"]
+    assert f"'{finding.argument}'" in out["exc"], out["exc"]  # for people: the message names it
+    assert out["argument"] == finding.argument, out  # for the fuzzer's replay: the exception carries it
     assert not out["exc"].startswith("KernelError")
 
 

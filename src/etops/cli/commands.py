@@ -520,13 +520,18 @@ def cmd_dev(args) -> int:
             raise UsageError(f"{path}: no such file or folder")
     etops = _etops(args.debug)
     from ..bench import parse_dtype
+    from ..dev.base import Base
 
     dtypes = [parse_dtype(d) for d in _split(args.dtype) or ()] or None
     parse_dtype(args.timing_dtype)
+    try:
+        base = Base.parse(args.base)
+    except ValueError as exc:
+        raise UsageError(f"--base: {exc}") from None
     report_dir = args.report_dir or (os.path.join(os.path.dirname(os.path.abspath(args.json)), "etops-dev") if args.json else None)
     options = dict(root=args.root, yaml=args.yaml, dtypes=dtypes, timing_dtype=args.timing_dtype, threads=args.threads,
                    repeats=args.repeats, check=not args.no_check, timing=not args.no_timing, budget=args.budget or None,
-                   base=False if args.base == "none" else args.base, isolate=not args.no_isolate,
+                   base=base, isolate=not args.no_isolate,
                    max_slowdown=args.max_slowdown, report_dir=report_dir, changed=args.changed,
                    gtest=not args.no_gtest, dim_orders=not args.no_dim_orders, numerics=not args.no_numerics,
                    generated=not args.no_generated)

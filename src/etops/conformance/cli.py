@@ -302,14 +302,12 @@ def exit_status(report, clusters, strict: bool = False, report_only: bool = Fals
     """0 or 1 (see the module doc): 1 when a case crashed, hung, aborted or was an etops
     error, or a finding is a wrong result; `strict`: any mismatch or guarded case
     too; `report_only`: always 0."""
+    from .gating import KINDS, gates
+
     if report_only:
         return 0
-    t = report.totals()
-    if t["error"] or t["crash"] or t.get("hang") or t.get("abort") or any(c.category == "wrong" for c in clusters):
-        return 1
-    if strict and (t["mismatch"] or t["guarded"]):
-        return 1
-    return 0
+    kinds = {status for status, n in report.totals().items() if n and status in KINDS} | {c.category for c in clusters}
+    return 1 if any(gates(kind, None, strict=strict) for kind in kinds) else 0
 
 
 if __name__ == "__main__":

@@ -17,19 +17,18 @@ conformance runner, shrink and reproducer.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .values import VERDICTS, WRONG, clip
+from .gating import AGAINST_ATEN, CATEGORIES, KINDS, MEMORY, classify
+from .outcome import EXITED, HUNG, Outcome, outcome_of
+from .values import WRONG, clip
 
-#: the kinds of finding (case statuses), worst first
-KINDS = ("crash", "hang", "abort", "guarded", "mismatch", "unsupported", "error")
-#: what reports count and list findings by, worst first: the kinds with mismatches
-#: split by verdict (wrong results apart from precision losses)
-CATEGORIES = ("crash", "hang", "abort", "guarded", "wrong", "precision regression", "precision loss",
-              "within ATen's error", "unsupported", "error")
+#: KINDS (the kinds of finding, case statuses) and CATEGORIES (what reports count and
+#: list findings by) are etops.conformance.gating's
 #: how the headline words a count of one category: (one, several)
 _WORDS = {"wrong": ("wrong result", "wrong results"), "precision loss": ("precision loss", "precision losses"),
           "precision regression": ("precision regression", "precision regressions")}
@@ -61,71 +60,85 @@ def normalized_message(text: str) -> str:
     return " ".join(text.split())[:240]
 
 
-def _mismatch_signature(case) -> str:
+#: a mismatch's structural difference (Outcome.what), in a signature's words
+_STRUCTURE = {"count": "another number of outputs", "shape": "another shape", "dtype": "another dtype",
+              "type": "not a tensor"}
+
+
+def _mismatch_signature(outcome: Outcome) -> str:
     """What differs (count, shape, dtype, type, non-finite values) or, for values,
-    the verdict against the higher-precision reference."""
-    message = case.message or ""
-    where = ""
-    m = re.match(r"(output \d+): ", message)
-    if m:
-        where, message = m.group(1) + ": ", message[m.end():]
-    if " values, ATen " in message:
-        return where + "another number of outputs"
-    if message.startswith("shape "):
-        return where + "another shape"
-    if message.startswith("dtype "):
-        return where + "another dtype"
-    if "returned " in message and ", ATen a Tensor" in message:
-        return where + "not a tensor"
-    if case.max_abs_error == float("inf"):
+    the verdict against the higher-precision reference (and why a wrong result is
+    wrong), the differing output first when there are several."""
+    where = f"output {outcome.output}: " if outcome.output is not None else ""
+    if outcome.what in _STRUCTURE:
+        return where + _STRUCTURE[outcome.what]
+    if outcome.abs_error == float("inf"):
         return f"{where}values differ: non-finite where ATen's are finite"
-    reason = getattr(case, "reason", None)
-    return f"{where}values differ: {verdict_of(case)}" + (f" ({reason})" if reason else "")
+    return f"{where}values differ: {classify(outcome)}" + (f" ({outcome.reason})" if outcome.reason else "")
+
+
+def _structural(outcome: Outcome) -> bool:
+    """Whether a mismatch differs in structure or in finiteness (no verdict on its values)."""
+    return outcome.what in _STRUCTURE or outcome.abs_error == float("inf")
 
 
 def verdict_of(case) -> str:
-    """A mismatch's verdict (values.VERDICTS; a record without one is wrong)."""
-    verdict = getattr(case, "verdict", None)
-    return verdict if verdict in VERDICTS else WRONG
+    """A mismatch's verdict (values.VERDICTS; a record without one is wrong): classify's."""
+    return classify(dataclasses.replace(outcome_of(case), status="mismatch"))
 
 
-def _crash_signature(case) -> str:
-    sig = re.search(r"SIG[A-Z]+", case.message or "")
-    if sig:
-        return sig.group(0)
-    if "hung" in (case.message or ""):
-        return "hung"
-    return normalized_message(case.message)[:80]
+def _crash_cause(outcome: Outcome) -> tuple:
+    """The signal that ended the call (etops' canaries for a write they caught), else
+    how its process ended (hung, an exit status, a corruption by an earlier call)."""
+    return (outcome.signal or outcome.ended, outcome.error if outcome.ended == EXITED else None)
 
 
 _ABORT_PREFIX = re.compile(r"^ExecuTorch kernel \S+ aborted: ")
 
 
-def _abort_signature(case) -> str:
-    """ExecuTorch's check and its site (``size() ... [tensor_impl.h:136]``), the
-    values that vary taken out: one ET_CHECK is one cause, whatever the dtype."""
-    return normalized_message(_ABORT_PREFIX.sub("", case.message or ""))
+def cause(case) -> tuple:
+    """What one cause's cases share beyond kernel, kind and dtype class, from their
+    Outcomes alone: a mismatch's difference and verdict, a crash's signal, an abort's
+    or a refusal's error and check site, a guard's rule, an error's exception type and
+    where it was raised."""
+    outcome = outcome_of(case)
+    if case.status == "mismatch":
+        return (_mismatch_signature(outcome),)
+    if case.status == "crash":
+        return _crash_cause(outcome)
+    if case.status == "hang":  # one cause: the kernel does not return (the limits of its cases differ)
+        return ()
+    if case.status == "guarded" and outcome.rule:
+        return (outcome.rule,)
+    return (outcome.error, outcome.site, outcome.argument, outcome.reason)
 
 
 def signature(case) -> str:
-    """What one cause's cases share beyond kernel, kind and dtype class."""
+    """A cause in words (what reports show): a mismatch's difference, a crash's
+    signal, a guard's rule; an abort's check and a refusal's or an error's message
+    with numbers and dtype names taken out (for people: ``cause`` groups them)."""
+    outcome = outcome_of(case)
     if case.status == "mismatch":
-        return _mismatch_signature(case)
+        return _mismatch_signature(outcome)
+    if case.status == "crash" and outcome.signal and outcome.signal != "canary":
+        return outcome.signal
+    if case.status == "crash" and outcome.ended == HUNG:
+        return "hung"
     if case.status == "crash":
-        return _crash_signature(case)
+        return normalized_message(case.message)[:80]
     if case.status == "abort":
-        return _abort_signature(case)
-    if case.status == "hang":  # one cause: the kernel does not return (the limits of its cases differ)
+        return normalized_message(_ABORT_PREFIX.sub("", case.message or ""))
+    if case.status == "hang":
         return "does not return"
-    if case.status == "guarded" and case.rule:
-        return case.rule
+    if case.status == "guarded" and outcome.rule:
+        return outcome.rule
     return normalized_message(case.message)
 
 
 def cluster_key(case, layout: str | None = None) -> tuple:
-    """(kernel, kind, signature, layout): cases sharing it are one finding, one
-    root cause, whatever their dtypes."""
-    return (case.kernel, case.status, signature(case), layout)
+    """(kernel, kind, cause, layout): cases sharing it are one finding, one root
+    cause, whatever their dtypes and messages."""
+    return (case.kernel, case.status, cause(case), layout)
 
 
 _INPUT_DTYPE = re.compile(r"Tensor\[[\d, ]*\]:(\w+)|tensor\((?:\([^()]*\)|[^,()]*), (\w+)\)")
@@ -168,15 +181,29 @@ class Cluster:
     summary: str = ""
     #: the representative's result on `inputs` (its case until built: rechecked then)
     example: Any = None
+    #: what the cases share (``cause``); None: a cluster read back from a report (its signature stands for it)
+    cause: tuple | None = None
 
     @property
     def key(self) -> tuple:
-        return (self.kernel, self.kind, self.signature, self.layout)
+        return (self.kernel, self.kind, self.signature if self.cause is None else self.cause, self.layout)
 
     @property
     def category(self) -> str:
-        """The kind, a mismatch's verdict in its place (CATEGORIES)."""
-        return verdict_of(self.example or self.cases[0]) if self.kind == "mismatch" and (self.example or self.cases) else self.kind
+        """The kind, a mismatch's verdict in its place (CATEGORIES): classify's."""
+        return self.kind_against(AGAINST_ATEN)
+
+    def kind_against(self, comparison: str) -> str:
+        """classify() of the cluster judged against `comparison` (gating.COMPARISONS):
+        its representative's kind; against a base, MEMORY when any case's crash is
+        placed in an argument's memory."""
+        if self.kind == "crash" and any(classify(outcome_of(c), comparison) == MEMORY
+                                        for c in [self.example, *self.cases] if c is not None):
+            return MEMORY
+        case = self.example or (self.cases[0] if self.cases else None)
+        if case is None:
+            return self.kind
+        return classify(dataclasses.replace(outcome_of(case), status=self.kind), comparison)
 
     @property
     def dtypes(self) -> list:
@@ -214,10 +241,11 @@ def group(cases, layout: str | None = None) -> list[Cluster]:
         key = cluster_key(case, layout)
         cluster = clusters.get(key)
         if cluster is None:
-            cluster = clusters[key] = Cluster(*key)
+            cluster = clusters[key] = Cluster(case.kernel, case.status, "", layout, cause=key[2])
         cluster.cases.append(case)
     for cluster in clusters.values():
         cluster.cases.sort(key=lambda c: (_elements(c.inputs), c.opinfo, c.dtype, c.sample, c.call))
+        cluster.signature = signature(cluster.cases[0])
         cluster.example = cluster.cases[0]
         cluster.inputs = cluster.cases[0].inputs
         cluster.summary = summary(cluster)
@@ -264,7 +292,7 @@ def summary(cluster: Cluster) -> str:
         reason = getattr(example, "reason", None)
         if cluster.category == WRONG and reason:
             doing = f"is wrong ({reason})"
-        elif cluster.category == WRONG and not cluster.signature.endswith(WRONG):
+        elif cluster.category == WRONG and example is not None and _structural(outcome_of(example)):
             doing = "disagrees with ATen"
         text = f"{op} {doing} on {dts} inputs{where}: {cluster.signature}{errs}"
     elif cluster.kind == "crash":

@@ -8,14 +8,17 @@ reports and the JSON. Nothing here reads a message: the fields are the
 exceptions' own (etops.errors: a crash's signal, argument, access and place; an
 abort's or a refusal's ExecuTorch error and site; a guard's rule) and the
 comparison's numbers (the kernel's and ATen's error in ulps of the output dtype
-against a higher-precision reference; a digest of the kernel's result).
+against a higher-precision reference; a digest of the kernel's result; which
+output differed), or how the process running the case ended (``of_death``).
+Records made without one (a report read back from JSON of an older etops) get
+their status and verdict alone (``outcome_of``).
 
 ``change(edit, base)`` decides, case by case, what an edit did to one case:
 nothing, a new failure, the base's failure kept, a precision regression, a fix.
 "The same as the base" means the same case failing the same way (``same_failure``),
 never a message that reads alike.
 
-May import: the standard library and etops.errors.
+May import: the standard library, etops.errors and etops.process_end.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ import math
 from dataclasses import dataclass
 
 from ..errors import GuardRefusal, GuardTimeout, KernelAborted, KernelCrashed, KernelError
+from ..process_end import signal_name
 
 #: an edit's error (ulps of the output dtype, against the higher-precision reference)
 #: is a precision regression when it is more than PRECISION_FACTOR times the larger of
@@ -61,7 +65,11 @@ class Outcome:
     ``signal``/``argument``/``access``/``where``: a crash's (KernelCrashed's);
     ``error``: ExecuTorch's error name of a refusal or an abort, or the exception
     type of an ``error``; ``site``: ``file:line`` of the failed check; ``rule``: the
-    guard that refused; ``seconds``: a hang's limit."""
+    guard that refused; ``seconds``: a hang's limit; ``output``: a mismatch's first
+    differing output, of several (None: one output, or the outputs' count differs);
+    ``reason``: why a wrong result is wrong (etops.conformance.effective); ``ended``:
+    how the process running the case ended when it died in the kernel's call
+    (ENDINGS; ``signal`` then the signal that ended it, ``error`` an exit status)."""
 
     status: str
     verdict: str | None = None
@@ -78,6 +86,9 @@ class Outcome:
     site: str | None = None
     rule: str | None = None
     seconds: float | None = None
+    output: int | None = None
+    reason: str | None = None
+    ended: str | None = None
 
     @property
     def failed(self) -> bool:
@@ -89,6 +100,41 @@ class Outcome:
     @classmethod
     def from_json(cls, d: dict) -> "Outcome":
         return cls(**d)
+
+
+#: how the process running a case ended (Outcome.ended): a signal killed it or its fault
+#: reporter ended it with 128 + the signal (``signal`` names it); it exited with a status
+#: (``error`` holds it); it went silent and was killed; it died, then passed the same calls
+#: made one by one guarded (an earlier call corrupted it)
+KILLED, EXITED, HUNG, CORRUPTED = "killed", "exited", "hung", "corrupted earlier"
+ENDINGS = (KILLED, EXITED, HUNG, CORRUPTED)
+
+
+def of_death(code: int | None, hung: bool = False, status: str = "crash") -> Outcome:
+    """The outcome of a case whose process died during its kernel's call, from the
+    exit code as subprocess and multiprocessing give it (negative: the signal; above
+    128: a fault reporter's 128 + the signal), or that was killed after going silent
+    (`hung`)."""
+    if hung:
+        return Outcome(status, ended=HUNG)
+    if code is not None and code < 0:
+        return Outcome(status, signal=signal_name(-code), ended=KILLED)
+    if code is not None and code > 128 and _is_signal(code - 128):
+        return Outcome(status, signal=signal_name(code - 128), ended=KILLED)
+    return Outcome(status, error=f"exit status {code}", ended=EXITED)
+
+
+def _is_signal(number: int) -> bool:
+    import signal
+
+    return number in signal.Signals._value2member_map_
+
+
+def outcome_of(case) -> Outcome:
+    """A case's Outcome; for a record made without one (a report of an older etops read
+    back), its status and verdict alone."""
+    outcome = getattr(case, "outcome", None)
+    return outcome if outcome is not None else Outcome(case.status, getattr(case, "verdict", None))
 
 
 def of_exception(exc: BaseException, status: str, rule: str | None = None) -> Outcome:
@@ -105,7 +151,17 @@ def of_exception(exc: BaseException, status: str, rule: str | None = None) -> Ou
         return Outcome(status, error=type(exc).__name__, seconds=exc.seconds)
     if isinstance(exc, GuardRefusal):
         return Outcome(status, rule=rule, argument=exc.argument, error=type(exc).__name__)
-    return Outcome(status, rule=rule, error=type(exc).__name__)
+    return Outcome(status, rule=rule, error=type(exc).__name__, site=_raised_at(exc))
+
+
+def _raised_at(exc: BaseException) -> str | None:
+    """``file:line`` (the file's name) of the frame that raised `exc`, or None."""
+    tb = exc.__traceback__
+    if tb is None:
+        return None
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    return f"{tb.tb_frame.f_code.co_filename.rsplit('/', 1)[-1]}:{tb.tb_lineno}"
 
 
 def _worse_value(edit: Outcome, base: Outcome) -> bool:
@@ -188,6 +244,6 @@ def change(edit: Outcome, base: Outcome | None) -> str:
     return OTHER
 
 
-__all__ = ["CHANGES", "FIXED", "NEW", "NEW_FAILURES", "OTHER", "Outcome", "PRECISION_FACTOR", "PRECISION_MIN_ULPS",
-           "NUMERICS", "REGRESSION", "SHARED", "UNCHANGED", "change", "of_exception", "precision_regressed", "regressed",
+__all__ = ["CHANGES", "CORRUPTED", "ENDINGS", "EXITED", "FIXED", "HUNG", "KILLED", "NEW", "NEW_FAILURES", "OTHER", "Outcome", "PRECISION_FACTOR", "PRECISION_MIN_ULPS",
+           "NUMERICS", "REGRESSION", "SHARED", "UNCHANGED", "change", "of_death", "of_exception", "outcome_of", "precision_regressed", "regressed",
            "same_failure"]

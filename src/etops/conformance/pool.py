@@ -31,6 +31,7 @@ from typing import Any
 from ..process_end import from_exit_code
 from .case import CaseResult, TaskResult
 from .case_clock import CaseClock, Hang
+from .outcome import of_death
 
 #: Seconds a task may go without any news, while no kernel call is in flight, before its worker counts as hung.
 DEFAULT_TIMEOUT = 120.0
@@ -215,7 +216,8 @@ def run_pool(tasks: list[dict], config: dict, jobs: int, on_result, timeout: flo
                     sample, call, kernel, aten_op = current
                     how = f"worker hung for {timeout:.0f}s (killed)" if outcome == "timeout" else _describe_exit(code)
                     crashes.append(CaseResult(kernel, aten_op, task["opinfo"], task["dtype"], sample, call, "crash",
-                                              message=(how + (": " + " ".join(tail.split())[-400:] if tail.strip() else ""))))
+                                              message=(how + (": " + " ".join(tail.split())[-400:] if tail.strip() else "")),
+                                              outcome=of_death(code, hung=outcome == "timeout")))
                     skip.append([sample, call])
                     if len(crashes) >= MAX_CRASHES_PER_TASK:
                         result = TaskResult(task["opinfo"], task["dtype"])

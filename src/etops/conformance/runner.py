@@ -50,7 +50,7 @@ from .generated.run import TASK_PREFIX as GENERATED_TASK_PREFIX, run_generated_t
 from .effective import judge, measure, more_precise
 from .outcome import Outcome, of_exception
 from .reproducer import write_reproducer
-from .values import WRONG, clip, compare, describe, difference_kind, digest, dtype_name, errors, exact_clone, precision_verdict, reported_errors, values_compared  # noqa: F401 - runner's API too
+from .values import WRONG, clip, compare, describe, difference, difference_kind, digest, dtype_name, errors, exact_clone, precision_verdict, reported_errors, values_compared  # noqa: F401 - runner's API too
 
 #: Detailed records (and reproducers) kept per (comparison, kernel, OpInfo, dtype,
 #: status); the counts are always complete.
@@ -385,7 +385,8 @@ class TaskRunner:
         # none), with its entry's judging part's for this kernel when it has one
         tol = rules_for(target).judging.tolerance_of(OPINFO.override(rtol=self.rtol, atol=self.atol))
         result.atol, result.rtol = tol.atol, tol.rtol
-        why = compare(actual, reference, tol.atol, tol.rtol, values_compared(func))
+        found = difference(actual, reference, tol.atol, tol.rtol, values_compared(func))
+        why = found.message if found is not None else None
         if reference is expected and values_compared(func):  # against a more precise reference (etops.conformance.effective)
             why = judge(result, func, self._saved_args, self._saved_kwargs, actual, expected, why)
         if self.measure and result.ulps is None and values_compared(func):
@@ -397,9 +398,13 @@ class TaskRunner:
             result.max_abs_error, result.max_rel_error = reported_errors(why, actual, reference)
             result.verdict = result.verdict or WRONG
         precise = more_precise(result)  # an error measured against ATen's own float64 result is no precision
-        result.outcome = Outcome(result.status, result.verdict, difference_kind(actual, reference) if why is not None else None,
+        structure = found if found is not None and found.what != "values" and why is not None else None
+        what = (structure.what if structure is not None else difference_kind(actual, reference)) if why is not None else None
+        result.outcome = Outcome(result.status, result.verdict, what,
                                  result.ulps if precise else None, result.aten_ulps if precise else None,
-                                 result.max_abs_error, digest(actual) if values_compared(func) else None)
+                                 result.max_abs_error, digest(actual) if values_compared(func) else None,
+                                 output=found.output if found is not None and why is not None else None,
+                                 reason=result.reason if why is not None else None)
         return result
 
 

@@ -10,6 +10,7 @@ May import: torch, etops.compare and etops.ops (the rules table's comparison kin
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 import re
 
 import torch
@@ -96,32 +97,51 @@ def errors(actual, expected) -> tuple[float | None, float | None]:
     return max_abs, max_rel
 
 
-def compare(actual, expected, atol, rtol, kind: "str | bool" = VALUES) -> str | None:
-    """None if they agree, else why not (shape, dtype, count or values: in
-    torch.testing.assert_close's words). etops.compare's ``opinfo`` policy with
-    OpInfo's (atol, rtol) when set; ``kind``: a comparison kind of etops.compare,
-    or True / False for values / metadata only."""
+@dataclass(frozen=True)
+class Difference:
+    """How a kernel's result differs from the reference: ``output``, the first
+    differing output of several (None: one output, or the counts differ); ``what``:
+    "count", "type", "shape", "dtype" (the first differing output's structure) or
+    "values"; ``message``: in torch.testing.assert_close's words, for people."""
+
+    output: int | None
+    what: str
+    message: str
+
+
+def difference(actual, expected, atol, rtol, kind: "str | bool" = VALUES) -> Difference | None:
+    """None if they agree, else how they differ (Difference). etops.compare's
+    ``opinfo`` policy with OpInfo's (atol, rtol) when set; ``kind``: a comparison
+    kind of etops.compare, or True / False for values / metadata only."""
     if isinstance(kind, bool):
         kind = VALUES if kind else METADATA
     tolerance = OPINFO.override(rtol=rtol, atol=atol)
     a_leaves, e_leaves = leaves(actual), leaves(expected)
     if len(a_leaves) != len(e_leaves):
-        return f"ExecuTorch returned {len(a_leaves)} values, ATen {len(e_leaves)}"
+        return Difference(None, "count", f"ExecuTorch returned {len(a_leaves)} values, ATen {len(e_leaves)}")
     for i, (a, e) in enumerate(zip(a_leaves, e_leaves)):
-        where = f"output {i}: " if len(a_leaves) > 1 else ""
+        output = i if len(a_leaves) > 1 else None
+        where = f"output {i}: " if output is not None else ""
         d = diff(a, e, tolerance, kind)
         if d.ok:
             continue
         problem = d.structural
         if problem is not None and isinstance(e, torch.Tensor):
             if problem.what == "type":
-                return f"{where}ExecuTorch returned {type(a).__name__}, ATen a Tensor"
+                return Difference(output, "type", f"{where}ExecuTorch returned {type(a).__name__}, ATen a Tensor")
             if problem.what == "shape":
-                return f"{where}shape {list(a.shape)} (ExecuTorch) vs {list(e.shape)} (ATen)"
+                return Difference(output, "shape", f"{where}shape {list(a.shape)} (ExecuTorch) vs {list(e.shape)} (ATen)")
             if problem.what == "dtype":
-                return f"{where}dtype {dtype_name(a.dtype)} (ExecuTorch) vs {dtype_name(e.dtype)} (ATen)"
-        return where + (torch_testing_message(a, e, tolerance) or d.describe())
+                return Difference(output, "dtype",
+                                  f"{where}dtype {dtype_name(a.dtype)} (ExecuTorch) vs {dtype_name(e.dtype)} (ATen)")
+        return Difference(output, "values", where + (torch_testing_message(a, e, tolerance) or d.describe()))
     return None
+
+
+def compare(actual, expected, atol, rtol, kind: "str | bool" = VALUES) -> str | None:
+    """None if they agree, else why not (``difference``'s message)."""
+    found = difference(actual, expected, atol, rtol, kind)
+    return found.message if found is not None else None
 
 
 def difference_kind(actual, expected) -> str:

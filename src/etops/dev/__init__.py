@@ -27,6 +27,7 @@ from __future__ import annotations
 import sys
 import types
 
+from .base import Base
 from .checkout import CheckoutError
 from .loop import CHECK_BUDGET, dev, run_file  # noqa: F401 - etops.dev's API
 from .report import DevResult, FileResult
@@ -40,4 +41,4 @@ class _CallableModule(types.ModuleType):
 
 sys.modules[__name__].__class__ = _CallableModule
 
-__all__ = ["CheckoutError", "DevResult", "FileResult", "dev", "run_file", "watch"]
+__all__ = ["Base", "CheckoutError", "DevResult", "FileResult", "dev", "run_file", "watch"]

@@ -1,11 +1,14 @@
 """The baseline of ``etops dev``: the kernel file as it was before the edit.
 
-In a git checkout the base is the file (and every checkout header it includes
+``Base`` is the base asked for: the file at git ``HEAD`` (``Base.HEAD``, the
+default), at a revision (``Base.revision("v1.0")``, ``--base REV``) or the wheel's
+built-in kernel (``Base.BUILT_IN``, ``--base none``). ``FoundBase`` is what was
+found for one file. In a git checkout the base is the file (and every checkout header it includes
 that changed) at ``HEAD`` or ``--base REV``, written to an overlay folder in the
 cache and compiled with the same flags as the edit (the overlay goes first on the
 include path, so a changed header is its REV version too). Outside a git
 checkout, or for a file that did not exist at REV, the base is the wheel's
-built-in kernel (``Base.kind == "built-in"``) and the report says so.
+built-in kernel (``FoundBase.kind == "built-in"``) and the report says so.
 
 Reads git (``git show``, ``git diff --name-only``); compiles through
 ``install.build_target``; never touches the working tree.
@@ -17,6 +20,7 @@ import hashlib
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import ClassVar
 
 from ..custom import cache_dir
 from ..errors import CheckoutError
@@ -91,8 +95,66 @@ def changed_since(top: Path, rev: str) -> list[Path]:
     return out
 
 
-@dataclass
+@dataclass(frozen=True)
 class Base:
+    """The base asked for: ``kind`` "head" (the file at git HEAD; the built-in when
+    there is no git checkout or no commit), "revision" (the file at ``rev``: an error
+    when git cannot give it) or "built-in" (the wheel's kernel). A value: use
+    ``Base.HEAD``, ``Base.revision(rev)``, ``Base.BUILT_IN`` or ``Base.parse(text)``."""
+
+    kind: str
+    rev: str | None = None
+
+    KINDS: ClassVar[tuple] = ("head", "revision", "built-in")
+    HEAD: ClassVar["Base"]
+    BUILT_IN: ClassVar["Base"]
+
+    def __post_init__(self) -> None:
+        if self.kind not in self.KINDS:
+            raise ValueError(f"Base: argument 'kind' must be one of {self.KINDS}, got {self.kind!r}")
+        if self.kind == "revision":
+            if not isinstance(self.rev, str) or not self.rev.strip() or "\n" in self.rev:
+                raise ValueError(f"Base.revision: argument 'rev' must name a git revision, got {self.rev!r}")
+        elif self.rev is not None:
+            raise ValueError(f"Base: argument 'rev' goes with kind 'revision' only, got {self.rev!r} for {self.kind!r}")
+
+    @classmethod
+    def revision(cls, rev: str) -> "Base":
+        """The file at git revision `rev` (a commit, a tag, ``HEAD~2``)."""
+        return cls("revision", rev)
+
+    @classmethod
+    def parse(cls, text: str | None) -> "Base":
+        """The base ``--base TEXT`` asks for: None (not given) is HEAD, ``none`` the built-in, else a revision."""
+        if text is None:
+            return cls.HEAD
+        if text == "none":
+            return cls.BUILT_IN
+        return cls.revision(text)
+
+    @classmethod
+    def of(cls, value, name: str = "base") -> "Base":
+        """`value` as a Base, or a TypeError naming the argument `name`."""
+        if isinstance(value, cls):
+            return value
+        raise TypeError(f"argument '{name}' must be an etops.dev.Base (Base.HEAD, Base.revision('REV'), Base.BUILT_IN), "
+                        f"got {type(value).__name__} {value!r}")
+
+    @property
+    def git_rev(self) -> str | None:
+        """The revision git is asked for (HEAD for ``head``), None for the built-in."""
+        return {"head": "HEAD", "revision": self.rev}.get(self.kind)
+
+    def __str__(self) -> str:
+        return {"head": "HEAD", "built-in": "the built-in"}.get(self.kind, self.rev or "")
+
+
+Base.HEAD = Base("head")
+Base.BUILT_IN = Base("built-in")
+
+
+@dataclass
+class FoundBase:
     """What the edit is compared with: ``kind`` "git" (the file at ``commit``) or
     "built-in" (the wheel's kernel; ``why`` says why there is no git base);
     ``path``: the base source compiled (git); ``headers``: the checkout headers
@@ -118,19 +180,24 @@ class Base:
         return f"the wheel's built-in kernel ({self.why})"
 
 
-def find_base(target, rev: str | None = None) -> Base:
-    """The base of `target` (an install.Target): the file at `rev` (default HEAD)
-    when it lies in a git checkout and existed there, else the built-in."""
+def find_base(target, base: Base = Base.HEAD) -> FoundBase:
+    """The base of `target` (an install.Target) `base` asks for: the built-in for
+    Base.BUILT_IN; else the file at its revision when it lies in a git checkout and
+    existed there, else the built-in (CheckoutError: a Base.revision git cannot
+    resolve)."""
+    base = Base.of(base)
+    if base.kind == "built-in":
+        return FoundBase("built-in", why="no git base asked for")
     top = git_toplevel(target.path)
     if top is None:
-        return Base("built-in", why="not a git checkout")
-    wanted = rev or "HEAD"
+        return FoundBase("built-in", why="not a git checkout")
+    wanted = base.git_rev
     try:
         commit = resolve_rev(top, wanted)
     except CheckoutError as exc:
-        if rev is not None:
+        if base.kind == "revision":
             raise
-        return Base("built-in", why=f"no commit at HEAD ({exc})")
+        return FoundBase("built-in", why=f"no commit at HEAD ({exc})")
     headers = []
     for header in sorted(target.headers):
         try:
@@ -141,7 +208,7 @@ def find_base(target, rev: str | None = None) -> Base:
     helpers = list(target.helpers)
     original, *olds = files_at(top, commit, [target.path, *helpers, *headers])
     if original is None:
-        return Base("built-in", rev=wanted, commit=commit, why=f"{target.path.name} is new since {wanted}")
+        return FoundBase("built-in", rev=wanted, commit=commit, why=f"{target.path.name} is new since {wanted}")
     # a helper new since `commit` has no base: the base links the wheel's copy of what it declares
     old_helpers = [(helper, old) for helper, old in zip(helpers, olds) if old is not None]
     olds = olds[len(helpers):]
@@ -164,7 +231,7 @@ def find_base(target, rev: str | None = None) -> Base:
             _write(inside / header.relative_to(target.checkout), old)
         except ValueError:  # a header of the top outside the checkout: its own path under the top
             _write(inside / header.relative_to(top), old)
-    return Base("git", rev=wanted, commit=commit, path=base_path, headers=[str(h) for h, _ in changed_headers],
+    return FoundBase("git", rev=wanted, commit=commit, path=base_path, headers=[str(h) for h, _ in changed_headers],
                 overlay=overlay, unchanged=unchanged, helpers=base_helpers)
 
 
@@ -177,7 +244,7 @@ def _write(path: Path, data: bytes) -> None:
     tmp.replace(path)
 
 
-def build_base(target, base: Base, cflags=()):
+def build_base(target, base: FoundBase, cflags=()):
     """The base's kernel library: `target`'s operators compiled from the base
     source (and its helpers at the base) with the edit's flags (the overlay first
     on the include path, the file's and the helpers' own folders for their quoted

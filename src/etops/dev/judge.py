@@ -241,6 +241,7 @@ def _run_again(result, where: tuple, why: str, died: bool):
     shows none (a kernel that corrupted the task process's memory in an earlier call,
     outside every guard region), a crash case of its own, so the death is a finding."""
     from ..conformance.case import CaseResult
+    from ..conformance.outcome import CORRUPTED, Outcome
 
     if result is None or not died or any(status == "crash" for status, _v in result.failing.values()) \
             or any(outcome_of(c).error == "GuardTimeout" for c in result.details):
@@ -249,7 +250,8 @@ def _run_again(result, where: tuple, why: str, died: bool):
     case = CaseResult(op, "", task["opinfo"], task["dtype"], -1, -1, "crash",
                       message=f"task {task['opinfo']} {task['dtype']}: {why.splitlines()[0]}, but passes when its calls "
                               "go one by one through the guard process: an earlier call in that process wrote outside "
-                              "every guard region (run etops check --guard on the file's operators to find it)")
+                              "every guard region (run etops check --guard on the file's operators to find it)",
+                      outcome=Outcome("crash", ended=CORRUPTED))
     result.record(case, keep=True, every=True)
     return result
 

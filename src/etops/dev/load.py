@@ -23,6 +23,7 @@ import zlib
 from pathlib import Path
 
 from ..errors import EtopsError, LoadError
+from .base import Base
 from .checkout import SOURCE_SUFFIXES
 
 ENV = "ETOPS_LOAD"
@@ -67,7 +68,7 @@ def load(spec: str, helpers=()) -> list[str]:
     if suffix in SOURCE_SUFFIXES:
         from .loop import run_file
 
-        result = run_file(spec, check=False, timing=False, base=False, helpers=helpers)
+        result = run_file(spec, check=False, timing=False, base=Base.BUILT_IN, helpers=helpers)
         if result.error:
             raise LoadError(f"--load {spec}: {result.error}")
         _kept.append(result.installed)

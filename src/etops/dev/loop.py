@@ -12,6 +12,7 @@ import time
 from ..errors import BuildError
 from ..registry import as_program
 from . import progress
+from .base import Base
 from .checkout import CheckoutError, NoOperators
 from .report import DevResult, FileResult
 
@@ -33,19 +34,19 @@ def _report_dir(target_path, report_dir):
 
 
 def _base(target, base, cflags):
-    """(base.Base, its KernelLibrary or None): the file at `base` (None: HEAD)
-    built, or the built-in (`base` False, no git checkout, a new file, or a base
-    that does not build: the Base says why)."""
-    from .base import Base, build_base, find_base
+    """(base.FoundBase, its KernelLibrary or None): the file at `base` (a base.Base)
+    built, or the built-in (Base.BUILT_IN, no git checkout, a new file, or a base
+    that does not build: the FoundBase says why)."""
+    from .base import FoundBase, build_base, find_base
 
-    found = find_base(target, base) if base is not False else Base("built-in", why="no git base asked for")
+    found = find_base(target, base)
     if found.kind != "git":
         return found, None
     try:
         return found, build_base(target, found, cflags)
     except (BuildError, CheckoutError) as exc:
         why = f"the file at {found.rev} does not build: " + str(exc).splitlines()[0]
-        return Base("built-in", rev=found.rev, commit=found.commit, why=why), None
+        return FoundBase("built-in", rev=found.rev, commit=found.commit, why=why), None
 
 
 #: the base's runs of upstream tests, kept for the process: (base identity, kernel set,
@@ -310,14 +311,16 @@ def _test_files(target, run: bool) -> tuple[list, list, str | None]:
 
 
 def run_file(path, *, root=None, yaml=None, dtypes=None, timing_dtype="float32", threads=1, repeats=11, check=True,
-             timing=True, cflags=(), budget=CHECK_BUDGET, base=None, isolate=True, max_slowdown=None,
+             timing=True, cflags=(), budget=CHECK_BUDGET, base: Base = Base.HEAD, isolate=True, max_slowdown=None,
              report_dir=None, gtest=True, dim_orders=True, numerics=True, generated=True, helpers=()) -> FileResult:
     """One kernel file through the loop (see ``dev``); a file that cannot be located
     or built gives a FileResult with ``error`` set, nothing swapped. ``base``: the
-    git revision the edit is compared with (None: HEAD; False: the built-in).
+    base the edit is compared with (a base.Base: HEAD, a revision, the built-in).
     ``helpers``: helper sources of the checkout built with the file, edit and base
     (install.locate)."""
     from . import install as inst
+
+    base = Base.of(base)
 
     result = FileResult(str(path))
     result.helpers = [str(h) for h in helpers]
@@ -344,7 +347,7 @@ def run_file(path, *, root=None, yaml=None, dtypes=None, timing_dtype="float32",
     t = time.perf_counter()
     try:
         with progress.phase("building the base"):
-            found, base_library = _base(target, False if not (check or timing or test_files) else base, cflags)
+            found, base_library = _base(target, base if check or timing or test_files else Base.BUILT_IN, cflags)
     except CheckoutError as exc:  # git could not give the base
         result.error = f"--base: {exc}"
         return result
@@ -419,15 +422,15 @@ def _timing_result(alongside, result, target, addresses: dict, timing_args: dict
 
 
 def dev(paths, *, root=None, yaml=None, dtypes=None, timing_dtype="float32", threads=1, repeats=11, check=True,
-        timing=True, cflags=(), budget=CHECK_BUDGET, base=None, isolate=True, max_slowdown=None, report_dir=None,
+        timing=True, cflags=(), budget=CHECK_BUDGET, base: Base = Base.HEAD, isolate=True, max_slowdown=None, report_dir=None,
         changed=None, gtest=True, dim_orders=True, numerics=True, generated=True) -> DevResult:
     """Builds the kernel files `paths` (files, or folders of them) of an ExecuTorch
     checkout or an out-of-tree kernel folder against the installed wheel, with the
     flags the wheel's kernels were built with, swaps their operators in for the
     session, and judges the edit as ``etops check`` does (same runner, cases,
     classifier and clustering; every call guarded unless ``isolate=False``) next to
-    the base: the same file at ``base`` (default HEAD) in a git checkout, else the
-    wheel's built-in. Findings the base shares are "also in base". Then times the
+    the base: the same file at ``base`` (a base.Base: Base.HEAD by default, a
+    Base.revision(rev), or Base.BUILT_IN) in a git checkout, else the wheel's built-in. Findings the base shares are "also in base". Then times the
     edit against the base at three sizes.
 
     ``root``/``yaml``: the checkout and kernel YAML(s) (default: found); ``dtypes``:
@@ -454,6 +457,7 @@ def dev(paths, *, root=None, yaml=None, dtypes=None, timing_dtype="float32", thr
 
     from .checkout import kernel_files
 
+    base = Base.of(base)
     start = time.perf_counter()
     given = [] if paths is None else [paths] if isinstance(paths, (str, bytes, Path)) or not hasattr(paths, "__iter__") else list(paths)
     named = {Path(p).resolve() for p in given if Path(p).is_file()}

@@ -6,7 +6,7 @@ root cause (check's clusters) into Findings, each saying its category (check's,
 a crash placed in an argument's guard region being ``memory``), whether the base
 shares it, whether it gates, and which side disagrees with the reference.
 
-May import etops.conformance (clusters, outcome, values, sweep's Report).
+May import etops.conformance (clusters, gating, outcome, values, sweep's Report).
 """
 
 from __future__ import annotations
@@ -17,24 +17,23 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..conformance import clusters as cl
+from ..conformance.gating import AGAINST_BASE, DEV_GATING, gates
 from ..conformance.outcome import (FIXED, NEW, NUMERICS, OTHER, PRECISION_FACTOR, PRECISION_MIN_ULPS, REGRESSION, SHARED,
-                                   UNCHANGED, Outcome, change, same_failure)
+                                   UNCHANGED, change, outcome_of, same_failure)
 from ..conformance.sweep import Report
 from ..conformance.values import PRECISION_REGRESSION
 
-#: finding categories that make the edit fail (exit 1) when the base does not share them;
-#: "unsupported" only when there is a base that passed (a refusal where the base passed)
-GATING = ("memory", "crash", "hang", "abort", "wrong", "precision regression", "error", "guarded")
+#: finding categories that make the edit fail (exit 1) when the base does not share them
+#: (etops.conformance.gating's rule: "unsupported" only when there is a base that passed)
+GATING = DEV_GATING
 _INPUT_DTYPE = re.compile(r"Tensor\[[^\]]*\]:(\w+)")
 
 
 def category(cluster) -> str:
     """check's category of a finding, a crash placed in a tensor argument's guard
-    region (or caught by etops' canaries) being ``memory``: decided from the cases'
-    Outcomes (the crash's argument and place), never from their messages."""
-    if cluster.kind == "crash" and memory_site(cluster):
-        return "memory"
-    return cluster.category
+    region (or caught by etops' canaries) being ``memory``: gating.classify of the
+    cases' Outcomes judged against a base, never their messages."""
+    return cluster.kind_against(AGAINST_BASE)
 
 
 def memory_site(cluster) -> str:
@@ -82,12 +81,8 @@ class Finding:
 
     @property
     def gating(self) -> bool:
-        """Whether this finding fails the edit (exit 1)."""
-        if self.in_base:
-            return False
-        if self.category == "unsupported":
-            return bool(self.base_kind)
-        return self.category in GATING
+        """Whether this finding fails the edit (exit 1): gating.gates."""
+        return gates(self.category, self.base_kind, shared=self.in_base)
 
     def side(self) -> str:
         """Which side disagrees with the reference, in words."""
@@ -113,11 +108,6 @@ class Finding:
 
 
 
-def outcome_of(case) -> Outcome:
-    """A case's Outcome (a record made without one, e.g. a task process's death: its status alone)."""
-    return case.outcome if getattr(case, "outcome", None) is not None else Outcome(case.status, getattr(case, "verdict", None))
-
-
 def _regression_case(case, before):
     """`case` (the edit's) as the precision regression it is: a mismatch with that
     verdict, its message the three errors."""
@@ -125,8 +115,10 @@ def _regression_case(case, before):
     message = (f"{case.ulps:.3g} ulps of {dtype} from a more precise reference ({case.reference or 'ATen float64'}); "
                f"the base {before.ulps:.3g} ulps, ATen {case.aten_ulps or 0.0:.3g} ulps: more than "
                f"{PRECISION_FACTOR:g}x both and at least {PRECISION_MIN_ULPS:g} ulp beyond")
+    # its message the three errors of the whole case: no one output's, no structural difference
     return dataclasses.replace(case, status="mismatch", verdict=PRECISION_REGRESSION, message=message, base_ulps=before.ulps,
-                               outcome=dataclasses.replace(outcome_of(case), status="mismatch", verdict=PRECISION_REGRESSION))
+                               outcome=dataclasses.replace(outcome_of(case), status="mismatch", verdict=PRECISION_REGRESSION,
+                                                           output=None))
 
 
 def changes(edit: Side, base: Side | None, only=None) -> dict:

@@ -16,9 +16,10 @@ KNOWN_HARD: set = set()
 
 def is_fixed(finding, outcome: dict) -> bool:
     """Whether a worker's `outcome` of replaying `finding` (an etops.ops Finding)
-    shows it fixed: the call raised an exception naming the finding's argument, or,
+    shows it fixed: the call raised an exception naming the finding's argument (its
+    ``argument`` attribute, etops.errors.refusing: never the message's words), or,
     for a finding that `computes` (its rule turns the call into one the kernel
     handles), returned without a violation."""
     if finding.computes:
         return outcome["status"] == "ok" and not outcome.get("violations")
-    return outcome["status"] == "raised" and f"'{finding.argument}'" in (outcome.get("exc") or "")
+    return outcome["status"] == "raised" and outcome.get("argument") == finding.argument

@@ -43,8 +43,9 @@ MALLOC_DEBUG = "/lib/x86_64-linux-gnu/libc_malloc_debug.so.0"
 _CHILD = """
 import faulthandler, json, pickle, sys, warnings
 warnings.simplefilter("ignore")
-faulthandler.enable()  # a fatal signal prints where it came from (ATen's reference or the kernel call)
+faulthandler.enable()  # a fatal signal prints where it came from (for people)
 from etops.fuzz import worker
+worker.ON_PHASE = lambda phase: print("PHASE " + phase, flush=True)  # whether a death was in ATen's reference
 worker.limit_memory()
 cases, snippets = pickle.loads(sys.stdin.buffer.read())
 if snippets:
@@ -179,13 +180,15 @@ def run_sequence(cases: list, timeout: float = 300.0, snippets: bool = False) ->
         proc = subprocess.run([sys.executable, "-c", _CHILD], input=pickle.dumps((cases, snippets)), capture_output=True,
                               env=env, timeout=timeout)
     except subprocess.TimeoutExpired:
-        _SEEN.last = {"outcomes": [], "snippet": None, "returncode": None, "log": "timed out"}
+        _SEEN.last = {"outcomes": [], "snippet": None, "returncode": None, "log": "timed out", "phase": None}
         return False, 0, "timed out"
     lines = proc.stdout.decode("utf-8", "replace").splitlines()
     outcomes = [json.loads(line[5:]) for line in lines if line.startswith("CASE ")]
     shown = [json.loads(line[8:]) for line in lines if line.startswith("SNIPPET ")]
     log = proc.stderr.decode("utf-8", "replace")[-3000:]
-    _SEEN.last = {"outcomes": outcomes, "snippet": shown[-1] if shown else None, "returncode": proc.returncode, "log": log}
+    phases = [line[6:] for line in lines if line.startswith("PHASE ")]
+    _SEEN.last = {"outcomes": outcomes, "snippet": shown[-1] if shown else None, "returncode": proc.returncode, "log": log,
+                  "phase": phases[-1] if phases else None}
     survived = proc.returncode == 0 and "DONE" in lines
     return survived, len(outcomes), log
 
@@ -194,8 +197,9 @@ _SEEN = threading.local()
 
 
 def last() -> dict:
-    """What this thread's last run_sequence saw: {"outcomes", "snippet", "returncode"}."""
-    return getattr(_SEEN, "last", {"outcomes": [], "snippet": None, "returncode": None, "log": ""})
+    """What this thread's last run_sequence saw: {"outcomes", "snippet", "returncode", "log",
+    "phase" (the last the child reported: "reference" while in ATen's reference call)}."""
+    return getattr(_SEEN, "last", {"outcomes": [], "snippet": None, "returncode": None, "log": "", "phase": None})
 
 
 def bisect(cases: list, died_after: int) -> int:
@@ -240,6 +244,7 @@ def check_kernel(kernel, count: int, seed: int = 0, runner=None, max_deaths: int
     while start < len(cases):
         rest = cases[start:]
         survived, done, log = run_sequence(rest)
+        phase = last()["phase"]
         for line in last()["outcomes"]:
             mutation = rest[line["i"]].get("mutation") or rest[line["i"]]["mode"]
             key = f"{mutation}:{line['status']}" + ("" if not line["v"] else ":" + "+".join(sorted(set(line["v"]))))
@@ -250,12 +255,12 @@ def check_kernel(kernel, count: int, seed: int = 0, runner=None, max_deaths: int
         culprit, alone = _culprit(rest, done)
         if alone:  # the standalone run showed its snippet and what killed it
             what = death_class(last()["returncode"], last()["log"])
-            log = last()["log"]
+            log, phase = last()["log"], last()["phase"]
         else:
             run_sequence(rest[: culprit + 1], snippets=True)
         case = rest[culprit]
         death = {"case_index": start + culprit, "class": case.get("mutation") or case["mode"], "target": case.get("target"),
-                 "killed_by": what, "standalone": alone, "in_aten": "in reference" in log,
+                 "killed_by": what, "standalone": alone, "in_aten": phase == "reference",
                  "repro": strategies.describe(case), "snippet": last()["snippet"], "case": case,
                  "log": [ln for ln in log.strip().splitlines() if ln.strip()][-4:]}
         if runner is not None:

@@ -383,6 +383,9 @@ def _names_an_argument(message, plan):
 
 #: called as BEFORE_CALL(case, args, kwargs) just before the kernel call (sequences' reproducers)
 BEFORE_CALL = None
+#: called as ON_PHASE("reference") before ATen's reference call and ON_PHASE("case") once
+#: it returned (sequences: whether a process died in ATen's reference)
+ON_PHASE = None
 
 #: blocks "<selftest:corrupt>" overflowed, freed when the next case starts
 _SELFTEST_BLOCKS: list = []
@@ -449,7 +452,11 @@ def run_case(case):
 
     ref_status = ("none", "invalid case")
     if case["mode"] == "valid" or case["mutation"] in ("numpy", "nondense_input", "special_values", "index_out_of_range", *classes.CLASSES):
+        if ON_PHASE is not None:
+            ON_PHASE("reference")
         ref_status = reference(kernel, case, args, kwargs)
+        if ON_PHASE is not None:
+            ON_PHASE("case")
     outcome["aten"] = ref_status[0]
     if ref_status[0] == "error":
         outcome["aten_error"] = ref_status[1]
@@ -490,12 +497,14 @@ def run_case(case):
         except etops.KernelCrashed as exc:  # the kernel faulted: a finding, never a pass
             exc_info = None
             outcome["status"] = "raised"
+            outcome["argument"] = exc.argument
             outcome["exc"] = f"KernelCrashed: {exc}"
             outcome["violations"].append(("memory" if case.get("guard") else "fault", str(exc)[:400]))
             return outcome
         except Exception as exc:  # noqa: BLE001 - classified below
             exc_info = (type(exc), str(exc))
             outcome["status"] = "raised"
+            outcome["argument"] = getattr(exc, "argument", None)  # a guard's refusal names it (etops.errors.refusing)
             outcome["exc"] = f"{type(exc).__name__}: {str(exc)[:400]}"
             if not isinstance(exc, ALLOWED_INVALID + ALLOWED_VALID_REFUSAL):
                 outcome["traceback"] = traceback.format_exc()[-2000:]

@@ -30,6 +30,7 @@ from . import aten, llm, prim, quantized
 from .parts import WRONG_LAYOUTS, Direct, Finding, Footprint, InputConstraints, Judging, LayoutFinding, Safety, Sizing
 from .policy import DIRECT, PROGRAM, CallPolicy, CallRules
 from .rules import OpPolicy, Rule, merge
+from ..errors import refusing
 
 #: every declaration of the table, in the order their guards compose
 ALL_RULES: tuple = tuple(aten.RULES + prim.RULES + quantized.RULES + llm.RULES)
@@ -40,7 +41,7 @@ def policy_of(name: str) -> OpPolicy:
     """The entry of operator `name`: every declaration naming it, merged part by
     part (the default entry when none names it)."""
     if not isinstance(name, str):
-        raise TypeError(f"policy_of: argument 'name' must be an operator name string, got {type(name).__name__}")
+        raise refusing(TypeError, "name", f"policy_of: argument 'name' must be an operator name string, got {type(name).__name__}")
     return merge(name, ALL_RULES)
 
 
@@ -75,7 +76,7 @@ def input_constraints(op: str) -> InputConstraints | None:
     """The input constraints of `op` (its entry's judging part), or None when
     OpInfo's samples reach it."""
     if not isinstance(op, str):
-        raise TypeError(f"input_constraints: argument 'op' must be an operator name string, got {type(op).__name__}")
+        raise refusing(TypeError, "op", f"input_constraints: argument 'op' must be an operator name string, got {type(op).__name__}")
     return policy_of(op).judging.inputs
 
 

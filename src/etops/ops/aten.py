@@ -13,6 +13,7 @@ from . import normalizers as n
 from .cases import case, tensor, value
 from .parts import Direct, Finding, Footprint, InputConstraints, Judging, LayoutFinding, Safety, Sizing
 from .rules import Rule
+from ..errors import refusing
 
 _SIZE_ABORT = "size(): Dimension out of range (0-dim input)"
 
@@ -31,7 +32,7 @@ def _upper_bound_masked_select(bound):
     try:
         shape = torch.broadcast_shapes(x.shape, mask.shape)
     except RuntimeError as exc:
-        raise ValueError(f"aten::masked_select.out: argument 'mask' of shape {tuple(mask.shape)} does not broadcast with 'self' of shape {tuple(x.shape)}") from exc
+        raise refusing(ValueError, "mask", f"aten::masked_select.out: argument 'mask' of shape {tuple(mask.shape)} does not broadcast with 'self' of shape {tuple(x.shape)}") from exc
     return {"out": ((shape.numel(),), x.dtype)}
 
 
@@ -46,11 +47,11 @@ def _pool_indices_in_range(bound, info):
     if not isinstance(idx, torch.Tensor) or not isinstance(src, torch.Tensor) or not idx.numel() or src.dim() < 2:
         return
     if idx.dtype.is_floating_point or idx.dtype.is_complex or idx.dtype == torch.bool:
-        raise TypeError(f"{info.name}: argument 'indices' must be an integer tensor, got {idx.dtype}")
+        raise refusing(TypeError, "indices", f"{info.name}: argument 'indices' must be an integer tensor, got {idx.dtype}")
     plane = src.shape[-1] * src.shape[-2]
     low, high = int(idx.min()), int(idx.max())
     if low < 0 or high >= plane:
-        raise IndexError(f"{info.name}: argument 'indices' has values in [{low}, {high}], outside [0, {plane}) "
+        raise refusing(IndexError, "indices", f"{info.name}: argument 'indices' has values in [{low}, {high}], outside [0, {plane}) "
                          f"(one {src.shape[-2]}x{src.shape[-1]} plane of 'self'); the kernel would write outside 'grad_input'")
 
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 import torch
 
 from .. import tensors
+from ..errors import refusing
 
 #: the largest size an ExecuTorch tensor can have (its sizes are int32)
 _ET_MAX_SIZE = 2**31 - 1
@@ -78,7 +79,7 @@ def indices_in_dim(index: str, source: str, dim: str | int, why: str = _TORCH_RE
         low, high = _range(idx)
         if low < 0 or high >= size:
             bad = low if low < 0 else high
-            raise ValueError(f"{info.name}: argument '{index}' holds {bad}, outside [0, {size}) (dim {d % ndim} of '{source}'); {why}")
+            raise refusing(ValueError, f"{index}", f"{info.name}: argument '{index}' holds {bad}, outside [0, {size}) (dim {d % ndim} of '{source}'); {why}")
 
     check.index_range = (index, source, dim)  # type: ignore[attr-defined]  # the C call path scans the values (kernel_footprint.c)
     return check
@@ -114,7 +115,7 @@ def tensor_indices(source: str = "self", indices: str = "indices"):
             low, high = _range(t)
             if low < -size or high >= size:
                 bad = low if low < -size else high
-                raise ValueError(f"{info.name}: argument '{indices}[{i}]' holds {bad}, outside [{-size}, {size}) (dim {d} of "
+                raise refusing(ValueError, f"{indices}[{i}]", f"{info.name}: argument '{indices}[{i}]' holds {bad}, outside [{-size}, {size}) (dim {d} of "
                                  f"'{source}'); torch refuses it (index {bad} is out of bounds for dimension {d} with size {size})")
 
     return check
@@ -147,7 +148,7 @@ def values_fit_indexing(source: str = "self", indices: str = "indices", values: 
         except RuntimeError:
             fits = False
         if not fits:
-            raise ValueError(f"{info.name}: argument '{values}' of shape {list(vals.shape)} cannot be broadcast to the indexing "
+            raise refusing(ValueError, f"{values}", f"{info.name}: argument '{values}' of shape {list(vals.shape)} cannot be broadcast to the indexing "
                              f"result of shape {list(shape)}; torch refuses it (shape mismatch)")
 
     return check
@@ -169,15 +170,15 @@ def repeats_fit(repeats: str = "repeats", output_size: str = "output_size"):
             low, high = _range(r)
             total = int(r.sum()) if high <= _ET_MAX_SIZE else sum(r.tolist())  # no int64 wrap-around either way
         if low < 0:
-            raise ValueError(f"{info.name}: argument '{repeats}' holds {low}; torch refuses it (repeats can not be negative)")
+            raise refusing(ValueError, f"{repeats}", f"{info.name}: argument '{repeats}' holds {low}; torch refuses it (repeats can not be negative)")
         if total > _INT64_MAX:
-            raise ValueError(f"{info.name}: argument '{repeats}' sums to {total}, more than an int64 holds; torch refuses it "
+            raise refusing(ValueError, f"{repeats}", f"{info.name}: argument '{repeats}' sums to {total}, more than an int64 holds; torch refuses it "
                              "(the size cannot be represented as a SymInt)")
         if total > _ET_MAX_SIZE:
-            raise ValueError(f"{info.name}: argument '{repeats}' sums to {total}, beyond ExecuTorch's int32 sizes")
+            raise refusing(ValueError, f"{repeats}", f"{info.name}: argument '{repeats}' sums to {total}, beyond ExecuTorch's int32 sizes")
         size = bound.get(output_size)
         if isinstance(size, int) and not isinstance(size, bool) and size != total:
-            raise ValueError(f"{info.name}: argument '{output_size}' is {size}, '{repeats}' sums to {total}; torch refuses it "
+            raise refusing(ValueError, f"{output_size}", f"{info.name}: argument '{output_size}' is {size}, '{repeats}' sums to {total}; torch refuses it "
                              "(allocated size does not match required size)")
 
     return check
@@ -199,7 +200,7 @@ def mask_count_within(mask: str = "mask", source: str = "source", target: str = 
             return  # torch's checks of the signature report it
         count = int(m.expand(shape).count_nonzero())
         if count > src.numel():
-            raise ValueError(f"{info.name}: argument '{source}' has {src.numel()} elements, '{mask}' {count} true ones; torch "
+            raise refusing(ValueError, f"{source}", f"{info.name}: argument '{source}' has {src.numel()} elements, '{mask}' {count} true ones; torch "
                              "refuses it (Number of elements of source < number of ones in mask)")
 
     return check

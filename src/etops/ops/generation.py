@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import dataclasses
 
+from ..errors import refusing
+
 #: shape families the generator knows: "auto" (pointwise broadcasting when torch tags
 #: the op pointwise, else every tensor of one shape), "matmul" ((m, k) @ (k, n), a
 #: batch in front for bmm), "reduction" (the first tensor's dims; other tensors
@@ -48,11 +50,11 @@ class Generation:
 
     def __post_init__(self):
         if self.family not in FAMILIES:
-            raise ValueError(f"Generation: argument 'family' must be one of {', '.join(FAMILIES)}, got {self.family!r}")
+            raise refusing(ValueError, "family", f"Generation: argument 'family' must be one of {', '.join(FAMILIES)}, got {self.family!r}")
         for name in ("fixed", "choices"):
             pairs = getattr(self, name)
             if not all(isinstance(p, tuple) and len(p) == 2 and isinstance(p[0], str) for p in pairs):
-                raise TypeError(f"Generation: argument '{name}' must be (argument name, value) pairs")
+                raise refusing(TypeError, f"{name}", f"Generation: argument '{name}' must be (argument name, value) pairs")
 
 
 _EXP = ("large_magnitude", "huge", "nonfinite")
@@ -101,7 +103,7 @@ def generation_of(kernel: str) -> Generation:
     """The Generation of `kernel` (``aten::add.out``): its own entry, else its
     operator's, else the default (everything derived from the schema)."""
     if not isinstance(kernel, str) or "::" not in kernel:
-        raise TypeError(f"generation_of: argument 'kernel' must be a 'namespace::op.overload' name, got {kernel!r}")
+        raise refusing(TypeError, "kernel", f"generation_of: argument 'kernel' must be a 'namespace::op.overload' name, got {kernel!r}")
     found = TABLE.get(kernel)
     if found is None:
         found = TABLE.get(kernel.split(".", 1)[0])

@@ -12,7 +12,7 @@ import math
 import torch
 
 from .. import out_shapes, tensors
-from ..errors import SchemaError
+from ..errors import SchemaError, refusing
 
 FLOATING = (torch.float16, torch.float32, torch.float64)
 COMPLEX = (torch.complex64, torch.complex128)
@@ -55,7 +55,7 @@ def min_dim(name: str, low: int):
     def guard(bound, info):
         m = shape_dtype(bound.get(name))
         if m is not None and len(m[0]) < low:
-            raise ValueError(f"{info.name}: argument '{name}' has {len(m[0])} dims; the kernel needs at least {low}")
+            raise refusing(ValueError, f"{name}", f"{info.name}: argument '{name}' has {len(m[0])} dims; the kernel needs at least {low}")
 
     return guard
 
@@ -67,7 +67,7 @@ def exact_dim(ndim: int, *names: str):
         for name in names:
             m = shape_dtype(bound.get(name))
             if m is not None and len(m[0]) != ndim:
-                raise ValueError(f"{info.name}: argument '{name}' must be a {ndim}-D tensor, got {len(m[0])} dims")
+                raise refusing(ValueError, f"{name}", f"{info.name}: argument '{name}' must be a {ndim}-D tensor, got {len(m[0])} dims")
 
     return guard
 
@@ -78,7 +78,7 @@ def nonempty(name: str = "self"):
     def guard(bound, info):
         m = shape_dtype(bound.get(name))
         if m is not None and numel(m[0]) == 0:
-            raise ValueError(f"{info.name}: argument '{name}' is empty; ExecuTorch's kernel aborts on empty inputs")
+            raise refusing(ValueError, f"{name}", f"{info.name}: argument '{name}' is empty; ExecuTorch's kernel aborts on empty inputs")
 
     return guard
 
@@ -89,7 +89,7 @@ def dtype_in(name: str, dtypes, described: str):
     def guard(bound, info):
         m = shape_dtype(bound.get(name))
         if m is not None and m[1] not in dtypes:
-            raise TypeError(f"{info.name}: argument '{name}' must be a {described} tensor, got {m[1]}")
+            raise refusing(TypeError, f"{name}", f"{info.name}: argument '{name}' must be a {described} tensor, got {m[1]}")
 
     return guard
 
@@ -102,7 +102,7 @@ def not_bool(*names: str, why: str):
             value = bound.get(name)
             m = shape_dtype(value)
             if isinstance(value, bool) or (m is not None and m[1] == torch.bool):
-                raise TypeError(f"{info.name}: argument '{name}' is a bool; {why}")
+                raise refusing(TypeError, f"{name}", f"{info.name}: argument '{name}' is a bool; {why}")
 
     return guard
 
@@ -121,7 +121,7 @@ def castable_out(out: str, *inputs: str):
         except (TypeError, RuntimeError):
             return  # torch refuses the inputs themselves: the call path reports it
         if not torch.can_cast(result, o[1]):
-            raise TypeError(f"{info.name}: argument '{out}' has dtype {o[1]}, which the result type {result} cannot be cast to")
+            raise refusing(TypeError, f"{out}", f"{info.name}: argument '{out}' has dtype {o[1]}, which the result type {result} cannot be cast to")
 
     return guard
 
@@ -168,7 +168,7 @@ def dim_in_range(name: str = "self", dim_name: str = "dim", scalar_has_one_dim: 
             return
         ndim = max(len(m[0]), 1) if scalar_has_one_dim else len(m[0])
         if not 0 <= dim < ndim:
-            raise IndexError(f"{info.name}: argument '{dim_name}' is {dim}; ExecuTorch's kernel needs 0 <= {dim_name} < {ndim} (negative dims abort it)")
+            raise refusing(IndexError, f"{dim_name}", f"{info.name}: argument '{dim_name}' is {dim}; ExecuTorch's kernel needs 0 <= {dim_name} < {ndim} (negative dims abort it)")
 
     return guard
 
@@ -182,7 +182,7 @@ def dim_valid(name: str, dim_name: str):
             return
         ndim = max(len(m[0]), 1)
         if not -ndim <= dim < ndim:
-            raise IndexError(f"{info.name}: argument '{dim_name}' is {dim}, out of range for {len(m[0])} dims")
+            raise refusing(IndexError, f"{dim_name}", f"{info.name}: argument '{dim_name}' is {dim}, out of range for {len(m[0])} dims")
 
     return guard
 
@@ -203,7 +203,7 @@ def divisor_nonzero(name: str = "b", dividend: str = "a"):
     def guard(bound, info):
         a, b = bound.get(dividend), bound.get(name)
         if isinstance(a, int) and _int(b) and b == 0:
-            raise ZeroDivisionError(f"{info.name}: argument '{name}' is an integer zero")
+            raise refusing(ZeroDivisionError, f"{name}", f"{info.name}: argument '{name}' is an integer zero")
 
     return guard
 
@@ -216,14 +216,14 @@ def arange_length():
         if not all(isinstance(v, (int, float)) for v in (start, end, step)):
             return  # tensors, None ...: the call path reports the type
         if step == 0:
-            raise ValueError(f"{info.name}: argument 'step' must be nonzero")
+            raise refusing(ValueError, "step", f"{info.name}: argument 'step' must be nonzero")
         try:
             length = math.ceil((end - start) / step)
         except (OverflowError, ValueError, ZeroDivisionError):
             length = math.inf
         if not length < 2**31 - 1:
             name = "step" if "step" in bound else "end"
-            raise ValueError(f"{info.name}: argument '{name}' gives {float(length):.3g} elements (start={start!r}, end={end!r}, step={step!r}); ExecuTorch sizes are int32")
+            raise refusing(ValueError, f"{name}", f"{info.name}: argument '{name}' gives {float(length):.3g} elements (start={start!r}, end={end!r}, step={step!r}); ExecuTorch sizes are int32")
 
     return guard
 
@@ -241,7 +241,7 @@ def mask_indices(name: str = "self", indices_name: str = "indices"):
             mask = im is not None and im[1] in (torch.bool, torch.uint8)
             covered += len(im[0]) if mask else 1
             if mask and covered > len(m[0]):
-                raise IndexError(f"{info.name}: argument '{indices_name}' has too many indices for '{name}' of dimension {len(m[0])} (indices[{i}] of shape {list(im[0])} reaches dim {covered})")
+                raise refusing(IndexError, f"{indices_name}", f"{info.name}: argument '{indices_name}' has too many indices for '{name}' of dimension {len(m[0])} (indices[{i}] of shape {list(im[0])} reaches dim {covered})")
 
     return guard
 
@@ -258,9 +258,9 @@ def same_dtype_and_shape(first: str, *others: str):
             if m is None:
                 continue
             if m[1] != ref[1]:
-                raise TypeError(f"{info.name}: argument '{name}' has dtype {m[1]}, argument '{first}' {ref[1]}; the kernel needs the same dtype")
+                raise refusing(TypeError, f"{name}", f"{info.name}: argument '{name}' has dtype {m[1]}, argument '{first}' {ref[1]}; the kernel needs the same dtype")
             if numel(m[0]) != numel(ref[0]) or (numel(m[0]) != 1 and len(m[0]) != len(ref[0])):
-                raise ValueError(f"{info.name}: argument '{name}' has shape {list(m[0])}, argument '{first}' {list(ref[0])}; the kernel needs the same shape")
+                raise refusing(ValueError, f"{name}", f"{info.name}: argument '{name}' has shape {list(m[0])}, argument '{first}' {list(ref[0])}; the kernel needs the same shape")
 
     return guard
 
@@ -274,13 +274,13 @@ def quant_range(dtype_name: str = "dtype", qmin: str = "quant_min", qmax: str = 
         if not isinstance(dtype, torch.dtype):
             return
         if dtype not in QUANT_RANGES:
-            raise TypeError(f"{info.name}: argument '{dtype_name}' is {dtype}; the kernel supports {', '.join(str(d) for d in QUANT_RANGES)}")
+            raise refusing(TypeError, f"{dtype_name}", f"{info.name}: argument '{dtype_name}' is {dtype}; the kernel supports {', '.join(str(d) for d in QUANT_RANGES)}")
         low, high = QUANT_RANGES[dtype]
         lo, hi = bound.get(qmin), bound.get(qmax)
         if isinstance(lo, int) and lo < low:
-            raise ValueError(f"{info.name}: argument '{qmin}' is {lo}, below {dtype}'s {low}")
+            raise refusing(ValueError, f"{qmin}", f"{info.name}: argument '{qmin}' is {lo}, below {dtype}'s {low}")
         if isinstance(hi, int) and hi > high:
-            raise ValueError(f"{info.name}: argument '{qmax}' is {hi}, above {dtype}'s {high}")
+            raise refusing(ValueError, f"{qmax}", f"{info.name}: argument '{qmax}' is {hi}, above {dtype}'s {high}")
 
     return guard
 
@@ -292,7 +292,7 @@ def ordered(low: str, high: str, strict: bool):
         lo, hi = bound.get(low), bound.get(high)
         if isinstance(lo, int) and isinstance(hi, int) and (lo >= hi if strict else lo > hi):
             word = "less than" if strict else "at most"
-            raise ValueError(f"{info.name}: argument '{low}' ({lo}) must be {word} '{high}' ({hi})")
+            raise refusing(ValueError, f"{low}", f"{info.name}: argument '{low}' ({lo}) must be {word} '{high}' ({hi})")
 
     return guard
 
@@ -304,7 +304,7 @@ def dtype_equals_argument(name: str, *dtype_names: str):
         m = shape_dtype(bound.get(name))
         given = [n for n in dtype_names if isinstance(bound.get(n), torch.dtype)]
         if m is not None and given and m[1] != bound[given[0]]:
-            raise TypeError(f"{info.name}: argument '{name}' has dtype {m[1]}, argument '{given[0]}' says {bound[given[0]]}")
+            raise refusing(TypeError, f"{name}", f"{info.name}: argument '{name}' has dtype {m[1]}, argument '{given[0]}' says {bound[given[0]]}")
 
     return guard
 
@@ -322,6 +322,6 @@ def torch_meta_accepts():
         for name, spec in specs.items():
             m = shape_dtype(bound.get(name))
             if m is not None and spec is not None and not isinstance(spec, list) and len(m[0]) != len(spec[0]):
-                raise ValueError(f"{info.name}: argument '{name}' has {len(m[0])} dims, the result has {len(spec[0])}; ExecuTorch's kernel cannot change an out's rank")
+                raise refusing(ValueError, f"{name}", f"{info.name}: argument '{name}' has {len(m[0])} dims, the result has {len(spec[0])}; ExecuTorch's kernel cannot change an out's rank")
 
     return guard

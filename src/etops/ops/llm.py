@@ -7,6 +7,7 @@ from __future__ import annotations
 from . import guards as g
 from .parts import Direct, Safety
 from .rules import Rule
+from ..errors import refusing
 
 _LIBRARY = "executorch.extension.llm.custom_ops.custom_ops"
 
@@ -22,7 +23,7 @@ def _causal_keys_fit(bound, info):
     else:
         seq, keys = q[0][1], k[0][1]
     if start < 0 or start + seq > keys:
-        raise ValueError(f"{info.name}: argument 'start_pos' is {start}: start_pos + the query's {seq} positions must lie "
+        raise refusing(ValueError, "start_pos", f"{info.name}: argument 'start_pos' is {start}: start_pos + the query's {seq} positions must lie "
                          f"within the {keys} positions of 'key' (the kernel aborts otherwise)")
 
 

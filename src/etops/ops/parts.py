@@ -27,6 +27,7 @@ import dataclasses
 from typing import Callable
 
 from ..compare import KINDS
+from ..errors import refusing
 
 #: a guard: guard(bound arguments, KernelInfo) raises naming the argument, or returns
 Guard = Callable[[dict, object], None]
@@ -68,7 +69,7 @@ class LayoutFinding:
 
     def __post_init__(self):
         if self.layout not in WRONG_LAYOUTS:
-            raise ValueError(f"LayoutFinding: argument 'layout' is {self.layout!r}; one of {WRONG_LAYOUTS}")
+            raise refusing(ValueError, "layout", f"LayoutFinding: argument 'layout' is {self.layout!r}; one of {WRONG_LAYOUTS}")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -94,7 +95,7 @@ class InputConstraints:
 
     def __post_init__(self):
         if self.scalar_range is not None and not (len(self.scalar_range) == 2 and self.scalar_range[0] <= self.scalar_range[1]):
-            raise ValueError("InputConstraints: argument 'scalar_range' must be (low, high) with low <= high")
+            raise refusing(ValueError, "scalar_range", "InputConstraints: argument 'scalar_range' must be (low, high) with low <= high")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -174,12 +175,12 @@ class Footprint:
 
     def __post_init__(self):
         if isinstance(self.arguments, str):
-            raise TypeError("Footprint: argument 'arguments' must be a tuple of argument names")
+            raise refusing(TypeError, "arguments", "Footprint: argument 'arguments' must be a tuple of argument names")
         if self.arguments and not (self.checks or self.bounded):
-            raise ValueError("Footprint: argument 'checks' or 'bounded' must say what keeps the calls of "
+            raise refusing(ValueError, "checks", "Footprint: argument 'checks' or 'bounded' must say what keeps the calls of "
                              f"{self.arguments} within their memory")
         if (self.checks or self.bounded) and not self.arguments:
-            raise ValueError("Footprint: argument 'arguments' must name the tensors the footprint depends on")
+            raise refusing(ValueError, "arguments", "Footprint: argument 'arguments' must name the tensors the footprint depends on")
 
     @property
     def data_dependent(self) -> bool:
@@ -205,12 +206,12 @@ class Judging:
 
     def __post_init__(self):
         if self.compare is not None and self.compare not in KINDS:
-            raise ValueError(f"Judging: argument 'compare' is {self.compare!r}; one of {KINDS}")
+            raise refusing(ValueError, "compare", f"Judging: argument 'compare' is {self.compare!r}; one of {KINDS}")
         if self.tolerance is not None and not (
             isinstance(self.tolerance, tuple) and len(self.tolerance) == 2
             and all(isinstance(t, (int, float)) and not isinstance(t, bool) and t >= 0 for t in self.tolerance)
         ):
-            raise ValueError(f"Judging: argument 'tolerance' must be (rtol, atol), two numbers >= 0, got {self.tolerance!r}")
+            raise refusing(ValueError, "tolerance", f"Judging: argument 'tolerance' must be (rtol, atol), two numbers >= 0, got {self.tolerance!r}")
 
     def tolerance_of(self, policy):
         """`policy` (an etops.compare Tolerance) with this operator's (rtol, atol)

@@ -18,13 +18,9 @@ etops.errors only; entries are duck-typed (etops.ops.rules.OpPolicy).
 
 from __future__ import annotations
 
-import re
-
 import torch
 
-from ..errors import GuardRefusal, refusal_type
-
-_ARGUMENT = re.compile(r"argument '([^']+)'")
+from ..errors import GuardRefusal, refusal_type, refusing
 
 
 class CallRules:
@@ -108,8 +104,7 @@ class CallRules:
         if kind is None:
             return None
         message = str(exc)
-        named = _ARGUMENT.search(message)
-        argument = named.group(1) if named else None
+        argument = getattr(exc, "argument", None)  # the guard's (etops.errors.refusing), never its words
         own = getattr(getattr(rule, "judging", None), "findings", None) or ()
         finding = next((f for f in [*own, *self._findings] if f.argument == argument and not f.computes), None)
         return kind(message, self.op, argument=argument, rule=rule, guard=guard, finding=finding, policy=self.policy.name)
@@ -172,7 +167,8 @@ def refuse_workarounds(rule):
     def refuse_workarounds(bound, info):
         kind = workaround_kind(rule.safety, bound, info)
         if kind is not None:
-            raise ValueError(f"{info.name}: {argument}not called as a program calls it: {what}; {_WHY_REFUSED[kind]}")
+            named = rule.judging.findings[0].argument if rule.judging.findings else None  # read from `rule`: the guard closes over nothing new (its description in reports stays)
+            raise refusing(ValueError, named, f"{info.name}: {argument}not called as a program calls it: {what}; {_WHY_REFUSED[kind]}")
 
     return refuse_workarounds
 

@@ -16,6 +16,7 @@ from . import guards as g
 from .cases import case, tensor, value
 from .parts import Direct, Finding, Footprint, Judging, Safety
 from .rules import Rule
+from ..errors import refusing
 
 _NS = "quantized_decomposed::"
 _EMBEDDINGS = tuple(f"{_NS}embedding_{bits}.{overload}" for bits in ("byte", "2bit", "4bit") for overload in ("out", "dtype_out"))
@@ -39,18 +40,18 @@ def _embedding_tables(bound, info):
     the footprint's check)."""
     op, w, s = info.name, g.shape_dtype(bound.get("weight")), g.shape_dtype(bound.get("weight_scales"))
     if s is not None and len(s[0]) not in (1, 2):
-        raise ValueError(f"{op}: argument 'weight_scales' must be 1-D or 2-D, got {len(s[0])} dims")
+        raise refusing(ValueError, "weight_scales", f"{op}: argument 'weight_scales' must be 1-D or 2-D, got {len(s[0])} dims")
     if w is not None and s is not None and s[0][0] != w[0][0]:
-        raise ValueError(f"{op}: argument 'weight_scales' has {s[0][0]} rows, 'weight' {w[0][0]}")
+        raise refusing(ValueError, "weight_scales", f"{op}: argument 'weight_scales' has {s[0][0]} rows, 'weight' {w[0][0]}")
     if w is not None and s is not None and len(s[0]) == 2 and (s[0][1] == 0 or w[0][1] % s[0][1]):
-        raise ValueError(f"{op}: argument 'weight_scales' has {s[0][1]} groups, which do not divide weight.size(1)={w[0][1]}")
+        raise refusing(ValueError, "weight_scales", f"{op}: argument 'weight_scales' has {s[0][1]} groups, which do not divide weight.size(1)={w[0][1]}")
     zp = g.shape_dtype(bound.get("weight_zero_points"))
     if zp is not None and s is not None and zp[0] != s[0]:
-        raise ValueError(f"{op}: argument 'weight_zero_points' has shape {list(zp[0])}, 'weight_scales' {list(s[0])}")
+        raise refusing(ValueError, "weight_zero_points", f"{op}: argument 'weight_zero_points' has shape {list(zp[0])}, 'weight_scales' {list(s[0])}")
     idx = bound.get("indices")
     if isinstance(idx, torch.Tensor) and w is not None and idx.numel():
         if idx.dtype.is_floating_point or idx.dtype.is_complex or idx.dtype == torch.bool:
-            raise TypeError(f"{op}: argument 'indices' must be an integer tensor, got {idx.dtype}")
+            raise refusing(TypeError, "indices", f"{op}: argument 'indices' must be an integer tensor, got {idx.dtype}")
 
 
 def _add_ranges(bound, info):
@@ -58,8 +59,8 @@ def _add_ranges(bound, info):
     for side in ("a", "b", "out"):
         lo, hi = bound.get(f"{side}_quant_min"), bound.get(f"{side}_quant_max")
         if isinstance(lo, int) and isinstance(hi, int) and not 0 <= lo <= hi <= 255:
-            raise ValueError(f"{info.name}: arguments '{side}_quant_min'={lo} and '{side}_quant_max'={hi} must satisfy "
-                             "0 <= quant_min <= quant_max <= 255 (the kernel is uint8 only)")
+            raise refusing(ValueError, f"{side}_quant_min", f"{info.name}: arguments '{side}_quant_min'={lo} and '{side}_quant_max'={hi} must satisfy "
+                           "0 <= quant_min <= quant_max <= 255 (the kernel is uint8 only)")
 
 
 RULES = [

@@ -18,6 +18,7 @@ from typing import Any
 from ..compare import VALUES
 from .parts import Direct, Footprint, Judging, Safety, Sizing
 from .policy import DIRECT, CallPolicy, CallRules
+from ..errors import refusing
 
 
 @dataclasses.dataclass(frozen=True)
@@ -44,10 +45,10 @@ class Rule:
 
     def __post_init__(self):
         if isinstance(self.names, str) or not self.names:
-            raise TypeError("Rule: argument 'names' must be a non-empty tuple of operator names or patterns")
+            raise refusing(TypeError, "names", "Rule: argument 'names' must be a non-empty tuple of operator names or patterns")
         for part, kind in (("sizing", Sizing), ("direct", Direct), ("safety", Safety), ("footprint", Footprint), ("judging", Judging)):
             if type(getattr(self, part)) is not kind:
-                raise TypeError(f"Rule: argument '{part}' must be an etops.ops.parts.{kind.__name__}, got {type(getattr(self, part)).__name__}")
+                raise refusing(TypeError, f"{part}", f"Rule: argument '{part}' must be an etops.ops.parts.{kind.__name__}, got {type(getattr(self, part)).__name__}")
         for f in self.judging.findings:
             if not self.applies_to(f.op):
                 raise ValueError(f"Rule: finding for {f.op!r} is not about the rule's operators {self.names}")

@@ -175,6 +175,8 @@ def check_refusal(runner, func, target, kernel, sample, on_meta: bool = False) -
             result.message = f"refused ({sample.why}): {type(exc).__name__}: {exc}"[:500]
         else:
             result.status, result.message = "mismatch", f"the kernel accepted an invalid input: {sample.why}"
-    if result.outcome is None:
+    if result.outcome is None and result.status == "error":  # the reference accepted what the spec calls invalid
+        result.outcome = Outcome("error", error="reference accepted", reason=sample.why)
+    elif result.outcome is None:
         result.outcome = Outcome(result.status, what="accepted an invalid input" if result.status == "mismatch" else None)
     runner.result.record(result, runner.keep(result), runner.keep_cases)
