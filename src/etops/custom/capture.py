@@ -16,13 +16,18 @@ etops then overrides each operator with it, as for any kernel set.
 ``captured(path)`` reads the table once the set is loaded; ``check_captured`` says
 which expected name was not captured, or what was captured besides.
 
-May import the core only.
+``registering_libraries(names)``: the shared libraries that registered the kernels
+of operators before etops touched them, linked by what builds a self-registering
+file (etops dev) or a test calling its functions (etops gtest).
+
+May import the core and etops.custom.registration.
 """
 
 from __future__ import annotations
 
 import ctypes
 import json
+from pathlib import Path
 
 from ..errors import BuildError
 
@@ -129,3 +134,23 @@ def check_captured(library, names: list[str], source: str) -> None:
     if problems:
         raise BuildError(f"{source}: its static registrations, captured when the build was loaded, differ from the ones "
                          f"read from its source ({', '.join(names)}): {'; '.join(problems)}", [], "", library.build_dir)
+
+
+def registering_libraries(names) -> list[str]:
+    """The shared libraries holding the fallback kernels operators `names` had
+    before any etops override (the wheel's LLM library for the kernels of
+    extension/llm/custom_ops), in order, each once; an operator with no kernel (or
+    one no library file holds) adds none."""
+    from .. import _native
+    from ..registered import library_of
+    from .registration import builtin_function
+
+    found: list[str] = []
+    for name in names:
+        entries = [address for n, key, address in _native.registered_kernels() if n == name and key is None]
+        address = builtin_function(name) if entries else None
+        address = address or (entries[0] if entries else None)
+        library = library_of(address) if address else ""
+        if library and Path(library).is_file() and library not in found:
+            found.append(library)
+    return found

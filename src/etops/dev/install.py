@@ -17,7 +17,7 @@ from ..custom import cache_dir, toolchain
 from ..custom.build import KernelLibrary, Source, build
 from ..errors import BuildError
 from ..custom.codegen import KernelSpec
-from ..custom.capture import CAPTURE_LABEL, capture_source, check_captured, function_name
+from ..custom.capture import CAPTURE_LABEL, capture_source, check_captured, function_name, registering_libraries
 from .self_registering import refusal, registrations
 from ..custom.registration import Built, KernelHandle, Override, custom_origin, override, register_kernel
 from ..registry import registry
@@ -122,27 +122,6 @@ def _registered_ops(path: Path, own) -> list[co.Implemented]:
     return ops
 
 
-def registering_libraries(target: Target) -> list[str]:
-    """The shared libraries that registered the kernels a self-registering file's
-    operators had before any etops override (the wheel's LLM library for
-    extension/llm/custom_ops): linked as needed, they give the file what its own
-    CMake target compiles besides it (the FFHT transform of op_fast_hadamard_transform.cpp)."""
-    from ..custom.registration import builtin_function
-    from ..registered import library_of
-
-    found = []
-    for impl in target.ops:
-        name = impl.entry.op
-        if name not in registry():
-            continue
-        entries = [a for n, k, a in _native.registered_kernels() if n == name and k is None]
-        address = builtin_function(name) or (entries[0] if entries else None)
-        library = library_of(address) if address else ""
-        if library and Path(library).is_file() and library not in found:
-            found.append(library)
-    return found
-
-
 def schema_of(entry: co.YamlKernel):
     """The operator's schema: torch's, else the YAML's ``func:``."""
     found, why = find_schema(entry.op)
@@ -186,7 +165,7 @@ def build_target(target: Target, cflags=(), ldflags=(), include_first=()) -> Ker
     sources = [Source(str(p), None, str(p)) for p in (target.path, *target.helpers)]
     if target.self_registering:
         sources.append(Source(CAPTURE_LABEL, capture_source(target.names)))
-        for library in registering_libraries(target):
+        for library in registering_libraries(target.names):
             folder = Path(library).parent
             libs[-1:-1] = [f"-L{folder}", f"-l:{Path(library).name}", f"-Wl,-rpath,{folder}"]
     try:
