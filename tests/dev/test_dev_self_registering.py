@@ -64,6 +64,7 @@ def mini(tmp_path_factory):
 
 
 def test_a_self_registering_file_is_swapped_in_and_judged_against_the_references_and_the_base(mini, tmp_path):
+    mini.with_name("op_mini_cache_test.cpp").write_text("// upstream's test of it lives next to it\n")
     proc = _dev(mini, json_path=tmp_path / "dev.json")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     result = json.loads((tmp_path / "dev.json").read_text())["files"][0]
@@ -71,6 +72,9 @@ def test_a_self_registering_file_is_swapped_in_and_judged_against_the_references
     assert result["base"]["kind"] == "git" and result["base"]["unchanged"]
     assert result["cases"]["llama::update_cache.out"] == result["base_cases"]["llama::update_cache.out"] > 0
     assert result["findings"] == []
+    # its upstream test calls the wheel's functions, never the edit: not run, saying why
+    [not_run] = result["gtest"]["not_run"]
+    assert not_run["file"].endswith("op_mini_cache_test.cpp") and "cannot run on the edit" in not_run["why"]
     assert "aborted" not in proc.stdout + proc.stderr
 
 
