@@ -165,9 +165,8 @@ def build_target(target: Target, cflags=(), ldflags=(), include_first=()) -> Ker
     sources = [Source(str(p), None, str(p)) for p in (target.path, *target.helpers)]
     if target.self_registering:
         sources.append(Source(CAPTURE_LABEL, capture_source(target.names)))
-        for library in registering_libraries(target.names):
-            folder = Path(library).parent
-            libs[-1:-1] = [f"-L{folder}", f"-l:{Path(library).name}", f"-Wl,-rpath,{folder}"]
+        for registering in map(Path, registering_libraries(target.names)):
+            libs[-1:-1] = [f"-L{registering.parent}", f"-l:{registering.name}", f"-Wl,-rpath,{registering.parent}"]
     try:
         # a file that includes ExecuTorch's headers declares what it uses (as in its own
         # CMake build); one that includes none (an out-of-tree snippet) gets etops' names
