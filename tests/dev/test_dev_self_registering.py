@@ -52,6 +52,15 @@ def test_only_registrations_that_cannot_be_swapped_in_are_refused():
     assert "llama::fallback.out is registered 2 times" in refusal("op_twice.cpp", twice)
 
 
+def test_a_yaml_given_for_a_self_registering_file_is_refused(tmp_path):
+    from etops.dev.install import locate
+    from etops.errors import CheckoutError
+
+    path = minillm.write(tmp_path)
+    with pytest.raises(CheckoutError, match="--yaml custom_ops.yaml: op_mini_cache.cpp registers its kernels itself"):
+        locate(path, yaml="custom_ops.yaml")
+
+
 def _dev(path, *more, json_path=None):
     extra = ["--json", str(json_path)] if json_path else []
     return subprocess.run([sys.executable, "-m", "etops", "dev", str(path), *QUICK, *extra, *more],

@@ -80,8 +80,11 @@ def locate(path, root=None, yaml=None, helpers=()) -> Target:
     why = refusal(path, text)
     if why is not None:  # registrations etops cannot capture and swap in
         raise co.CheckoutError(why)
-    checkout = co.find_checkout(path, root)
     own = registrations(text)
+    if own and yaml:
+        raise co.CheckoutError(f"--yaml {yaml}: {path.name} registers its kernels itself ({', '.join(r.op for r in own)}); "
+                               "no kernel YAML is read for it")
+    checkout = co.find_checkout(path, root)
     yamls = [] if own else co.find_yamls(path, yaml)
     ops = _registered_ops(path, own) if own else co.implemented(path, [e for y in yamls for e in co.read_yaml(y)])
     if not ops:
