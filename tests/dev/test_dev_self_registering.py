@@ -1,14 +1,21 @@
 """etops dev on a kernel file that registers its kernels itself (the LLM custom
-ops' op_sdpa.cpp, op_fallback.cpp, ...): refused before any build, exit 2, naming
-the registrations, instead of a build whose load aborts the process when a YAML
-is given for it."""
+ops' op_update_cache.cpp, op_sdpa.cpp, ...): its registrations read from the
+source, the file built with them captured instead of made (the wheel's LLM library
+registered the same names: a second registration aborts the process), each
+operator overridden with the kernel the file registered, judged against the
+references' math and witness and against the file at git HEAD; a file whose
+registrations cannot be swapped in is refused before any build, saying why."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
-from etops.dev.self_registering import refusal, static_registrations
+import pytest
+
+import minillm
+from etops.dev.self_registering import Registration, refusal, registrations, static_registrations
 
 #: the shapes of upstream's registrations (op_fallback.cpp's macro, op_sdpa.cpp's boxed kernel)
 SOURCE = '''
@@ -23,23 +30,85 @@ const auto gated_delta_rule_out_registration =
         gated_delta_rule_out_boxed));
 '''
 
+#: what dev keeps fast: the reference cases only, no axis, no timing, no upstream test
+QUICK = ["--no-timing", "--no-gtest", "--no-dim-orders", "--no-numerics", "--no-generated"]
 
-def test_static_registrations_are_read_from_the_source():
+
+def test_registrations_are_read_from_the_source():
+    assert registrations(SOURCE) == [Registration("llama::fallback.out", 3, "torch::executor::native::fallback_out"),
+                                     Registration("llama::gated_delta_rule.out", 8, "gated_delta_rule_out_boxed")]
     assert static_registrations(SOURCE) == [("llama::fallback.out", 3), ("llama::gated_delta_rule.out", 8)]
-    assert static_registrations("Tensor& add_out(KernelRuntimeContext& ctx) { return out; }") == []
+    assert registrations("Tensor& add_out(KernelRuntimeContext& ctx) { return out; }") == []
+
+
+def test_only_registrations_that_cannot_be_swapped_in_are_refused():
+    assert refusal("op_fallback.cpp", SOURCE) is None  # swapped in now
     assert refusal("op_add.cpp", "Tensor& add_out(KernelRuntimeContext& ctx);") is None
-    assert "llama::fallback.out (line 3)" in refusal("op_fallback.cpp", SOURCE)
+    keyed = SOURCE + 'static auto r = register_kernel(Kernel("llama::fallback.out", "v1/6;0,1", fn));\n'
+    assert "line 11: a registration etops cannot read" in refusal("op_keyed.cpp", keyed)
+    named = SOURCE + "EXECUTORCH_LIBRARY(llama, OP_NAME, fn);\n"
+    assert "line 11: a registration etops cannot read" in refusal("op_named.cpp", named)
+    twice = SOURCE + 'EXECUTORCH_LIBRARY(llama, "fallback.out", other_fallback);\n'
+    assert "llama::fallback.out is registered 2 times" in refusal("op_twice.cpp", twice)
 
 
-def test_etops_dev_refuses_a_self_registering_file(tmp_path):
-    folder = tmp_path / "extension" / "llm" / "custom_ops"
-    folder.mkdir(parents=True)
-    (folder / "op_fallback.cpp").write_text(SOURCE)
-    yaml = tmp_path / "custom_ops.yaml"
-    yaml.write_text("- func: llama::fallback.out(Tensor input, *, Tensor(a!) output) -> Tensor(a!)\n  kernels:\n"
-                    "    - arg_meta: null\n      kernel_name: torch::executor::native::fallback_out\n")
-    proc = subprocess.run([sys.executable, "-m", "etops", "dev", str(folder / "op_fallback.cpp"), "--yaml", str(yaml)],
-                          capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 2, proc.stdout + proc.stderr
-    assert "registers its kernels itself" in proc.stdout + proc.stderr
+def test_a_yaml_given_for_a_self_registering_file_is_refused(tmp_path):
+    from etops.dev.install import locate
+    from etops.errors import CheckoutError
+
+    path = minillm.write(tmp_path)
+    with pytest.raises(CheckoutError, match="--yaml custom_ops.yaml: op_mini_cache.cpp registers its kernels itself"):
+        locate(path, yaml="custom_ops.yaml")
+
+
+def _dev(path, *more, json_path=None):
+    extra = ["--json", str(json_path)] if json_path else []
+    return subprocess.run([sys.executable, "-m", "etops", "dev", str(path), *QUICK, *extra, *more],
+                          capture_output=True, text=True, timeout=900)
+
+
+@pytest.fixture(scope="module")
+def mini(tmp_path_factory):
+    return minillm.write(tmp_path_factory.mktemp("minillm"))
+
+
+def test_a_self_registering_file_is_swapped_in_and_judged_against_the_references_and_the_base(mini, tmp_path):
+    mini.with_name("op_mini_cache_test.cpp").write_text("// upstream's test of it lives next to it\n")
+    proc = _dev(mini, json_path=tmp_path / "dev.json")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    result = json.loads((tmp_path / "dev.json").read_text())["files"][0]
+    assert result["replaced"] == ["llama::update_cache.out"]  # an override of the wheel's kernel, no abort
+    assert result["base"]["kind"] == "git" and result["base"]["unchanged"]
+    assert result["cases"]["llama::update_cache.out"] == result["base_cases"]["llama::update_cache.out"] > 0
+    assert result["findings"] == []
+    # its upstream test calls the wheel's functions, never the edit: not run, saying why
+    [not_run] = result["gtest"]["not_run"]
+    assert not_run["file"].endswith("op_mini_cache_test.cpp") and "cannot run on the edit" in not_run["why"]
     assert "aborted" not in proc.stdout + proc.stderr
+
+
+def test_a_planted_bug_in_a_self_registering_file_is_a_new_finding(tmp_path):
+    path = minillm.write(tmp_path / "checkout")
+    minillm.plant(tmp_path / "checkout")
+    proc = _dev(path, json_path=tmp_path / "dev.json")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    result = json.loads((tmp_path / "dev.json").read_text())["files"][0]
+    new = [f for f in result["findings"] if not f["in_base"]]
+    assert [(f["kernel"], f["category"], f["gating"]) for f in new] == [("llama::update_cache.out", "wrong", True)]
+    assert "ref:llama::update_cache.out" in new[0]["opinfos"]  # the references' cases (math and witness)
+
+
+def test_a_registration_the_source_does_not_show_fails_the_build(tmp_path):
+    path = minillm.write(tmp_path / "checkout")
+    # a second registration the source's text does not show (register_kernels of a Kernel defined apart):
+    # captured at load, not read from the source
+    path.write_text(path.read_text() + """
+namespace {
+void boxed_too(executorch::runtime::KernelRuntimeContext&, executorch::runtime::Span<executorch::runtime::EValue*>) {}
+const executorch::runtime::Kernel too("llama::fallback.out", boxed_too);
+const auto too_registered = executorch::runtime::register_kernels({&too, 1});
+}  // namespace
+""")
+    proc = _dev(path)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "llama::fallback.out (fallback) was registered besides" in proc.stdout + proc.stderr

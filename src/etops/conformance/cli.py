@@ -14,6 +14,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from .llm_library import LLM_NAMESPACES, load_llm_custom_ops
+
 EPILOG = """\
 examples:
   python -m etops check                                  every registered kernel, every OpInfo dtype / reference
@@ -106,32 +108,6 @@ def build_parser() -> argparse.ArgumentParser:
                         "those when no KERNEL is named; worker processes load them too")
     p.add_argument("--hooks", metavar="MODULE", help=argparse.SUPPRESS)  # test hooks: module name or .py path
     return p
-
-
-#: the namespaces of the kernels ExecuTorch's LLM custom-ops library registers
-LLM_NAMESPACES = ("llama::", "preprocess::")
-
-
-def load_llm_custom_ops() -> None:
-    """Imports upstream's LLM custom-ops package and the module of it that loads
-    its library (the llama::* and preprocess::* kernels, and their ATen
-    implementations for torch), hiding what the torchao it imports warns and logs."""
-    import importlib
-    import logging
-    import warnings
-
-    from .references.llm import LIBRARY
-
-    logger = logging.getLogger("torchao")
-    level = logger.level
-    logger.setLevel(logging.ERROR)
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            importlib.import_module("executorch.extension.llm.custom_ops")
-            importlib.import_module(LIBRARY)
-    finally:
-        logger.setLevel(level)
 
 
 def wants_llm_custom_ops(args) -> bool | None:

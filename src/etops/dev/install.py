@@ -1,7 +1,9 @@
 """One kernel file built against the installed wheel and swapped in: the operators it
-implements (from the checkout's YAML), one kernel set for all of them (etops.custom's
-cache and Ninja), each operator overridden (or registered, when it has no kernel)
-for the session. ``Installed.restore()`` puts the registry back."""
+implements (from the checkout's YAML, or the registrations of a file that registers
+its kernels itself: self_registering, built with them captured: etops.custom.capture),
+one kernel set for all of them (etops.custom's cache and Ninja), each operator
+overridden (or registered, when it has no kernel) for the session.
+``Installed.restore()`` puts the registry back."""
 
 from __future__ import annotations
 
@@ -15,7 +17,8 @@ from ..custom import cache_dir, toolchain
 from ..custom.build import KernelLibrary, Source, build
 from ..errors import BuildError
 from ..custom.codegen import KernelSpec
-from .self_registering import refusal
+from ..custom.capture import CAPTURE_LABEL, capture_source, check_captured, function_name, registering_libraries
+from .self_registering import refusal, registrations
 from ..custom.registration import Built, KernelHandle, Override, custom_origin, override, register_kernel
 from ..registry import registry
 from ..schemas import find_schema, set_schema
@@ -32,8 +35,10 @@ CHECKOUT_CFLAGS = ("-Wno-deprecated-declarations",)
 #: Release build (setup.py); -fPIC and -fvisibility=hidden come from etops' build.
 WHEEL_CFLAGS = ("-O3", "-DNDEBUG", "-ffunction-sections", "-fdata-sections")
 #: A checkout's header-only third-party folders (git submodules) that its kernel
-#: CMake files put on the include path: pocketfft for kernels/optimized's FFT kernels.
-CHECKOUT_THIRD_PARTY = ("third-party/pocketfft",)
+#: CMake files put on the include path, each with the include path it provides (for
+#: the hint of a build that misses it): pocketfft for kernels/optimized's FFT kernels,
+#: torchao's for the LLM kernels of extension/llm/custom_ops (op_sdpa_impl.h, op_moe.cpp).
+CHECKOUT_THIRD_PARTY = {"third-party/pocketfft": "pocketfft", "third-party/ao": "torchao/"}
 
 
 def torch_include_dir() -> str:
@@ -57,6 +62,8 @@ class Target:
     ops: list[co.Implemented]
     headers: set[Path] = field(default_factory=set)  #: checkout headers it (and its helpers) include (--watch)
     helpers: tuple = ()  #: checkout helper sources compiled with it (--changed: the changed ones it uses)
+    #: the file registers its kernels itself (no YAML): built with its registrations captured
+    self_registering: bool = False
 
     @property
     def names(self) -> list[str]:
@@ -69,13 +76,17 @@ def locate(path, root=None, yaml=None, helpers=()) -> Target:
     the checkout (``util/*.cpp``) to compile with it instead of linking the wheel's
     copy of their functions."""
     path = Path(path).resolve()
-    why = refusal(path, path.read_text()) if path.is_file() else None
-    if why is not None:  # given a YAML, loading the build would abort the process on the second registration
+    text = path.read_text() if path.is_file() else ""
+    why = refusal(path, text)
+    if why is not None:  # registrations etops cannot capture and swap in
         raise co.CheckoutError(why)
+    own = registrations(text)
+    if own and yaml:
+        raise co.CheckoutError(f"--yaml {yaml}: {path.name} registers its kernels itself ({', '.join(r.op for r in own)}); "
+                               "no kernel YAML is read for it")
     checkout = co.find_checkout(path, root)
-    yamls = co.find_yamls(path, yaml)
-    entries = [e for y in yamls for e in co.read_yaml(y)]
-    ops = co.implemented(path, entries)
+    yamls = [] if own else co.find_yamls(path, yaml)
+    ops = _registered_ops(path, own) if own else co.implemented(path, [e for y in yamls for e in co.read_yaml(y)])
     if not ops:
         defined = ", ".join(sorted(co.defined_functions(path.read_text()))) or "no kernel function"
         raise co.NoOperators(f"{path.name} implements none of the operators of {', '.join(y.name for y in yamls)} "
@@ -86,7 +97,32 @@ def locate(path, root=None, yaml=None, helpers=()) -> Target:
         if not helper.is_file():
             raise co.CheckoutError(f"helpers: {helper}: no such file")
     headers = set().union(*(co.checkout_headers(p, [root_dir, checkout]) for p in (path, *helpers)))
-    return Target(path, checkout, root_dir, yamls, ops, headers, helpers)
+    return Target(path, checkout, root_dir, yamls, ops, headers, helpers, bool(own))
+
+
+def _registered_ops(path: Path, own) -> list[co.Implemented]:
+    """The operators a self-registering file registers, as the entries of a YAML
+    would give them: kernel ``i`` is the capturing source's ``etops_captured_<i>``
+    (the kernel the file registered), ``function`` the C++ function it names. The
+    operators' library is loaded first when they are the LLM kernels (their schemas
+    and the kernels the file's replace); CheckoutError for an operator with no
+    schema known."""
+    from ..conformance.llm_library import LLM_NAMESPACES, load_llm_custom_ops
+
+    if any(r.op.startswith(LLM_NAMESPACES) and r.op not in registry() for r in own):
+        try:
+            load_llm_custom_ops()
+        except ImportError as exc:
+            raise co.CheckoutError(f"{path}: registers {', '.join(r.op for r in own)}, whose library (upstream's LLM "
+                                   f"custom ops) cannot be imported here: {exc}") from None
+    ops = []
+    for index, r in enumerate(own):
+        schema, why = find_schema(r.op)
+        if schema is None:
+            raise co.CheckoutError(f"{path}: registers {r.op} (line {r.line}), whose schema etops does not know ({why}); "
+                                   "load the library defining it first (--load)")
+        ops.append(co.Implemented(co.YamlKernel(r.op, function_name(index), str(schema), False, str(path)), r.function))
+    return ops
 
 
 def schema_of(entry: co.YamlKernel):
@@ -118,7 +154,10 @@ def build_target(target: Target, cflags=(), ldflags=(), include_first=()) -> Ker
     libraries linked as needed, with the flags the wheel's kernels were built with
     (WHEEL_CFLAGS). Raises BuildError with the diagnostics on the user's lines."""
     tc = toolchain()
-    specs = [KernelSpec(i.entry.op, schema_of(i.entry), i.function) for i in target.ops]
+    if target.self_registering:  # kernel i: the kernel the file registered for operator i, captured
+        specs = [KernelSpec(i.entry.op, schema_of(i.entry), i.entry.function, boxed=True) for i in target.ops]
+    else:
+        specs = [KernelSpec(i.entry.op, schema_of(i.entry), i.function) for i in target.ops]
     flags = [*include_first, f"-I{target.include_root}", *CHECKOUT_CFLAGS, *WHEEL_CFLAGS, f"-idirafter{torch_include_dir()}",
              f"-DETOPS_CHECKOUT_HEADERS={headers_digest(target)}", *cflags]
     libs = [f"-l{lib}" for lib in KERNEL_LIBRARIES if (Path(tc.lib_dir) / _native.shared_library_name(lib)).exists()]
@@ -127,17 +166,28 @@ def build_target(target: Target, cflags=(), ldflags=(), include_first=()) -> Ker
     third_party = [target.checkout / d for d in CHECKOUT_THIRD_PARTY if (target.checkout / d).is_dir()]
     flags += [f"-idirafter{d}" for d in third_party]
     sources = [Source(str(p), None, str(p)) for p in (target.path, *target.helpers)]
+    if target.self_registering:
+        sources.append(Source(CAPTURE_LABEL, capture_source(target.names)))
+        for registering in map(Path, registering_libraries(target.names)):
+            libs[-1:-1] = [f"-L{registering.parent}", f"-l:{registering.name}", f"-Wl,-rpath,{registering.parent}"]
     try:
         # a file that includes ExecuTorch's headers declares what it uses (as in its own
         # CMake build); one that includes none (an out-of-tree snippet) gets etops' names
         own = any(inc.startswith("executorch/") for inc in co.includes(target.path.read_text()))
-        return build(sources, specs, flags, [*libs, *ldflags], prelude_flags=WHEEL_CFLAGS, checkout_sources=own)
+        library = build(sources, specs, flags, [*libs, *ldflags], prelude_flags=WHEEL_CFLAGS, checkout_sources=own)
+        if target.self_registering:  # loads it: its registrations are captured, never made
+            check_captured(library, target.names, str(target.path))
+        return library
     except BuildError as exc:
-        empty = [d for d in third_party if not any(d.iterdir())]
-        if not empty or "No such file" not in f"{exc}\n{exc.log}":
+        # a folder the failing includes name that is empty or absent: its submodule is not checked out
+        text = f"{exc}\n{exc.log}"
+        missing = [d for d, include in CHECKOUT_THIRD_PARTY.items()
+                   if f"{include}" in text and "No such file" in text
+                   and (not (target.checkout / d).is_dir() or not any((target.checkout / d).iterdir()))]
+        if not missing:
             raise
-        folders = " ".join(str(d.relative_to(target.checkout)) for d in empty)
-        raise BuildError(f"{exc}\n(the checkout's {folders} is empty: its git submodule is not checked out; "
+        folders = " ".join(missing)
+        raise BuildError(f"{exc}\n(the checkout's {folders} is empty or absent: its git submodule is not checked out; "
                          f"git -C {target.checkout} submodule update --init {folders})",
                          exc.diagnostics, exc.log, exc.build_dir) from None
 

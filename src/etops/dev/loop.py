@@ -297,6 +297,12 @@ def _test_files(target, run: bool) -> tuple[list, list, str | None]:
 
     places = layout.tests_of_kernel(target.path, target.checkout)
     kernel_set = layout.kernel_set_of(target.path, target.checkout)
+    if target.self_registering:  # upstream keeps them next to the file (op_sdpa_test.cpp); etops gtest runs them
+        own = sorted(target.path.parent.glob(f"{target.path.stem}*_test.cpp"))
+        why = ("it calls the kernels' C++ functions, which etops gtest links from the library that registered them "
+               "(the wheel's), not through the registry: it cannot run on the edit ('etops gtest FILE' runs it on the wheel's kernels)")
+        return [], [{"file": _in_checkout(p, target.checkout), "why": why} for p in own] or [
+            {"file": "", "why": f"no upstream test: no {target.path.stem}*_test.cpp next to it"}], kernel_set
     existing = [p for p in places if p.is_file()]
     if not existing:
         looked = ", ".join(_in_checkout(p, target.checkout) for p in places)

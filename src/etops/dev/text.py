@@ -21,7 +21,7 @@ __all__ = ["file_lines", "finding_line", "markdown", "text"]
 def _file_text(o: FileOutline) -> list[str]:
     lines = [o.path]
     if o.checkout:
-        lines.append(f"  checkout {o.checkout}; {', '.join(o.yamls)}")
+        lines.append(f"  checkout {o.checkout}; {', '.join(o.yamls) or 'no kernel YAML: the file registers its kernels itself'}")
     if o.error:
         lines.append("  " + o.error.replace("\n", "\n  "))
         return lines

@@ -145,11 +145,16 @@ class Build:
         parts += [p.read_bytes() for p in sorted(headers)]
         return self._object(source, flags, _digest(*parts))
 
-    def link(self, objects: list[Path], name: str) -> Path:
-        """The test binary (a shared library) of `objects`."""
-        out = self.root / "bin" / f"{name}-{_digest(self.salt, *objects)}.so"
+    def link(self, objects: list[Path], name: str, libraries=()) -> Path:
+        """The test binary (a shared library) of `objects`, linked to `libraries`
+        (shared library paths) too."""
+        out = self.root / "bin" / f"{name}-{_digest(self.salt, *objects, *libraries)}.so"
         if not out.exists() and str(out) not in self.edges:
-            self.edges[str(out)] = f"build {_esc(out)}: link {' '.join(_esc(o) for o in objects)}"
+            edge = f"build {_esc(out)}: link {' '.join(_esc(o) for o in objects)}"
+            if libraries:
+                flags = [f for lib in map(Path, libraries) for f in (f"-L{lib.parent}", f"-l:{lib.name}", f"-Wl,-rpath,{lib.parent}")]
+                edge += f"\n  libraries = {' '.join(flags)}"
+            self.edges[str(out)] = edge
         return out
 
     # -- running ------------------------------------------------------------------------
@@ -169,7 +174,7 @@ class Build:
             "  command = $cxx $flags -c $in -o $out.$$$$ > $out.log 2>&1 && mv -f $out.$$$$ $out || (rm -f $out.$$$$; exit 1)",
             "  description = compile $in",
             "rule link",
-            "  command = $cxx $in -o $out.$$$$ $ldflags > $out.log 2>&1 && mv -f $out.$$$$ $out || (rm -f $out.$$$$; exit 1)",
+            "  command = $cxx $in -o $out.$$$$ $ldflags $libraries > $out.log 2>&1 && mv -f $out.$$$$ $out || (rm -f $out.$$$$; exit 1)",
             "  description = link $out",
             *self.edges.values(),
         ]

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..dev.checkout import YAML_NAMES, YamlKernel, checkout_headers, includes, read_yaml, wheel_include_dir
+from ..dev.self_registering import registrations
 from ..errors import CheckoutError
 
 #: Headers etops generates for every test (never looked for in the checkout).
@@ -63,9 +64,29 @@ class TestFile:
     #: the kernel folders' generated headers included: (include, folder, kind), e.g.
     #: ("executorch/kernels/quantized/NativeFunctions.h", "kernels/quantized", "NativeFunctions")
     generated: tuple[tuple[str, str, str], ...]
-    helpers: tuple[Path, ...]  #: checkout sources next to included checkout headers (X.h -> X.cpp)
+    helpers: tuple[Path, ...]  #: checkout sources next to included checkout headers (X.h -> X.cpp), compiled with it
     headers: tuple[Path, ...]  #: checkout headers the file includes, directly or not
     uses_features: bool  #: whether supported_features.h is included (directly or through a header)
+    #: such sources that register their kernels themselves (extension/llm/custom_ops/op_sdpa.cpp):
+    #: not compiled; the test calls the functions of the library that registered those kernels
+    registering: tuple[Path, ...] = ()
+
+
+def _companions(headers, roots) -> list[Path]:
+    """The checkout sources next to `headers` (X.h -> X.cpp), and the C sources next
+    to the headers those sources include, transitively (X.h -> X.c: the FFHT
+    transform a spinquant test helper calls); in order, each once."""
+    found: list[Path] = [h.with_suffix(".cpp") for h in headers if h.suffix == ".h" and h.with_suffix(".cpp").is_file()]
+    seen = set(headers)
+    todo = list(found)
+    while todo:
+        for header in sorted(checkout_headers(todo.pop(0), roots) - seen):
+            seen.add(header)
+            source = header.with_suffix(".c")
+            if header.suffix == ".h" and source.is_file() and source not in found:
+                found.append(source)
+                todo.append(source)
+    return found
 
 
 def test_files(paths) -> list[Path]:
@@ -113,9 +134,11 @@ def describe(path: Path, checkout: Path, include_root: Path) -> TestFile:
     natives = tuple(dict.fromkeys(m for t in texts for m in _NATIVE.findall(t)))
     generated = tuple(dict.fromkeys((inc, *found) for t in texts for inc in includes(t)
                                     if (found := folder_header(inc)) is not None))
-    helpers = tuple(h.with_suffix(".cpp") for h in headers if h.suffix == ".h" and h.with_suffix(".cpp").is_file())
+    sources = _companions(headers, [include_root, checkout])
+    registering = tuple(s for s in sources if registrations(s.read_text()))
+    helpers = tuple(s for s in sources if s not in registering)
     uses = any(FEATURES_HEADER in includes(t) for t in texts)
-    return TestFile(path, checkout, functions, natives, generated, helpers, tuple(headers), uses)
+    return TestFile(path, checkout, functions, natives, generated, helpers, tuple(headers), uses, registering)
 
 
 def kernel_yamls(checkout: Path, test: Path | None = None) -> list[Path]:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from ..custom import cache_dir
 from ..dev.checkout import checkout_headers, include_root
-from ..errors import EtopsError
+from ..errors import CheckoutError, EtopsError
 from ..registry import registry
 from . import glue, layout
 from .build import NO_GOOGLETEST, Build, failure, find_googletest
@@ -124,4 +124,31 @@ def _queue(build: Build, co: _Checkout, path: Path, registered: list[str], res: 
     generated = "".join(headers[k] for k in sorted(headers))
     objects.insert(0, build.checkout_object(path, test.headers, [f"-I{functions_dir}", *shared], key + generated))
     objects += [build.support_object(), *build.googletest_objects()]
-    return build.link(objects, path.stem), objects
+    return build.link(objects, path.stem, registering_libraries_of(test)), objects
+
+
+def registering_libraries_of(test: layout.TestFile) -> list[str]:
+    """The shared libraries holding the kernels the test's self-registering checkout
+    sources register (``test.registering``: op_sdpa.cpp for op_sdpa_test.cpp), which
+    the test binary links instead of compiling those sources: the test calls the
+    kernels' functions of the library that registered them (the wheel's LLM library,
+    loaded first here when those are its kernels). CheckoutError when none holds them."""
+    if not test.registering:
+        return []
+    from ..conformance.llm_library import LLM_NAMESPACES, load_llm_custom_ops
+    from ..custom.capture import registering_libraries
+    from ..dev.self_registering import registrations
+
+    names = [r.op for source in test.registering for r in registrations(source.read_text())]
+    sources = ", ".join(layout.relative(s) for s in test.registering)
+    if any(n.startswith(LLM_NAMESPACES) and n not in registry() for n in names):
+        try:
+            load_llm_custom_ops()
+        except ImportError as exc:
+            raise CheckoutError(f"{sources} register {', '.join(names)} themselves; their library (upstream's LLM "
+                                f"custom ops) cannot be imported here: {exc}") from None
+    found = registering_libraries(names)
+    if not found:
+        raise CheckoutError(f"{sources} register {', '.join(names)} themselves, and no library loaded here holds those "
+                            "kernels (the test calls their functions): load the library first (--load LIB.so)")
+    return found

@@ -1,0 +1,97 @@
+"""A miniature checkout of ExecuTorch's LLM custom ops for the ``etops dev`` tests,
+written by the tests (no fetched checkout): ``extension/llm/custom_ops/op_mini_cache.cpp``
+implements ``llama::update_cache.out`` (the value's rows copied into the cache from
+``start_pos``, contiguous tensors only) and registers it itself, as upstream's
+``op_update_cache.cpp`` does (``EXECUTORCH_LIBRARY``), next to its header; no kernel
+YAML. ``write(folder)`` makes it a git repository with the file committed (the base
+of ``etops dev``); ``plant(folder)`` edits the working tree: batch lines after the
+first written one row early when ``start_pos`` is past 0, a bug the update_cache
+references' batch-2 cases see."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+FOLDER = "extension/llm/custom_ops"
+
+HEADER = """\
+#pragma once
+#include <executorch/runtime/kernel/kernel_includes.h>
+
+namespace torch::executor::native {
+executorch::aten::Tensor& update_cache_out(executorch::runtime::KernelRuntimeContext& ctx,
+                                           const executorch::aten::Tensor& value, executorch::aten::Tensor& cache,
+                                           const int64_t start_pos, executorch::aten::Tensor& out);
+}  // namespace torch::executor::native
+"""
+
+SOURCE = """\
+// The miniature checkout's KV-cache update: cache[b, start_pos + s] = value[b, s].
+#include <executorch/extension/llm/custom_ops/op_mini_cache.h>
+#include <executorch/extension/kernel_util/make_boxed_from_unboxed_functor.h>
+#include <executorch/runtime/core/exec_aten/util/dim_order_util.h>
+
+#include <cstring>
+
+namespace torch::executor::native {
+
+using executorch::aten::Tensor;
+using executorch::runtime::KernelRuntimeContext;
+
+Tensor& update_cache_out(KernelRuntimeContext& ctx, const Tensor& value, Tensor& cache, const int64_t start_pos,
+                         Tensor& out) {
+  ET_KERNEL_CHECK(ctx, value.dim() == 4 && cache.dim() == 4, InvalidArgument, out);
+  ET_KERNEL_CHECK(ctx, value.scalar_type() == cache.scalar_type(), InvalidArgument, out);
+  ET_KERNEL_CHECK(ctx, value.size(0) == cache.size(0) && value.size(2) == cache.size(2) && value.size(3) == cache.size(3),
+                  InvalidArgument, out);
+  ET_KERNEL_CHECK(ctx, start_pos >= 0 && start_pos + value.size(1) <= cache.size(1), InvalidArgument, out);
+  ET_KERNEL_CHECK(ctx, executorch::runtime::is_contiguous_dim_order(value.dim_order().data(), value.dim()) &&
+                  executorch::runtime::is_contiguous_dim_order(cache.dim_order().data(), cache.dim()),
+                  InvalidArgument, out);
+  const size_t row = static_cast<size_t>(value.size(2) * value.size(3)) * value.element_size();
+  const char* from = static_cast<const char*>(value.const_data_ptr());
+  char* to = static_cast<char*>(cache.mutable_data_ptr());
+  for (int64_t b = 0; b < value.size(0); ++b) {
+    const int64_t first = START;
+    for (int64_t s = 0; s < value.size(1); ++s) {
+      std::memcpy(to + (b * cache.size(1) + first + s) * row, from + (b * value.size(1) + s) * row, row);
+    }
+  }
+  return out;
+}
+
+}  // namespace torch::executor::native
+
+EXECUTORCH_LIBRARY(llama, "update_cache.out", torch::executor::native::update_cache_out);
+"""
+
+RIGHT = "start_pos"
+#: batch lines after the first land one row early (start_pos > 0)
+PLANTED = "(b > 0 && start_pos > 0) ? start_pos - 1 : start_pos"
+
+
+def kernel_file(folder: Path) -> Path:
+    return Path(folder) / FOLDER / "op_mini_cache.cpp"
+
+
+def write(folder: Path) -> Path:
+    """Writes the checkout into `folder` as a git repository with the kernel file
+    committed; returns the kernel file."""
+    folder = Path(folder)
+    (folder / FOLDER).mkdir(parents=True, exist_ok=True)
+    (folder / FOLDER / "op_mini_cache.h").write_text(HEADER)
+    kernel_file(folder).write_text(SOURCE.replace("START", RIGHT))
+
+    def git(*args):
+        subprocess.run(["git", "-C", str(folder), *args], check=True, capture_output=True)
+
+    git("init", "-q")
+    git("add", "-A")
+    git("-c", "user.name=etops", "-c", "user.email=etops@localhost", "commit", "-q", "-m", "mini LLM checkout")
+    return kernel_file(folder)
+
+
+def plant(folder: Path) -> None:
+    """The planted bug, in the working tree (the base stays the committed file)."""
+    kernel_file(folder).write_text(SOURCE.replace("START", PLANTED))
