@@ -99,6 +99,13 @@ def limit_bytes() -> int:
     return int(mb * (1 << 20))
 
 
+def log_to_stderr() -> None:
+    """The ``etops.learned`` logger's debug messages on stderr (``--debug``)."""
+    if not logger.handlers:
+        logger.addHandler(logging.StreamHandler())
+    logger.setLevel(logging.DEBUG)
+
+
 def folder() -> Path:
     """Where the files live."""
     return cache_root() / "learned"
@@ -253,4 +260,4 @@ def _remove(path: Path) -> bool:
 
 
 __all__ = ["DEFAULT_LIMIT_MB", "FORMAT", "Store", "canonical", "environment", "evict", "folder", "limit_bytes",
-           "source_hash"]
+           "log_to_stderr", "source_hash"]
