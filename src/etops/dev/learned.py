@@ -13,7 +13,7 @@ loads the kernel, replays, judges and times, and works nothing out twice:
 - torch's answers per argument signature (etops.signature_cache) and the timing's
   OpInfo samples (etops.bench.sampling): ``load_answers`` / ``save_answers``.
 
-``counts()`` says how many of each were read and how many worked out again in this
+``counts(recorder)`` says how many of each were read and how many worked out again in this
 process. May import the core, etops.conformance, etops.bench and this package's
 cases.
 """
@@ -164,5 +164,12 @@ def save_answers() -> None:
             _ANSWERS_KNOWN["samples"] = len(samples)
 
 
-__all__ = ["RECORDINGS", "cached_plan", "counts", "load_answers", "load_base", "load_gtest", "save_answers", "save_base",
-           "save_gtest"]
+def round_end(recorder) -> dict:
+    """At the end of a round: what it added to torch's answers and the timing's
+    samples written (save_answers); counts(recorder)."""
+    save_answers()
+    return counts(recorder)
+
+
+__all__ = ["RECORDINGS", "cached_plan", "counts", "load_answers", "load_base", "load_gtest", "round_end", "save_answers",
+           "save_base", "save_gtest"]

@@ -159,7 +159,7 @@ def _judge_file(result, target, addresses: dict, base_kind: str, directory, *, d
     import shutil
 
     from .cases import plan
-    from .judge import BASE_RESULTS, RECORDER, judge
+    from .judge import BASE_RESULTS, judge
     from .numerics_pass import NUMERICS
     from .reproduce import load_in_reproducers
     from .swap import BaseSwap
@@ -179,7 +179,6 @@ def _judge_file(result, target, addresses: dict, base_kind: str, directory, *, d
                        guarded=isolate, report_dir=directory, budget=budget, dtypes=dtypes, base_key=base_key,
                        dim_orders=dim_orders, alongside=alongside, axes=(NUMERICS,) if numerics else ())
     learned.save_base(base_key, BASE_RESULTS)
-    result.learned = learned.counts(RECORDER)
     result.set_judged(judged["plan"], judged)
     load_in_reproducers(directory, [str(target.path)], {str(target.path): target.helpers})
 
@@ -415,7 +414,9 @@ def run_file(path, *, root=None, yaml=None, dtypes=None, timing_dtype="float32",
     finally:
         if alongside is not None:
             alongside.close()
-    learned.save_answers()
+    from .judge import RECORDER
+
+    result.learned = learned.round_end(RECORDER)  # torch's answers and the samples written; what was read, recomputed
     return result
 
 
