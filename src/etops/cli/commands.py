@@ -547,16 +547,14 @@ def cmd_dev(args) -> int:
     from ..dev import stream
     from ..learned_store import log_to_stderr
 
-    stream.enable(lambda line: print(line, flush=True))  # the first findings as they come, before the report
     if args.debug:
         log_to_stderr()  # what etops' disk store did not trust, and why
-    with _quiet(args.debug):
+    with _quiet(args.debug), stream.enabled(lambda line: print(line, flush=True)):  # findings as they come
         if args.watch:
             result = etops.dev.watch(args.paths, on_round=show, rounds=args.max_rounds, **options)
         else:
             result = etops.dev(args.paths, **options)
             show(result)
-    stream.disable()
     if result is None:
         return 0
     result.restore()  # the command is over (and main() may be called in-process)

@@ -133,7 +133,7 @@ def run_passes(passes: list, plan: dict, *, only=None, cache_key=None, forked: b
 
     label = f"{first.name}" + (f" +{len(passes) - 1} layouts" if len(passes) > 1 else "") + " tasks"
     with progress.phase(label):
-        found = _run_todo(todo, order, one, first, kmap, started, forked, alongside)
+        found = _run_todo(todo, order, one, passes, kmap, started, forked, alongside)
     RECORDER.save()  # the recordings made here (with their wide references), for later processes
     for i, result in zip(todo, found):
         results[i] = result
@@ -142,17 +142,20 @@ def run_passes(passes: list, plan: dict, *, only=None, cache_key=None, forked: b
     return [_side_of(p, names, order, [r[k] for r in results], start) for k, p in enumerate(passes)]
 
 
-def _run_todo(todo: list, order: list, one, first: Pass, kmap, started: set, forked: bool, alongside) -> list:
+def _run_todo(todo: list, order: list, one, passes: list, kmap, started: set, forked: bool, alongside) -> list:
     """The results of tasks `todo` (indexes into `order`), run by `one`: in task
     processes when `forked` (each OpInfo task recorded here first), else here; the
     status line counts them (progress.count)."""
     from .task_processes import default_workers, run_tasks
 
+    first = passes[0]
+
     if not (forked and todo):
         found = []
         for n, i in enumerate(todo):
             found.append(one(i))
-            stream.STREAM.failing_cases(first.name, found[-1][0])
+            for p, r in zip(passes, found[-1]):
+                stream.STREAM.failing_cases(p.name, r)
             progress.count(n + 1, len(todo))
         return found
     progress.count(0, len(todo))
@@ -169,7 +172,7 @@ def _run_todo(todo: list, order: list, one, first: Pass, kmap, started: set, for
                        lambda i, why, died, hangs: ([_run_again(r, order[i], why, died)
                                                      for r in one(i, hangs, check_deadline=False)], {}),
                        workers=workers, on_cycle=None if alongside is None else alongside.poll, on_done=progress.count,
-                       on_result=lambda _n, handed: stream.STREAM.failing_cases(first.name, handed[0][0]))
+                       on_result=lambda _n, handed: [stream.STREAM.failing_cases(p.name, r) for p, r in zip(passes, handed[0])])
     for _result, made in handed:  # later forks (the base, each layout, the next round) start with them
         signature_cache.keep(made)
     return [result for result, _made in handed]

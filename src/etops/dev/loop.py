@@ -173,8 +173,8 @@ def _judge_file(result, target, addresses: dict, base_kind: str, directory, *, d
     result.seconds["plan"] = time.perf_counter() - t
     result.sources = {op: sorted({t["opinfo"] for t in ts}) for op, ts in tasks.items()}  # the timing's, until judged
     swap = BaseSwap(addresses)
-    learned.load_base(base_key, BASE_RESULTS)  # the base's results of an earlier process
     with progress.phase("judging"):
+        learned.load_base(base_key, BASE_RESULTS)  # the base's results of an earlier process
         judged = judge(tasks, swap.install if addresses else None, swap.restore, base_kind=base_kind if addresses else "",
                        guarded=isolate, report_dir=directory, budget=budget, dtypes=dtypes, base_key=base_key,
                        dim_orders=dim_orders, alongside=alongside, axes=(NUMERICS,) if numerics else ())

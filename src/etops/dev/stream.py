@@ -1,12 +1,13 @@
 """The lines an ``etops dev`` round prints while it runs, before its report: the
 edit's first failing cases as soon as a task process hands them back (float32
-tasks run first), one line per operator, dtype and kind of failure; then the
+tasks run first, each right before its dim-order layouts and numerics transforms),
+one line per pass, operator, dtype and kind of failure; then the
 findings of the contiguous cases once the base has run, those of each axis (the
 dim-order layouts, the numerics transforms), the upstream test's counts and each
 timing row as they come in. The report that follows is the round's whole account;
 its verdict and exit code do not depend on what was streamed.
 
-Off unless ``enable(write)`` was called (the command line does: the Python API
+Off unless ``enable(write)`` was called (the command line does, ``enabled``: the Python API
 returns its result and prints nothing); never in a forked process. Each line goes
 out whole, the status line (etops.dev.progress) cleared first.
 Imports this package's progress only: the words for a finding, a test file and a
@@ -16,6 +17,7 @@ judge, which streams, may not import the timing, which outline does).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 
@@ -55,13 +57,15 @@ class Stream:
         self.write(f"  [{time.monotonic() - self._start:5.1f} s] {text}")
 
     def failing_cases(self, pass_name: str, result) -> None:
-        """The first failing cases of a task's result (a TaskResult) on the edit's
-        contiguous pass (`pass_name` "edit"): one line per operator, dtype, status
-        and verdict not streamed yet, MAX_CASE_LINES at most."""
-        if pass_name != "edit" or result is None or not self.enabled():
+        """The first failing cases of a task's result (a TaskResult) on one of the
+        edit's passes (`pass_name` "edit", or "edit, <layout or transform>" for an
+        axis' pass run right after it; the base's passes stream nothing): one line per
+        pass, operator, dtype, status and verdict not streamed yet, MAX_CASE_LINES at most."""
+        if not pass_name.startswith("edit") or result is None or not self.enabled():
             return
+        where = pass_name.partition(", ")[2]
         for case in getattr(result, "details", ()):
-            key = (case.kernel, case.dtype, case.status, case.verdict)
+            key = (where, case.kernel, case.dtype, case.status, case.verdict)
             if case.status == "pass" or key in self._seen or self._case_lines >= MAX_CASE_LINES:
                 continue
             self._seen.add(key)
@@ -69,7 +73,8 @@ class Stream:
             message = " ".join(str(case.message or "").split())
             message = message if len(message) <= 140 else message[:139] + "…"
             what = case.status + (f" ({case.verdict})" if case.verdict and case.verdict != case.status else "")
-            self.line(f"found on the edit: {case.kernel.removeprefix('aten::')} {case.dtype} {what}: {message} "
+            self.line(f"found on the edit{', ' + where if where else ''}: {case.kernel.removeprefix('aten::')} "
+                      f"{case.dtype} {what}: {message} "
                       f"[{case.opinfo}, sample {case.sample}; not compared with the base yet]")
 
     def findings(self, what: str, found: list) -> None:
@@ -114,9 +119,19 @@ def disable() -> None:
     STREAM.write = None
 
 
+@contextlib.contextmanager
+def enabled(write):
+    """``enable(write)`` while the block runs (the command line's round), then off."""
+    enable(write)
+    try:
+        yield
+    finally:
+        disable()
+
+
 def line(text: str) -> None:
     """``STREAM.line``."""
     STREAM.line(text)
 
 
-__all__ = ["MAX_CASE_LINES", "STREAM", "Stream", "disable", "enable", "line"]
+__all__ = ["MAX_CASE_LINES", "STREAM", "Stream", "disable", "enable", "enabled", "line"]
