@@ -8,7 +8,8 @@ as the process.
 
 A process forked to run calls and be thrown away (``etops dev``'s task processes)
 hands the entries it made back with its results (``made_here`` there, ``keep``
-here), so that later forks start with them and no process works one out twice.
+here), so that later forks start with them and no process works one out twice;
+``entries`` and ``keep`` let a later process start with them too (etops.dev.learned).
 Core module: imports torch and etops.tensors only.
 """
 
@@ -22,6 +23,7 @@ from .tensors import from_dlpack
 
 #: name -> SignatureCache, for made_here / keep
 _CACHES: dict[str, "SignatureCache"] = {}
+_changes = [0]  # entries stored in any cache so far (changes())
 
 
 def signature(value) -> Any:
@@ -58,6 +60,8 @@ class SignatureCache:
     def _store(self, key, value) -> None:
         if len(self._entries) >= self.limit:
             self._entries.clear()
+        if key not in self._entries:
+            _changes[0] += 1
         self._entries[key] = value
 
     def clear(self) -> None:
@@ -75,6 +79,17 @@ def made_here() -> dict:
         if entries:
             made[name] = entries
     return made
+
+
+def changes() -> int:
+    """How many entries this process has stored so far (its own and those kept):
+    unchanged means nothing new to write (etops.dev.learned)."""
+    return _changes[0]
+
+
+def entries() -> dict:
+    """Every cache's entries: cache name -> {key: value} (keep() takes them back)."""
+    return {name: dict(cache._entries) for name, cache in _CACHES.items() if cache._entries}
 
 
 def keep(made: dict) -> None:

@@ -180,3 +180,49 @@ def test_a_guarded_replay_gives_the_recorded_inputs_uncopied_and_leaves_them_as_
     for c, was in zip(recording.calls, before):
         for kept, old in zip(leaves((c.args, c.kwargs)), was):
             assert not isinstance(kept, torch.Tensor) or torch.equal(kept, old)
+
+
+def _store(tmp_path, monkeypatch):
+    from etops.learned_store import Store
+
+    monkeypatch.setenv("ETOPS_CACHE_DIR", str(tmp_path))
+    return Store("recording")
+
+
+def test_a_recording_saved_is_replayed_by_a_later_recorder_without_running_the_opinfo(tmp_path, monkeypatch):
+    """A Recorder with a store writes its recordings (save); a new one (a later
+    process) replays them from there, recording nothing, case for case alike; a
+    capture of one call is answered from the recording."""
+    from etops.conformance import runner as runner_module
+
+    kmap, store = default_kmap(), _store(tmp_path, monkeypatch)
+    first = Recorder(store=store)
+    made = TaskRunner(kmap, ["aten::add.out"], sources=first.sources()).run("add", torch.float32)
+    assert first.recomputed == 1 and first.save() == 1
+    (recording,) = first.recordings.values()
+    later = Recorder(store=store)
+
+    def no_opinfos():
+        raise AssertionError("an OpInfo was run")
+
+    monkeypatch.setattr(runner_module, "opinfos", no_opinfos)
+    again = TaskRunner(kmap, ["aten::add.out"], sources=later.sources()).run("add", torch.float32)
+    assert later.recomputed == 0 and later.loaded == 1
+    assert _outcome(again) == _outcome(made)
+    call = recording.calls[-1]
+    found = runner_module.capture(kmap, ["aten::add.out", "aten::mul.out"], "add", torch.float32, call.sample, call.call,
+                                  sources=later.sources())
+    func, target, args, _kwargs = found
+    assert func is call.func and target == "aten::add.out"
+    assert all(torch.equal(a, b) for a, b in zip(args, call.args) if isinstance(a, torch.Tensor))
+
+
+def test_a_recording_is_keyed_by_its_task_dtype_and_kernels(tmp_path, monkeypatch):
+    kmap, store = default_kmap(), _store(tmp_path, monkeypatch)
+    first = Recorder(store=store)
+    TaskRunner(kmap, ["aten::add.out"], sources=first.sources()).run("add", torch.float32)
+    first.save()
+    later = Recorder(store=store)
+    TaskRunner(kmap, ["aten::add.out"], sources=later.sources()).run("add", torch.float64)  # another dtype
+    TaskRunner(kmap, ["aten::add.out", "aten::mul.out"], sources=later.sources()).run("add", torch.float32)  # more kernels
+    assert later.recomputed == 2 and later.loaded == 0

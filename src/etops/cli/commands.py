@@ -549,7 +549,12 @@ def cmd_dev(args) -> int:
             print(f"watching {len(args.paths)} path{'s' if len(args.paths) != 1 else ''} and the checkout headers they "
                   "include (Ctrl-C ends)", flush=True)
 
-    with _quiet(args.debug):
+    from ..dev import stream
+    from ..learned_store import log_to_stderr
+
+    if args.debug:
+        log_to_stderr()  # what etops' disk store did not trust, and why
+    with _quiet(args.debug), stream.enabled(lambda line: print(line, flush=True)):  # findings as they come
         if args.watch:
             result = etops.dev.watch(args.paths, on_round=show, rounds=args.max_rounds, **options)
         else:

@@ -19,22 +19,31 @@ judged through one Recorder gets the same cases the same way (a case that a live
 run would give otherwise, the edit and the base alike see as replayed).
 
 A task whose recording passes ``limit_bytes`` of inputs runs the OpInfo, on every
-side (unrecorded); one asked for in another mode than "check" runs the OpInfo.
+side (unrecorded); one asked for in another mode than "check" runs the OpInfo,
+except a capture of one call (a finding's inputs found again), which a recording
+holding that call answers.
 
-May import: torch, etops.conformance's runner, case and values.
+With a ``store`` (etops.learned_store), the recordings outlive the process: one
+made here is written there by ``save()`` (with the wide references worked out so
+far), and a task not recorded in this process is read from there before its
+OpInfo is run, keyed by the task, its dtype, the kernels selected and the seed
+its samples are made with (the store adds torch's, executorch's and etops'
+versions). ``recomputed`` counts the tasks recorded here, ``loaded`` those read.
+
+May import: torch, the core, etops.conformance's runner, case and values.
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import torch
 
-from .runner import SOURCES, run_opinfo_task
+from .runner import SOURCES, run_opinfo_task, task_seed
 from .case import describe_call
 from .effective import MEASURED, wide_reference
-from .values import exact_clone, leaves
+from .values import dtype_name, exact_clone, leaves
 
 #: inputs kept for all recordings of a Recorder, at most (bytes)
 LIMIT_BYTES = 512 << 20
@@ -108,18 +117,23 @@ class Recorder:
     """Task sources that record OpInfo tasks and replay them (see the module doc);
     one Recorder is shared by the runners whose tasks it should remember."""
 
-    def __init__(self, limit_bytes: int = LIMIT_BYTES) -> None:
+    def __init__(self, limit_bytes: int = LIMIT_BYTES, store=None) -> None:
         self.recordings: dict = {}  #: (task id, dtype, selected kernels) -> Recording
         self.limit_bytes = limit_bytes
         self.nbytes = 0
         self.replayed = 0  #: tasks replayed (not run)
         self.unkept: set = set()  #: keys of tasks too big to keep (run live)
+        self.store = store  #: an etops.learned_store.Store keeping the recordings for later processes, or None
+        self.recomputed = 0  #: tasks recorded (their OpInfo run) in this process
+        self.loaded = 0  #: tasks whose recording was read from the store
+        self._unsaved: set = set()  #: keys of recordings made here and not in the store yet
 
     def keep_only(self, kernels) -> None:
         """Forgets the recordings of tasks that selected other kernels than `kernels`."""
         kernels = set(kernels)
         for key in [k for k in self.recordings if k[2] is None or not k[2] <= kernels]:
             self.nbytes -= self.recordings.pop(key).nbytes
+            self._unsaved.discard(key)
         self.unkept = {k for k in self.unkept if k[2] is not None and k[2] <= kernels}
 
     def measure_ahead(self, task_id: str, dtype: torch.dtype) -> None:
@@ -152,6 +166,8 @@ class Recorder:
         return False
 
     def _run(self, runner, task_id: str, dtype: torch.dtype):
+        if runner.mode == "capture" and self._capture(runner, task_id, dtype):
+            return runner.result if hasattr(runner, "result") else None
         if runner.mode != "check":
             return run_opinfo_task(runner, task_id, dtype)
         if _key(runner, task_id, dtype) in self.recordings:
@@ -161,12 +177,69 @@ class Recorder:
             return run_opinfo_task(runner, task_id, dtype)
         return replay(runner, task_id, dtype, recording)
 
+    def _capture(self, runner, task_id: str, dtype: torch.dtype) -> bool:
+        """Answers a capture runner (mode "capture") from the task's recordings, when
+        one holds the call asked for exactly as a live run numbers it: a recording
+        with the runner's selection, or the one recording among those of a single
+        selected kernel (in memory or in the store) with calls in that sample, when
+        it has the call (a sample reaching one selected kernel numbers its calls
+        alike either way). Whether it answered."""
+        sample, call = runner.capture_at
+        selections = [None if runner.selected is None else frozenset(runner.selected)]
+        selections += [frozenset({k}) for k in sorted(runner.selected or ())]
+        exact = self._known((task_id, dtype, selections[0]))
+        if exact is not None:
+            chosen = [exact]
+        else:
+            chosen = [r for r in (self._known((task_id, dtype, s)) for s in selections[1:] if len(selections) > 2)
+                      if r is not None and any(c.sample == sample for c in r.calls)]
+            if len(chosen) != 1:
+                return False
+        found = [c for c in chosen[0].calls if (c.sample, c.call) == (sample, call)]
+        if not found:
+            return False
+        c = found[0]
+        runner.captured = (c.func, c.target, exact_clone(c.args), exact_clone(c.kwargs))
+        return True
+
+    def _known(self, key) -> Recording | None:
+        """The recording of `key` in memory, else in the store (kept in memory then), else None."""
+        if key in self.recordings:
+            return self.recordings[key]
+        if self.store is None or key in self.unkept:
+            return None
+        found = self.store.load(_disk_key(key))
+        if not isinstance(found, Recording):
+            return None
+        if self.nbytes + found.nbytes > self.limit_bytes:
+            return None
+        self.recordings[key] = found
+        self.nbytes += found.nbytes
+        self.loaded += 1
+        return found
+
+    def save(self) -> int:
+        """Writes the recordings made in this process to the store (none without
+        one), each with the wide references worked out so far; how many."""
+        if self.store is None:
+            return 0
+        written = 0
+        for key in sorted(self._unsaved, key=repr):
+            recording = self.recordings.get(key)
+            if recording is not None and self.store.save(_disk_key(key), replace(recording, op=None)):
+                written += 1
+        self._unsaved.clear()
+        return written
+
     def _recording(self, runner, task_id: str, dtype: torch.dtype) -> Recording | None:
-        """The task's recording, made now when there is none; None when it would
-        pass the limit (kept nowhere)."""
+        """The task's recording: in memory, else in the store, else made now; None
+        when it would pass the limit (kept nowhere)."""
         key = _key(runner, task_id, dtype)
         if key in self.recordings or key in self.unkept:
             return self.recordings.get(key)
+        if self._known(key) is not None:
+            return self.recordings[key]
+        self.recomputed += 1
         calls: list = []
         recorder = runner.recorder
         runner.recorder, runner.mode = (lambda *call: record_call(calls, *call)), "record"
@@ -181,7 +254,16 @@ class Recorder:
         recording = self.recordings[key] = Recording(runner.atol, runner.rtol, runner.op, calls, recorded.samples,
                                                      recorded.samples_failed, recorded.sample_error, nbytes)
         self.nbytes += nbytes
+        self._unsaved.add(key)
         return recording
+
+
+def _disk_key(key: tuple) -> tuple:
+    """A recording's key in the store: the task, its dtype's name, the kernels
+    selected (sorted; None: all) and the seed of its samples."""
+    task_id, dtype, kernels = key
+    return ("recording", task_id, dtype_name(dtype), None if kernels is None else sorted(kernels),
+            task_seed(task_id, dtype))
 
 
 def _key(runner, task_id: str, dtype: torch.dtype) -> tuple:

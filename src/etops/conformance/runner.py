@@ -111,13 +111,18 @@ def reference_call(func, args, kwargs):
         _logs.drain_as(overload_name(func))
 
 
+def task_seed(opinfo: str, dtype: torch.dtype) -> int:
+    """The seed an OpInfo task's samples are made with (run_opinfo_task)."""
+    return zlib.crc32(f"{opinfo}|{dtype_name(dtype)}".encode())
+
+
 def run_opinfo_task(runner: "TaskRunner", opinfo: str, dtype: torch.dtype) -> TaskResult:
     """Runs the samples of OpInfo `opinfo` at `dtype` on `runner` (in any of its
     modes) under the dispatch mode and returns its TaskResult."""
     op = opinfos()[opinfo]
     runner.begin(opinfo, dtype, *tolerance(op, dtype), op=op)
     start = time.perf_counter()
-    torch.manual_seed(zlib.crc32(f"{opinfo}|{runner.dname}".encode()))
+    torch.manual_seed(task_seed(opinfo, dtype))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         try:

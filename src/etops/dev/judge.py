@@ -37,14 +37,15 @@ from ..conformance.runner import TaskRunner, default_kmap, dtype_from_name
 from ..conformance.sweep import Report
 from .. import signature_cache
 from .derived import DERIVED_PREFIX, run_derived
-from . import progress
+from . import learned, progress, stream
 from .verdict import Side, compare, failing_ids, outcome_of
 
 #: the hooks of a guarded pass (etops check --guard's)
 GUARDED = "etops.guard.hooks:guarded"
 #: the OpInfo tasks' calls, recorded at their first run and replayed after (the edit,
-#: the base and each dim-order layout run the same tasks; so does each --watch round)
-RECORDER = Recorder()
+#: the base and each dim-order layout run the same tasks; so does each --watch round,
+#: and a later process: the recordings are kept on disk, etops.dev.learned)
+RECORDER = Recorder(store=learned.RECORDINGS)
 
 #: the base's task results, kept for the process: (base identity, guarded, operator,
 #: task, dtype) -> TaskResult (the base is the same until HEAD or its headers change,
@@ -132,25 +133,29 @@ def run_passes(passes: list, plan: dict, *, only=None, cache_key=None, forked: b
 
     label = f"{first.name}" + (f" +{len(passes) - 1} layouts" if len(passes) > 1 else "") + " tasks"
     with progress.phase(label):
-        found = _run_todo(todo, order, one, first, kmap, started, forked, alongside)
+        found = _run_todo(todo, order, one, passes, kmap, started, forked, alongside)
+    RECORDER.save()  # the recordings made here (with their wide references), for later processes
     for i, result in zip(todo, found):
-
         results[i] = result
         if result[0] is not None and keys[i] is not None:
             BASE_RESULTS[keys[i]] = result[0]
     return [_side_of(p, names, order, [r[k] for r in results], start) for k, p in enumerate(passes)]
 
 
-def _run_todo(todo: list, order: list, one, first: Pass, kmap, started: set, forked: bool, alongside) -> list:
+def _run_todo(todo: list, order: list, one, passes: list, kmap, started: set, forked: bool, alongside) -> list:
     """The results of tasks `todo` (indexes into `order`), run by `one`: in task
     processes when `forked` (each OpInfo task recorded here first), else here; the
     status line counts them (progress.count)."""
     from .task_processes import default_workers, run_tasks
 
+    first = passes[0]
+
     if not (forked and todo):
         found = []
         for n, i in enumerate(todo):
             found.append(one(i))
+            for p, r in zip(passes, found[-1]):
+                stream.STREAM.failing_cases(p.name, r)
             progress.count(n + 1, len(todo))
         return found
     progress.count(0, len(todo))
@@ -166,7 +171,8 @@ def _run_todo(todo: list, order: list, one, first: Pass, kmap, started: set, for
     handed = run_tasks(todo, _with_torch_answers(one),
                        lambda i, why, died, hangs: ([_run_again(r, order[i], why, died)
                                                      for r in one(i, hangs, check_deadline=False)], {}),
-                       workers=workers, on_cycle=None if alongside is None else alongside.poll, on_done=progress.count)
+                       workers=workers, on_cycle=None if alongside is None else alongside.poll, on_done=progress.count,
+                       on_result=lambda _n, handed: [stream.STREAM.failing_cases(p.name, r) for p, r in zip(passes, handed[0])])
     for _result, made in handed:  # later forks (the base, each layout, the next round) start with them
         signature_cache.keep(made)
     return [result for result, _made in handed]
@@ -422,12 +428,14 @@ def judge(plan: dict, install_base, restore_base, *, base_kind: str = "", guarde
         base.clusters = cl.group(base.report.details)
     findings, fixed = compare(edit, base, base_kind, clusters=clusterer(edit.report, report_dir, hooks))
     edit.clusters = [f.cluster for f in findings]
+    stream.STREAM.findings("contiguous cases", findings)
     laid, moved = laid[:len(layouts)], laid[len(layouts):]
     layout_cases: dict = {}
     if dim_orders:
         laid_found, gone, layout_cases = layout_findings(plan, ran, edit, base, install_base, restore_base,
                                                          base_kind=base_kind, guarded=guarded, laid=laid,
                                                          report_dir=report_dir, base_key=base_key, alongside=alongside)
+        stream.STREAM.findings("dim-order axis", laid_found)
         findings, fixed = findings + laid_found, fixed + gone
     axes_cases: dict = {}
     for axis, more in zip(axes, axis_passes):
@@ -435,6 +443,7 @@ def judge(plan: dict, install_base, restore_base, *, base_kind: str = "", guarde
         found, gone, axes_cases[axis.name] = axis.findings(plan, ran, edit, base, install_base, restore_base,
                                                            base_kind=base_kind, guarded=guarded, moved=mine,
                                                            report_dir=report_dir, base_key=base_key, alongside=alongside)
+        stream.STREAM.findings(f"{axis.name} axis", found)
         findings, fixed = findings + found, fixed + gone
     left_out = {op: sum(1 for t in plan[op] if (op, t["opinfo"], t["dtype"]) not in set(ran)) for op in plan}
     return {"edit": edit, "base": base, "findings": findings, "fixed": fixed, "left_out": left_out, "plan": plan,

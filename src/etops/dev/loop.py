@@ -11,7 +11,7 @@ import time
 
 from ..errors import BuildError
 from ..registry import as_program
-from . import progress
+from . import learned, outline, progress, stream
 from .base import Base
 from .checkout import CheckoutError, NoOperators
 from .report import DevResult, FileResult
@@ -76,6 +76,8 @@ class _GtestRun:
         self.files = [_in_checkout(f, checkout) for f in test_files]
         self.not_run = list(not_run)
         before = BASE_GTEST.get(self.key) if self.key is not None else None
+        before = before or learned.load_gtest(self.key)  # else a run of an earlier process
+        self.known = before is not None
         self.job = Background(lambda: _gtest_runs(test_files, checkout, addresses, before, kernel_set))
 
     def result(self) -> dict:
@@ -89,6 +91,8 @@ class _GtestRun:
             return {**not_run_result(self.not_run + [{"file": f, "why": why} for f in self.files]), "base": self.base}
         if self.key is not None and before is not None:
             BASE_GTEST[self.key] = before
+            if not self.known:
+                learned.save_gtest(self.key, before)
         out = against_base(before, edit)
 
         def named(entries: list) -> list:  # each test file named as reports name checkout files
@@ -156,7 +160,7 @@ def _judge_file(result, target, addresses: dict, base_kind: str, directory, *, d
     import shutil
 
     from .cases import plan
-    from .judge import judge
+    from .judge import BASE_RESULTS, judge
     from .numerics_pass import NUMERICS
     from .reproduce import load_in_reproducers
     from .swap import BaseSwap
@@ -165,14 +169,17 @@ def _judge_file(result, target, addresses: dict, base_kind: str, directory, *, d
         shutil.rmtree(directory / folder, ignore_errors=True)
     t = time.perf_counter()
     with progress.phase("discovery: the OpInfos reaching its operators"):
-        tasks = plan(result.ops, dtypes, progress=progress.count, generated=generated)
+        tasks = learned.cached_plan(result.ops, dtypes, generated,
+                                    lambda: plan(result.ops, dtypes, progress=progress.count, generated=generated))
     result.seconds["plan"] = time.perf_counter() - t
     result.sources = {op: sorted({t["opinfo"] for t in ts}) for op, ts in tasks.items()}  # the timing's, until judged
     swap = BaseSwap(addresses)
     with progress.phase("judging"):
+        learned.load_base(base_key, BASE_RESULTS)  # the base's results of an earlier process
         judged = judge(tasks, swap.install if addresses else None, swap.restore, base_kind=base_kind if addresses else "",
                        guarded=isolate, report_dir=directory, budget=budget, dtypes=dtypes, base_key=base_key,
                        dim_orders=dim_orders, alongside=alongside, axes=(NUMERICS,) if numerics else ())
+    learned.save_base(base_key, BASE_RESULTS)
     result.set_judged(judged["plan"], judged)
     load_in_reproducers(directory, [str(target.path)], {str(target.path): target.helpers})
 
@@ -329,6 +336,7 @@ def run_file(path, *, root=None, yaml=None, dtypes=None, timing_dtype="float32",
     base = Base.of(base)
 
     result = FileResult(str(path))
+    stream.STREAM.begin_round(outline)
     result.helpers = [str(h) for h in helpers]
     start = time.perf_counter()
     try:
@@ -366,6 +374,7 @@ def run_file(path, *, root=None, yaml=None, dtypes=None, timing_dtype="float32",
     result.installed = installed
     result.replaced = sorted(installed.replaced)
     result.seconds["swap"] = time.perf_counter() - t
+    learned.load_answers()  # torch's answers and the timing's samples of earlier processes
     addresses = {}
     for index, impl in enumerate(target.ops):
         name = impl.entry.op
@@ -401,16 +410,22 @@ def run_file(path, *, root=None, yaml=None, dtypes=None, timing_dtype="float32",
             t = time.perf_counter()
             with progress.phase(f"upstream test {target.path.stem}_test.cpp"):
                 result.gtest = gtest_run.result()
+            stream.STREAM.gtest(result.gtest)
             result.seconds["gtest"] = time.perf_counter() - t  # what the round waited for it after the judge
             result.gtest["wall_seconds"] = round(gtest_run.job.seconds, 3)  # its process, from start to end
         if timing:
             t = time.perf_counter()
             with progress.phase("timing"):
-                result.timing += _timing_result(alongside, result, target, addresses, timing_args)
+                rows = _timing_result(alongside, result, target, addresses, timing_args)
+            stream.STREAM.timing(rows)
+            result.timing += rows
             result.seconds["time"] = time.perf_counter() - t  # what the round waited for it after the judge
     finally:
         if alongside is not None:
             alongside.close()
+    from .judge import RECORDER
+
+    result.learned = learned.round_end(RECORDER)  # torch's answers and the samples written; what was read, recomputed
     return result
 
 

@@ -131,7 +131,7 @@ def _axis_cases(cases: dict) -> str:
         for name, v in cases.items())
 
 
-def _gtests(g: dict, seconds: float) -> tuple[list, list]:
+def gtest_items(g: dict, seconds: float) -> tuple[list, list]:
     """(a GtestOutline per test file run, (file, why) per test file not run) of the
     round's upstream tests (etops.gtest.report.against_base's comparison)."""
     if not g:
@@ -149,7 +149,7 @@ def _gtests(g: dict, seconds: float) -> tuple[list, list]:
     return ran, [(n["file"] or "", n["why"][:240]) for n in g.get("not_run", ())]
 
 
-def _timing_item(r: dict) -> TimingItem:
+def timing_item(r: dict) -> TimingItem:
     """One timing row's item: its words, its mark, and for a timed row the interval
     and the verdict as they read (timing.verdict_text)."""
     mark = "slowdown finding" if r.get("slowdown_finding") else "finding" if r.get("crashed") else ""
@@ -182,8 +182,8 @@ def file_outline(f) -> FileOutline:
                       for title, group in (("new findings", new), ("not gating", other), ("also in base", shared)) if group]
         out.fixed = [c.summary[:120] for c in f.fixed]
         out.no_finding = not f.findings
-    out.timing = [_timing_item(r) for r in f.timing]
-    out.gtests, out.tests_not_run = _gtests(f.gtest, f.gtest.get("wall_seconds", f.seconds.get("gtest", 0.0))
+    out.timing = [timing_item(r) for r in f.timing]
+    out.gtests, out.tests_not_run = gtest_items(f.gtest, f.gtest.get("wall_seconds", f.seconds.get("gtest", 0.0))
                                             if f.gtest else 0.0)
     return out
 

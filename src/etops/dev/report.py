@@ -40,6 +40,9 @@ class FileResult:
     gtest: dict = field(default_factory=dict)  #: the upstream test file on the kernels replaced and the edit (etops.gtest.report.against_base)
     helpers: list = field(default_factory=list)  #: helper sources of the checkout built with the file (--changed)
     installed: object = field(default=None, repr=False)
+    #: what this process read from etops' disk store and what it worked out again, per
+    #: kind (etops.dev.learned.counts: recordings, plan, base results, base gtest)
+    learned: dict = field(default_factory=dict)
 
     def set_judged(self, plan: dict, judged: dict) -> None:
         self.checked = True
@@ -83,7 +86,7 @@ class FileResult:
                 "layout_cases": self.layout_cases, "numerics_cases": self.numerics_cases,
                 "findings": [f.to_json() for f in self.findings], "fixed": [c.to_json() for c in self.fixed],
                 "new_findings": len(self.new_findings), "timing": self.timing, "seconds": self.seconds,
-                "gtest": self.gtest, "report_dir": self.report_dir, "exit_code": self.exit_code}
+                "learned": self.learned, "gtest": self.gtest, "report_dir": self.report_dir, "exit_code": self.exit_code}
 
 
 @dataclass

@@ -162,7 +162,8 @@ def _serve(tasks: list, run_task, request_fd: int, result_fd: int) -> None:
 
 def run_tasks(tasks: list, run_task: Callable[[Any, tuple], Any], rerun: Callable[[Any, str, bool, tuple], Any],
               workers: int | None = None, on_cycle: Callable[[list], None] | None = None,
-              on_done: Callable[[int, int], None] | None = None) -> list:
+              on_done: Callable[[int, int], None] | None = None,
+              on_result: Callable[[int, Any], None] | None = None) -> list:
     """The result of each task, in order: `run_task(task, hangs)` in a task process,
     or `rerun(task, why, died, hangs)` here for a task whose process died or stalled
     (`died` True) or whose runner raised there (False); `why` says which. `hangs`: the
@@ -170,7 +171,7 @@ def run_tasks(tasks: list, run_task: Callable[[Any, tuple], Any], rerun: Callabl
     process killed for it: `run_task` and `rerun` skip them and record them as hang
     cases). `on_cycle(pids)`: called with the running task processes' pids each time
     a result comes in (or every _CHECK_EVERY seconds); `on_done(done, total)`: each
-    time a task's result is in. Every task process is reaped before this returns or raises."""
+    time a task's result is in; `on_result(index, result)`: that result, as it comes in. Every task process is reaped before this returns or raises."""
     results: list = [None] * len(tasks)
     hangs: dict = {}  #: task index -> its Hangs
     todo = list(range(len(tasks)))
@@ -197,6 +198,8 @@ def run_tasks(tasks: list, run_task: Callable[[Any, tuple], Any], rerun: Callabl
                     outcome, value = process.receive()
                     if outcome == "done":
                         results[index] = value
+                        if on_result is not None:
+                            on_result(index, value)
                         done += 1
                         if on_done is not None:
                             on_done(done, len(tasks))
@@ -221,6 +224,8 @@ def run_tasks(tasks: list, run_task: Callable[[Any, tuple], Any], rerun: Callabl
                     process.end(kill=True)
                     why = f"its task process {hung}"
                 results[index] = rerun(tasks[index], why, outcome != "failed", tuple(hangs.get(index, ())))
+                if on_result is not None:
+                    on_result(index, results[index])
                 done += 1
                 if on_done is not None:
                     on_done(done, len(tasks))

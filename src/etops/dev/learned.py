@@ -1,0 +1,175 @@
+"""What ``etops dev`` keeps on disk for its next process (etops.learned_store:
+keyed by torch's, executorch's and etops' versions and etops' sources, verified on
+reading, evicted oldest first), so that a warm run in a new process imports,
+loads the kernel, replays, judges and times, and works nothing out twice:
+
+- the plan (``cached_plan``): each operator's tasks, per operator set, dtypes,
+  generated cases and the wheel's registry (finding them imports every OpInfo);
+- the recorded cases (``RECORDINGS``, the judge's Recorder's store: per task,
+  dtype, kernels and seed);
+- the base's task results (``load_base`` / ``save_base``: judge.BASE_RESULTS' entries
+  of one base, keyed by its build's source hash: its file, headers at the base
+  commit, flags and etops' build) and its upstream test runs (loop.BASE_GTEST's);
+- torch's answers per argument signature (etops.signature_cache) and the timing's
+  OpInfo samples (etops.bench.sampling): ``load_answers`` / ``save_answers``.
+
+``counts(recorder)`` says how many of each were read and how many worked out again in this
+process. May import the core, etops.conformance, etops.bench and this package's
+cases.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+from ..learned_store import Store
+
+#: the recorded cases of OpInfo tasks (etops.conformance.recorded's Recorder store)
+RECORDINGS = Store("recording")
+PLANS = Store("dev-plan")
+BASE_RESULTS = Store("base-results")
+BASE_GTEST = Store("base-gtest")
+ANSWERS = Store("torch-answers")
+SAMPLES = Store("timing-samples")
+
+#: what this process worked out that a store could have held: kind -> count
+RECOMPUTED: dict = {}
+#: the base keys whose results the store had, and how many entries it had
+_BASE_LOADED: dict = {}
+_ANSWERS_KNOWN: dict = {"answers": -1, "samples": -1}
+
+
+def _recomputed(kind: str) -> None:
+    RECOMPUTED[kind] = RECOMPUTED.get(kind, 0) + 1
+
+
+def counts(recorder) -> dict:
+    """kind -> {"loaded": read from the store, "recomputed": worked out here} for
+    this process (`recorder`: the judge's Recorder, whose recomputed are the tasks
+    whose OpInfo ran here)."""
+    out = {"recording": {"loaded": recorder.loaded, "recomputed": recorder.recomputed}}
+    for kind, store in (("plan", PLANS), ("base-results", BASE_RESULTS), ("base-gtest", BASE_GTEST)):
+        out[kind] = {"loaded": store.loaded, "recomputed": RECOMPUTED.get(kind, 0)}
+    return out
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:24]
+
+
+def cached_plan(names, dtypes, generated: bool, compute):
+    """cases.plan's answer for these operators, dtypes and `generated`, from the store
+    when it has it for the wheel's registry now, else `compute()` (then stored)."""
+    from .cases import wheel_kmap
+
+    registered = _digest("\n".join(sorted(wheel_kmap().registered)))
+    key = ("plan", sorted(names), None if dtypes is None else sorted(str(d) for d in dtypes), generated, registered)
+    found = PLANS.load(key)
+    if isinstance(found, dict) and set(found) == set(names):
+        return found
+    _recomputed("plan")
+    made = compute()
+    PLANS.save(key, made)
+    return made
+
+
+def _of_base(key, base_key: str) -> bool:
+    """Whether a BASE_RESULTS key belongs to the base `base_key` (its own passes, or a
+    variant's: a layout's, a numerics transform's)."""
+    head = key[0]
+    return head == base_key or (isinstance(head, tuple) and bool(head) and head[0] == base_key)
+
+
+def load_base(base_key, results: dict) -> None:
+    """The store's results of base `base_key` (a build's source hash; any other key,
+    such as a built-in base's addresses, is never stored) added to `results`
+    (judge.BASE_RESULTS)."""
+    if not isinstance(base_key, str) or base_key in _BASE_LOADED:
+        return
+    found = BASE_RESULTS.load(("base-results", base_key))
+    found = found if isinstance(found, dict) and all(_of_base(k, base_key) for k in found) else {}
+    for k, v in found.items():
+        results.setdefault(k, v)
+    _BASE_LOADED[base_key] = len(found)
+
+
+def save_base(base_key, results: dict) -> None:
+    """`results`' (judge.BASE_RESULTS') entries of base `base_key` written to the
+    store, when this process added any (counted as recomputed)."""
+    if not isinstance(base_key, str):
+        return
+    mine = {k: v for k, v in results.items() if _of_base(k, base_key)}
+    added = len(mine) - _BASE_LOADED.get(base_key, 0)
+    if added > 0:
+        RECOMPUTED["base-results"] = RECOMPUTED.get("base-results", 0) + added
+        if BASE_RESULTS.save(("base-results", base_key), mine):
+            _BASE_LOADED[base_key] = len(mine)
+
+
+def _gtest_key(key) -> tuple:
+    """loop._GtestRun's key ((base key, headers digest), kernel set, test texts) with
+    the texts digested; None when the base is no build (never stored)."""
+    if key is None:
+        return ()
+    (base_key, headers), kernel_set, texts = key
+    if not isinstance(base_key, str):
+        return ()
+    return ("base-gtest", base_key, headers, kernel_set, [(name, _digest(text)) for name, text in texts])
+
+
+def load_gtest(key):
+    """The base's upstream test run stored under loop._GtestRun's `key` (None: no
+    key), or None."""
+    disk = _gtest_key(key)
+    return BASE_GTEST.load(disk) if disk else None
+
+
+def save_gtest(key, run) -> None:
+    """Stores the base's upstream test run `run` under loop._GtestRun's `key`."""
+    disk = _gtest_key(key)
+    if disk:
+        _recomputed("base-gtest")
+        BASE_GTEST.save(disk, run)
+
+
+def load_answers() -> None:
+    """torch's answers per signature and the timing's OpInfo samples from the store,
+    added to this process' (etops.signature_cache, etops.bench.sampling)."""
+    from .. import signature_cache
+    from ..bench import sampling
+
+    if _ANSWERS_KNOWN["answers"] >= 0:  # read once per process
+        return
+    answers = ANSWERS.load("signature answers")
+    if isinstance(answers, dict):
+        signature_cache.keep(answers)
+    _ANSWERS_KNOWN["answers"] = signature_cache.changes()
+    samples = SAMPLES.load("base samples")
+    if isinstance(samples, dict):
+        sampling.keep_samples(samples)
+    _ANSWERS_KNOWN["samples"] = len(sampling.found_samples())
+
+
+def save_answers() -> None:
+    """Writes what this process added to torch's answers and the timing's samples."""
+    from .. import signature_cache
+    from ..bench import sampling
+
+    if signature_cache.changes() != _ANSWERS_KNOWN["answers"]:
+        if ANSWERS.save("signature answers", signature_cache.entries()):
+            _ANSWERS_KNOWN["answers"] = signature_cache.changes()
+    samples = sampling.found_samples()
+    if len(samples) != _ANSWERS_KNOWN["samples"]:
+        if SAMPLES.save("base samples", samples):
+            _ANSWERS_KNOWN["samples"] = len(samples)
+
+
+def round_end(recorder) -> dict:
+    """At the end of a round: what it added to torch's answers and the timing's
+    samples written (save_answers); counts(recorder)."""
+    save_answers()
+    return counts(recorder)
+
+
+__all__ = ["RECORDINGS", "cached_plan", "counts", "load_answers", "load_base", "load_gtest", "round_end", "save_answers",
+           "save_base", "save_gtest"]
