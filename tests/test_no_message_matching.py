@@ -65,8 +65,6 @@ ALLOWED = (
      "people (a kernel's definition whose signature the schema does not give) to a build error, no verdict"),
     ("custom/build.py", "for ln in log.splitlines() if not ln.startswith(\"[\")", "the build log's lines shown in a "
      "build error, the build tool's progress lines left out: for people"),
-    ("dev/install.py", "\"No such file\" not in f\"{exc}\\n{exc.log}\"", "the compiler's output is text only: it adds a "
-     "hint for people (an empty submodule) to a build error, no verdict"),
 )
 
 
