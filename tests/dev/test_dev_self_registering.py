@@ -8,7 +8,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from etops.dev.self_registering import refusal, static_registrations
+from etops.checkout.self_registering import refusal, static_registrations
 
 #: the shapes of upstream's registrations (op_fallback.cpp's macro, op_sdpa.cpp's boxed kernel)
 SOURCE = '''

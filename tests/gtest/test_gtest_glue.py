@@ -40,7 +40,7 @@ def test_a_yaml_func_schema_names_an_operator_torch_does_not_know(tmp_path, regi
     (tmp_path / "functions.yaml").write_text(
         "- func: etops_glue_test::twice.out(Tensor self, int[] dims, *, Tensor(a!) out) -> Tensor(a!)\n"
         "  kernels:\n    - arg_meta: null\n      kernel_name: twice_out\n")
-    from etops.dev.checkout import read_yaml
+    from etops.checkout.layout import read_yaml
 
     header, notes = glue.functions_header([("etops_glue_test", "twice_outf")], read_yaml(tmp_path / "functions.yaml"), registered)
     assert "twice_outf(KernelRuntimeContext& context, const Tensor& a0, IntArrayRef a1, Tensor& a2)" in header
@@ -141,7 +141,7 @@ def test_a_kernel_folders_generated_headers_are_not_looked_for_in_the_checkout(t
 
 
 def test_native_functions_come_from_the_folders_yaml_with_and_without_a_context(tmp_path, user_schemas):
-    from etops.dev.checkout import read_yaml
+    from etops.checkout.layout import read_yaml
 
     (tmp_path / "quantized.yaml").write_text(
         "- func: etops_glue_q::quantize.out(Tensor input, float scale, int zero_point, ScalarType dtype, *, Tensor(a!) out) -> Tensor(a!)\n"

@@ -313,7 +313,7 @@ def _load(args, debug: bool) -> list[str]:
     if not getattr(args, "load", None):
         return []
     _etops(debug)
-    from ..dev.load import load_all
+    from ..checkout.load import load_all
 
     with _quiet(debug):
         return load_all(args.load)

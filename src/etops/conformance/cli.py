@@ -202,7 +202,7 @@ def main(argv=None) -> int:
                 return 2
 
     if args.load:
-        from ..dev.load import load_for_command
+        from ..checkout.load import load_for_command
 
         loaded = load_for_command(args.load, parser.prog)
         if loaded is None:

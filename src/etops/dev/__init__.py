@@ -27,7 +27,7 @@ from __future__ import annotations
 import sys
 import types
 
-from .checkout import CheckoutError
+from ..checkout.layout import CheckoutError
 from .loop import CHECK_BUDGET, dev, run_file  # noqa: F401 - etops.dev's API
 from .report import DevResult, FileResult
 from .watch import watch

@@ -12,7 +12,7 @@ import time
 from ..errors import BuildError
 from ..registry import as_program
 from . import progress
-from .checkout import CheckoutError, NoOperators
+from ..checkout.layout import CheckoutError, NoOperators
 from .report import DevResult, FileResult
 
 
@@ -184,7 +184,7 @@ def _timing_rows(result, target, addresses: dict, *, dtype, repeats, threads, ma
     ``crashed`` row: a finding); torch's OpenMP threads do not survive a fork, so
     more threads time here."""
     from ..registry import registry
-    from .install import schema_of
+    from ..checkout.install import schema_of
     from .timing import time_edit
 
     def rows_of(index: int, impl) -> list:
@@ -317,7 +317,7 @@ def run_file(path, *, root=None, yaml=None, dtypes=None, timing_dtype="float32",
     git revision the edit is compared with (None: HEAD; False: the built-in).
     ``helpers``: helper sources of the checkout built with the file, edit and base
     (install.locate)."""
-    from . import install as inst
+    from ..checkout import install as inst
 
     result = FileResult(str(path))
     result.helpers = [str(h) for h in helpers]
@@ -452,7 +452,7 @@ def dev(paths, *, root=None, yaml=None, dtypes=None, timing_dtype="float32", thr
     pairwise) judged with the OpInfo samples, on the edit and on the base."""
     from pathlib import Path
 
-    from .checkout import kernel_files
+    from ..checkout.layout import kernel_files
 
     start = time.perf_counter()
     given = [] if paths is None else [paths] if isinstance(paths, (str, bytes, Path)) or not hasattr(paths, "__iter__") else list(paths)

@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..dev.checkout import YAML_NAMES, YamlKernel, checkout_headers, includes, read_yaml, wheel_include_dir
+from ..checkout.layout import YAML_NAMES, YamlKernel, checkout_headers, includes, read_yaml, wheel_include_dir
 from ..errors import CheckoutError
 
 #: Headers etops generates for every test (never looked for in the checkout).

@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 
 from ..custom import cache_dir
-from ..dev.checkout import checkout_headers, include_root
+from ..checkout.layout import checkout_headers, include_root
 from ..errors import EtopsError
 from ..registry import registry
 from . import glue, layout

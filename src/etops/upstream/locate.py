@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..dev.checkout import defined_functions, read_yaml
+from ..checkout.layout import defined_functions, read_yaml
 from ..gtest.layout import tests_of_kernel
 
 #: the kernel YAMLs, in the order the wheel prefers their kernels

@@ -19,7 +19,7 @@ from .self_registering import refusal
 from ..custom.registration import Built, KernelHandle, Override, custom_origin, override, register_kernel
 from ..registry import registry
 from ..schemas import find_schema, set_schema
-from . import checkout as co
+from . import layout as co
 
 #: The wheel's kernel libraries a kernel file may use symbols of (the portable util
 #: functions, other kernels); linked --as-needed: only those it uses are recorded.
