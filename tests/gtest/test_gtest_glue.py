@@ -10,6 +10,7 @@ import pytest
 
 import etops
 from etops.errors import CheckoutError
+from etops.checkout import find_checkout
 from etops.gtest import glue, layout
 from etops.gtest.run import _filter
 
@@ -57,7 +58,7 @@ def test_test_files_checkout_and_kernel_set(tmp_path):
     assert layout.test_files([test.parent]) == [test.resolve()]
     with pytest.raises(CheckoutError, match="no such file"):
         layout.test_files([tmp_path / "missing.cpp"])
-    checkout = layout.find_checkout(test)
+    checkout = find_checkout(test, provided=layout.is_generated)
     assert checkout == (tmp_path / "co").resolve()
     described = layout.describe(test, checkout, checkout)
     assert described.functions == (("aten", "add_outf"), ("aten", "copy_"))
@@ -123,7 +124,7 @@ def test_a_kernel_folders_generated_headers_are_not_looked_for_in_the_checkout(t
                     "void f() { torch::executor::native::add_out(c, a, b, 1, o); quantize_per_tensor_out(a, 1, 0, 0, 9, t, o); }\n")
     assert layout.is_generated("executorch/kernels/quantized/NativeFunctions.h")
     assert not layout.is_generated("executorch/kernels/quantized/cpu/embeddingxb.h")
-    assert layout.find_checkout(test) == co.resolve()  # nothing it includes is missing: the generated headers aside
+    assert find_checkout(test, provided=layout.is_generated) == co.resolve()  # nothing it includes is missing: the generated headers aside
     described = layout.describe(test, co, co)
     assert described.natives == ("quantize_per_tensor_out", "add_out")
     assert described.generated == (("executorch/kernels/quantized/NativeFunctions.h", "kernels/quantized", "NativeFunctions"),

@@ -2,7 +2,7 @@
 
 A spec is one of
 - ``FILE.cpp`` (``.cc``, ``.cxx``): a kernel file of a checkout or an out-of-tree
-  folder, built and swapped in as ``etops dev`` does (no check, no timing);
+  folder, built and swapped in as ``etops dev`` does (not judged, timed or tested);
 - ``LIB.so``: a shared library registering kernels (``etops.load_library``);
 - ``FILE.py:FUNCTION`` or ``package.module:FUNCTION``: a function called with no
   arguments that registers or overrides kernels through etops (what it returns is
@@ -11,6 +11,8 @@ A spec is one of
 The specs also go to the environment (``ETOPS_LOAD``), so the worker processes of
 ``--isolated`` sweeps and of fuzzing load the same kernels (a C++ file is a cache hit
 there, no compile).
+
+Imports the core, etops.custom and this package (install) only.
 """
 
 from __future__ import annotations
@@ -54,6 +56,21 @@ def _call(spec: str):
     return fn()
 
 
+def _install_file(spec: str, helpers):
+    """Kernel file `spec` located, built with the wheel's flags and swapped in (as
+    ``etops dev`` does, without judging or timing it): its install.Installed.
+    LoadError naming the spec when it cannot be located or does not build."""
+    from ..errors import BuildError, CheckoutError
+    from . import install
+
+    try:
+        target = install.locate(spec, None, None, helpers)
+        library = install.build_target(target)
+    except (BuildError, CheckoutError) as exc:
+        raise LoadError(f"--load {spec}: {exc}") from None
+    return install.install(target, library)
+
+
 def load(spec: str, helpers=()) -> list[str]:
     """Loads one spec; returns the operator names it registered or replaced (as far
     as etops can tell: for a Python function, the ones whose kernels changed).
@@ -65,13 +82,9 @@ def load(spec: str, helpers=()) -> list[str]:
     if (suffix in SOURCE_SUFFIXES or library) and not Path(spec).is_file():
         raise LoadError(f"--load {spec}: no such file")
     if suffix in SOURCE_SUFFIXES:
-        from .loop import run_file
-
-        result = run_file(spec, check=False, timing=False, base=False, helpers=helpers)
-        if result.error:
-            raise LoadError(f"--load {spec}: {result.error}")
-        _kept.append(result.installed)
-        return list(result.ops)
+        installed = _install_file(spec, helpers)
+        _kept.append(installed)
+        return list(installed.target.names)
     if helpers:
         raise LoadError(f"--load {spec}: helper sources go with a kernel file (.cpp)")
     if library:
@@ -126,7 +139,7 @@ def unload_all() -> None:
         for item in kept if isinstance(kept, (list, tuple)) else [kept]:
             if isinstance(item, KernelHandle):  # an override restored, a registration deregistered
                 item.undo()
-            elif hasattr(item, "restore") and hasattr(item, "replaced"):  # a kernel file's dev.install.Installed
+            elif hasattr(item, "restore") and hasattr(item, "replaced"):  # a kernel file's install.Installed
                 item.restore()
     _kept.clear()
     _applied.clear()
