@@ -2,7 +2,8 @@
 checkout, built with the wheel's flags, its base built (``base``), the edit judged
 next to it by check's judge (``judge``) and timed against it (``timing``)
 (``run_file``); every file of a list, a folder or a change (``dev``).
-May import the core, etops.custom, etops.conformance, etops.guard and etops.bench.
+May import the core, etops.checkout, etops.custom, etops.conformance, etops.gtest,
+etops.guard and etops.bench.
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ from ..errors import BuildError
 from ..registry import as_program
 from . import progress
 from ..checkout.layout import CheckoutError, NoOperators
+from ..gtest import gtest as run_gtest, layout
+from ..gtest.report import against_base
 from .report import DevResult, FileResult
 
 
@@ -79,7 +82,6 @@ class _GtestRun:
 
     def result(self) -> dict:
         from ..errors import BackgroundFailed
-        from ..gtest.report import against_base
 
         try:
             before, edit = self.job.result()
@@ -132,7 +134,6 @@ def edit_gtest_timeout(before) -> float:
 def _gtest_runs(test_files: list, checkout, addresses: dict, before, kernel_set) -> tuple:
     """(the base's run or `before` when given, None without a base; the edit's run,
     each binary bounded by edit_gtest_timeout)."""
-    from ..gtest import gtest as run_gtest  # etops.gtest reads checkouts with this package's checkout module
     from .swap import BaseSwap
 
     if addresses and before is None:
@@ -292,8 +293,6 @@ def _test_files(target, run: bool) -> tuple[list, list, str | None]:
     (kernels/test/op_add_test.cpp for kernels/quantized/cpu/op_add.cpp) is not run.
     None found is one line naming where it looked; `run` False (``--no-gtest``)
     lists every one found as not run."""
-    from ..gtest import layout
-
     places = layout.tests_of_kernel(target.path, target.checkout)
     kernel_set = layout.kernel_set_of(target.path, target.checkout)
     existing = [p for p in places if p.is_file()]

@@ -12,8 +12,8 @@ etops.custom's toolchain), the isolated runs (run.py: a fork per binary, a crash
 ends only its test) and the report (report.py; session.py ties them together).
 
 May import: the core, and the public modules of etops.custom (toolchain, codegen,
-compile flags) and etops.dev (checkout reading, schemas of YAML entries). Nothing in
-the core imports it; the CLI does.
+compile flags) and etops.checkout (checkout reading, schemas of YAML entries).
+Nothing in the core imports it; etops.dev, etops.upstream and the CLI do.
 """
 
 from __future__ import annotations

@@ -88,7 +88,7 @@ def test_files(paths) -> list[Path]:
 
 def describe(path: Path, checkout: Path, include_root: Path) -> TestFile:
     """What building test `path` of `checkout` needs (`include_root`: the folder
-    whose ``executorch`` is the checkout, ``etops.dev.checkout.include_root``)."""
+    whose ``executorch`` is the checkout, ``etops.checkout.layout.include_root``)."""
     headers = sorted(checkout_headers(path, [include_root, checkout]))
     texts = [path.read_text()] + [h.read_text() for h in headers]
     functions = tuple(dict.fromkeys(m for t in texts for m in _CALL.findall(t)))
