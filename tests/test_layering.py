@@ -305,7 +305,7 @@ def test_the_layers_have_no_cycle_and_the_checkout_is_below_its_tools():
     assert "dev" not in LAYERS["gtest"] | LAYERS["conformance"] | LAYERS["bench"]  # dev is a tool, no supplier
 
 
-def test_the_package_graph_sees_a_cycle_through_a_function_level_import(tmp_path):
+def test_the_package_graph_sees_a_cycle_through_a_function_level_import():
     graph = {("bench", "runall"): {("dev", "load")}, ("dev", "load"): {("dev", "timing")}, ("dev", "timing"): {("bench",)},
              ("bench",): set()}
     packages = _package_graph(graph)
