@@ -1,6 +1,8 @@
 """The layering rules of docs/architecture.md: the core never imports an extension
 (at module level or inside a function), no module imports another module's
-underscore names, and importing the core in a fresh interpreter loads no extension."""
+underscore names, no import cycle between modules nor between packages (each
+package imports only the layers below it, LAYERS), and importing the core in a
+fresh interpreter loads no extension."""
 
 from __future__ import annotations
 
@@ -16,7 +18,8 @@ from fresh_python import run_python
 PACKAGE = Path(etops.__file__).resolve().parent
 
 #: The extensions: subpackages (and modules) the core may not import.
-EXTENSIONS = ("custom", "delegate", "edge", "conformance", "bench", "fuzz", "cli", "testing", "needs", "guard", "dev", "gtest", "upstream")
+EXTENSIONS = ("custom", "delegate", "edge", "conformance", "bench", "fuzz", "cli", "testing", "needs", "guard", "dev", "gtest", "upstream",
+              "checkout")
 
 
 def _modules():
@@ -219,8 +222,94 @@ def test_no_import_cycles():
     tested and changed on top of the ones below it."""
     graph = _module_graph()
     assert ("kernel",) in graph[("registry",)]  # a module-level import
-    assert ("dev", "loop") in graph[("dev", "load")]  # one inside a function
+    assert ("checkout", "install") in graph[("checkout", "load")]  # one inside a function
     assert _cycles(graph) == []
+
+
+#: The packages of etops, as docs/architecture.md draws them, each with the
+#: packages it may import (function-level imports included) besides the core: the
+#: top-level modules, ops/ and _native/ (every package may import the core, which
+#: imports none). A package imports only the layers below its own.
+LAYERS = {
+    # 1: on the core only
+    "custom": set(),
+    "delegate": set(),
+    "guard": set(),
+    # 2
+    "checkout": {"custom"},
+    "edge": {"delegate"},
+    "needs": {"delegate"},
+    # 3: the tools on a checkout, each from below
+    "conformance": {"checkout", "guard"},
+    "gtest": {"checkout", "custom"},
+    "fuzz": {"checkout", "guard"},
+    "bench": {"checkout", "delegate", "edge"},
+    # 4
+    "testing": {"conformance"},
+    "dev": {"bench", "checkout", "conformance", "custom", "gtest", "guard"},
+    "upstream": {"checkout", "conformance", "custom", "gtest"},
+    # 5: the command line
+    "cli": {"bench", "checkout", "conformance", "custom", "dev", "fuzz", "gtest", "upstream"},
+    "__main__": {"cli"},
+}
+
+
+def _package_of(module: tuple) -> str:
+    """The package a module (a tuple of names under etops) belongs to: its
+    subpackage of etops, ``testing`` and ``__main__`` (extensions of one module),
+    or ``core`` (the top-level modules, the package's __init__, ops/ and _native/)."""
+    if not module or module[0] in ("ops", "_native"):
+        return "core"
+    if module[0] in ("testing", "__main__") or len(module) > 1 or (PACKAGE / module[0]).is_dir():
+        return module[0]
+    return "core"
+
+
+def _package_graph(graph: dict) -> dict:
+    """package -> {package it imports: ["importing module -> imported module", ...]}
+    from the module graph (function-level imports included)."""
+    packages: dict = {}
+    for module, targets in graph.items():
+        edges = packages.setdefault((_package_of(module),), {})
+        for target in targets:
+            if _package_of(target) != _package_of(module):
+                edges.setdefault((_package_of(target),), []).append(f"{'.'.join(module)} -> {'.'.join(target) or 'etops'}")
+    return packages
+
+
+def test_no_import_cycles_between_packages():
+    """No package imports, directly or through others, a package that imports it
+    back, function-level imports included: one package is read, tested and changed
+    on top of the ones below it (etops.bench -> bench.runall -> dev.load -> dev.loop
+    -> ... -> dev.timing -> etops.bench was such a cycle)."""
+    packages = _package_graph(_module_graph())
+    assert ("checkout",) in packages[("bench",)]  # bench.runall's --load, imported inside a function
+    assert _cycles({p: set(targets) for p, targets in packages.items()}) == []
+
+
+def test_each_package_imports_only_the_layers_below_it():
+    packages = _package_graph(_module_graph())
+    assert sorted(p for (p,) in packages if p != "core") == sorted(LAYERS), "a package to place in LAYERS (and docs/architecture.md)"
+    found = [f"{edge} ({package} may import {sorted(LAYERS[package]) or 'the core only'})"
+             for (package,), targets in packages.items() if package != "core"
+             for (target,), edges in targets.items() if target != "core" and target not in LAYERS[package]
+             for edge in edges]
+    assert found == []
+    assert packages[("core",)] == {}  # the core imports no package
+
+
+def test_the_layers_have_no_cycle_and_the_checkout_is_below_its_tools():
+    assert _cycles({(p,): {(t,) for t in targets} for p, targets in LAYERS.items()}) == []
+    for tool in ("dev", "gtest", "conformance", "bench", "fuzz", "upstream"):
+        assert "checkout" in LAYERS[tool] and tool not in LAYERS["checkout"]
+    assert "dev" not in LAYERS["gtest"] | LAYERS["conformance"] | LAYERS["bench"]  # dev is a tool, no supplier
+
+
+def test_the_package_graph_sees_a_cycle_through_a_function_level_import():
+    graph = {("bench", "runall"): {("dev", "load")}, ("dev", "load"): {("dev", "timing")}, ("dev", "timing"): {("bench",)},
+             ("bench",): set()}
+    packages = _package_graph(graph)
+    assert _cycles({p: set(t) for p, t in packages.items()}) == [["bench", "dev"]]
 
 
 def test_the_cycle_finder_finds_a_cycle():

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from etops import kernel, out_shapes, signature_cache
+from etops import out_shapes, signature_cache, torch_checks
 from etops.dev.background import Background
 from etops.kernel import KernelInfo
 
@@ -32,8 +32,8 @@ def test_every_kernel_object_of_an_operator_shares_torchs_out_shapes(reg, monkey
 def test_torchs_checks_are_kept_for_calls_it_accepts_only(reg, monkeypatch):
     info = reg.aten.mul.out._info
     asked = []
-    real = kernel.check_with_torch
-    monkeypatch.setattr(kernel, "check_with_torch", lambda *a: asked.append(a[2]) or real(*a))
+    real = torch_checks.check_with_torch
+    monkeypatch.setattr(torch_checks, "check_with_torch", lambda *a: asked.append(a[2]) or real(*a))
     good = {"self": torch.ones(5, 13, 3), "other": torch.ones(3), "out": torch.empty(5, 13, 3)}
     info.validate(good)
     _another_info(info).validate({k: v.clone() for k, v in good.items()})

@@ -13,7 +13,6 @@ registered kernels and their keys, ExecuTorch's kernel selection (``select``,
 
 from __future__ import annotations
 
-import warnings
 from typing import Any, Union
 
 import torch
@@ -28,9 +27,9 @@ from .hooks import origin_provider
 from .out_shapes import infer_outs
 from .tensors import as_torch
 from .schemas import split_name, torch_overload
-from .signature_cache import SignatureCache, signature
 from .slow_path import SLOW_PATH
-from .torch_checks import check_values, check_with_torch
+from .torch_checks import check_values, checked_with_torch
+from .layouts import layout_warning, wrong_layout_message
 
 
 #: the 0-dim tensor a call passes for a Python number given for a Tensor parameter
@@ -382,7 +381,7 @@ class KernelInfo:
         overload = torch_overload(self.name) if self.name.startswith("aten::") else None
         resizes: dict | None = {} if meta_checked else None
         if not meta_checked and overload is not None:
-            refusal, resizes = _checked_with_torch(self.name, overload, bound, self.out_names())
+            refusal, resizes = checked_with_torch(self.name, overload, bound, self.out_names())
             if refusal is not None:
                 raise refusal
         self.entry.check_like_torch(bound, self)
@@ -483,59 +482,12 @@ def _make_c_kernel(info: KernelInfo):
     calls, judging = info.calls, info.entry.judging
     # only a channels-last tensor reaches the kernel in another order than contiguous
     # outside etops.layout("preserve") (where the user opted in): no callback otherwise
-    warn = _layout_warning(name, judging) if judging.wrong_on("channels-last") is not None and not calls.contiguous_only else None
+    warn = layout_warning(name, judging) if judging.wrong_on("channels-last") is not None and not calls.contiguous_only else None
     position = {a.name: i for i, a in enumerate(plan.args)}
     ranges = tuple((position[index], position[source], position[dim] if isinstance(dim, str) else -1, dim if isinstance(dim, int) else 0)
                    for index, source, dim in calls.index_ranges)
     return _native.Kernel(info.registered_as or name, plan.args, plan.returns, info, SLOW_PATH, precheck=calls.has_precheck,
                           validate=validate, contiguous_only=calls.contiguous_only, warn_layout=warn, index_ranges=ranges)
 
-
-#: (kernel, layout) pairs warned about in this process
-_WARNED_LAYOUTS: set = set()
-
-
-def wrong_layout_message(name: str, finding, argument: str) -> str:
-    """What a call (and explain) says when argument `argument` reaches kernel
-    `name` in a layout the rules table records it as silently wrong on."""
-    return (f"{name} computes wrong values on {finding.layout} inputs, with no error ({finding.found}; docs/layouts.md), "
-            f"and argument '{argument}' reaches it {finding.layout}. Pass .contiguous() tensors, or run the call under "
-            f"etops.layout('preserve') to pass it as it is on purpose (no warning then)")
-
-
-def _layout_warning(name: str, judging):
-    """The C kernel's warn_layout(argument, dim order): warns once per kernel and
-    layout (a WrongLayoutWarning) when `judging` records the kernel wrong on it."""
-
-    def warn(argument: str, dim_order: tuple) -> None:
-        layout = layouts.layout_name(dim_order)
-        finding = judging.wrong_on(layout)
-        if finding is None or (name, layout) in _WARNED_LAYOUTS:
-            return
-        _WARNED_LAYOUTS.add((name, layout))
-        warnings.warn(wrong_layout_message(name, finding, argument), layouts.WrongLayoutWarning, stacklevel=3)
-
-    return warn
-
-
-
-#: calls torch's checks accepted: (operator, argument signature, outs included) ->
-#: (the outs' resizes,); a refusal is checked again (its message names the values)
-TORCH_ACCEPTED = SignatureCache("torch accepted", 1 << 15)
-
-
-def _checked_with_torch(name: str, overload, bound: dict, out_names):
-    """check_with_torch's (refusal, resizes), an accepted signature's from TORCH_ACCEPTED."""
-    try:
-        key = (name, tuple((n, signature(v)) for n, v in bound.items()))
-    except TypeError:
-        return check_with_torch(name, overload, bound, out_names)
-    found = TORCH_ACCEPTED.get(key)
-    if found is not None:
-        return None, None if found[0] is None else dict(found[0])
-    refusal, resizes = check_with_torch(name, overload, bound, out_names)
-    if refusal is None:
-        TORCH_ACCEPTED.put(key, (None if resizes is None else dict(resizes),))
-    return refusal, resizes
 
 __all__ = ["KernelInfo", "RegisteredKernel", "Selection", "UncallableKernel", "decode_key", "library_of", "make_kernel"]

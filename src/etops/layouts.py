@@ -1,6 +1,7 @@
 """Dim orders and dense strides: the one place that turns an ExecuTorch dim order
 (outermost dimension first, e.g. ``(0, 2, 3, 1)`` for channels-last) into torch
-strides and back, and the layout mode of calls (``etops.layout``).
+strides and back, the layout mode of calls (``etops.layout``), and the once-per-kernel
+warning of a kernel the rules table records as wrong on a layout (``layout_warning``).
 
 Imports the standard library and etops._native only.
 """
@@ -8,6 +9,7 @@ Imports the standard library and etops._native only.
 from __future__ import annotations
 
 import functools
+import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -113,3 +115,30 @@ def is_dense(shape: Sequence[int], strides: Sequence[int]) -> bool:
     """True when ``strides`` lay ``shape`` out densely in some dim order (no gaps,
     no overlaps; dims of size 1 may have any stride; an empty shape is dense)."""
     return 0 in tuple(shape) or dim_order_of(shape, strides) is not None
+
+
+#: (kernel, layout) pairs warned about in this process
+_WARNED_LAYOUTS: set = set()
+
+
+def wrong_layout_message(name: str, finding, argument: str) -> str:
+    """What a call (and explain) says when argument `argument` reaches kernel
+    `name` in a layout the rules table records it as silently wrong on."""
+    return (f"{name} computes wrong values on {finding.layout} inputs, with no error ({finding.found}; docs/layouts.md), "
+            f"and argument '{argument}' reaches it {finding.layout}. Pass .contiguous() tensors, or run the call under "
+            f"etops.layout('preserve') to pass it as it is on purpose (no warning then)")
+
+
+def layout_warning(name: str, judging):
+    """The C kernel's warn_layout(argument, dim order): warns once per kernel and
+    layout (a WrongLayoutWarning) when `judging` records the kernel wrong on it."""
+
+    def warn(argument: str, dim_order: tuple) -> None:
+        layout = layout_name(dim_order)
+        finding = judging.wrong_on(layout)
+        if finding is None or (name, layout) in _WARNED_LAYOUTS:
+            return
+        _WARNED_LAYOUTS.add((name, layout))
+        warnings.warn(wrong_layout_message(name, finding, argument), WrongLayoutWarning, stacklevel=3)
+
+    return warn

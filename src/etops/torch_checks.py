@@ -6,7 +6,8 @@ torch's meta kernel of the same out variant, with meta copies of the given outs:
 whatever torch refuses (dtype promotion and castability, broadcasting, ranks, dims
 out of range) raises here and never reaches the kernel. The C call path asks once
 per argument signature (dtypes, ranks, sizes, int values), so calls that repeat a
-signature pay nothing. Core module: imports torch and the core only.
+signature pay nothing; a signature torch accepted is kept (``checked_with_torch``,
+TORCH_ACCEPTED). Core module: imports torch and the core only.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import warnings
 from typing import Any
 
 from .errors import refusing
+from .signature_cache import SignatureCache, signature
 from .tensors import to_meta
 
 #: torch messages that say the meta kernel cannot run at all (not a refusal)
@@ -286,3 +288,23 @@ def _check_last_dim_size(name: str, bound: dict) -> None:
             f"{name}: argument 'last_dim_size' is {size}, and 'self' has {have} elements in dim {dims[-1]}; torch refuses it "
             f"(the input's last dim must be last_dim_size // 2 + 1 = {size // 2 + 1}, or last_dim_size)"
         )
+
+
+#: calls torch's checks accepted: (operator, argument signature, outs included) ->
+#: (the outs' resizes,); a refusal is checked again (its message names the values)
+TORCH_ACCEPTED = SignatureCache("torch accepted", 1 << 15)
+
+
+def checked_with_torch(name: str, overload, bound: dict, out_names):
+    """check_with_torch's (refusal, resizes), an accepted signature's from TORCH_ACCEPTED."""
+    try:
+        key = (name, tuple((n, signature(v)) for n, v in bound.items()))
+    except TypeError:
+        return check_with_torch(name, overload, bound, out_names)
+    found = TORCH_ACCEPTED.get(key)
+    if found is not None:
+        return None, None if found[0] is None else dict(found[0])
+    refusal, resizes = check_with_torch(name, overload, bound, out_names)
+    if refusal is None:
+        TORCH_ACCEPTED.put(key, (None if resizes is None else dict(resizes),))
+    return refusal, resizes

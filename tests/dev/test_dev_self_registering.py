@@ -15,7 +15,7 @@ import sys
 import pytest
 
 import minillm
-from etops.dev.self_registering import Registration, refusal, registrations, static_registrations
+from etops.checkout.self_registering import Registration, refusal, registrations, static_registrations
 
 #: the shapes of upstream's registrations (op_fallback.cpp's macro, op_sdpa.cpp's boxed kernel)
 SOURCE = '''
@@ -53,7 +53,7 @@ def test_only_registrations_that_cannot_be_swapped_in_are_refused():
 
 
 def test_a_yaml_given_for_a_self_registering_file_is_refused(tmp_path):
-    from etops.dev.install import locate
+    from etops.checkout.install import locate
     from etops.errors import CheckoutError
 
     path = minillm.write(tmp_path)

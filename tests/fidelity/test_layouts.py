@@ -162,9 +162,9 @@ def test_a_lazily_negated_complex_tensor_reaches_the_kernel_resolved(reg):
 @pytest.fixture
 def fresh_warnings(monkeypatch):
     """Layout warnings as in a fresh process (they are given once per kernel and layout)."""
-    import etops.kernel
+    import etops.layouts
 
-    monkeypatch.setattr(etops.kernel, "_WARNED_LAYOUTS", set())
+    monkeypatch.setattr(etops.layouts, "_WARNED_LAYOUTS", set())
 
 
 def test_the_rules_table_is_the_one_list_of_silently_wrong_layouts():

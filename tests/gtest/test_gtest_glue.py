@@ -10,6 +10,7 @@ import pytest
 
 import etops
 from etops.errors import CheckoutError
+from etops.checkout import find_checkout
 from etops.gtest import glue, layout
 from etops.gtest.run import _filter
 
@@ -40,7 +41,7 @@ def test_a_yaml_func_schema_names_an_operator_torch_does_not_know(tmp_path, regi
     (tmp_path / "functions.yaml").write_text(
         "- func: etops_glue_test::twice.out(Tensor self, int[] dims, *, Tensor(a!) out) -> Tensor(a!)\n"
         "  kernels:\n    - arg_meta: null\n      kernel_name: twice_out\n")
-    from etops.dev.checkout import read_yaml
+    from etops.checkout.layout import read_yaml
 
     header, notes = glue.functions_header([("etops_glue_test", "twice_outf")], read_yaml(tmp_path / "functions.yaml"), registered)
     assert "twice_outf(KernelRuntimeContext& context, const Tensor& a0, IntArrayRef a1, Tensor& a2)" in header
@@ -57,7 +58,7 @@ def test_test_files_checkout_and_kernel_set(tmp_path):
     assert layout.test_files([test.parent]) == [test.resolve()]
     with pytest.raises(CheckoutError, match="no such file"):
         layout.test_files([tmp_path / "missing.cpp"])
-    checkout = layout.find_checkout(test)
+    checkout = find_checkout(test, provided=layout.is_generated)
     assert checkout == (tmp_path / "co").resolve()
     described = layout.describe(test, checkout, checkout)
     assert described.functions == (("aten", "add_outf"), ("aten", "copy_"))
@@ -123,7 +124,7 @@ def test_a_kernel_folders_generated_headers_are_not_looked_for_in_the_checkout(t
                     "void f() { torch::executor::native::add_out(c, a, b, 1, o); quantize_per_tensor_out(a, 1, 0, 0, 9, t, o); }\n")
     assert layout.is_generated("executorch/kernels/quantized/NativeFunctions.h")
     assert not layout.is_generated("executorch/kernels/quantized/cpu/embeddingxb.h")
-    assert layout.find_checkout(test) == co.resolve()  # nothing it includes is missing: the generated headers aside
+    assert find_checkout(test, provided=layout.is_generated) == co.resolve()  # nothing it includes is missing: the generated headers aside
     described = layout.describe(test, co, co)
     assert described.natives == ("quantize_per_tensor_out", "add_out")
     assert described.generated == (("executorch/kernels/quantized/NativeFunctions.h", "kernels/quantized", "NativeFunctions"),
@@ -141,7 +142,7 @@ def test_a_kernel_folders_generated_headers_are_not_looked_for_in_the_checkout(t
 
 
 def test_native_functions_come_from_the_folders_yaml_with_and_without_a_context(tmp_path, user_schemas):
-    from etops.dev.checkout import read_yaml
+    from etops.checkout.layout import read_yaml
 
     (tmp_path / "quantized.yaml").write_text(
         "- func: etops_glue_q::quantize.out(Tensor input, float scale, int zero_point, ScalarType dtype, *, Tensor(a!) out) -> Tensor(a!)\n"

@@ -18,7 +18,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "dev"))
 
 import minillm  # noqa: E402
 from etops.custom import cache_dir  # noqa: E402
-from etops.dev.checkout import include_root  # noqa: E402
+from etops.checkout.layout import include_root  # noqa: E402
 from etops.gtest import layout  # noqa: E402
 
 #: upstream's style: the kernel's C++ function, declared by the kernel's own header, called directly

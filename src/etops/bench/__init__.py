@@ -17,7 +17,9 @@ sizes asked for (``etops.bench.sampling``); ``inputs=`` gives your own. Timing:
 ``etops.bench.core``; the machine's facts beside a figure: ``etops.bench.host``.
 Nothing heavy is imported until a benchmark runs.
 
-May import: the core and etops.edge / etops.delegate (delegate benchmarks); nothing imports it but the CLI and the package's lazy names.
+May import: the core, etops.edge / etops.delegate (delegate benchmarks) and
+etops.checkout (its load, for --load in the workers of ``bench --all``); nothing
+imports it but etops.dev (its timing), the CLI and the package's lazy names.
 """
 
 from __future__ import annotations

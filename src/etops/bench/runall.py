@@ -64,7 +64,7 @@ def _worker(path: str) -> None:
     import torch
 
     import etops  # noqa: F401
-    from ..dev.load import from_environment
+    from ..checkout.load import from_environment
     from . import core
 
     from_environment()  # the kernels --load gave the parent (etops bench --all --load ...)

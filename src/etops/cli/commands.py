@@ -3,101 +3,11 @@ the exit code, and raises for errors (``etops.cli.main`` makes them one line).""
 
 from __future__ import annotations
 
-import contextlib
-import json
 import os
 import sys
 
+from .output import console, emit_json, fits_terminal, is_tty, print_table, progress_bar, quiet, quiet_etops
 from .usage import UsageError
-
-
-# ---- output helpers ------------------------------------------------------------------
-
-
-def _tty(stream=None) -> bool:
-    stream = stream or sys.stdout
-    return hasattr(stream, "isatty") and stream.isatty()
-
-
-def _console(stderr: bool = False):
-    from rich.console import Console
-
-    return Console(stderr=stderr, highlight=False)
-
-
-def _emit_json(data) -> int:
-    json.dump(data, sys.stdout, indent=1, default=str)
-    sys.stdout.write("\n")
-    return 0
-
-
-def _plain_table(headers: list[str], rows: list[list[str]]) -> str:
-    widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(headers)]
-    lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths)).rstrip()]
-    lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
-    return "\n".join(lines)
-
-
-def _fits(plain: str) -> bool:
-    """Whether a rich table of this plain text's width fits the terminal (a squeezed
-    table wraps every cell: plain text reads better then)."""
-    width = max((len(line) for line in plain.splitlines()), default=0)
-    return _console().width >= width + 3 * plain.splitlines()[0].count("  ") // 2 + 4
-
-
-def _print_table(headers, rows, title=None, caption=None) -> None:
-    if _tty() and _fits(_plain_table(headers, rows)):
-        from rich.markup import escape
-        from rich.table import Table
-
-        t = Table(title=title, caption=caption, header_style="bold")
-        for h in headers:
-            t.add_column(h, overflow="fold")
-        for r in rows:
-            t.add_row(*[escape(c) for c in r])
-        _console().print(t)
-    else:
-        if title:
-            print(title)
-        print(_plain_table(headers, rows))
-        if caption:
-            print(caption)
-
-
-@contextlib.contextmanager
-def _quiet(debug: bool):
-    """Schema look-ups import modules that log and warn (torchao); hide that."""
-    if debug:
-        yield
-        return
-    from ..bench.inputs import quiet
-
-    with quiet():
-        yield
-
-
-@contextlib.contextmanager
-def _progress(label: str):
-    """A rich progress bar on a terminal's stderr; yields update(done, total, text)."""
-    if not _tty(sys.stderr):
-        yield lambda done, total, text: None
-        return
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    with Progress(TextColumn("[bold]" + label), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  TextColumn("{task.description}"), console=_console(stderr=True), transient=True) as progress:
-        task = progress.add_task("", total=None)
-
-        def update(done, total, text):
-            progress.update(task, completed=done, total=total, description=str(text))
-
-        yield update
-
-
-def _etops(debug: bool):
-    with _quiet(debug):
-        import etops
-    return etops
 
 
 # ---- kernel facts ----------------------------------------------------------------------
@@ -169,7 +79,7 @@ def _keys_summary(info: dict) -> str:
 
 
 def version(args) -> int:
-    etops = _etops(args.debug)
+    etops = quiet_etops(args.debug)
     import torch
 
     from ..bench import machine
@@ -180,7 +90,7 @@ def version(args) -> int:
 
 
 def cmd_list(args) -> int:
-    etops = _etops(args.debug)
+    etops = quiet_etops(args.debug)
     reg = etops.registry()
     names = sorted(reg.operator_names)
     if args.ns:
@@ -190,12 +100,12 @@ def cmd_list(args) -> int:
         names = [n for n in names if n.split("::", 1)[0] in args.ns]
     if args.grep:
         names = [n for n in names if args.grep.lower() in n.lower()]
-    with _quiet(args.debug):
+    with quiet(args.debug):
         infos = [_describe(reg.get_kernel(n)) for n in names]
     if args.json:
-        return _emit_json([{k: v for k, v in i.items()} for i in infos])
+        return emit_json([{k: v for k, v in i.items()} for i in infos])
     rows = [[i["name"], _keys_summary(i), ", ".join(i["libraries"]), "yes" if i["schema_known"] else "no"] for i in infos]
-    _print_table(["name", "kernel keys", "library", "schema known"], rows,
+    print_table(["name", "kernel keys", "library", "schema known"], rows,
                  caption=f"{len(rows)} kernels" + (f" of {len(reg.operator_names)}" if len(rows) != len(reg.operator_names) else ""))
     return 0
 
@@ -218,25 +128,25 @@ def _show_text(info: dict) -> str:
 
 
 def cmd_show(args) -> int:
-    etops = _etops(args.debug)
+    etops = quiet_etops(args.debug)
     reg = etops.registry()
     infos = []
-    with _quiet(args.debug):
+    with quiet(args.debug):
         for name in args.name:
             if "::" not in name:
                 name = "aten::" + name
             infos.append(_describe(reg.get_kernel(name)))
     if args.json:
-        return _emit_json(infos[0] if len(infos) == 1 else infos)
+        return emit_json(infos[0] if len(infos) == 1 else infos)
     for n, info in enumerate(infos):
         if n:
             print()
-        if _tty():
+        if is_tty():
             from rich.markup import escape
 
             text = escape(_show_text(info))
             text = text.replace("built-in)", "[green]built-in[/green])").replace("custom)", "[yellow]custom[/yellow])")
-            _console().print(text, soft_wrap=True)
+            console().print(text, soft_wrap=True)
         else:
             print(_show_text(info))
     return 0
@@ -266,10 +176,10 @@ def _show_bench(args, result, title: str, rows: list, summary: bool) -> int:
     if args.json:
         data = result.to_dict()
         data["rows"] = rows
-        return _emit_json(data)
+        return emit_json(data)
     shown = rows[: args.top] if args.top else rows
-    if _tty() and _fits(result.text(rows=shown)):
-        _console().print(result.table(title=title, rows=shown))
+    if is_tty() and fits_terminal(result.text(rows=shown)):
+        console().print(result.table(title=title, rows=shown))
     else:
         print(title)
         print(result.text(rows=shown))
@@ -297,11 +207,11 @@ def _bench_delegates(args) -> int:
         raise UsageError(f"--repeats must be at least 1, got {args.repeats}")
     if args.plot and not os.path.isdir(os.path.dirname(os.path.abspath(args.plot))):
         raise UsageError(f"--plot: no folder {os.path.dirname(os.path.abspath(args.plot))}")
-    _etops(args.debug)
+    quiet_etops(args.debug)
     from ..bench import delegates
 
     models = [m for spec in args.delegate for m in delegates.models_from_spec(spec)]
-    with _quiet(args.debug), _progress("bench --delegate") as update:
+    with quiet(args.debug), progress_bar("bench --delegate") as update:
         result = delegates.bench_models(models, repeats=args.repeats or 11, warmup=args.warmup, target=args.target,
                                         threads=args.threads, progress=update)
     title = "delegate vs the same subgraph on ExecuTorch kernels and on ATen: " + ", ".join(name for name, _ in models)
@@ -312,10 +222,10 @@ def _load(args, debug: bool) -> list[str]:
     """Applies --load; the operator names loaded."""
     if not getattr(args, "load", None):
         return []
-    _etops(debug)
-    from ..dev.load import load_all
+    quiet_etops(debug)
+    from ..checkout.load import load_all
 
-    with _quiet(debug):
+    with quiet(debug):
         return load_all(args.load)
 
 
@@ -325,7 +235,7 @@ def _ab_rows(args, kernel, builtin, sizes, dtypes) -> list[dict]:
     rows = []
     for dtype in dtypes:
         for size in sizes:
-            with _quiet(args.debug):
+            with quiet(args.debug):
                 sample = ab_sample(kernel, size, dtype)
                 if sample is None:
                     rows.append({"kernel": kernel.name, "dtype": dtype, "size_label": size,
@@ -344,7 +254,7 @@ def _bench_against_builtin(args, names: list[str]) -> int:
     from ..bench.ab import describe_ratio
     from ..custom.registration import builtin_function, callable_function
 
-    etops = _etops(args.debug)
+    etops = quiet_etops(args.debug)
     reg = etops.registry()
     sizes = _split(args.sizes) or ["64k"]
     dtypes = _split(args.dtype) or ["float32"]
@@ -361,7 +271,7 @@ def _bench_against_builtin(args, names: list[str]) -> int:
         finally:
             handle.deregister()
     if args.json:
-        return _emit_json(rows)
+        return emit_json(rows)
     for row in rows:
         if row.get("error"):
             print(f"{row['kernel']} {row['dtype']} {row['size_label']}: {row['error']}")
@@ -410,7 +320,7 @@ def cmd_bench(args) -> int:
         d = os.path.dirname(os.path.abspath(args.plot))
         if not os.path.isdir(d):
             raise UsageError(f"--plot: no folder {d}")
-    etops = _etops(args.debug)
+    etops = quiet_etops(args.debug)
     reg = etops.registry()
     if args.all:
         if args.budget <= 0:
@@ -422,14 +332,14 @@ def cmd_bench(args) -> int:
             selected = sorted(n for n in reg.operator_names if n.startswith("aten::") and args.grep.lower() in n.lower())
             if not selected:
                 raise UsageError(f"no registered aten kernel name contains {args.grep!r}")
-        with _quiet(args.debug), _progress("bench --all") as update:
+        with quiet(args.debug), progress_bar("bench --all") as update:
             result = etops.bench_all(budget=args.budget, kernels=selected, size=None if args.size == "sample" else args.size,
                                      dtype=dtypes[0] if dtypes else "float32", threads=args.threads, progress=update)
         rows = result.ranked()
         title = f"ExecuTorch / ATen, {'aten kernels matching ' + repr(args.grep) if args.grep else 'every registered aten kernel'}, slowest ratio first (budget {args.budget:g} s)"
     else:
         kernels = [reg.get_kernel(n if "::" in n else "aten::" + n) for n in args.name]
-        with _quiet(args.debug), _progress("bench") as update:
+        with quiet(args.debug), progress_bar("bench") as update:
             result = etops.bench(kernels, sizes=sizes, dtypes=dtypes, repeats=args.repeats or 11, warmup=args.warmup,
                                  target=args.target, threads=args.threads, progress=update)
         rows = result.rows
@@ -438,7 +348,7 @@ def cmd_bench(args) -> int:
 
 
 def cmd_threads(args) -> int:
-    etops = _etops(args.debug)
+    etops = quiet_etops(args.debug)
     import torch
 
     from ..bench import threads as _threads
@@ -451,7 +361,7 @@ def cmd_threads(args) -> int:
     now = etops.get_num_threads()
     data = {"executorch": now, "previous": before, "default": _threads.default_num_threads(), "torch": torch.get_num_threads(), "cores": os.cpu_count()}
     if args.json:
-        return _emit_json(data)
+        return emit_json(data)
     print(f"ExecuTorch threadpool: {now} threads" + (f" (was {before})" if now != before else "")
           + f"; default {data['default']} (the logical cores); torch intra-op threads: {data['torch']}")
     if args.n is not None:
@@ -460,16 +370,16 @@ def cmd_threads(args) -> int:
 
 
 def cmd_backends(args) -> int:
-    etops = _etops(args.debug)
-    with _quiet(args.debug):
+    etops = quiet_etops(args.debug)
+    with quiet(args.debug):
         loaded = etops.delegate.load_backend_libraries()
         found = etops.backends()
     data = [{"name": b.name, "available": b.available} for b in found]
     failed = {name: message for name, message in loaded.items() if message}
     if args.json:
-        return _emit_json({"backends": data, "libraries": sorted(loaded), "failed_libraries": failed})
+        return emit_json({"backends": data, "libraries": sorted(loaded), "failed_libraries": failed})
     rows = [[b.name, "yes" if b.available else "no"] for b in found]
-    _print_table(["backend", "available"], rows,
+    print_table(["backend", "available"], rows,
                  caption=f"{len(rows)} backends, from {', '.join(sorted(loaded))}")
     for name, message in failed.items():
         print(f"not loaded: {name}: {message}")
@@ -479,18 +389,18 @@ def cmd_backends(args) -> int:
 
 def cmd_needs(args) -> int:
     """``etops needs PROGRAM``: exit 1 when a call cannot be resolved here."""
-    etops = _etops(args.debug)
+    etops = quiet_etops(args.debug)
     _load(args, args.debug)
-    with _quiet(args.debug):
+    with quiet(args.debug):
         result = etops.needs(args.program)
     if args.selected_ops:
         result.write_selected_operators(args.selected_ops)
     if args.json == "-":
-        _emit_json(result.to_dict())
+        emit_json(result.to_dict())
     else:
         if args.json:
             result.to_json(args.json)
-        _print_table(result.HEADERS, result.rows(), title=f"etops needs {result.source}", caption=result.summary())
+        print_table(result.HEADERS, result.rows(), title=f"etops needs {result.source}", caption=result.summary())
         for m in result.missing:
             print(f"missing: {m.site.method} {m.site.chain}:{m.site.instruction}: {m.reason}")
     return 0 if result.ok else 1
@@ -518,7 +428,7 @@ def cmd_dev(args) -> int:
     for path in args.paths:
         if not os.path.exists(path):
             raise UsageError(f"{path}: no such file or folder")
-    etops = _etops(args.debug)
+    etops = quiet_etops(args.debug)
     from ..bench import parse_dtype
     from ..dev.base import Base
 
@@ -554,7 +464,7 @@ def cmd_dev(args) -> int:
 
     if args.debug:
         log_to_stderr()  # what etops' disk store did not trust, and why
-    with _quiet(args.debug), stream.enabled(lambda line: print(line, flush=True)):  # findings as they come
+    with quiet(args.debug), stream.enabled(lambda line: print(line, flush=True)):  # findings as they come
         if args.watch:
             result = etops.dev.watch(args.paths, on_round=show, rounds=args.max_rounds, **options)
         else:

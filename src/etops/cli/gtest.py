@@ -60,7 +60,7 @@ def _run(args) -> int:
         from ..gtest import gtest
 
         if args.load:
-            from ..dev.load import load_all
+            from ..checkout.load import load_all
 
             load_all(args.load)
 

@@ -62,7 +62,7 @@ def _run(args) -> int:
         from ..upstream.source import check_kernels, read_report
 
     if args.load:
-        from ..dev.load import load_all
+        from ..checkout.load import load_all
 
         load_all(args.load)
     reports = [s for s in args.sources if s.endswith(".json") or os.path.isfile(s)]

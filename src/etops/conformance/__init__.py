@@ -18,7 +18,9 @@ findings are grouped by root cause in ``clusters`` (etops.conformance.clusters).
 Importing this package does not import executorch.exir or OpInfo's database;
 ``run`` does.
 
-May import: the core (registry, kernel, compare, out_shapes) and torch's OpInfo database; imported by etops.testing and the CLI.
+May import: the core (registry, kernel, compare, out_shapes), etops.guard,
+etops.checkout (its load, for --load) and torch's OpInfo database; imported by
+etops.testing, etops.dev, etops.upstream and the CLI.
 """
 
 from __future__ import annotations

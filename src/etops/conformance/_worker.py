@@ -64,7 +64,7 @@ def main() -> None:
 
     import torch  # noqa: F401
 
-    from ..dev.load import from_environment
+    from ..checkout.load import from_environment
     from .hooks import load_hooks
     from .opinfos import opinfos
     from .runner import default_kmap

@@ -14,7 +14,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from .llm_library import LLM_NAMESPACES, load_llm_custom_ops
+from ..llm_library import LLM_NAMESPACES, load_llm_custom_ops
 
 EPILOG = """\
 examples:
@@ -178,7 +178,7 @@ def main(argv=None) -> int:
                 return 2
 
     if args.load:
-        from ..dev.load import load_for_command
+        from ..checkout.load import load_for_command
 
         loaded = load_for_command(args.load, parser.prog)
         if loaded is None:

@@ -12,7 +12,7 @@ import os
 
 import pytest
 
-from etops.testing import opinfo_cases
+from etops.conformance.pytest_cases import opinfo_cases
 
 
 def _env_list(name):

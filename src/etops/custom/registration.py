@@ -32,6 +32,7 @@ from ..errors import DuplicateKernelError, KernelNotFoundError, RegistrationErro
 from ..registry import registry
 from ..kernel import KernelOrigin, library_of, make_kernel
 from ..schemas import find_schema, set_schema, split_name
+from .compiled import compile_kernel, custom_origin, looks_like_source, tell_previous  # noqa: F401 - custom_origin: registration's API too
 from .kernel_keys import kernel_key
 
 _core = _native._core
@@ -76,54 +77,6 @@ def _schema_for(name: str, schema):
     return found
 
 
-def _looks_like_source(text: str) -> bool:
-    return "\n" in text or "(" in text or "{" in text
-
-
-def _compile(name, schema, source, sources, function, cflags, ldflags):
-    from .build import Source, build, find_functions
-    from .codegen import KernelSpec
-
-    srcs = []
-    if source is not None:
-        srcs.append(Source("<source>", source))
-    for p in sources or ():
-        p = os.fspath(p)
-        if os.path.exists(p):
-            srcs.append(Source(os.path.abspath(p), None, os.path.abspath(p)))
-        else:
-            srcs.append(Source(f"<source {len(srcs)}>", p))
-    if len(srcs) > 1:
-        for i, s in enumerate(srcs):
-            if s.label == "<source>":
-                srcs[i] = Source("<source 0>", s.text)
-    boxed = False
-    if function is None:
-        found = []
-        for s in srcs:
-            found += find_functions(s.text if s.text is not None else open(s.path).read())
-        if len(found) != 1:
-            names = ", ".join(f for f, _ in found) or "none"
-            raise RegistrationError(
-                f"{name}: say which function implements the kernel (function='...'); the sources define {names}"
-            )
-        function, boxed = found[0]
-    else:
-        for s in srcs:
-            for f, b in find_functions(s.text if s.text is not None else open(s.path).read()):
-                if f == function:
-                    boxed = b
-    lib = build(srcs, [KernelSpec(name, schema, function, boxed)], cflags, ldflags)
-    fn = lib.function(0)
-    return fn, custom_origin(lib, 0, function)
-
-
-def custom_origin(lib, index: int, function: str) -> dict:
-    """The origin record of kernel `index` of compiled kernel set `lib`."""
-    return {"kind": "custom", "source_hash": lib.source_hash, "build_dir": lib.build_dir, "library": lib.library_path,
-            "function": function, "compiled": lib.compiled, "kernel_index": index}
-
-
 def _resolve(name, impl, schema, function=None, sources=None, cflags=(), ldflags=()):
     """(function address, origin) for any form of kernel implementation."""
     if isinstance(impl, KernelHandle):
@@ -147,13 +100,13 @@ def _resolve(name, impl, schema, function=None, sources=None, cflags=(), ldflags
             raise RegistrationError(f"{name}: {handle._name} has no symbol {symbol!r}") from None
         return address, {"kind": "symbol", "library": handle._name, "function": symbol}
     if isinstance(impl, str) or (impl is None and sources):
-        if isinstance(impl, str) and not _looks_like_source(impl) and ":" in impl:
+        if isinstance(impl, str) and not looks_like_source(impl) and ":" in impl:
             path, _, symbol = impl.rpartition(":")
             if os.path.exists(path):
                 return _resolve(name, (path, symbol), schema)
         if schema is None:
             raise RegistrationError(f"{name}: no schema known; pass schema=")
-        return _compile(name, schema, impl, sources, function, cflags, ldflags)
+        return compile_kernel(name, schema, impl, sources, function, cflags, ldflags)
     if callable(impl):
         from .python_kernel import python_kernel_function
 
@@ -451,7 +404,7 @@ def override(name, impl, kernel_key=None, *, schema=None, function=None, sources
             _missing(name, key)
         stack = _stacks.get(index)
         current = stack[-1][1] if stack else _entries()[index][2]
-        _tell_previous(origin, current)
+        tell_previous(origin, current)
         rc = _core.reg_swap(index, current, address)
         if rc != REG_OK:
             _release(origin)
@@ -461,15 +414,6 @@ def override(name, impl, kernel_key=None, *, schema=None, function=None, sources
             stack = _stacks[index] = [[0, current, {"kind": "original"}]]
         stack.append([token, address, origin])
     return KernelHandle(name, key, index, address, origin, token=token, previous_address=current, schema=sch)
-
-
-def _tell_previous(origin: dict, address: int) -> None:
-    """A compiled kernel learns the function its override replaces
-    (``etops::previous_kernel(name)`` in its C++ source)."""
-    if origin.get("kind") == "custom" and "kernel_index" in origin:
-        from .build import set_previous
-
-        set_previous(origin["library"], origin["kernel_index"], address)
 
 
 class StandIn(KernelHandle):

@@ -10,16 +10,17 @@ against it.
 
     etops.dev.watch("op_add.cpp", on_round=print)   # again on every save
 
-For each file: the checkout (``checkout``: source root, YAML, operators the file
-implements, headers it includes), the build and swap (``install``: one kernel set
-in etops.custom's cache, overrides / registrations), the base (``base``: the file
+For each file: the checkout, the build and swap (etops.checkout: source root,
+YAML, operators the file implements, headers it includes; one kernel set in
+etops.custom's cache, overrides / registrations), the base (``base``: the file
 at a git revision, built with the same flags; ``swap``: the base's kernels swapped
 in or made callable), the cases (``cases``, ``derived``), check's judge on both
 sides (``judge``), one round of it all (``loop``), the reproducers (``reproduce``), the timing (``timing``), the
 report (``report``, ``text``), ``--changed`` (``changes``) and the watch loop
-(``watch``). ``load`` gives the other commands ``--load``. May import the core,
-etops.custom, etops.conformance, etops.guard and etops.bench. ``etops.dev`` is this
-module, callable as ``etops.dev(paths)``.
+(``watch``); ``load`` is etops.checkout.load's name in the reproducers. A tool on
+top: may import the core, etops.checkout, etops.custom, etops.conformance,
+etops.gtest, etops.guard and etops.bench; nothing but the CLI imports it.
+``etops.dev`` is this module, callable as ``etops.dev(paths)``.
 """
 
 from __future__ import annotations
@@ -27,8 +28,8 @@ from __future__ import annotations
 import sys
 import types
 
+from ..checkout.layout import CheckoutError
 from .base import Base
-from .checkout import CheckoutError
 from .loop import CHECK_BUDGET, dev, run_file  # noqa: F401 - etops.dev's API
 from .report import DevResult, FileResult
 from .watch import watch

@@ -251,7 +251,7 @@ def build_base(target, base: FoundBase, cflags=()):
     includes)."""
     from dataclasses import replace
 
-    from .install import build_target
+    from ..checkout.install import build_target
 
     based = replace(target, path=base.path, helpers=tuple(base.helpers))
     quoted = [f"-iquote{folder}" for folder in dict.fromkeys(p.parent for p in (target.path, *target.helpers))]

@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .checkout import SOURCE_SUFFIXES, YAML_NAMES, CheckoutError, checkout_headers, find_yamls, implemented, read_yaml
+from ..checkout.layout import SOURCE_SUFFIXES, YAML_NAMES, CheckoutError, checkout_headers, find_yamls, implemented, read_yaml
 
 HEADER_SUFFIXES = (".h", ".hpp", ".hh", ".cuh")
 #: folders whose sources are tests, not kernels nor helpers
@@ -85,7 +85,7 @@ def changed_kernel_files(anchor, rev: str, root=None) -> Changes:
     changed header; never a helper itself."""
     from ..custom import cache_dir
     from .base import changed_since, git_toplevel
-    from .checkout import include_root
+    from ..checkout.layout import include_root
 
     top = git_toplevel(Path(root or anchor).resolve())
     if top is None:

@@ -2,7 +2,8 @@
 checkout, built with the wheel's flags, its base built (``base``), the edit judged
 next to it by check's judge (``judge``) and timed against it (``timing``)
 (``run_file``); every file of a list, a folder or a change (``dev``).
-May import the core, etops.custom, etops.conformance, etops.guard and etops.bench.
+May import the core, etops.checkout, etops.custom, etops.conformance, etops.gtest,
+etops.guard and etops.bench.
 """
 
 from __future__ import annotations
@@ -11,9 +12,11 @@ import time
 
 from ..errors import BuildError
 from ..registry import as_program
+from ..checkout.layout import CheckoutError, NoOperators
+from ..gtest import gtest as run_gtest, layout
+from ..gtest.report import against_base
 from . import learned, outline, progress, stream
 from .base import Base
-from .checkout import CheckoutError, NoOperators
 from .report import DevResult, FileResult
 
 
@@ -82,7 +85,6 @@ class _GtestRun:
 
     def result(self) -> dict:
         from ..errors import BackgroundFailed
-        from ..gtest.report import against_base
 
         try:
             before, edit = self.job.result()
@@ -137,7 +139,6 @@ def edit_gtest_timeout(before) -> float:
 def _gtest_runs(test_files: list, checkout, addresses: dict, before, kernel_set) -> tuple:
     """(the base's run or `before` when given, None without a base; the edit's run,
     each binary bounded by edit_gtest_timeout)."""
-    from ..gtest import gtest as run_gtest  # etops.gtest reads checkouts with this package's checkout module
     from .swap import BaseSwap
 
     if addresses and before is None:
@@ -192,7 +193,7 @@ def _timing_rows(result, target, addresses: dict, *, dtype, repeats, threads, ma
     ``crashed`` row: a finding); torch's OpenMP threads do not survive a fork, so
     more threads time here."""
     from ..registry import registry
-    from .install import schema_of
+    from ..checkout.install import schema_of
     from .timing import time_edit
 
     def rows_of(index: int, impl) -> list:
@@ -300,8 +301,6 @@ def _test_files(target, run: bool) -> tuple[list, list, str | None]:
     (kernels/test/op_add_test.cpp for kernels/quantized/cpu/op_add.cpp) is not run.
     None found is one line naming where it looked; `run` False (``--no-gtest``)
     lists every one found as not run."""
-    from ..gtest import layout
-
     places = layout.tests_of_kernel(target.path, target.checkout)
     kernel_set = layout.kernel_set_of(target.path, target.checkout)
     if target.self_registering:  # upstream keeps them next to the file (op_sdpa_test.cpp); etops gtest runs them
@@ -331,7 +330,7 @@ def run_file(path, *, root=None, yaml=None, dtypes=None, timing_dtype="float32",
     base the edit is compared with (a base.Base: HEAD, a revision, the built-in).
     ``helpers``: helper sources of the checkout built with the file, edit and base
     (install.locate)."""
-    from . import install as inst
+    from ..checkout import install as inst
 
     base = Base.of(base)
 
@@ -476,7 +475,7 @@ def dev(paths, *, root=None, yaml=None, dtypes=None, timing_dtype="float32", thr
     pairwise) judged with the OpInfo samples, on the edit and on the base."""
     from pathlib import Path
 
-    from .checkout import kernel_files
+    from ..checkout.layout import kernel_files
 
     base = Base.of(base)
     start = time.perf_counter()

@@ -10,12 +10,12 @@ import hashlib
 import time
 from pathlib import Path
 
-from .checkout import CheckoutError, kernel_files
+from ..checkout.layout import CheckoutError, kernel_files
 
 
 def watched_files(files: list[Path], root=None) -> set[Path]:
     """The kernel files and the checkout headers they include."""
-    from .install import locate
+    from ..checkout.install import locate
 
     out = set(files)
     for f in files:

@@ -19,5 +19,5 @@
 Only ``etops.fuzz.strategies`` needs Hypothesis; nothing else in etops imports this
 package.
 
-May import: the core and etops.compare (and etops.dev.load for --load); nothing imports it but its own command (python -m etops.fuzz, etops fuzz).
+May import: the core, etops.guard and etops.checkout (its load, for --load); nothing imports it but its own command (python -m etops.fuzz, etops fuzz).
 """

@@ -57,7 +57,7 @@ def main(argv=None) -> int:
     rng = random.Random(args.seed)
     loaded = None
     if args.load:
-        from ..dev.load import load_for_command
+        from ..checkout.load import load_for_command
 
         loaded = load_for_command(args.load, p.prog)
         if loaded is None:

@@ -35,6 +35,8 @@ from __future__ import annotations
 import torch
 from hypothesis import strategies as st
 
+from .case_text import describe  # noqa: F401 - a case's reproducer text, strategies' API too
+
 from ..plan import (
     F_HAS_DEFAULT,
     F_KWONLY,
@@ -473,30 +475,3 @@ def invalid_calls(draw, kernel):
 
 def calls(kernel, mode: str):
     return valid_calls(kernel) if mode == "valid" else invalid_calls(kernel)
-
-
-def describe(case) -> str:
-    """A short Python-ish reproducer of a case (the full case is its own reproducer)."""
-
-    def show(spec):
-        tag = spec[0]
-        if tag == "T":
-            _, shape, dtype, layout, _seed, values = spec
-            extra = "" if layout == "c" else f", layout={layout!r}"
-            extra += "" if values == "normal" else f", values={values!r}"
-            return f"T({list(shape)}, {dtype}{extra})"
-        if tag == "L":
-            return "[" + ", ".join(show(s) for s in spec[1]) + "]"
-        if tag == "V":
-            return repr(spec[1])
-        if tag == "OBJ":
-            return "object()"
-        if tag == "DICT":
-            return "{1: 2}"
-        return f"{tag}({spec[1]})"
-
-    parts = [show(v) for _, v in case["args"]]
-    parts += [f"{n}={show(v)}" for n, v in case["kwargs"]]
-    parts += [f"{n}=<{'/'.join(map(str, o))}>" for n, o in case["outs"].items() if o[0] != "omit"]
-    label = f"  # {case['mutation']} on {case['target']}" if case.get("mutation") else ""
-    return f"{case['op']}({', '.join(parts)}){label}"

@@ -68,7 +68,7 @@ def warm_up():
     """Builds every kernel object and looks up torch's functional overloads (the
     first quantized op imports executorch.exir: tens of seconds). The runner's
     forkserver runs this once, so every worker forked from it starts warm."""
-    from ..dev.load import from_environment
+    from ..checkout.load import from_environment
 
     from_environment()  # the kernels the parent loaded with --load
     for kernel in registry().kernels():

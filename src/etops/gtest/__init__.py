@@ -12,10 +12,10 @@ etops.custom's toolchain), the isolated runs (run.py: a fork per binary, a crash
 ends only its test) and the report (report.py; session.py ties them together).
 
 May import: the core, and the public modules of etops.custom (toolchain, codegen,
-compile flags, the libraries that registered kernels), etops.dev (checkout reading,
-schemas of YAML entries, a source's own registrations) and etops.conformance.llm_library
-(loading upstream's LLM kernels, whose tests link their library). Nothing in the core
-imports it; the CLI does.
+compile flags, the libraries that registered kernels), etops.checkout (checkout
+reading, schemas of YAML entries, a source's own registrations); the core's
+llm_library loads upstream's LLM kernels, whose tests link their library. Nothing in
+the core imports it; etops.dev, etops.upstream and the CLI do.
 """
 
 from __future__ import annotations

@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..custom.codegen import cpp_args
-from ..dev.checkout import YamlKernel
-from ..dev.install import schema_of
+from ..checkout.layout import YamlKernel
+from ..checkout.install import schema_of
 from ..errors import BuildError, CheckoutError, EtopsError
 from ..plan import build_plan
 from .layout import operator_base

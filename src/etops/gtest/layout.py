@@ -1,6 +1,6 @@
 """A kernel test file of an ExecuTorch checkout (or an out-of-tree folder laid out
-the same way): the checkout its ``executorch/...`` includes resolve into, the
-``<op>_outf`` and ``native::`` functions it calls, the headers a build of ExecuTorch
+the same way; etops.checkout finds the checkout, ``is_generated`` telling it
+which includes etops makes): the ``<op>_outf`` and ``native::`` functions it calls, the headers a build of ExecuTorch
 would generate for it, the checkout sources its headers need compiled with it, the
 kernel set whose ``supported_features_def.yaml`` applies; and the test files of a
 kernel file with the kernel set of its folder.
@@ -15,8 +15,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..dev.checkout import YAML_NAMES, YamlKernel, checkout_headers, includes, read_yaml, wheel_include_dir
-from ..dev.self_registering import registrations
+from ..checkout.layout import YAML_NAMES, YamlKernel, checkout_headers, includes, read_yaml, wheel_include_dir
+from ..checkout.self_registering import registrations
 from ..errors import CheckoutError
 
 #: Headers etops generates for every test (never looked for in the checkout).
@@ -107,27 +107,9 @@ def test_files(paths) -> list[Path]:
     return [p.resolve() for p in dict.fromkeys(out)]
 
 
-def find_checkout(path: Path, root=None) -> Path:
-    """`root` when given, else the nearest folder above `path` where every
-    ``executorch/...`` include that neither the wheel nor etops provides resolves."""
-    if root is not None:
-        found = Path(root).resolve()
-        if not found.is_dir():
-            raise CheckoutError(f"--root {root}: no such folder")
-        return found
-    wheel = wheel_include_dir()
-    local = [inc[len("executorch/"):] for inc in includes(path.read_text())
-             if inc.startswith("executorch/") and not is_generated(inc) and not (wheel / inc).exists()]
-    for folder in path.resolve().parents:
-        if all((folder / rel).exists() for rel in local):
-            if local or (folder / "kernels").is_dir():
-                return folder
-    raise CheckoutError(f"{path}: no folder above it holds the checkout's headers it includes (give the checkout with --root)")
-
-
 def describe(path: Path, checkout: Path, include_root: Path) -> TestFile:
     """What building test `path` of `checkout` needs (`include_root`: the folder
-    whose ``executorch`` is the checkout, ``etops.dev.checkout.include_root``)."""
+    whose ``executorch`` is the checkout, ``etops.checkout.layout.include_root``)."""
     headers = sorted(checkout_headers(path, [include_root, checkout]))
     texts = [path.read_text()] + [h.read_text() for h in headers]
     functions = tuple(dict.fromkeys(m for t in texts for m in _CALL.findall(t)))

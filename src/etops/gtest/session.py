@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 
 from ..custom import cache_dir
-from ..dev.checkout import checkout_headers, include_root
+from ..checkout.layout import checkout_headers, find_checkout, include_root
 from ..errors import CheckoutError, EtopsError
 from ..registry import registry
 from . import glue, layout
@@ -61,7 +61,7 @@ def gtest(paths, *, kernel_set: str | None = None, test_filter: str | None = Non
         res = FileResult(layout.relative(path))
         results.append(res)
         try:
-            checkout = layout.find_checkout(path, root)
+            checkout = find_checkout(path, root, provided=layout.is_generated)
             ks = kernel_set or layout.default_kernel_set(path, checkout)
             co = checkouts.get((checkout, ks)) or checkouts.setdefault((checkout, ks), _Checkout(checkout, ks))
             layout.features_inputs(checkout, kernel_set)  # an unknown --kernel-set is an error of every file
@@ -135,9 +135,9 @@ def registering_libraries_of(test: layout.TestFile) -> list[str]:
     loaded first here when those are its kernels). CheckoutError when none holds them."""
     if not test.registering:
         return []
-    from ..conformance.llm_library import LLM_NAMESPACES, load_llm_custom_ops
+    from ..llm_library import LLM_NAMESPACES, load_llm_custom_ops
     from ..custom.capture import registering_libraries
-    from ..dev.self_registering import registrations
+    from ..checkout.self_registering import registrations
 
     names = [r.op for source in test.registering for r in registrations(source.read_text())]
     sources = ", ".join(layout.relative(s) for s in test.registering)

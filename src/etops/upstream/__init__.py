@@ -11,5 +11,5 @@ the tests (verify.py), the issue text (issue.py), the report, patch and --apply
 
 May import: the core, etops.conformance (clusters, case, effective, precise,
 values, reproducer, runner), etops.gtest, etops.custom (override) and
-etops.dev.checkout. Nothing imports it but the CLI.
+etops.checkout. Nothing imports it but the CLI.
 """

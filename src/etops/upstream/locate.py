@@ -4,7 +4,7 @@ quantized one), the source file and line defining its function, upstream's test
 file of that source (``kernels/test/op_<name>_test.cpp``) and the ``OperatorTest``
 fixture of that file that calls the operator.
 
-Reads files only. May import: the core, etops.dev.checkout, etops.gtest.layout.
+Reads files only. May import: the core, etops.checkout.layout, etops.gtest.layout.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..dev.checkout import defined_functions, read_yaml
+from ..checkout.layout import defined_functions, read_yaml
 from ..gtest.layout import tests_of_kernel
 
 #: the kernel YAMLs, in the order the wheel prefers their kernels

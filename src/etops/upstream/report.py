@@ -8,7 +8,7 @@ Output folder: ``NN_<op>_<Test>/test.cpp`` and ``issue.md`` per verified test,
 appends the verified tests to the checkout's files (``git diff`` shows them).
 
 May import: the core and etops.upstream's modules (which import etops.conformance,
-etops.gtest, etops.custom, etops.dev.checkout).
+etops.gtest, etops.custom, etops.checkout).
 """
 
 from __future__ import annotations

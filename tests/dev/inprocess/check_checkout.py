@@ -1,4 +1,4 @@
-"""What etops dev works out from a kernel file (etops.dev.checkout): the operators a
+"""What etops dev works out from a kernel file (etops.checkout.layout): the operators a
 file defines (functions and macro-defined kernels, with their namespaces), the YAML
 entries, the source root; and an out-of-tree folder whose custom_ops.yaml names an
 operator with no kernel, which is registered (not overridden) and removed again."""
@@ -11,7 +11,7 @@ import torch
 
 import etops
 import minicheckout
-from etops.dev import checkout as co
+from etops.checkout import layout as co
 
 
 def test_defined_functions_with_namespaces_and_macros():

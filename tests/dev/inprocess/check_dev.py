@@ -17,7 +17,7 @@ import etops
 import minicheckout
 from etops.cli import main as cli_main
 from etops.bench.ab import ab_sample, time_ab
-from etops.dev import load as dev_load
+from etops.checkout import load as dev_load
 from etops.dev import timing
 
 FAST = dict(dtypes=["float32"], repeats=3, isolate=False)  # unguarded: check_gate.py tests the guarded default

@@ -89,7 +89,7 @@ def test_watch_carries_on_after_a_memory_bug_and_states_the_wheel_flags(repo, tm
     """--watch with the kernel isolated and guarded (the default): a write past the
     out is a memory finding each round, the watch process lives on to the next save,
     and each round says the flags it compiled with (the wheel's)."""
-    from etops.dev.install import WHEEL_CFLAGS
+    from etops.checkout.install import WHEEL_CFLAGS
 
     kernel = repo / CPU / "op_mul.cpp"
     kernel.write_text(minicheckout.MUL.replace(*minicheckout.OUT_OF_BOUNDS))

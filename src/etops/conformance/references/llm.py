@@ -23,11 +23,10 @@ from __future__ import annotations
 
 import torch
 
+from ...llm_library import LIBRARY
 from . import llm_math as m
 from .spec import Reference, Sample, invalid, torch_op
 
-#: the module whose import loads the library (ExecuTorch kernels and torch ops)
-LIBRARY = "executorch.extension.llm.custom_ops.custom_ops"
 _MODULES = (LIBRARY,)  # its .so defines the preprocess ops for torch too
 _FLOATS = ("float32", "bfloat16", "float16")
 #: (rtol, atol) per dtype against the float64 math rounded once to the dtype

@@ -1,11 +1,11 @@
-"""etops.dev.checkout.read_yaml: a kernel YAML is parsed again only when it
+"""etops.checkout.layout.read_yaml: a kernel YAML is parsed again only when it
 changed (a --watch round reads the same one each time)."""
 
 from __future__ import annotations
 
 import os
 
-from etops.dev import checkout
+from etops.checkout import layout as checkout
 
 
 def test_a_kernel_yaml_is_parsed_again_only_when_it_changed(tmp_path, monkeypatch):

@@ -84,11 +84,14 @@ def wheel_include_dir() -> Path:
     return Path(toolchain().include_dirs[0])
 
 
-def find_checkout(path: Path, root: str | os.PathLike | None = None) -> Path:
-    """The checkout folder of kernel file `path`: `root` when given, else the nearest
-    folder above the file where every ``executorch/...`` include the wheel lacks
-    resolves; a file including none of those: the nearest folder above it holding a
-    kernel YAML (its parent when that folder is ``kernels/<name>``)."""
+def find_checkout(path: Path, root: str | os.PathLike | None = None, *, provided=None) -> Path:
+    """The checkout folder of `path`, a kernel file or a kernel test file: `root`
+    when given, else the nearest folder above the file where every
+    ``executorch/...`` include resolves that the wheel lacks and that is not
+    `provided` (``provided(include)``: whether etops makes it, as gtest does a test's
+    generated headers). A file including none of those: the nearest folder above
+    it holding a kernel YAML (its parent's parent when that folder is
+    ``kernels/<name>``) or a ``kernels`` folder. CheckoutError when there is none."""
     if root is not None:
         found = Path(root).resolve()
         if not found.is_dir():
@@ -96,7 +99,8 @@ def find_checkout(path: Path, root: str | os.PathLike | None = None) -> Path:
         return found
     text = path.read_text()
     wheel = wheel_include_dir()
-    local = [inc[len("executorch/"):] for inc in includes(text) if inc.startswith("executorch/") and not (wheel / inc).exists()]
+    local = [inc[len("executorch/"):] for inc in includes(text)
+             if inc.startswith("executorch/") and not (provided is not None and provided(inc)) and not (wheel / inc).exists()]
     parents = list(path.resolve().parents)
     if local:
         for folder in parents:
@@ -106,6 +110,8 @@ def find_checkout(path: Path, root: str | os.PathLike | None = None) -> Path:
     for folder in parents:
         if any((folder / name).exists() for name in YAML_NAMES):
             return folder.parent.parent if folder.parent.name == "kernels" else folder
+        if (folder / "kernels").is_dir():
+            return folder
     raise CheckoutError(f"{path}: no kernel YAML ({', '.join(YAML_NAMES)}) in any folder above it (give one with --yaml)")
 
 

@@ -22,7 +22,7 @@ from .self_registering import refusal, registrations
 from ..custom.registration import Built, KernelHandle, Override, custom_origin, override, register_kernel
 from ..registry import registry
 from ..schemas import find_schema, set_schema
-from . import checkout as co
+from . import layout as co
 
 #: The wheel's kernel libraries a kernel file may use symbols of (the portable util
 #: functions, other kernels); linked --as-needed: only those it uses are recorded.
@@ -107,7 +107,7 @@ def _registered_ops(path: Path, own) -> list[co.Implemented]:
     operators' library is loaded first when they are the LLM kernels (their schemas
     and the kernels the file's replace); CheckoutError for an operator with no
     schema known."""
-    from ..conformance.llm_library import LLM_NAMESPACES, load_llm_custom_ops
+    from ..llm_library import LLM_NAMESPACES, load_llm_custom_ops
 
     if any(r.op.startswith(LLM_NAMESPACES) and r.op not in registry() for r in own):
         try:

@@ -1,13 +1,17 @@
 """Upstream's LLM custom-ops library (``llama::*``, ``preprocess::*`` kernels and their
 torch ops): its namespaces and its loading, for ``etops check`` and for ``etops dev``
 on a file of ``extension/llm/custom_ops`` (which needs its operators' schemas and
-the kernels it replaces). Imports the standard library and references.llm only."""
+the kernels it replaces) and for ``etops gtest`` on their tests. Core module: imports
+the standard library only."""
 
 from __future__ import annotations
 
 
 #: the namespaces of the kernels ExecuTorch's LLM custom-ops library registers
 LLM_NAMESPACES = ("llama::", "preprocess::")
+#: the module of upstream's package that loads its library (whose .so defines the
+#: preprocess ops for torch too)
+LIBRARY = "executorch.extension.llm.custom_ops.custom_ops"
 
 
 def load_llm_custom_ops() -> None:
@@ -17,8 +21,6 @@ def load_llm_custom_ops() -> None:
     import importlib
     import logging
     import warnings
-
-    from .references.llm import LIBRARY
 
     logger = logging.getLogger("torchao")
     level = logger.level
