@@ -10,7 +10,9 @@
  *   kernel_select.c   the kernel-key cache: which registered function runs
  *   kernel_specs.c    a delegate's tensor specs, checked on every call
  *   kernel_checks.c   torch's refusals that depend on the objects: shared memory, grad
- *   kernel_call.c     the call: bind, convert, run, results, slow-path hand-offs
+ *   kernel_bind.c     a call's arguments bound to the plan (the remembered layout first)
+ *   kernel_call.c     the call, step by step: bind, check, convert, run, results
+ *   kernel_slow.c     the typed hand-offs to the Python slow path (SlowPathTable, Handled)
  *   kernel_signature.c  a call's argument signature (the hash the rings are keyed by)
  *   kernel_probe.c    the first call of a signature, its written tensors between guard pages
  *   kernel_memo.c     the last signature's converted call, reused by calls that match it
@@ -39,6 +41,47 @@ typedef struct {
   int has_default_value;   /* default_converted holds the default, converted once */
   etb_value default_converted;
 } ArgSpec;
+
+/* ---- kernel_slow.c: the hand-offs to the Python slow path -------------------------
+ * One callable per entry, filled by the Python side (etops/slow_path.py builds the
+ * SlowPathTable from SlowPath's methods). Unless said otherwise an entry takes
+ * (kernel, values, extra): `values` the arguments exactly as this call bound them,
+ * one item per plan argument in plan order (defaults filled, missing outs as None),
+ * so Python never binds again; `extra` None. Its answer, by entry: */
+typedef enum {
+  SLOW_ALLOCATE_AND_CALL, /* outs are missing: size them, allocate, call again -> the call's result */
+  SLOW_OUTS_TO_REMEMBER,  /* after an allocation -> a tuple of (shape, strides, dtype) per out, None or False (kernel_alloc.c) */
+  SLOW_PRECHECK,          /* before every call of a kernel known to abort on some inputs -> None (go on) or Handled */
+  SLOW_VALIDATE,          /* a new argument signature: torch's checks -> a bool (outs go STATIC) or Handled; raises what torch refuses */
+  SLOW_EXPLAIN_MISMATCH,  /* a delegate's tensor does not match its spec -> None (accepted), or raises */
+  SLOW_FOOTPRINT_REFUSED, /* extra: the argument's name; an index value outside the dim it indexes -> always raises */
+  SLOW_FAILED,            /* extra: the CallFailure (call_failure.c); resize outs and call again -> its result, or raises */
+  SLOW_NO_KERNEL,         /* no registered kernel matches the tensors' key -> always raises */
+  SLOW_RESIZED,           /* (kernel, out object, new sizes, has data, argument name): mirror it -> None */
+  SLOW_GUARDED,           /* extra: whether a delegate; the kernel faulted before or the process is tainted: run it guarded -> the call's result */
+  SLOW_OUTS_ALLOCATED,    /* whether every out is one etops allocated for this call -> a bool */
+  SLOW_OVERLAPS,          /* extra: the plan's flags per argument; tensors whose memory meets -> full aliases to remember, or raises */
+  SLOW_SNAPSHOT,          /* (input tensor): a copy in its own layout -> the tensor */
+  SLOW_ENTRY_COUNT
+} SlowEntry;
+
+typedef struct {
+  PyObject_HEAD
+  PyObject* fn[SLOW_ENTRY_COUNT]; /* callables, never NULL once built */
+} SlowPathTable;
+
+/* Handled(result): a slow-path check made the call itself; its result is the call's. */
+typedef struct {
+  PyObject_HEAD
+  PyObject* result;
+} HandledObject;
+
+/* What slow_precheck and slow_validate answer. */
+typedef enum {
+  SLOW_ERROR = -1,  /* an exception is set (the call is refused) */
+  SLOW_GO_ON = 0,   /* the C call goes on */
+  SLOW_HANDLED = 1, /* the slow path made the call: *result is its result (a new reference) */
+} SlowAnswer;
 
 #define CACHE_KEY_MAX 72
 #define CACHE_ENTRIES 4
@@ -88,7 +131,7 @@ typedef struct {
   int returns[ETOPS_MAX_ARGS]; /* >= 0: argument index; < 0: -(slot+1) of a return slot */
   ArgSpec args[ETOPS_MAX_ARGS];
   PyObject* info;
-  PyObject* slow;
+  SlowPathTable* slow;
   int has_precheck; /* call the slow path's abort guard before every call */
   int contiguous_only; /* every tensor reaches the kernel contiguous (the rules table's contiguous_only) */
   /* callable(argument, dim order) warning that the kernel is known silently wrong on
@@ -348,6 +391,23 @@ int remember_outs(KernelObject* k, uint64_t sig, PyObject* outs);
 void forget_allocation(KernelObject* k, int slot);
 /* Drops every remembered entry (the kernel's clear). */
 void clear_allocations(KernelObject* k);
+/* The slow path allocates the outs and makes the call (bound outs missing), then,
+ * when `remember`, the kernel remembers what it allocated for signature `sig`:
+ * the call's result. */
+PyObject* allocate_in_python(KernelObject* k, CallScratch* cs, PyObject** bound, int remember, uint64_t sig);
+/* A call whose outs C allocated (entry `slot`) that did not go as remembered
+ * (torch's checks or the kernel wanted other outs): made again by the slow path
+ * as before, exactly, with no out given (the kernel writes nothing but its outs:
+ * static_outs_allowed); the signature keeps the slow path from now on. (A kernel
+ * that fails on them fails as on the slow path's outs: nothing runs twice.) */
+PyObject* allocate_again_in_python(KernelObject* k, CallScratch* cs, PyObject** bound, int slot);
+/* Converts the outs allocate_outs put in bound[]. */
+int convert_outs(KernelObject* k, CallScratch* cs, PyObject** bound, etb_value* vals);
+/* What a call with allocated outs returns for a schema that returns nothing: the
+ * out, or a tuple of them (as the slow path's outs_as_result). */
+PyObject* allocated_outs_result(const KernelObject* k, PyObject* const* bound);
+/* Whether no out was given (allocate_outs allocates every out); never fails. */
+int no_out_given(const KernelObject* k, PyObject* const* bound);
 
 /* Bytes per element of an ExecuTorch ScalarType (the widest plain size for an
  * unknown one). */
@@ -426,6 +486,53 @@ void memo_remember(KernelObject* k, const CallScratch* cs, PyObject* const* boun
 void memo_forget(KernelObject* k);
 /* Frees the memo (the kernel's clear, when no call is using it). */
 void memo_free(KernelObject* k);
+
+/* ---- kernel_slow.c ---------------------------------------------------------------- */
+
+/* The call's bound arguments as the tuple every entry takes (NULL: None). */
+PyObject* slow_values(const KernelObject* k, PyObject* const* bound);
+/* Calls `entry` with (kernel, values of bound, extra or None): its answer. */
+PyObject* slow_call(KernelObject* k, SlowEntry entry, PyObject* const* bound, PyObject* extra);
+/* Calls `entry` with these arguments (the entries that take others: SLOW_RESIZED, SLOW_SNAPSHOT, SLOW_OVERLAPS). */
+PyObject* slow_call_args(KernelObject* k, SlowEntry entry, PyObject* const* args, size_t nargs);
+/* SLOW_PRECHECK's answer (SlowAnswer). */
+int slow_precheck(KernelObject* k, PyObject* const* bound, PyObject** result);
+/* SLOW_VALIDATE's answer (SlowAnswer); *static_outs when SLOW_GO_ON. */
+int slow_validate(KernelObject* k, PyObject* const* bound, PyObject** result, int* static_outs);
+/* An entry that answers None or raises: 0 accepted, -1 raised. */
+int slow_accepts(KernelObject* k, SlowEntry entry, PyObject* const* bound, PyObject* extra);
+/* An entry that always raises: -1 (a TypeError when it answered instead). */
+int slow_refuses(KernelObject* k, SlowEntry entry, PyObject* const* bound, PyObject* extra);
+
+/* ---- kernel_bind.c ---------------------------------------------------------------- */
+
+/* Binds a call whose layout (kwnames object, positional count) is the remembered
+ * one: what bind_arguments_searched would give, without searching. */
+static inline void bind_remembered(const KernelObject* k, PyObject* const* args, Py_ssize_t nargs, PyObject** bound,
+                                   int* missing_out) {
+  for (Py_ssize_t i = 0; i < nargs; i++) bound[i] = args[i];
+  for (int j = 0; j < k->bind_nkw; j++) bound[k->bind_kw_arg[j]] = args[nargs + j];
+  for (int f = 0; f < k->bind_nfill; f++) bound[k->bind_fill_arg[f]] = k->bind_fill_value[f];
+  int missing = k->bind_missing_out;
+  for (int o = 0; o < k->bind_nouts_given; o++) missing |= bound[k->bind_out_given[o]] == Py_None;
+  *missing_out = missing;
+}
+
+/* Binds positional and keyword arguments to the plan: bound[i] per argument (defaults
+ * filled, NULL for an out not given), *missing_out whether an out is missing; the
+ * layout is remembered for the next call. -1 with a TypeError naming the argument. */
+int bind_arguments_searched(KernelObject* k, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames,
+                            PyObject** bound, int* missing_out);
+
+/* bind_arguments_searched, the remembered layout first (a loop of calls from one call site). */
+static inline int bind_arguments(KernelObject* k, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames,
+                                 PyObject** bound, int* missing_out) {
+  if (k->bind_valid && kwnames == k->bind_kwnames && nargs == k->bind_nargs) {
+    bind_remembered(k, args, nargs, bound, missing_out);
+    return 0;
+  }
+  return bind_arguments_searched(k, args, nargs, kwnames, bound, missing_out);
+}
 
 /* ---- kernel_call.c ---------------------------------------------------------------- */
 
