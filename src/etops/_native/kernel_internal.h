@@ -7,6 +7,7 @@
  * callable. Its files, one concern each:
  *   kernel_scratch.c  the bump arena and the borrowed-tensor records of one call
  *   kernel_convert.c  Python argument -> etb_value, one converter per plan kind
+ *   kernel_convert_list.c  the converters of number lists
  *   kernel_select.c   the kernel-key cache: which registered function runs
  *   kernel_specs.c    a delegate's tensor specs, checked on every call
  *   kernel_checks.c   torch's refusals that depend on the objects: shared memory, grad
@@ -27,6 +28,7 @@
 #define ETOPS_KERNEL_INTERNAL_H
 
 #include "etops_native.h"
+#include "kernel_slow.h"
 
 /* One plan entry: a schema argument, or a fresh return slot after them. */
 typedef struct {
@@ -41,47 +43,6 @@ typedef struct {
   int has_default_value;   /* default_converted holds the default, converted once */
   etb_value default_converted;
 } ArgSpec;
-
-/* ---- kernel_slow.c: the hand-offs to the Python slow path -------------------------
- * One callable per entry, filled by the Python side (etops/slow_path.py builds the
- * SlowPathTable from SlowPath's methods). Unless said otherwise an entry takes
- * (kernel, values, extra): `values` the arguments exactly as this call bound them,
- * one item per plan argument in plan order (defaults filled, missing outs as None),
- * so Python never binds again; `extra` None. Its answer, by entry: */
-typedef enum {
-  SLOW_ALLOCATE_AND_CALL, /* outs are missing: size them, allocate, call again -> the call's result */
-  SLOW_OUTS_TO_REMEMBER,  /* after an allocation -> a tuple of (shape, strides, dtype) per out, None or False (kernel_alloc.c) */
-  SLOW_PRECHECK,          /* before every call of a kernel known to abort on some inputs -> None (go on) or Handled */
-  SLOW_VALIDATE,          /* a new argument signature: torch's checks -> a bool (outs go STATIC) or Handled; raises what torch refuses */
-  SLOW_EXPLAIN_MISMATCH,  /* a delegate's tensor does not match its spec -> None (accepted), or raises */
-  SLOW_FOOTPRINT_REFUSED, /* extra: the argument's name; an index value outside the dim it indexes -> always raises */
-  SLOW_FAILED,            /* extra: the CallFailure (call_failure.c); resize outs and call again -> its result, or raises */
-  SLOW_NO_KERNEL,         /* no registered kernel matches the tensors' key -> always raises */
-  SLOW_RESIZED,           /* (kernel, out object, new sizes, has data, argument name): mirror it -> None */
-  SLOW_GUARDED,           /* extra: whether a delegate; the kernel faulted before or the process is tainted: run it guarded -> the call's result */
-  SLOW_OUTS_ALLOCATED,    /* whether every out is one etops allocated for this call -> a bool */
-  SLOW_OVERLAPS,          /* extra: the plan's flags per argument; tensors whose memory meets -> full aliases to remember, or raises */
-  SLOW_SNAPSHOT,          /* (input tensor): a copy in its own layout -> the tensor */
-  SLOW_ENTRY_COUNT
-} SlowEntry;
-
-typedef struct {
-  PyObject_HEAD
-  PyObject* fn[SLOW_ENTRY_COUNT]; /* callables, never NULL once built */
-} SlowPathTable;
-
-/* Handled(result): a slow-path check made the call itself; its result is the call's. */
-typedef struct {
-  PyObject_HEAD
-  PyObject* result;
-} HandledObject;
-
-/* What slow_precheck and slow_validate answer. */
-typedef enum {
-  SLOW_ERROR = -1,  /* an exception is set (the call is refused) */
-  SLOW_GO_ON = 0,   /* the C call goes on */
-  SLOW_HANDLED = 1, /* the slow path made the call: *result is its result (a new reference) */
-} SlowAnswer;
 
 #define CACHE_KEY_MAX 72
 #define CACHE_ENTRIES 4
@@ -337,6 +298,23 @@ int convert_arg(KernelObject* k, CallScratch* cs, int i, PyObject* o, etb_value*
 /* convert_arg for a K_TENSOR argument `a` (= &k->args[i]) whose value is not None
  * (the call path's common case, called directly). */
 int convert_tensor_arg(KernelObject* k, CallScratch* cs, int i, const ArgSpec* a, PyObject* o, etb_value* v);
+/* What the converters share: -1 with "argument 'name' must be <expected>, not <type>"; */
+int type_error(KernelObject* k, const ArgSpec* a, const char* expected, PyObject* got);
+/* a number argument as int64 (bools and floats refused) or double; */
+int as_int64(KernelObject* k, const ArgSpec* a, PyObject* o, int64_t* out);
+int as_double(KernelObject* k, const ArgSpec* a, PyObject* o, double* out);
+/* a sequence argument as a fast sequence the call keeps alive (an int for int[N]
+ * repeated N times), NULL with an exception; */
+PyObject* as_sequence(KernelObject* k, CallScratch* cs, const ArgSpec* a, PyObject* o, const char* expected);
+/* notes a number given as another object than an exact int, float, bool or plain
+ * numpy number (CallScratch.odd_numbers). */
+void note_number_type(CallScratch* cs, PyObject* o);
+
+/* ---- kernel_convert_list.c: int[], float[], bool[] (an ArgConverter each) ---------- */
+
+int convert_int_list(KernelObject* k, CallScratch* cs, int i, const ArgSpec* a, PyObject* o, etb_value* v);
+int convert_float_list(KernelObject* k, CallScratch* cs, int i, const ArgSpec* a, PyObject* o, etb_value* v);
+int convert_bool_list(KernelObject* k, CallScratch* cs, int i, const ArgSpec* a, PyObject* o, etb_value* v);
 
 /* ---- kernel_checks.c -------------------------------------------------------------- */
 
@@ -419,29 +397,7 @@ void tensor_byte_range(const etb_tensor* t, uintptr_t* first, uintptr_t* end);
 
 /* ---- kernel_probe.c --------------------------------------------------------------- */
 
-/* One written tensor's memory during a probe: etops' mapping, guard pages at both
- * ends, the tensor's bytes at `data` (copied from `original`). */
-typedef struct {
-  const char* name; /* the argument, for errors */
-  unsigned char* map; /* guard, [begin, end) readable and writable, guard */
-  size_t map_len;
-  unsigned char* begin;
-  unsigned char* end;
-  unsigned char* data; /* the tensor's bytes end at most PROBE_ALIGN before end */
-  uintptr_t original;
-  size_t nbytes;
-} ProbeRegion;
-
-/* A probed call: its regions, and the tensors moved into them (to move back). */
-typedef struct {
-  int active;
-  int n, nmoved;
-  ProbeRegion regions[ETOPS_MAX_TENSORS];
-  struct {
-    TensorRec* rec;
-    void* original;
-  } moved[2 * ETOPS_MAX_TENSORS];
-} Probe;
+#include "kernel_probe.h" /* Probe (needs TensorRec, above) */
 
 /* Moves every tensor the kernel may write (and every tensor inside one) into guarded
  * memory for this call. 0, or -1 with an exception (the caller runs probe_end). */
