@@ -16,7 +16,7 @@ from etops import _native
 from etops.errors import KernelError
 from etops.kernel import torch_overload
 from etops.ops import rules_for
-from etops.slow_path import SlowPath
+from etops.slow_path import SlowPath, table_of
 
 
 class CountingSlowPath(SlowPath):
@@ -36,7 +36,7 @@ def counted(name: str):
     real = etops.registry().get_kernel(f"aten::{name}")._info
     calls = rules_for(real.name).calls(real.policy)
     slow = CountingSlowPath()
-    kernel = _native.Kernel(real.name, real._plan.args, real._plan.returns, real, slow,
+    kernel = _native.Kernel(real.name, real._plan.args, real._plan.returns, real, table_of(slow),
                             precheck=calls.has_precheck, validate=torch_overload(real.name) is not None,
                             contiguous_only=calls.contiguous_only)
     return kernel, slow

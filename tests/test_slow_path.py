@@ -1,6 +1,7 @@
 """The slow-path interface: the C call hands SlowPath the arguments it already
 bound (one tuple, plan order, defaults filled, missing outs as None), so Python
-never binds a call again; each hand-off is its own named entry point."""
+never binds a call again; each hand-off is its own named entry of a typed table
+(SlowPathTable), and a check that made the call answers Handled(result)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import etops
 from etops import _native
 from etops.errors import KernelError
 from etops.kernel import KernelInfo
-from etops.slow_path import SLOW_PATH, SlowPath
+from etops.slow_path import SLOW_PATH, SlowPath, table_of
 
 sys.path.insert(0, str(Path(__file__).parent / "delegate"))
 
@@ -57,7 +58,8 @@ def no_bind_kernel(name: str, slow=SLOW_PATH, precheck: bool = False):
     real = getattr(real, name.rsplit(".", 1)[1])._info
     info = NoBindInfo(real.name, real._schema, real.schema_source, real._plan, None)
     info.prechecked = []
-    return _native.Kernel(info.name, real._plan.args, real._plan.returns, info, slow, precheck=precheck), info
+    table = slow if isinstance(slow, _native.SlowPathTable) else table_of(slow)
+    return _native.Kernel(info.name, real._plan.args, real._plan.returns, info, table, precheck=precheck), info
 
 
 def test_allocating_missing_outs_uses_the_values_c_bound():
@@ -127,7 +129,7 @@ def test_a_delegate_spec_mismatch_is_its_own_entry_point():
     info = kernel._info
     slow = Recorder()
     recording = _native.Kernel(
-        info.name, info._plan.args, info._plan.returns, info, slow,
+        info.name, info._plan.args, info._plan.returns, info, table_of(slow),
         precheck=False, delegate=info._handle, specs=info.c_specs(),
     )
     x = torch.randn(2, 3)
@@ -152,3 +154,52 @@ def test_kernel_and_delegate_infos_implement_the_protocol():
     attributes = list(SlowPathInfo.__annotations__)
     assert [n for n in attributes if not hasattr(info, n)] == []
     assert info.arg_names() == ("self", "other", "alpha", "out")
+
+
+def every_entry(**replaced):
+    """SLOW_PATH's entries as keyword arguments, some replaced."""
+    return {name: replaced.get(name, getattr(SLOW_PATH, name)) for name in _native.SLOW_PATH_ENTRIES}
+
+
+def test_the_table_names_a_missing_or_uncallable_entry():
+    entries = every_entry()
+    del entries["validate"]
+    with pytest.raises(TypeError, match="missing required argument 'validate'"):
+        _native.SlowPathTable(**entries)
+    with pytest.raises(TypeError, match="argument 'failed' must be callable, not int"):
+        _native.SlowPathTable(**every_entry(failed=3))
+    table = _native.SlowPathTable(**every_entry())
+    with pytest.raises(TypeError, match="entry 'guarded' must be callable"):
+        table.guarded = None
+
+
+def test_a_kernel_takes_only_a_table_as_its_slow_path():
+    real = etops.registry().aten.add.out._info
+    with pytest.raises(TypeError, match="argument 'slow_path' must be a SlowPathTable"):
+        _native.Kernel(real.name, real._plan.args, real._plan.returns, real, SlowPath())
+
+
+def precheck_kernel(answer):
+    """add.out with a precheck entry answering `answer` (before any other entry runs)."""
+    real = etops.registry().aten.add.out._info
+    table = _native.SlowPathTable(**every_entry(precheck=lambda kernel, values, extra: answer))
+    return _native.Kernel(real.name, real._plan.args, real._plan.returns, real, table, precheck=True)
+
+
+def test_a_check_that_made_the_call_answers_handled():
+    made = torch.zeros(1)
+    add = precheck_kernel(_native.Handled(made))
+    assert add(torch.ones(2), torch.ones(2)) is made
+    assert repr(_native.Handled(1)) == "Handled(1)"
+
+
+def test_an_answer_of_another_type_is_refused_naming_the_entry():
+    a = torch.ones(2)
+    # the shape the untyped interface read, (result,), is no answer now
+    with pytest.raises(TypeError, match="precheck answered tuple, not Handled or None"):
+        precheck_kernel((a,))(a, a)
+    real = etops.registry().aten.sub.out._info
+    table = _native.SlowPathTable(**every_entry(validate=lambda kernel, values, extra: None))
+    sub = _native.Kernel(real.name, real._plan.args, real._plan.returns, real, table, validate=True)
+    with pytest.raises(TypeError, match="validate answered NoneType, not Handled or a bool"):
+        sub(a, a, out=torch.empty(2))

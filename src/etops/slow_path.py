@@ -1,7 +1,11 @@
 """The slow path of a kernel call: everything the C fast path hands to Python.
 
 The C ``Kernel`` (``etops._native``) runs a call with correctly sized outs alone.
-It calls these methods of ``SLOW_PATH`` for the rest: outs to allocate (shapes from
+For the rest it calls the entries of ``SLOW_PATH``, a ``_native.SlowPathTable``:
+the typed interface between C and Python, one named callable per hand-off
+(kernel_internal.h's SlowEntry says what each takes and answers), built here from
+``SlowPath``'s methods and never looked up by name during a call. A check that made
+the call itself answers ``Handled(result)``. The hand-offs: outs to allocate (shapes from
 ``out_shapes``), a kernel failure that outs of the wrong size explain (resize as
 torch's out= does, then call again; ``resize``), outs the kernel shrank, a kernel
 failure (KernelError), no kernel for the tensors' key (NoMatchingKernelError), and
@@ -22,7 +26,8 @@ from typing import Any, Protocol
 import torch
 
 from .crash_site import locate, warn_once_if_corrupt
-from . import hooks
+from . import _native, hooks
+from ._native import Handled
 from .errors import NoMatchingKernelError, SchemaError, TaintedError, kernel_failure
 from .out_shapes import allocate, allocated_strides, is_data_dependent, outs_as_result
 from .tensors import as_torch
@@ -163,7 +168,8 @@ def _resize_then_call(info, kernel, bound: dict, resizes):
 
 
 class SlowPath:
-    """The Python half of a kernel call; the C fast path calls these methods."""
+    """The Python half of a kernel call: one method per entry of the C call's
+    SlowPathTable (``table_of`` builds the table from an instance)."""
 
     def allocate_and_call(self, kernel, values, _extra):
         info: SlowPathInfo = kernel._info
@@ -214,18 +220,18 @@ class SlowPath:
             remembered.append((tuple(shape), allocated_strides(shape, stride), dtype))
         return tuple(remembered)
 
-    def precheck(self, kernel, values, _extra):
+    def precheck(self, kernel, values, _extra) -> Handled | None:
         """Before every call of a kernel with guards or normalizers: None when the
-        call may go on, or `(result,)` of the call made here with the normalized
-        arguments (the C path returns that result)."""
+        call may go on, or Handled(result) of the call made here with the
+        normalized arguments (the C path returns that result)."""
         info: SlowPathInfo = kernel._info
         bound = bound_arguments(info, values)
         normalized = info.precheck(bound)
         if normalized is not None:
             outs = set(info.out_names())
-            return (kernel(**{n: v for n, v in normalized.items() if not (n in outs and v is None)}),)
+            return Handled(kernel(**{n: v for n, v in normalized.items() if not (n in outs and v is None)}))
         if info.nothing_to_compute(bound):
-            return (self._sized_outs(info, bound),)
+            return Handled(self._sized_outs(info, bound))
         return None
 
     def footprint_refused(self, kernel, values, argument):
@@ -253,10 +259,12 @@ class SlowPath:
             outs.append(out)
         return outs[0] if len(outs) == 1 else tuple(outs)
 
-    def validate(self, kernel, values, _extra):
+    def validate(self, kernel, values, _extra) -> Handled | bool:
         """torch's checks of a call whose argument signature is new to the kernel
         (its meta kernel is skipped for the call allocate_and_call makes with outs sized by
-        torch's functional, which checked the same arguments)."""
+        torch's functional, which checked the same arguments): raises what torch
+        refuses; True when the outs may go STATIC, False when not, Handled(result)
+        when outs torch's out= resizes were resized and the call made here."""
         info: SlowPathInfo = kernel._info
         bound = bound_arguments(info, values)
         nested = _STATE.allocated
@@ -280,9 +288,9 @@ class SlowPath:
             # True: torch fixed every out's shape (its meta kernel, or the functional
             # that sized them) and the data cannot change it, so the kernel gets the
             # outs as STATIC tensors, as a program exported with static shapes does;
-            # None: DYNAMIC_BOUND, the kernel may shrink them (etops mirrors it)
-            return True if more is not None and not is_data_dependent(info) else None
-        return (_resize_then_call(info, kernel, bound, listed),)
+            # False: DYNAMIC_BOUND, the kernel may shrink them (etops mirrors it)
+            return more is not None and not is_data_dependent(info)
+        return Handled(_resize_then_call(info, kernel, bound, listed))
 
     def explain_mismatch(self, kernel, values, _extra):
         """A tensor does not match the kernel's spec (delegates): raise, naming the
@@ -380,4 +388,11 @@ class SlowPath:
         raise NoMatchingKernelError(info.describe_call(bound_arguments(info, values)))
 
 
-SLOW_PATH = SlowPath()
+def table_of(slow_path: SlowPath) -> _native.SlowPathTable:
+    """The C call's table of hand-offs: `slow_path`'s method of each entry
+    (``_native.SLOW_PATH_ENTRIES``), every one required."""
+    return _native.SlowPathTable(**{name: getattr(slow_path, name) for name in _native.SLOW_PATH_ENTRIES})
+
+
+#: What every Kernel of the registry and every delegate calls.
+SLOW_PATH = table_of(SlowPath())

@@ -22,7 +22,7 @@ class Kernel:
         plan: Any,
         returns: Any,
         info: Any,
-        slow_path: Any,
+        slow_path: SlowPathTable,
         precheck: bool = ...,
         delegate: Any = ...,
         specs: Any = ...,
@@ -39,6 +39,40 @@ class Kernel:
     def _info(self) -> Any: ...
     def _registry_state(self) -> tuple[int, bool, bool]: ...
     def _memo_state(self) -> int: ...
+
+#: The SlowPathTable's entries (kernel_internal.h's SlowEntry), in C's order.
+SLOW_PATH_ENTRIES: tuple[str, ...]
+
+class SlowPathTable:
+    """The slow path's hand-offs as the C call sees them (kernel_slow.c): one callable
+    per entry, all required, keyword-only; each replaceable by assignment (callable)."""
+
+    def __init__(
+        self,
+        *,
+        allocate_and_call: Callable[..., Any],
+        outs_to_remember: Callable[..., Any],
+        precheck: Callable[..., Handled | None],
+        validate: Callable[..., Handled | bool],
+        explain_mismatch: Callable[..., None],
+        footprint_refused: Callable[..., None],
+        failed: Callable[..., Any],
+        no_kernel: Callable[..., None],
+        resized: Callable[..., None],
+        guarded: Callable[..., Any],
+        outs_allocated: Callable[..., bool],
+        overlaps: Callable[..., Any],
+        snapshot: Callable[[Any], Any],
+    ) -> None: ...
+    def __getattr__(self, name: str) -> Callable[..., Any]: ...
+    def __setattr__(self, name: str, value: Callable[..., Any]) -> None: ...
+
+class Handled:
+    """A slow-path check made the call itself: `result` is what the call returns."""
+
+    def __init__(self, result: Any) -> None: ...
+    @property
+    def result(self) -> Any: ...
 
 class Fault(tuple[Any, ...]):
     """A synchronous fault trapped inside a kernel on the calling thread."""

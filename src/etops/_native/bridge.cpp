@@ -1,5 +1,6 @@
-// bridge.cpp - the call stack of ExecuTorch values, kernel calls, and the platform
-// layer (logging, and ExecuTorch's abort unwound into the call's failure).
+// bridge.cpp - the call stack of ExecuTorch values and kernel calls: a call's state
+// on its thread, its log and failure, ExecuTorch's abort and faults unwound into the
+// call's failure. The platform layer that feeds the log is bridge_pal.cpp's.
 //
 // It turns the C description of a call (etb_value slots, see etops_bridge.h) into
 // EValues and TensorImpls living on this function's stack, runs the kernel (or,
@@ -14,6 +15,7 @@
 
 #include "etops_bridge.h"
 #include "bridge_internal.hpp"
+#include "bridge_call_state.hpp"
 #include "fault_trap.h"
 #include "bridge_stack.hpp"
 
@@ -39,167 +41,26 @@
 namespace et = ::executorch::runtime;
 namespace eta = ::executorch::aten;
 using et::EValue;
+using etops_bridge::CallState;
+using etops_bridge::ensure_pal;
+using etops_bridge::g_running_op;
+using etops_bridge::kCallLogSize;
+using etops_bridge::kSiteSize;
 using etops_bridge::MallocAllocator;
+using etops_bridge::short_file;
+using etops_bridge::t_call;
 using etops_bridge_stack::ListStorage;
 using etops_bridge_stack::Slots;
 using TensorImpl = ::executorch::runtime::etensor::TensorImpl;
 
 static_assert(sizeof(bool) == 1, "etb bool lists are passed as bytes");
 
+// The call state of each thread, and the kernel running on any: here, where every
+// call reaches them (bridge_call_state.hpp).
+thread_local CallState etops_bridge::t_call = {};
+std::atomic<const char*> etops_bridge::g_running_op{nullptr};
+
 namespace {
-
-// ---- logging ------------------------------------------------------------------
-
-etb_log_sink g_sink = nullptr;
-
-// Per thread: whether a kernel call is running here, its name, what it logged,
-// whether ExecuTorch aborted inside it or refused a resize, and the last failed call
-// (record_failure). Plain data, reached once per call through one reference.
-constexpr size_t kCallLogSize = 4096;
-constexpr size_t kSiteSize = 256;
-struct CallState {
-  const char* current_op;
-  bool in_call;
-  bool aborted;         // ExecuTorch's abort ran during this call (and was unwound)
-  bool resize_refused;  // TensorImpl's resize refused a tensor during this call
-  size_t log_len;
-  char log[kCallLogSize];
-  // Where the last error or fatal message of the call was logged (ExecuTorch passes
-  // its source file as a string of the library that logged), or null.
-  const char* site_file;
-  size_t site_line;
-  // The last failed call (etb_last_failure), its strings in the buffers after it.
-  etb_failure failure;
-  char failure_file[kSiteSize];
-  char failure_kernel[kSiteSize];
-};
-thread_local CallState t_call = {};
-
-// The function of ExecuTorch's TensorImpl that logs (at Error level) when it refuses
-// to resize a tensor: a STATIC one to another shape, a DYNAMIC_BOUND one past its
-// memory. Where a message comes from, not what it says, makes the failure's kind.
-constexpr const char* kResizeFunction = "internal_resize_contiguous";
-
-// The last fatal message logged on this thread outside a call (a threadpool worker's
-// ET_CHECK logs here before it aborts), for the notice of an abort that ends the process.
-thread_local char t_last_fatal[512] = {0};
-
-// The kernel of the outermost etops call running on any thread (for the notice of an
-// abort on a thread that runs no etops call: a worker of ExecuTorch's threadpool).
-std::atomic<const char*> g_running_op{nullptr};
-
-// A source file as messages name it: what follows its last "executorch/" (ExecuTorch's
-// build paths are the build machine's).
-const char* short_file(const char* file) {
-  if (file == nullptr) return "?";
-  const char* tail = file;
-  for (const char* p = std::strstr(file, "executorch/"); p != nullptr; p = std::strstr(p + 1, "executorch/")) {
-    tail = p + std::strlen("executorch/");
-  }
-  return tail;
-}
-
-void emit_log(et_timestamp_t, et_pal_log_level_t level, const char* file,
-              const char* func, size_t line, const char* msg, size_t len) {
-  CallState& c = t_call;
-  if (c.in_call) {
-    // Keep what fits (a kernel logs a few lines before it fails); always NUL-terminated.
-    if (c.log_len > 0 && c.log_len + 1 < kCallLogSize) c.log[c.log_len++] = '\n';
-    size_t room = kCallLogSize - 1 - c.log_len;
-    size_t n = len < room ? len : room;
-    std::memcpy(c.log + c.log_len, msg, n);
-    c.log_len += n;
-    c.log[c.log_len] = '\0';
-    if (level == kError || level == kFatal) {
-      c.site_file = file;
-      c.site_line = line;
-      if (func != nullptr && std::strcmp(func, kResizeFunction) == 0) c.resize_refused = true;
-    }
-    return;
-  }
-  if (level == kFatal) {
-    std::snprintf(t_last_fatal, sizeof t_last_fatal, "%.*s (%s:%zu)", static_cast<int>(len), msg, short_file(file),
-                  line);
-  }
-  if (g_sink != nullptr) {
-    g_sink(static_cast<char>(level), file, func, line, msg, len);
-  }
-}
-
-// Prints why the process ends: which kernel ran and what ExecuTorch logged.
-void print_abort_notice() {
-  if (t_call.current_op != nullptr) {
-    std::fprintf(stderr,
-                 "etops: ExecuTorch aborted the process while running kernel %s",
-                 t_call.current_op);
-    if (t_call.log_len > 0) {
-      std::fprintf(stderr, ": %s", t_call.log);
-    }
-    std::fprintf(stderr, "\n");
-  } else if (const char* op = g_running_op.load(std::memory_order_acquire)) {
-    std::fprintf(stderr,
-                 "etops: ExecuTorch aborted the process on another thread than the caller's "
-                 "(a threadpool worker) while kernel %s was running%s%s\n",
-                 op, t_last_fatal[0] != '\0' ? ": " : "", t_last_fatal);
-  } else {
-    std::fprintf(stderr, "etops: ExecuTorch aborted the process (no etops kernel call was running)%s%s\n",
-                 t_last_fatal[0] != '\0' ? ": " : "", t_last_fatal);
-  }
-  std::fflush(stderr);
-}
-
-// Any abort inside ExecuTorch lands here. While an etops call runs a kernel on this
-// thread, it unwinds out of the kernel (etops_bridge::KernelAbort, caught by the
-// call: the caller raises KernelAborted); anywhere else, it says which kernel and
-// why, then ends the process.
-[[noreturn]] void abort_with_context() {
-  CallState& c = t_call;
-  if (c.in_call) {
-    c.aborted = true;
-    throw etops_bridge::KernelAbort();
-  }
-  print_abort_notice();
-  etf_abort_explained();
-  std::abort();
-}
-
-// An exception that cannot unwind (a noexcept frame between the abort and the call,
-// or one thrown on a thread without a catch) ends the process with the same notice.
-std::terminate_handler g_previous_terminate = nullptr;
-[[noreturn]] void terminate_with_context() {
-  if (t_call.aborted || t_call.current_op != nullptr || g_running_op.load() != nullptr) {
-    std::fprintf(stderr, "etops: an abort or C++ exception could not be unwound to the caller\n");
-    print_abort_notice();
-    etf_abort_explained();
-  }
-  if (g_previous_terminate != nullptr) g_previous_terminate();
-  std::abort();
-}
-
-// Makes etops' log and abort functions the active platform layer. Other libraries
-// that link libexecutorch.so (executorch's pybindings, extensions imported by
-// executorch.exir) install their own when they load; etops takes it back before
-// each call. It writes the two fields of the active table in place rather than
-// calling register_pal(), which would log a warning through the layer being
-// replaced (raw onto stderr for pybindings').
-// ExecuTorch's active PAL table (a static object: registering a layer copies into it),
-// asked for once, when etops installs its layer.
-const et::PalImpl* g_pal = nullptr;
-
-void claim_pal() {
-  auto* pal = const_cast<et::PalImpl*>(et::get_pal_impl());
-  if (pal == nullptr) return;
-  g_pal = pal;
-  pal->emit_log_message = emit_log;
-  pal->abort = abort_with_context;
-  static std::once_flag terminate_once;
-  std::call_once(terminate_once, [] { g_previous_terminate = std::set_terminate(terminate_with_context); });
-}
-
-inline void ensure_pal() {
-  const et::PalImpl* pal = g_pal;  // set (with g_sink) by etb_install_pal
-  if (g_sink != nullptr && pal != nullptr && pal->emit_log_message != emit_log) claim_pal();
-}
 
 // A TensorImpl over `t`'s memory and layout, built in place in `impls`.
 TensorImpl* place_impl(Slots<TensorImpl, 16>& impls, etb_tensor* t) {
@@ -598,8 +459,8 @@ const etb_failure* etb_last_failure(void) { return &t_call.failure; }
 const char* etb_running_kernel(void) { return g_running_op.load(std::memory_order_relaxed); }
 
 void etb_install_pal(etb_log_sink sink) {
-  g_sink = sink;
-  claim_pal();
+  etops_bridge::g_sink = sink;
+  etops_bridge::claim_pal();
 }
 
 }  // extern "C"

@@ -49,6 +49,8 @@ typedef struct etops_state {
   PyObject* delegate_type;        /* the Delegate type (delegate.c) */
   PyObject* failure_type;         /* CallFailure, a failed call (call_failure.c) */
   PyObject* fault_type;           /* Fault, a crashed call's fault (call_failure.c) */
+  PyObject* slow_path_type;       /* SlowPathTable, the slow path's hand-offs (kernel_slow.c) */
+  PyObject* handled_type;         /* Handled, a check's "the slow path made the call" (kernel_slow.c) */
   PyObject* torch_tensor_type;    /* torch.Tensor, set by configure() */
   const DLPackExchangeAPI* torch_api;
   PyObject* densify;              /* callable(obj) -> contiguous copy */
@@ -162,6 +164,8 @@ etb_delegate* etops_delegate_handle(etops_state* st, PyObject* obj);
 
 /* Creates the CallFailure and Fault types (module attributes). */
 int etops_failure_types_init(PyObject* module, etops_state* st);
+/* Adds SlowPathTable, Handled and SLOW_PATH_ENTRIES (kernel_slow.c) to the module. */
+int etops_slow_path_types_init(PyObject* module, etops_state* st);
 /* The CallFailure of the call on this thread that just failed (etb_last_failure),
  * its fault placed at `placed` ((argument, where, offset): a probe's guard page
  * stopped it) unless NULL: what the slow path's `failed` and delegate_init's caller

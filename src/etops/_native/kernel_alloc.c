@@ -10,7 +10,11 @@
  * call with outs given (kernel_call.c). Data-dependent out shapes never get here
  * (the slow path answers False: the kernel stops asking).
  *
- * Uses the module state's empty_strided (set by configure) and the slow-path object.
+ * The hand-offs of such calls to the slow path are here too: the first call of a
+ * signature (allocate_in_python) and a call whose allocated outs did not go as
+ * remembered (allocate_again_in_python).
+ *
+ * Uses the module state's empty_strided (set by configure) and the slow-path table.
  */
 #include "kernel_internal.h"
 
@@ -139,4 +143,50 @@ void forget_allocation(KernelObject* k, int slot) { Py_XSETREF(k->allocated_outs
 void clear_allocations(KernelObject* k) {
   for (int i = 0; i < ALLOCATION_SIGNATURES; i++) Py_CLEAR(k->allocated_outs[i]);
   k->allocated_count = k->allocated_next = 0;
+}
+
+/* ---- the slow path's allocations ------------------------------------------------------ */
+
+PyObject* allocate_in_python(KernelObject* k, CallScratch* cs, PyObject** bound, int remember, uint64_t sig) {
+  etops_keep_release(&cs->keep);
+  PyObject* result = slow_call(k, SLOW_ALLOCATE_AND_CALL, bound, NULL);
+  if (result == NULL || !remember || !k->allocates) return result;
+  PyObject* outs = slow_call(k, SLOW_OUTS_TO_REMEMBER, bound, NULL);
+  if (outs == NULL || remember_outs(k, sig, outs) < 0) Py_CLEAR(result);
+  Py_XDECREF(outs);
+  return result;
+}
+
+PyObject* allocate_again_in_python(KernelObject* k, CallScratch* cs, PyObject** bound, int slot) {
+  forget_allocation(k, slot);
+  for (int i = 0; i < k->nargs; i++) {
+    if (k->args[i].flags & F_OUT) bound[i] = NULL;
+  }
+  return allocate_in_python(k, cs, bound, 0, 0);
+}
+
+int convert_outs(KernelObject* k, CallScratch* cs, PyObject** bound, etb_value* vals) {
+  for (int i = 0; i < k->nargs; i++) {
+    if ((k->args[i].flags & F_OUT) && convert_arg(k, cs, i, bound[i], &vals[i]) < 0) return -1;
+  }
+  return 0;
+}
+
+PyObject* allocated_outs_result(const KernelObject* k, PyObject* const* bound) {
+  PyObject* outs[ETOPS_MAX_ARGS];
+  int n = 0;
+  for (int i = 0; i < k->nargs; i++) {
+    if (k->args[i].flags & F_OUT) outs[n++] = bound[i];
+  }
+  if (n == 1) return Py_NewRef(outs[0]);
+  PyObject* tup = PyTuple_New(n);
+  for (int j = 0; tup != NULL && j < n; j++) PyTuple_SET_ITEM(tup, j, Py_NewRef(outs[j]));
+  return tup;
+}
+
+int no_out_given(const KernelObject* k, PyObject* const* bound) {
+  for (int i = 0; i < k->nargs; i++) {
+    if ((k->args[i].flags & F_OUT) && bound[i] != NULL && bound[i] != Py_None) return 0;
+  }
+  return 1;
 }

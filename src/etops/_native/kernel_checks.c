@@ -155,11 +155,7 @@ int etops_calibrate_grad_probe(etops_state* st, PyObject* plain, PyObject* grad)
 /* Whether every out of the call is one etops allocated for it (the slow path's
  * `outs_allocated`: a call without out=, etops.edge's ops), -1 on error. */
 static int outs_allocated_by_etops(KernelObject* k, PyObject* const* bound) {
-  PyObject* values = PyTuple_New(k->nargs);
-  if (values == NULL) return -1;
-  for (int i = 0; i < k->nargs; i++) PyTuple_SET_ITEM(values, i, Py_NewRef(bound[i] != NULL ? bound[i] : Py_None));
-  PyObject* res = PyObject_CallMethod(k->slow, "outs_allocated", "OOO", (PyObject*)k, values, Py_None);
-  Py_DECREF(values);
+  PyObject* res = slow_call(k, SLOW_OUTS_ALLOCATED, bound, NULL);
   if (res == NULL) return -1;
   int yes = PyObject_IsTrue(res);
   Py_DECREF(res);
@@ -268,18 +264,14 @@ static void remember_full_aliases(KernelObject* k, PyObject* pairs) {
 /* The slow path's exact decision on tensors whose memory meets: raises what torch
  * refuses, else returns the full aliases to remember. */
 static Py_NO_INLINE int decide_overlaps(KernelObject* k, PyObject* const* bound) {
-  PyObject* values = PyTuple_New(k->nargs);
-  if (values == NULL) return -1;
-  for (int i = 0; i < k->nargs; i++) PyTuple_SET_ITEM(values, i, Py_NewRef(bound[i] != NULL ? bound[i] : Py_None));
   PyObject* flags = PyTuple_New(k->nargs); /* what the slow path must know: outs and mutable arguments */
   for (int i = 0; flags != NULL && i < k->nargs; i++) {
     PyObject* flag = PyLong_FromLong(k->args[i].flags);
     if (flag == NULL) Py_CLEAR(flags); /* the error is set: no call below */
     else PyTuple_SET_ITEM(flags, i, flag);
   }
-  PyObject* res = flags != NULL ? PyObject_CallMethod(k->slow, "overlaps", "OOO", (PyObject*)k, values, flags) : NULL;
+  PyObject* res = flags != NULL ? slow_call(k, SLOW_OVERLAPS, bound, flags) : NULL;
   Py_XDECREF(flags);
-  Py_DECREF(values);
   if (res == NULL) return -1;
   remember_full_aliases(k, res);
   Py_DECREF(res);
@@ -296,7 +288,7 @@ static inline int is_torch_tensor(const etops_state* st, PyObject* obj) {
  * kernel reads it from a snapshot instead (the slow path's `snapshot`: a copy in
  * the same layout, kept alive by the call). Out of line: aliasing calls only. */
 static Py_NO_INLINE int read_from_snapshot(KernelObject* k, CallScratch* cs, TensorRec* o) {
-  PyObject* copy = PyObject_CallMethod(k->slow, "snapshot", "O", o->given);
+  PyObject* copy = slow_call_args(k, SLOW_SNAPSHOT, &o->given, 1);
   if (copy == NULL || etops_keep_add(&cs->keep, copy) < 0) return -1;
   DLTensor dl;
   if (k->st->torch_api->dltensor_from_py_object_no_sync(copy, &dl) != 0) return -1;

@@ -4,7 +4,7 @@
  *
  * Each kind has its converter, found in CONVERTERS by kind. Tensors are borrowed
  * zero-copy (tensor.c) and recorded in the call's scratch; lists are converted into
- * arena memory. Every refusal is a TypeError / ValueError / OverflowError naming the
+ * arena memory (number lists: kernel_convert_list.c). Every refusal is a TypeError / ValueError / OverflowError naming the
  * operator and the argument (list items as 'name[i]').
  */
 #include "kernel_internal.h"
@@ -12,7 +12,7 @@
 
 #include <string.h>
 
-static int type_error(KernelObject* k, const ArgSpec* a, const char* expected, PyObject* got) {
+int type_error(KernelObject* k, const ArgSpec* a, const char* expected, PyObject* got) {
   PyErr_Format(PyExc_TypeError, "%s: argument '%s' must be %s, not %.100s", k->op_name, a->cname,
                expected, Py_TYPE(got)->tp_name);
   return -1;
@@ -109,7 +109,7 @@ static ETOPS_ALWAYS_INLINE TensorRec* borrow(KernelObject* k, CallScratch* cs, P
   return r;
 }
 
-static int as_int64(KernelObject* k, const ArgSpec* a, PyObject* o, int64_t* out) {
+int as_int64(KernelObject* k, const ArgSpec* a, PyObject* o, int64_t* out) {
   if (PyBool_Check(o) || PyFloat_Check(o)) return type_error(k, a, "an int", o);
   PyObject* idx = PyNumber_Index(o);
   if (idx == NULL) {
@@ -128,7 +128,7 @@ static int as_int64(KernelObject* k, const ArgSpec* a, PyObject* o, int64_t* out
   return 0;
 }
 
-static int as_double(KernelObject* k, const ArgSpec* a, PyObject* o, double* out) {
+int as_double(KernelObject* k, const ArgSpec* a, PyObject* o, double* out) {
   if (PyFloat_Check(o)) {
     *out = PyFloat_AS_DOUBLE(o);
     return 0;
@@ -148,8 +148,7 @@ static int as_double(KernelObject* k, const ArgSpec* a, PyObject* o, double* out
 
 /* A sequence argument as a fast sequence kept alive by the call; an int for int[N]
  * repeats N times. Returns NULL with an exception on failure. */
-static PyObject* as_sequence(KernelObject* k, CallScratch* cs, const ArgSpec* a, PyObject* o,
-                             const char* expected) {
+PyObject* as_sequence(KernelObject* k, CallScratch* cs, const ArgSpec* a, PyObject* o, const char* expected) {
   if (PyUnicode_Check(o) || PyBytes_Check(o) || PyDict_Check(o) ||
       (k->st->torch_tensor_type != NULL && PyObject_TypeCheck(o, (PyTypeObject*)k->st->torch_tensor_type)) ||
       PyObject_HasAttr(o, k->st->str_dlpack)) {
@@ -298,7 +297,7 @@ static int plain_numpy_number(const PyTypeObject* t) {
 /* Notes on the call a number given as another object than an exact int, float or
  * bool or a plain numpy number (CallScratch.odd_numbers: a 0-dim tensor, an int
  * subclass; torch checks its type on every call). */
-static inline void note_number_type(CallScratch* cs, PyObject* o) {
+void note_number_type(CallScratch* cs, PyObject* o) {
   if (!PyLong_CheckExact(o) && !PyFloat_CheckExact(o) && !PyBool_Check(o) && !plain_numpy_number(Py_TYPE(o)))
     cs->odd_numbers = 1;
 }
@@ -363,94 +362,6 @@ static int convert_str(KernelObject* k, CallScratch* cs, int i, const ArgSpec* a
   v->u.s = s;
   v->len = (int32_t)len;
   return 0;
-}
-
-/* The fast sequence of a list-of-numbers argument, checked against int[N]'s N
- * (int lists may differ: ExecuTorch accepts int[1] broadcast), with `item` set up
- * to name its elements 'name[]' (what: its buffer). */
-static PyObject* number_list(KernelObject* k, CallScratch* cs, const ArgSpec* a, PyObject* o, const char* expected,
-                             ArgSpec* item, char* what, size_t what_size) {
-  PyObject* seq = as_sequence(k, cs, a, o, expected);
-  if (seq == NULL) return NULL;
-  Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
-  if (a->fixed_len > 0 && n != a->fixed_len && a->kind != K_INT_LIST) {
-    PyErr_Format(PyExc_ValueError, "%s: argument '%s' must have %zd elements, got %zd", k->op_name, a->cname,
-                 a->fixed_len, n);
-    return NULL;
-  }
-  *item = *a;
-  snprintf(what, what_size, "%s[]", a->cname);
-  item->cname = what;
-  return seq;
-}
-
-/* One element of a number list, converted into `out` (an int64_t, double or uint8_t). */
-typedef int (*item_converter)(KernelObject* k, const ArgSpec* item, PyObject* o, void* out);
-
-static int item_int(KernelObject* k, const ArgSpec* item, PyObject* o, void* out) {
-  return as_int64(k, item, o, (int64_t*)out);
-}
-
-static int item_double(KernelObject* k, const ArgSpec* item, PyObject* o, void* out) {
-  return as_double(k, item, o, (double*)out);
-}
-
-static int item_bool(KernelObject* k, const ArgSpec* item, PyObject* o, void* out) {
-  if (!PyBool_Check(o)) return type_error(k, item, "a bool", o);
-  *(uint8_t*)out = o == Py_True;
-  return 0;
-}
-
-/* What an int[], float[] or bool[] argument becomes: the EValue tag, the element
-   size and converter, and how a wrong argument is described. */
-typedef struct {
-  const char* expected;
-  size_t item_size;
-  item_converter convert;
-  etb_tag tag;
-} NumberListKind;
-
-static const NumberListKind INT_LIST = {"a list of ints", sizeof(int64_t), item_int, ETB_LIST_INT};
-static const NumberListKind FLOAT_LIST = {"a list of floats", sizeof(double), item_double, ETB_LIST_DOUBLE};
-static const NumberListKind BOOL_LIST = {"a list of bools", sizeof(uint8_t), item_bool, ETB_LIST_BOOL};
-
-/* A number list argument as an array in the call's scratch memory. */
-static int convert_number_list(KernelObject* k, CallScratch* cs, const ArgSpec* a, PyObject* o, etb_value* v,
-                               const NumberListKind* kind) {
-  ArgSpec item;
-  char what[160];
-  PyObject* seq = number_list(k, cs, a, o, kind->expected, &item, what, sizeof what);
-  if (seq == NULL) return -1;
-  Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
-  char* buf = (char*)scratch_alloc(cs, kind->item_size * (n ? n : 1));
-  if (buf == NULL) return -1;
-  for (Py_ssize_t j = 0; j < n; j++) {
-    PyObject* o_j = PySequence_Fast_GET_ITEM(seq, j);
-    note_number_type(cs, o_j);
-    if (kind->convert(k, &item, o_j, buf + j * kind->item_size) < 0) return -1;
-  }
-  v->tag = kind->tag;
-  switch (kind->tag) {
-    case ETB_LIST_INT: v->u.ints = (int64_t*)buf; break;
-    case ETB_LIST_DOUBLE: v->u.doubles = (double*)buf; break;
-    default: v->u.bools = (uint8_t*)buf; break;
-  }
-  v->len = (int32_t)n;
-  return 0;
-}
-
-static int convert_int_list(KernelObject* k, CallScratch* cs, int i, const ArgSpec* a, PyObject* o, etb_value* v) {
-  return convert_number_list(k, cs, a, o, v, &INT_LIST);
-}
-
-static int convert_float_list(KernelObject* k, CallScratch* cs, int i, const ArgSpec* a, PyObject* o,
-                              etb_value* v) {
-  return convert_number_list(k, cs, a, o, v, &FLOAT_LIST);
-}
-
-static int convert_bool_list(KernelObject* k, CallScratch* cs, int i, const ArgSpec* a, PyObject* o,
-                             etb_value* v) {
-  return convert_number_list(k, cs, a, o, v, &BOOL_LIST);
 }
 
 /* dtype / memory format / layout / device: the plan's map gives ExecuTorch's number. */

@@ -7,10 +7,13 @@
  * callable. Its files, one concern each:
  *   kernel_scratch.c  the bump arena and the borrowed-tensor records of one call
  *   kernel_convert.c  Python argument -> etb_value, one converter per plan kind
+ *   kernel_convert_list.c  the converters of number lists
  *   kernel_select.c   the kernel-key cache: which registered function runs
  *   kernel_specs.c    a delegate's tensor specs, checked on every call
  *   kernel_checks.c   torch's refusals that depend on the objects: shared memory, grad
- *   kernel_call.c     the call: bind, convert, run, results, slow-path hand-offs
+ *   kernel_bind.c     a call's arguments bound to the plan (the remembered layout first)
+ *   kernel_call.c     the call, step by step: bind, check, convert, run, results
+ *   kernel_slow.c     the typed hand-offs to the Python slow path (SlowPathTable, Handled)
  *   kernel_signature.c  a call's argument signature (the hash the rings are keyed by)
  *   kernel_probe.c    the first call of a signature, its written tensors between guard pages
  *   kernel_memo.c     the last signature's converted call, reused by calls that match it
@@ -25,6 +28,7 @@
 #define ETOPS_KERNEL_INTERNAL_H
 
 #include "etops_native.h"
+#include "kernel_slow.h"
 
 /* One plan entry: a schema argument, or a fresh return slot after them. */
 typedef struct {
@@ -88,7 +92,7 @@ typedef struct {
   int returns[ETOPS_MAX_ARGS]; /* >= 0: argument index; < 0: -(slot+1) of a return slot */
   ArgSpec args[ETOPS_MAX_ARGS];
   PyObject* info;
-  PyObject* slow;
+  SlowPathTable* slow;
   int has_precheck; /* call the slow path's abort guard before every call */
   int contiguous_only; /* every tensor reaches the kernel contiguous (the rules table's contiguous_only) */
   /* callable(argument, dim order) warning that the kernel is known silently wrong on
@@ -294,6 +298,23 @@ int convert_arg(KernelObject* k, CallScratch* cs, int i, PyObject* o, etb_value*
 /* convert_arg for a K_TENSOR argument `a` (= &k->args[i]) whose value is not None
  * (the call path's common case, called directly). */
 int convert_tensor_arg(KernelObject* k, CallScratch* cs, int i, const ArgSpec* a, PyObject* o, etb_value* v);
+/* What the converters share: -1 with "argument 'name' must be <expected>, not <type>"; */
+int type_error(KernelObject* k, const ArgSpec* a, const char* expected, PyObject* got);
+/* a number argument as int64 (bools and floats refused) or double; */
+int as_int64(KernelObject* k, const ArgSpec* a, PyObject* o, int64_t* out);
+int as_double(KernelObject* k, const ArgSpec* a, PyObject* o, double* out);
+/* a sequence argument as a fast sequence the call keeps alive (an int for int[N]
+ * repeated N times), NULL with an exception; */
+PyObject* as_sequence(KernelObject* k, CallScratch* cs, const ArgSpec* a, PyObject* o, const char* expected);
+/* notes a number given as another object than an exact int, float, bool or plain
+ * numpy number (CallScratch.odd_numbers). */
+void note_number_type(CallScratch* cs, PyObject* o);
+
+/* ---- kernel_convert_list.c: int[], float[], bool[] (an ArgConverter each) ---------- */
+
+int convert_int_list(KernelObject* k, CallScratch* cs, int i, const ArgSpec* a, PyObject* o, etb_value* v);
+int convert_float_list(KernelObject* k, CallScratch* cs, int i, const ArgSpec* a, PyObject* o, etb_value* v);
+int convert_bool_list(KernelObject* k, CallScratch* cs, int i, const ArgSpec* a, PyObject* o, etb_value* v);
 
 /* ---- kernel_checks.c -------------------------------------------------------------- */
 
@@ -348,6 +369,23 @@ int remember_outs(KernelObject* k, uint64_t sig, PyObject* outs);
 void forget_allocation(KernelObject* k, int slot);
 /* Drops every remembered entry (the kernel's clear). */
 void clear_allocations(KernelObject* k);
+/* The slow path allocates the outs and makes the call (bound outs missing), then,
+ * when `remember`, the kernel remembers what it allocated for signature `sig`:
+ * the call's result. */
+PyObject* allocate_in_python(KernelObject* k, CallScratch* cs, PyObject** bound, int remember, uint64_t sig);
+/* A call whose outs C allocated (entry `slot`) that did not go as remembered
+ * (torch's checks or the kernel wanted other outs): made again by the slow path
+ * as before, exactly, with no out given (the kernel writes nothing but its outs:
+ * static_outs_allowed); the signature keeps the slow path from now on. (A kernel
+ * that fails on them fails as on the slow path's outs: nothing runs twice.) */
+PyObject* allocate_again_in_python(KernelObject* k, CallScratch* cs, PyObject** bound, int slot);
+/* Converts the outs allocate_outs put in bound[]. */
+int convert_outs(KernelObject* k, CallScratch* cs, PyObject** bound, etb_value* vals);
+/* What a call with allocated outs returns for a schema that returns nothing: the
+ * out, or a tuple of them (as the slow path's outs_as_result). */
+PyObject* allocated_outs_result(const KernelObject* k, PyObject* const* bound);
+/* Whether no out was given (allocate_outs allocates every out); never fails. */
+int no_out_given(const KernelObject* k, PyObject* const* bound);
 
 /* Bytes per element of an ExecuTorch ScalarType (the widest plain size for an
  * unknown one). */
@@ -359,29 +397,7 @@ void tensor_byte_range(const etb_tensor* t, uintptr_t* first, uintptr_t* end);
 
 /* ---- kernel_probe.c --------------------------------------------------------------- */
 
-/* One written tensor's memory during a probe: etops' mapping, guard pages at both
- * ends, the tensor's bytes at `data` (copied from `original`). */
-typedef struct {
-  const char* name; /* the argument, for errors */
-  unsigned char* map; /* guard, [begin, end) readable and writable, guard */
-  size_t map_len;
-  unsigned char* begin;
-  unsigned char* end;
-  unsigned char* data; /* the tensor's bytes end at most PROBE_ALIGN before end */
-  uintptr_t original;
-  size_t nbytes;
-} ProbeRegion;
-
-/* A probed call: its regions, and the tensors moved into them (to move back). */
-typedef struct {
-  int active;
-  int n, nmoved;
-  ProbeRegion regions[ETOPS_MAX_TENSORS];
-  struct {
-    TensorRec* rec;
-    void* original;
-  } moved[2 * ETOPS_MAX_TENSORS];
-} Probe;
+#include "kernel_probe.h" /* Probe (needs TensorRec, above) */
 
 /* Moves every tensor the kernel may write (and every tensor inside one) into guarded
  * memory for this call. 0, or -1 with an exception (the caller runs probe_end). */
@@ -426,6 +442,53 @@ void memo_remember(KernelObject* k, const CallScratch* cs, PyObject* const* boun
 void memo_forget(KernelObject* k);
 /* Frees the memo (the kernel's clear, when no call is using it). */
 void memo_free(KernelObject* k);
+
+/* ---- kernel_slow.c ---------------------------------------------------------------- */
+
+/* The call's bound arguments as the tuple every entry takes (NULL: None). */
+PyObject* slow_values(const KernelObject* k, PyObject* const* bound);
+/* Calls `entry` with (kernel, values of bound, extra or None): its answer. */
+PyObject* slow_call(KernelObject* k, SlowEntry entry, PyObject* const* bound, PyObject* extra);
+/* Calls `entry` with these arguments (the entries that take others: SLOW_RESIZED, SLOW_SNAPSHOT, SLOW_OVERLAPS). */
+PyObject* slow_call_args(KernelObject* k, SlowEntry entry, PyObject* const* args, size_t nargs);
+/* SLOW_PRECHECK's answer (SlowAnswer). */
+int slow_precheck(KernelObject* k, PyObject* const* bound, PyObject** result);
+/* SLOW_VALIDATE's answer (SlowAnswer); *static_outs when SLOW_GO_ON. */
+int slow_validate(KernelObject* k, PyObject* const* bound, PyObject** result, int* static_outs);
+/* An entry that answers None or raises: 0 accepted, -1 raised. */
+int slow_accepts(KernelObject* k, SlowEntry entry, PyObject* const* bound, PyObject* extra);
+/* An entry that always raises: -1 (a TypeError when it answered instead). */
+int slow_refuses(KernelObject* k, SlowEntry entry, PyObject* const* bound, PyObject* extra);
+
+/* ---- kernel_bind.c ---------------------------------------------------------------- */
+
+/* Binds a call whose layout (kwnames object, positional count) is the remembered
+ * one: what bind_arguments_searched would give, without searching. */
+static inline void bind_remembered(const KernelObject* k, PyObject* const* args, Py_ssize_t nargs, PyObject** bound,
+                                   int* missing_out) {
+  for (Py_ssize_t i = 0; i < nargs; i++) bound[i] = args[i];
+  for (int j = 0; j < k->bind_nkw; j++) bound[k->bind_kw_arg[j]] = args[nargs + j];
+  for (int f = 0; f < k->bind_nfill; f++) bound[k->bind_fill_arg[f]] = k->bind_fill_value[f];
+  int missing = k->bind_missing_out;
+  for (int o = 0; o < k->bind_nouts_given; o++) missing |= bound[k->bind_out_given[o]] == Py_None;
+  *missing_out = missing;
+}
+
+/* Binds positional and keyword arguments to the plan: bound[i] per argument (defaults
+ * filled, NULL for an out not given), *missing_out whether an out is missing; the
+ * layout is remembered for the next call. -1 with a TypeError naming the argument. */
+int bind_arguments_searched(KernelObject* k, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames,
+                            PyObject** bound, int* missing_out);
+
+/* bind_arguments_searched, the remembered layout first (a loop of calls from one call site). */
+static inline int bind_arguments(KernelObject* k, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames,
+                                 PyObject** bound, int* missing_out) {
+  if (k->bind_valid && kwnames == k->bind_kwnames && nargs == k->bind_nargs) {
+    bind_remembered(k, args, nargs, bound, missing_out);
+    return 0;
+  }
+  return bind_arguments_searched(k, args, nargs, kwnames, bound, missing_out);
+}
 
 /* ---- kernel_call.c ---------------------------------------------------------------- */
 

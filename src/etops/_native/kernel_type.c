@@ -134,14 +134,17 @@ static PyObject* kernel_new(PyTypeObject* type, PyObject* args, PyObject* kwargs
                                    &precheck, &delegate, &specs, &validate, &contiguous_only, &warn_layout,
                                    &index_ranges))
     return NULL;
+  PyObject* mod = PyType_GetModule(type);
+  if (mod == NULL) return NULL;
+  PyTypeObject* table_type = (PyTypeObject*)((etops_state*)PyModule_GetState(mod))->slow_path_type;
+  if (!PyObject_TypeCheck(slow, table_type)) {
+    PyErr_Format(PyExc_TypeError, "Kernel: argument 'slow_path' must be a SlowPathTable (etops.slow_path.SLOW_PATH), not %.100s",
+                 Py_TYPE(slow)->tp_name);
+    return NULL;
+  }
   KernelObject* k = (KernelObject*)type->tp_alloc(type, 0);
   if (k == NULL) return NULL;
   k->vectorcall = kernel_vectorcall;
-  PyObject* mod = PyType_GetModule(type);
-  if (mod == NULL) {
-    Py_DECREF(k);
-    return NULL;
-  }
   k->module = Py_NewRef(mod);
   k->st = (etops_state*)PyModule_GetState(mod);
   k->py_name = Py_NewRef(name);
@@ -152,7 +155,7 @@ static PyObject* kernel_new(PyTypeObject* type, PyObject* args, PyObject* kwargs
   }
   strcpy(k->op_name, cname);
   k->info = Py_NewRef(info);
-  k->slow = Py_NewRef(slow);
+  k->slow = (SlowPathTable*)Py_NewRef(slow);
   k->has_precheck = precheck;
   k->validates = validate;
   k->contiguous_only = contiguous_only;

@@ -380,6 +380,7 @@ static int module_exec(PyObject* module) {
   if (etops_kernel_type_init(module, st) < 0) return -1;
   if (etops_delegate_type_init(module, st) < 0) return -1;
   if (etops_failure_types_init(module, st) < 0) return -1;
+  if (etops_slow_path_types_init(module, st) < 0) return -1;
   if (PyModule_AddIntConstant(module, "MAX_DIM", ETB_MAX_DIM) < 0) return -1;
   if (PyModule_AddIntConstant(module, "MAX_ARGS", ETOPS_MAX_ARGS) < 0) return -1;
   return 0;
@@ -391,6 +392,8 @@ static int module_traverse(PyObject* module, visitproc visit, void* arg) {
   Py_VISIT(st->delegate_type);
   Py_VISIT(st->failure_type);
   Py_VISIT(st->fault_type);
+  Py_VISIT(st->slow_path_type);
+  Py_VISIT(st->handled_type);
   Py_VISIT(st->torch_tensor_type);
   Py_VISIT(st->densify);
   Py_VISIT(st->copy_back);
@@ -407,6 +410,8 @@ static int module_clear(PyObject* module) {
   Py_CLEAR(st->delegate_type);
   Py_CLEAR(st->failure_type);
   Py_CLEAR(st->fault_type);
+  Py_CLEAR(st->slow_path_type);
+  Py_CLEAR(st->handled_type);
   Py_CLEAR(st->torch_tensor_type);
   Py_CLEAR(st->densify);
   Py_CLEAR(st->copy_back);

@@ -6,7 +6,8 @@ that runs tasks; when a kernel kills the child, the worker tells the parent
 not an interpreter start. The child reads the tasks from stdin (the worker
 never does) and writes to the private channel to the parent; it publishes each
 kernel call on the case clock whose memory file the parent passed (``clock_fd``:
-etops.conformance.case_clock), which the parent reads."""
+etops.conformance.case_clock), which the parent reads. The child is an
+etops.child_process Child."""
 
 from __future__ import annotations
 
@@ -14,6 +15,8 @@ import json
 import os
 import signal
 import sys
+
+from ..child_process import Child
 
 
 def _send(channel: int, obj) -> None:
@@ -82,21 +85,22 @@ def main() -> None:
     if not fork:
         _child(channel, config, kmap, kernels)
         return
-    while True:
-        pid = os.fork()
-        if pid == 0:
-            code = 0
-            try:
-                _child(channel, config, kmap, kernels)
-            except BaseException:  # noqa: BLE001
-                import traceback
+    def task_child() -> int:
+        try:
+            _child(channel, config, kmap, kernels)
+            return 0
+        except BaseException:  # noqa: BLE001
+            import traceback
 
-                traceback.print_exc()
-                code = 3
-            finally:
-                sys.stderr.flush()
-                os._exit(code)
-        _, status = os.waitpid(pid, 0)
+            traceback.print_exc()
+            return 3
+        finally:
+            sys.stderr.flush()
+
+    while True:
+        child = Child(task_child)
+        child.wait()
+        status = child.status
         if os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0:
             return  # stdin closed: the sweep is over
         code = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)

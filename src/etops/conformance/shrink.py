@@ -10,16 +10,16 @@ cluster keys). Values are kept (a variant is a slice of the original tensors).
 
 ``shrink_isolated`` runs the search in a forked child, so a variant that kills the
 kernel (a smaller input may abort where the larger did not) costs the search, not
-the process. Imports torch only.
+the process (etops.child_process's ChildCall). Imports torch and etops.child_process.
 """
 
 from __future__ import annotations
 
 import os
-import pickle
-import sys
 
 import torch
+
+from ..child_process import ChildCall
 
 #: variants tried per case, at most
 MAX_TRIES = 60
@@ -112,36 +112,10 @@ def shrink_isolated(func, args, kwargs, still_fails, max_tries: int = MAX_TRIES)
     if not hasattr(os, "fork"):
         a, k, tries = shrink(func, args, kwargs, still_fails, max_tries)
         return a, k, tries, "shrunk" if total_elements(a, k) < total_elements(args, kwargs) else "unchanged"
-    read_fd, write_fd = os.pipe()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    pid = os.fork()
-    if pid == 0:  # the child: search, send the result, leave without cleanup
-        os.close(read_fd)
-        code = 0
-        try:
-            torch.set_num_threads(1)
-            data = pickle.dumps(shrink(func, args, kwargs, still_fails, max_tries))
-            view = memoryview(data)
-            while view:
-                view = view[os.write(write_fd, view):]
-        except BaseException:  # noqa: BLE001
-            code = 3
-        finally:
-            os._exit(code)
-    os.close(write_fd)
-    chunks = []
-    while True:
-        chunk = os.read(read_fd, 1 << 16)
-        if not chunk:
-            break
-        chunks.append(chunk)
-    os.close(read_fd)
-    _, status = os.waitpid(pid, 0)
-    if not (os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0) or not chunks:
-        return list(args), dict(kwargs), 0, "search died"
-    try:
-        a, k, tries = pickle.loads(b"".join(chunks))
-    except Exception:  # noqa: BLE001 - a value that does not come back through pickle
+    outcome = ChildCall(lambda: shrink(func, args, kwargs, still_fails, max_tries)).result()
+    if outcome.kind == "unreadable":  # a value that does not come back through pickle
         return list(args), dict(kwargs), 0, "result not readable"
+    if outcome.kind != "returned":
+        return list(args), dict(kwargs), 0, "search died"
+    a, k, tries = outcome.value
     return a, k, tries, "shrunk" if total_elements(a, k) < total_elements(args, kwargs) else "unchanged"

@@ -22,8 +22,8 @@ hung cases skipped there too) and is replaced for the tasks left. The tasks are
 recorded by the caller before any fork (etops.conformance.recorded), so each process
 replays the same cases.
 
-Imports etops.guard (its server's limits, here, wire), etops.conformance.case_clock
-and the standard library.
+Imports etops.child_process (the fork, its kill and reaping), etops.guard (its
+server's limits, here, wire), etops.conformance.case_clock and the standard library.
 """
 
 from __future__ import annotations
@@ -31,11 +31,11 @@ from __future__ import annotations
 import os
 import pickle
 import select
-import signal
 import time
 import traceback
 from typing import Any, Callable
 
+from ..child_process import Child
 from ..conformance import case_clock
 from ..guard import here
 from ..guard.server import DEFAULT_TIMEOUT, STALL_SECONDS, CpuWatch
@@ -73,8 +73,8 @@ class _TaskProcess:
         request_r, self.request_w = os.pipe()
         self.result_r, result_w = os.pipe()
         self.clock = case_clock.CaseClock()
-        self.pid = os.fork()
-        if self.pid == 0:
+
+        def task_process() -> int:
             try:
                 # its siblings' pipe ends too: a copy held here would keep them from seeing their pipe close
                 for fd in (self.request_w, self.result_r, *(f for p in siblings for f in (p.request_w, p.result_r))):
@@ -82,8 +82,12 @@ class _TaskProcess:
                 case_clock.use(self.clock)
                 here.enter()
                 _serve(tasks, run_task, request_r, result_w)
-            finally:
-                os._exit(0)
+            except BaseException:  # noqa: BLE001 - its end is what the caller sees (its pipe closes)
+                pass
+            return 0
+
+        self.child = Child(task_process)
+        self.pid = self.child.pid
         os.close(request_r)
         os.close(result_w)
         self.current: int | None = None
@@ -121,28 +125,15 @@ class _TaskProcess:
         (a guard process of a task run again here) may hold a copy of its request
         pipe, and it would wait for the end of that pipe forever."""
         if kill:
-            try:
-                os.kill(self.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+            self.child.kill()
         self.clock.close()
         for fd in (self.request_w, self.result_r):
             try:
                 os.close(fd)
             except OSError:
                 pass
-        deadline = time.monotonic() + END_GRACE
-        try:
-            while True:
-                pid, status = os.waitpid(self.pid, os.WNOHANG)
-                if pid:
-                    return status
-                if time.monotonic() > deadline:
-                    os.kill(self.pid, signal.SIGKILL)
-                    return os.waitpid(self.pid, 0)[1]
-                time.sleep(0.01)
-        except ChildProcessError:
-            return 0
+        self.child.wait(END_GRACE)  # killed past it
+        return self.child.status  # type: ignore[return-value]  # reaped by wait
 
 
 def _serve(tasks: list, run_task, request_fd: int, result_fd: int) -> None:

@@ -326,7 +326,7 @@ def _values(dtype: torch.dtype, n: int, kind: str) -> torch.Tensor:
     return torch.tensor([cycle[i % len(cycle)] for i in range(n)], dtype=torch.int64).to(dtype)
 
 
-#: value kinds of a tensor spec this module adds (worker._values delegates them here)
+#: value kinds of a tensor spec this module adds (materialize._values delegates them here)
 VALUE_KINDS = ("int_min", "int_max", "minus_one", "zero", "extremes", "huge", "positive")
 
 

@@ -10,7 +10,7 @@ as a reproducer)::
      "out_dtype": "float32",                 # outs of ops torch has no functional for
      "mutation": None | str, "target": None | argument name}
 
-Value specs (``worker.materialize`` builds them):
+Value specs (``materialize.materialize`` builds them):
 
 - ``("T", shape, dtype, layout, seed, values)``: a tensor; layout ``"c"``
   contiguous, ``("p", perm)`` a dense permutation, ``"cl"`` channels-last, ``"nd"``

@@ -50,6 +50,7 @@ from etops.out_shapes import functional_arguments
 from etops.torch_checks import torch_refusal
 
 from . import classes
+from .materialize import materialize, tensor_bytes, torch_copy
 
 ALLOWED_INVALID = (TypeError, ValueError, OverflowError, IndexError, ZeroDivisionError, etops.EtopsError)
 ALLOWED_VALID_REFUSAL = (etops.KernelError, etops.NoMatchingKernelError, etops.SchemaError)
@@ -84,113 +85,6 @@ if os.environ.get("ETOPS_FUZZ_FORKSERVER") == "1" and multiprocessing.parent_pro
     warm_up()
 
 
-# ---- materializing a case -----------------------------------------------------------
-
-
-def _values(shape, dtype, seed, values):
-    if values in classes.VALUE_KINDS:
-        return classes.values(shape, dtype, values)
-    g = torch.Generator().manual_seed(seed)
-    n = math.prod(shape)
-    if values in ("index", "oob_high", "oob_low"):
-        lo, hi = {"index": (-1, 4), "oob_high": (50, 1000), "oob_low": (-1000, -50)}[values]
-        t = torch.randint(lo, hi, (n,), generator=g)
-    elif dtype.is_floating_point or dtype.is_complex:
-        t = torch.rand((n,), generator=g, dtype=torch.float64) * 6 - 3
-        if values == "special" and n:
-            picks = torch.randint(0, 6, (n,), generator=g)
-            t = torch.where(picks == 0, float("nan"), t)
-            t = torch.where(picks == 1, float("inf"), t)
-            t = torch.where(picks == 2, float("-inf"), t)
-            t = torch.where(picks == 3, 0.0, t)
-    elif dtype == torch.bool:
-        t = torch.randint(0, 2, (n,), generator=g)
-    else:
-        lo = 0 if dtype == torch.uint8 else -5
-        t = torch.randint(lo, 6, (n,), generator=g)
-        if values == "special" and n:
-            t[0] = 0
-    return t.to(dtype).reshape(shape)
-
-
-def make_tensor(spec):
-    _, shape, dtype_name, layout, seed, values = spec
-    dtype = getattr(torch, dtype_name)
-    if layout == "big":
-        return torch.empty((0, 2**31), dtype=dtype)
-    if layout == "rank17":
-        return torch.zeros([1] * 17, dtype=dtype)
-    if layout == "meta":
-        return torch.empty(shape, dtype=dtype, device="meta")
-    t = _values(tuple(shape), dtype, seed, values)
-    if isinstance(layout, (tuple, list)) and layout[0] == "p":
-        perm = list(layout[1])
-        inverse = [perm.index(i) for i in range(len(perm))]
-        return t.permute(perm).contiguous().permute(inverse)
-    if layout == "cl" and t.dim() == 4:
-        return t.contiguous(memory_format=torch.channels_last)
-    if layout == "nd" and t.dim() >= 1:
-        big = torch.zeros(tuple(shape[:-1]) + (shape[-1] * 2,), dtype=dtype)
-        big[..., ::2] = t
-        return big[..., ::2]
-    if layout == "ex" and t.dim() >= 1:
-        return t[..., :1].expand(t.shape) if t.shape[-1] else t
-    if layout in ("np", "np_ro"):
-        if dtype in (torch.bfloat16,):
-            return t
-        arr = t.numpy().copy()
-        if layout == "np_ro":
-            arr.flags.writeable = False
-        return arr
-    return t
-
-
-def materialize(spec):
-    tag = spec[0]
-    if tag == "T":
-        return make_tensor(spec)
-    if tag == "L":
-        return [materialize(s) for s in spec[1]]
-    if tag == "V":
-        value = spec[1]
-        if isinstance(value, str) and value.startswith("torch."):  # dtypes spelled in findings.py
-            return getattr(torch, value[len("torch.") :])
-        return list(value) if isinstance(value, list) else value
-    if tag == "OBJ":
-        return object()
-    if tag == "DICT":
-        return {1: 2}
-    if tag == "HUGE_INTS":
-        return [1] * spec[1]
-    if tag == "HUGE_TENSORS":
-        return [torch.zeros(1) for _ in range(spec[1])]
-    raise ValueError(f"unknown value spec {spec!r}")
-
-
-def _as_torch(value):
-    if isinstance(value, np.ndarray):
-        return torch.from_numpy(value.copy())
-    if isinstance(value, torch.Tensor):
-        return value.clone() if value.device.type != "meta" else value
-    if isinstance(value, list):
-        return [_as_torch(v) for v in value]
-    return value
-
-
-def _bytes(t):
-    if isinstance(t, np.ndarray):
-        return (t.shape, t.tobytes())
-    if isinstance(t, torch.Tensor):
-        if t.device.type == "meta":
-            return (tuple(t.shape), b"")
-        flat = torch.empty(t.numel(), dtype=t.dtype)
-        flat.copy_(t.detach().reshape(-1))
-        if flat.dtype == torch.bool:
-            flat = flat.to(torch.uint8)
-        return (tuple(t.shape), bytes(flat.view(torch.uint8).numpy().tobytes()) if flat.numel() else b"")
-    return None
-
-
 # ---- reference ------------------------------------------------------------------------
 
 
@@ -210,8 +104,8 @@ def reference(kernel, case, args, kwargs):
     info = kernel._info
     out_names = info.out_names()
     on_meta = case.get("mutation") in classes.META_CLASSES
-    ref_args = [_as_torch(a) for a in args]
-    ref_kwargs = {k: _as_torch(v) for k, v in kwargs.items() if k not in out_names}
+    ref_args = [torch_copy(a) for a in args]
+    ref_kwargs = {k: torch_copy(v) for k, v in kwargs.items() if k not in out_names}
     if on_meta:
         ref_args, ref_kwargs = _on_meta(ref_args), {k: _on_meta(v) for k, v in ref_kwargs.items()}
     ns, op, overload = info.namespace, info.op, info.overload
@@ -361,12 +255,12 @@ def _snapshots(plan, out_names, args_by_name, kwargs, aliased):
         items = value if isinstance(value, list) else [value]
         for j, item in enumerate(items[:64]):
             if isinstance(item, (torch.Tensor, np.ndarray)) and id(item) not in aliased:
-                inputs[f"{name}[{j}]" if isinstance(value, list) else name] = (item, _bytes(item))
+                inputs[f"{name}[{j}]" if isinstance(value, list) else name] = (item, tensor_bytes(item))
     outs_before = {}
     for name in out_names:
         if name in kwargs:
             items = kwargs[name] if isinstance(kwargs[name], list) else [kwargs[name]]
-            outs_before[name] = [(o, _bytes(o)) for o in items]
+            outs_before[name] = [(o, tensor_bytes(o)) for o in items]
     return inputs, outs_before
 
 
@@ -542,12 +436,12 @@ def run_case(case):
             outcome["held_by_cycle"] = True
 
     for label, (item, before) in inputs.items():
-        if _bytes(item) != before and case.get("mutation") not in classes.OVERLAP_CLASSES:  # there: overlap_accepted
+        if tensor_bytes(item) != before and case.get("mutation") not in classes.OVERLAP_CLASSES:  # there: overlap_accepted
             v.append(("input_written", f"input '{label}' was written (not mutable in the schema)"))
     if exc_info is not None and not issubclass(exc_info[0], etops.KernelError):
         for name, items in outs_before.items():
             for o, before in items:
-                if before is not None and _bytes(o) != before:
+                if before is not None and tensor_bytes(o) != before:
                     v.append(("out_touched", f"out '{name}' changed although the call raised {exc_info[0].__name__} before the kernel ran"))
     if exc_info is not None and issubclass(exc_info[0], etops.KernelAborted):
         v.append(("abort", outcome["exc"]))

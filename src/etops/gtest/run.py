@@ -12,13 +12,12 @@ from __future__ import annotations
 import ctypes
 import json
 import os
-import signal
-import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..child_process import Child
 from ..process_end import from_wait_status
 
 #: Test statuses, as reports and JSON give them.
@@ -54,8 +53,8 @@ class BinaryRun:
     seconds: float = 0.0
 
 
-def _child(binary: str, argv: list[str], log: str, events: str) -> None:
-    """The fork's side: never returns."""
+def _child(binary: str, argv: list[str], log: str, events: str) -> int:
+    """The fork's side (a Child's body): the binary's exit code."""
     code = 125
     try:
         fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
@@ -73,24 +72,7 @@ def _child(binary: str, argv: list[str], log: str, events: str) -> None:
             os.write(2, f"etops gtest: could not run {binary}: {exc}\n".encode())
         except OSError:
             pass
-    finally:
-        os._exit(code if 0 <= code < 256 else 1)
-
-
-def _wait(pid: int, timeout: float) -> tuple[int, bool]:
-    """(wait status, whether the timeout killed it)."""
-    deadline = time.monotonic() + timeout
-    delay = 0.005
-    while True:
-        done, status = os.waitpid(pid, os.WNOHANG)
-        if done:
-            return status, False
-        if time.monotonic() > deadline:
-            os.kill(pid, signal.SIGKILL)
-            _, status = os.waitpid(pid, 0)
-            return status, True
-        time.sleep(delay)
-        delay = min(delay * 2, 0.05)
+    return code if 0 <= code < 256 else 1
 
 
 def _read_events(path: str) -> list[dict]:
@@ -147,13 +129,10 @@ def run_binary(binary: Path, test_filter: str | None = None, timeout: float = 30
         for attempt in range(10_000):
             log, events = os.path.join(tmp, f"log{attempt}"), os.path.join(tmp, f"events{attempt}")
             argv = [str(binary), f"--gtest_filter={_filter(test_filter, list(done))}", "--gtest_color=no"]
-            sys.stdout.flush()
-            sys.stderr.flush()
-            pid = os.fork()
-            if pid == 0:
-                _child(str(binary), argv, log, events)
+            child = Child(lambda: _child(str(binary), argv, log, events))
             left = timeout if total is None else max(0.01, min(timeout, started + total - time.monotonic()))
-            status, timed_out = _wait(pid, left)
+            timed_out = child.wait(left)
+            status = child.status
             records = _read_events(events)
             parts: dict[str, list[dict]] = {}
             running = None

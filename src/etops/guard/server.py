@@ -27,7 +27,6 @@ import atexit
 import os
 import pickle
 import select
-import signal
 import struct
 import tempfile
 import threading
@@ -35,6 +34,7 @@ import time
 from typing import NamedTuple
 
 from .. import _native
+from ..child_process import Child
 from ..errors import GuardTimeout
 from ..layouts import layout_is_preserved
 from ..registry import registry
@@ -123,23 +123,25 @@ class GuardProcess:
         request_r, self.request_w = os.pipe()
         self.report_r, report_w = os.pipe()
         preserve = layout_is_preserved()
-        self.pid = os.fork()
-        if self.pid == 0:  # the guard process
+
+        def guard_process() -> None:  # never returns (serve leaves by os._exit)
             os.close(self.request_w)
             os.close(self.report_r)
             os.dup2(self.log.fileno(), 2)
             serve(self.kernels, (kernel, info, bound, reach), request_r, report_w, preserve)
+
+        self.child = Child(guard_process)
+        self.pid = self.child.pid
         child_ends = [request_r, report_w]  # the guard process's ends, closed here
         try:
-            self.owner = os.getpid()
+            self.owner = self.child.owner
             while child_ends:
                 os.close(child_ends.pop())
             self.log_start = 0
             self._poll = select.poll()
             self._poll.register(self.report_r, select.POLLIN)
         except BaseException:  # interrupted right after the fork: no orphan, no open pipe or log
-            os.kill(self.pid, signal.SIGKILL)
-            os.waitpid(self.pid, 0)
+            self.child.kill()
             for fd in (*child_ends, self.request_w, self.report_r):
                 os.close(fd)
             self.log.close()
@@ -209,11 +211,7 @@ class GuardProcess:
     def kill(self) -> None:
         """Ends the guard process now (a call in flight, interrupted or out of time)
         and reaps it: it never outlives the call as an orphan."""
-        if self.owner == os.getpid():
-            try:
-                os.kill(self.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+        self.child.kill()
         self.close()
 
     def close(self, wait: bool = True) -> int:
@@ -228,11 +226,8 @@ class GuardProcess:
         self.log.close()
         if not wait or self.owner != os.getpid():
             return 0
-        try:
-            _, status = os.waitpid(self.pid, 0)
-        except ChildProcessError:
-            return 0
-        return status
+        self.child.wait()
+        return self.child.status
 
 
 _lock = threading.Lock()

@@ -1,0 +1,232 @@
+"""Running work in a forked child process of this one, the one way every tool does
+it: the guard process, dev's background work and timing, the upstream tests, the
+shrinker.
+
+``Child`` forks: its body runs in the child, which always leaves through
+``os._exit`` (it never unwinds into the caller's frames, runs no atexit handler,
+flushes no buffer it inherited: stdout and stderr are flushed before the fork), with
+torch single-threaded when asked (the OpenMP thread team of this process does not
+survive a fork, and libgomp would wait for it forever). The parent polls it, waits
+for it with a limit (killed at the limit, and when Ctrl-C interrupts the wait),
+kills and reaps it (never an orphan or a zombie), and says how it ended in
+``process_end``'s words.
+
+``ChildCall`` is a function called in a child, its value (or the traceback of what
+it raised) coming back through a file, read once the child ended: ``ChildResult``
+says which of returned / raised / ended without a value / timed out.
+
+What each tool sends its child and how it reads the reports (the guard's pipes and
+fault records, the task processes' frames and case clocks, a test binary's event
+file) stays the tool's. Core module: imports the standard library and
+process_end only.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import signal
+import sys
+import tempfile
+import time
+import traceback
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from .process_end import from_wait_status
+
+#: the exit code of a child whose body raised (a body that reports returns its own)
+BODY_RAISED = 1
+#: the first and longest pause between two looks at a child that is waited for with a limit
+_FIRST_POLL, _LAST_POLL = 0.005, 0.05
+
+
+def _single_threaded() -> None:
+    """torch (when imported) set to one thread."""
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        torch.set_num_threads(1)
+
+
+class Child:
+    """A child process forked now, running `body()`; its return value (an int, None
+    for 0) is the child's exit code, BODY_RAISED when it raised. `single_threaded`:
+    torch runs on one thread there. The parent owns it: ``poll``, ``wait``, ``kill``
+    reap it once; ``status`` is its wait status once reaped."""
+
+    def __init__(self, body: Callable[[], int | None], single_threaded: bool = False):
+        sys.stdout.flush()
+        sys.stderr.flush()
+        self.started = time.perf_counter()
+        self.pid = os.fork()
+        if self.pid == 0:
+            code = BODY_RAISED
+            try:
+                if single_threaded:
+                    _single_threaded()
+                code = body() or 0
+            finally:  # whatever the body did: the child ends here
+                os._exit(code if 0 <= code < 256 else BODY_RAISED)
+        self.owner = os.getpid()  #: the process that forked it (a fork of the owner holds a copy of this object)
+        self.status: int | None = None  #: its wait status, once reaped
+        self.seconds = 0.0  #: from the fork to its reaping
+
+    def _reaped(self, status: int) -> int:
+        self.status = status
+        self.seconds = time.perf_counter() - self.started
+        return status
+
+    def poll(self) -> int | None:
+        """Its wait status when it has ended (reaped now; 0 when it was reaped
+        elsewhere), else None."""
+        if self.status is None:
+            try:
+                pid, status = os.waitpid(self.pid, os.WNOHANG)
+            except ChildProcessError:  # not this process's child (a fork of the owner), or reaped elsewhere
+                pid, status = self.pid, 0
+            if pid == 0:
+                return None
+            self._reaped(status)
+        return self.status
+
+    def wait(self, limit: float | None = None) -> bool:
+        """Waits until it ends, at most `limit` seconds (None: no limit), then kills
+        it; whether the limit killed it. Its status is in ``status``. Whatever
+        interrupts the wait (Ctrl-C's KeyboardInterrupt) kills and reaps it first."""
+        if limit is None:
+            if self.status is None:
+                try:
+                    self._reaped(os.waitpid(self.pid, 0)[1])
+                except ChildProcessError:  # reaped elsewhere
+                    self._reaped(0)
+                except BaseException:  # Ctrl-C while waiting: the child goes too, never an orphan
+                    self.kill()
+                    raise
+            return False
+        deadline = time.monotonic() + limit
+        pause = _FIRST_POLL
+        try:
+            while self.poll() is None:
+                if time.monotonic() > deadline:
+                    self.kill()
+                    return True
+                time.sleep(pause)
+                pause = min(pause * 2, _LAST_POLL)
+        except BaseException:  # Ctrl-C while waiting: the child goes too, never an orphan
+            self.kill()
+            raise
+        return False
+
+    def kill(self) -> int:
+        """Ends it now (SIGKILL) unless it ended, and reaps it: its wait status (0
+        when it is not this process's child: the owner's fork holds a copy)."""
+        if self.status is None:
+            if self.owner != os.getpid():
+                return 0
+            try:
+                os.kill(self.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            try:
+                self._reaped(os.waitpid(self.pid, 0)[1])
+            except ChildProcessError:  # reaped elsewhere
+                self._reaped(0)
+        return self.status  # type: ignore[return-value]  # reaped above
+
+    def ended(self) -> str:
+        """How it ended ("killed by SIGSEGV", "exited with status 3"), once reaped."""
+        return from_wait_status(self.status) if self.status is not None else "still running"
+
+
+@dataclass(frozen=True)
+class ChildResult:
+    """How a ChildCall went: `kind` "returned" (`value`), "raised" (`error`: the
+    traceback's text), "ended" (the child ended without a value: `status`, its wait
+    status, ``ended()`` says how), "unreadable" (it sent a value that does not load
+    here) or "timed out" (killed at `limit` seconds)."""
+
+    kind: str
+    value: Any = None
+    error: str = ""
+    status: int = 0
+    limit: float = 0.0
+
+    def ended(self) -> str:
+        """How the child ended, in process_end's words."""
+        return from_wait_status(self.status)
+
+
+class ChildCall:
+    """`work()` called now in a Child (torch single-threaded); ``result()`` waits for
+    its ChildResult. Its value travels through a file, so a child never waits for
+    the parent to read it."""
+
+    def __init__(self, work: Callable[[], Any]):
+        fd, self._path = tempfile.mkstemp(prefix="etops-child-")
+        os.close(fd)
+        path = self._path
+
+        def body() -> int:
+            try:
+                outcome = ("returned", work())
+            except BaseException:  # noqa: BLE001 - reported to the caller
+                outcome = ("raised", traceback.format_exc())
+            with open(path, "wb") as f:
+                pickle.dump(outcome, f)  # a value that does not pickle: BODY_RAISED, no value
+            return 0
+
+        self.child = Child(body, single_threaded=True)
+        self._taken = False
+
+    @property
+    def pid(self) -> int:
+        return self.child.pid
+
+    @property
+    def seconds(self) -> float:
+        """How long the work took, once its child ended."""
+        return self.child.seconds
+
+    def done(self) -> bool:
+        """Whether its child has ended (reaped now if so)."""
+        return self.child.poll() is not None
+
+    def stop(self) -> None:
+        """Ends its child if it still runs, and reaps it; the result is not taken."""
+        if self._taken:
+            return
+        self._taken = True
+        self.child.kill()
+        self._forget()
+
+    def _forget(self) -> None:
+        try:
+            os.unlink(self._path)
+        except OSError:
+            pass
+
+    def result(self, limit: float | None = None) -> ChildResult:
+        """Its ChildResult once its child ended, or "timed out" when it had not ended
+        `limit` seconds after it started (then killed). Call it once."""
+        if self._taken:
+            raise RuntimeError("ChildCall.result: the result was taken already")
+        if limit is not None and not limit > 0:
+            raise ValueError(f"ChildCall.result: argument 'limit' must be positive or None, got {limit!r}")
+        left = None if limit is None else max(0.0, limit - (time.perf_counter() - self.child.started))
+        self._taken = True
+        try:
+            timed_out = self.child.wait(left)
+            if timed_out:
+                return ChildResult("timed out", limit=limit or 0.0, status=self.child.status or 0)
+            status = self.child.status or 0
+            try:
+                with open(self._path, "rb") as f:
+                    kind, value = pickle.load(f)
+            except Exception:  # noqa: BLE001 - no value, or one that does not load here
+                exited = os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0 and os.path.getsize(self._path) > 0
+                return ChildResult("unreadable" if exited else "ended", status=status)
+            if kind == "raised":
+                return ChildResult("raised", error=value, status=self.child.status or 0)
+            return ChildResult("returned", value=value, status=self.child.status or 0)
+        finally:
+            self._forget()

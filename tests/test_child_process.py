@@ -1,0 +1,102 @@
+"""etops.child_process: the one way the tools run work in a forked child: a body's
+exit code, a child that raised, a limit that kills, a kill that reaps, how it
+ended in process_end's words; ChildCall's value, traceback, death and limit."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+import pytest
+
+from etops.child_process import BODY_RAISED, Child, ChildCall
+
+
+def test_the_body_returns_the_exit_code_and_a_raise_is_its_own():
+    child = Child(lambda: 7)
+    assert child.wait() is False
+    assert child.ended() == "exited with status 7"
+    def raises():
+        raise ValueError("no")
+    raised = Child(raises)
+    raised.wait()
+    assert os.WEXITSTATUS(raised.status) == BODY_RAISED
+    assert Child(lambda: None).wait() is False
+
+
+def test_a_limit_kills_and_reaps_and_says_so():
+    child = Child(lambda: time.sleep(600))
+    assert child.poll() is None
+    assert child.wait(0.3) is True
+    assert child.ended() == "killed by SIGKILL"
+    with pytest.raises(ChildProcessError):
+        os.waitpid(child.pid, os.WNOHANG)  # reaped
+    assert child.kill() == child.status  # once ended, kill only says how
+
+
+def test_a_signal_is_named_and_poll_reaps_once():
+    child = Child(lambda: os.kill(os.getpid(), signal.SIGTERM))
+    while child.poll() is None:
+        time.sleep(0.01)
+    assert child.ended() == "killed by SIGTERM" and child.poll() == child.status
+    assert child.seconds > 0
+
+
+def test_a_call_gives_back_its_value_its_traceback_or_how_it_ended():
+    assert ChildCall(lambda: {"a": 1}).result().value == {"a": 1}
+    def fails():
+        raise KeyError("no such kernel")
+    raised = ChildCall(fails).result()
+    assert raised.kind == "raised" and "KeyError: 'no such kernel'" in raised.error
+    died = ChildCall(lambda: os.kill(os.getpid(), signal.SIGKILL)).result()
+    assert died.kind == "ended" and died.ended() == "killed by SIGKILL"
+    unpicklable = ChildCall(lambda: (lambda: None)).result()
+    assert unpicklable.kind == "ended" and unpicklable.ended() == f"exited with status {BODY_RAISED}"
+
+
+def _only_in_the_child():
+    """A value of a class this module gets in the child only: it pickles there and
+    does not load in the parent."""
+    import sys
+
+    class OnlyInTheChild:
+        pass
+
+    OnlyInTheChild.__qualname__ = OnlyInTheChild.__name__
+    setattr(sys.modules[__name__], "OnlyInTheChild", OnlyInTheChild)
+    return OnlyInTheChild()
+
+
+def test_a_value_that_does_not_load_here_is_unreadable():
+    result = ChildCall(_only_in_the_child).result()
+    assert result.kind == "unreadable" and result.ended() == "exited with status 0"
+
+
+def test_a_call_past_its_limit_is_timed_out_and_the_limit_is_checked():
+    call = ChildCall(lambda: time.sleep(600))
+    result = call.result(limit=0.3)
+    assert result.kind == "timed out" and result.limit == 0.3
+    with pytest.raises(RuntimeError, match="taken already"):
+        call.result()
+    with pytest.raises(ValueError, match="argument 'limit'"):
+        ChildCall(lambda: 1).result(limit=0)
+
+
+def test_ctrl_c_while_waiting_kills_and_reaps_the_child():
+    def interrupt(signo, frame):
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGALRM, interrupt)
+    try:
+        for limit in (None, 60.0):
+            child = Child(lambda: time.sleep(600))
+            signal.setitimer(signal.ITIMER_REAL, 0.3)
+            with pytest.raises(KeyboardInterrupt):
+                child.wait(limit)
+            assert child.ended() == "killed by SIGKILL"
+            with pytest.raises(ChildProcessError):
+                os.waitpid(child.pid, os.WNOHANG)  # reaped
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
