@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# The aarch64 lane's root (make test-aarch64, docs/aarch64.md): an arm64 Debian 12 root
+# made with debootstrap from Debian's archive, run through qemu-user (binfmt_misc), and
+# in it a venv (/opt/etops-venv) holding the aarch64 wheels of the pinned torch and
+# executorch from PyPI, the build tools and pytest. The Makefile caches the root under
+# build/ keyed on a hash of this file and the pins: editing either rebuilds it.
+#
+# Usage: tests/aarch64/make_root.sh ROOT_DIR TORCH_PIN EXECUTORCH_PIN   (as root)
+set -euo pipefail
+root="${1:?usage: make_root.sh ROOT_DIR TORCH_PIN EXECUTORCH_PIN}"
+torch_pin="${2:?the torch pin, e.g. torch==2.13.0}"
+executorch_pin="${3:?the executorch pin, e.g. executorch==1.5.1}"
+case "$torch_pin$executorch_pin" in
+  *==*==*) ;;
+  *) echo "make_root.sh: the pins must be exact (torch==X executorch==Y), got '$torch_pin' '$executorch_pin'"; exit 2 ;;
+esac
+here="$(cd "$(dirname "$0")" && pwd)"
+rm -rf "$root.partial" && mkdir -p "$root.partial"
+# Debian 12 (bookworm) arm64: python3.11 (the wheels' CPython), gcc/g++ for etops' own
+# build and for the kernels it compiles at run time, git for etops dev's base.
+debootstrap --arch=arm64 --variant=minbase \
+  --include=python3,python3-venv,python3-dev,gcc,g++,make,libc6-dev,ca-certificates,git \
+  bookworm "$root.partial" http://deb.debian.org/debian
+cp /etc/resolv.conf "$root.partial/etc/resolv.conf"
+"$here/in_root.sh" "$root.partial" /bin/sh -ec "
+  python3 -m venv /opt/etops-venv
+  /opt/etops-venv/bin/python -m pip install -q --upgrade pip
+  /opt/etops-venv/bin/python -m pip install -q --only-binary=torch,executorch \
+    '$torch_pin' '$executorch_pin' 'scikit-build-core>=0.10' ninja cmake pytest numpy \
+    rich==15.0.0 matplotlib==3.11.2 hypothesis==6.170.17
+  rm -rf /root/.cache/pip"
+mv "$root.partial" "$root"
