@@ -5,6 +5,8 @@ aarch64's trap falls back to in a signal frame without an exception syndrome
 
 from __future__ import annotations
 
+import struct
+
 import pytest
 
 from etops._native import _core
@@ -40,3 +42,30 @@ def test_an_a64_instructions_direction(instruction):
 def test_a_word_wider_than_32_bits_is_refused_naming_it():
     with pytest.raises(ValueError, match="word"):
         _core.a64_is_write(1 << 32)
+
+
+def _record(magic: int, payload: bytes) -> bytes:
+    """One sigcontext record: its {magic, size} header, then the payload."""
+    return struct.pack("<II", magic, 8 + len(payload)) + payload
+
+
+FPSIMD = _record(0x46508001, bytes(520))  # fpsr, fpcr, 32 vector registers: what comes first
+END = bytes(16)
+
+
+@pytest.mark.parametrize("esr, direction", [
+    (0x24 << 26 | 1 << 6, 1),           # a data abort from EL0, WnR set: a write
+    (0x24 << 26, 0),                    # WnR clear: a read
+    (0x25 << 26 | 1 << 6 | 1 << 8, 0),  # CM: a cache maintenance operation, reported as a read
+    (0x15 << 26, -1),                   # not a data abort (an SVC): unknown, whatever the instruction
+])
+def test_an_aarch64_frames_syndrome_decides_the_direction(esr, direction):
+    records = FPSIMD + _record(0x45535201, struct.pack("<Q", esr)) + END
+    assert _core.aarch64_direction(records, WORDS["str w0, [x1]"][0]) == direction
+
+
+@pytest.mark.parametrize("instruction", ["ldr w0, [x1]", "str w0, [x1]", "nop"])
+def test_a_frame_without_a_syndrome_falls_back_to_the_instruction(instruction):
+    word, direction = WORDS[instruction]
+    assert _core.aarch64_direction(FPSIMD + END, word) == direction  # qemu-user's frames
+    assert _core.aarch64_direction(FPSIMD[:100], word) == direction  # a record cut short: not read past

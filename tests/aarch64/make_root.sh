@@ -15,13 +15,20 @@ case "$torch_pin$executorch_pin" in
   *) echo "make_root.sh: the pins must be exact (torch==X executorch==Y), got '$torch_pin' '$executorch_pin'"; exit 2 ;;
 esac
 here="$(cd "$(dirname "$0")" && pwd)"
+# ETOPS_ROOT_RESUME=1: a .partial root whose debootstrap finished is kept (development)
+if [ "${ETOPS_ROOT_RESUME:-}" != 1 ] || [ ! -x "$root.partial/usr/bin/python3" ]; then
 rm -rf "$root.partial" && mkdir -p "$root.partial"
 # Debian 12 (bookworm) arm64: python3.11 (the wheels' CPython), gcc/g++ for etops' own
 # build and for the kernels it compiles at run time, git for etops dev's base.
 debootstrap --arch=arm64 --variant=minbase \
   --include=python3,python3-venv,python3-dev,gcc,g++,make,libc6-dev,ca-certificates,git \
   bookworm "$root.partial" http://deb.debian.org/debian
+fi
 cp /etc/resolv.conf "$root.partial/etc/resolv.conf"
+# pip there trusts what the host trusts (the host's CA bundle: a TLS-intercepting
+# proxy's CA included), not only its own certifi bundle
+cp /etc/ssl/certs/ca-certificates.crt "$root.partial/etc/etops-host-ca.crt"
+printf '[global]\ncert = /etc/etops-host-ca.crt\n' > "$root.partial/etc/pip.conf"
 "$here/in_root.sh" "$root.partial" /bin/sh -ec "
   python3 -m venv /opt/etops-venv
   /opt/etops-venv/bin/python -m pip install -q --upgrade pip

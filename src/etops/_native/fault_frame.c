@@ -50,8 +50,6 @@ int etf_a64_is_write(uint32_t insn) {
   return opc == 0;               /* opc 00 store, 01 load, 1x sign-extending load (or prefetch) */
 }
 
-#if defined(__aarch64__) && defined(__linux__)
-
 /* The sigcontext's records (the kernel's uapi asm/sigcontext.h: a chain of
  * {magic, size} headers in __reserved, ended by a zero magic). Spelled here: that
  * header clashes with glibc's signal.h. */
@@ -61,10 +59,10 @@ typedef struct {
   uint32_t size;
 } RecordHead;
 
-/* The exception syndrome of the frame's esr_context record: 1 with *esr, 0 without one. */
-static int frame_syndrome(const mcontext_t* mc, uint64_t* esr) {
-  const unsigned char* records = (const unsigned char*)mc->__reserved;
-  size_t limit = sizeof mc->__reserved, at = 0;
+/* The exception syndrome of the esr_context record among a sigcontext's `records`
+ * (its __reserved, `limit` bytes): 1 with *esr, 0 without one. */
+static int frame_syndrome(const unsigned char* records, size_t limit, uint64_t* esr) {
+  size_t at = 0;
   while (at + sizeof(RecordHead) <= limit) {
     RecordHead head;
     memcpy(&head, records + at, sizeof head);
@@ -86,6 +84,16 @@ static int syndrome_is_write(uint64_t esr) {
   return (esr >> 6) & 1;                   /* WnR */
 }
 
+/* The direction of a SIGSEGV from aarch64 sigcontext records and the faulting
+ * instruction word: the syndrome's when the records hold one, else the instruction's. */
+int etf_aarch64_direction(const unsigned char* records, size_t limit, uint32_t insn) {
+  uint64_t esr;
+  if (frame_syndrome(records, limit, &esr)) return syndrome_is_write(esr);
+  return etf_a64_is_write(insn);
+}
+
+#if defined(__aarch64__) && defined(__linux__)
+
 void etf_read_frame(int signo, const siginfo_t* info, const void* context, etf_frame* out) {
   out->pc = out->sp = 0;
   out->is_write = -1;
@@ -94,8 +102,9 @@ void etf_read_frame(int signo, const siginfo_t* info, const void* context, etf_f
   out->pc = (uint64_t)mc->pc;
   out->sp = (uint64_t)mc->sp;
   if (signo != SIGSEGV) return;
+  const unsigned char* records = (const unsigned char*)mc->__reserved;
   uint64_t esr;
-  if (frame_syndrome(mc, &esr)) {
+  if (frame_syndrome(records, sizeof mc->__reserved, &esr)) {
     out->is_write = syndrome_is_write(esr);
     return;
   }
@@ -137,7 +146,22 @@ static PyObject* a64_is_write(PyObject* module, PyObject* arg) {
   return PyLong_FromLong(etf_a64_is_write((uint32_t)word));
 }
 
+/* aarch64_direction(records, word) -> 1, 0 or -1: etf_aarch64_direction over a
+ * sigcontext's records (bytes) and an instruction word, for the tests (any host). */
+static PyObject* aarch64_direction(PyObject* module, PyObject* args) {
+  (void)module;
+  Py_buffer records;
+  unsigned long word;
+  if (!PyArg_ParseTuple(args, "y*k:aarch64_direction", &records, &word)) return NULL;
+  int direction = etf_aarch64_direction((const unsigned char*)records.buf, (size_t)records.len, (uint32_t)word);
+  PyBuffer_Release(&records);
+  return PyLong_FromLong(direction);
+}
+
 PyMethodDef etops_fault_frame_methods[] = {
+    {"aarch64_direction", aarch64_direction, METH_VARARGS,
+     "aarch64_direction(records, word): a SIGSEGV's direction from aarch64 sigcontext records (esr_context's "
+     "syndrome) or, without one, from the faulting instruction word: 1 write, 0 read, -1 unknown."},
     {"a64_is_write", a64_is_write, METH_O,
      "a64_is_write(word): an A64 instruction word's memory direction, 1 store (or read-modify-write), 0 load, -1 "
      "not recognised (what a fault's direction falls back to without an exception syndrome)."},

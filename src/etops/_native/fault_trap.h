@@ -15,6 +15,7 @@
 #define ETOPS_FAULT_TRAP_H
 
 #include <setjmp.h>
+#include <stddef.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -81,6 +82,9 @@ void etf_read_frame(int signo, const siginfo_t* info, const void* context, etf_f
 /* An A64 instruction word's memory direction: 1 a store (or a read-modify-write),
  * 0 a load, -1 not a load or store recognised (fault_frame.c; a pure function, on every host). */
 int etf_a64_is_write(uint32_t insn);
+/* A SIGSEGV's direction from aarch64 sigcontext records (`limit` bytes of
+ * __reserved): esr_context's syndrome, else the instruction word (pure, any host). */
+int etf_aarch64_direction(const unsigned char* records, size_t limit, uint32_t insn);
 
 /* fault_pool.c: a fault inside one item of a threadpool region skips that item.
  * etf_pool_items_init: the threadpool library, from its ThreadPool::run (at install).
