@@ -57,7 +57,7 @@ if [ ! -d "$root" ]; then
   for old in "$src"/build/aarch64-root-*; do
     [ -e "$old" ] && [ "$old" != "$root.partial" ] && rm -rf "$old"
   done
-  "$src/tests/aarch64/make_root.sh" "$root" "$torch_pin" "$executorch_pin"
+  "$src/tests/aarch64/make_root.sh" "$root" "$torch_pin" "$executorch_pin" "$host_python"
   stamp "root built: $root"
 else
   stamp "root cached: $root"
