@@ -76,7 +76,7 @@ ETOPS_SOURCE="$src" "$src/tests/aarch64/in_root.sh" "$root" /bin/sh -ec '
   python -m pip install -q --no-build-isolation --no-deps .
   cd /tmp   # away from the source tree: only the installed etops is importable
   ETOPS_LANE_OUT=/src/build/aarch64 python -m pytest -q -p no:cacheprovider -o python_files="lane_*.py" \
-    --rootdir /src/tests/aarch64 /src/tests/aarch64'
+    --rootdir /src/tests/aarch64 --confcutdir /src/tests/aarch64 /src/tests/aarch64'
 stamp "aarch64 lane tests passed"
 
 # 5. the differences between the platforms

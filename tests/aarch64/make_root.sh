@@ -46,4 +46,7 @@ tools="$(dirname "$root")/aarch64-uv"
   --index-url https://pypi.org/simple --target "$root.partial/opt/etops-venv/lib/python3.11/site-packages" \
   "$torch_pin" "$executorch_pin" pip 'scikit-build-core>=0.10' ninja cmake pytest numpy \
   rich==15.0.0 matplotlib==3.11.2 hypothesis==6.170.17
+# --target leaves the wheels' scripts in site-packages/bin: the venv's bin gets the
+# native tools (ninja for etops' custom kernels, cmake for its build)
+for tool in ninja cmake; do ln -sf ../lib/python3.11/site-packages/bin/$tool "$root.partial/opt/etops-venv/bin/$tool"; done
 mv "$root.partial" "$root"
