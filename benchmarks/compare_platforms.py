@@ -61,7 +61,9 @@ def compare(first: dict, second: dict, names: tuple[str, str]) -> str:
         cb, pb = rows_b.get(key, (0, 0))
         mark = "" if (ca, pa) == (cb, pb) else " **differs**"
         lines.append(f"| {key[0]} | {key[1]} | {ca} | {pa} | {cb} | {pb}{mark} |")
-    cases_a, cases_b = non_passing(first), non_passing(second)
+    both = {r["kernel"] for r in first["kernels"]} & {r["kernel"] for r in second["kernels"]}  # judged on both only
+    cases_a = {k: c for k, c in non_passing(first).items() if k[0] in both}
+    cases_b = {k: c for k, c in non_passing(second).items() if k[0] in both}
     differing = sorted(k for k in cases_a.keys() | cases_b.keys()
                        if (cases_a.get(k) or {}).get("status") != (cases_b.get(k) or {}).get("status"))
     lines += ["", f"## Cases whose outcome differs ({len(differing)})", ""]
