@@ -5,6 +5,7 @@
 #   make docs   - the documentation site (mkdocs --strict) into build/site
 #   make bench  - the benchmarks (benchmarks/README.md)
 #   make test-compat - etops built and run against the other verified executorch versions
+#   make test-aarch64 - etops built and tested on Linux aarch64 under qemu-user (as root)
 
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
@@ -94,6 +95,17 @@ test-compat: $(BUILT)
 	for version in $(COMPAT_EXECUTORCH); do \
 	  ETOPS_REFERENCE_REGISTRY=$(abspath build/registry-reference.json) \
 	  tests/packaging/wheel_travel.sh $(abspath build/compat-$$version) $(TORCH_PIN) executorch==$$version || exit 1; done
+
+# Linux aarch64 under qemu-user emulation (docs/aarch64.md; needs root): Debian's
+# qemu-user-static, binfmt-support and debootstrap installed here when missing, an
+# arm64 Debian root with the aarch64 wheels of the pinned torch and executorch,
+# cached under build/aarch64-root-HASH (a hash of tests/aarch64/make_root.sh and the
+# pins), etops built in it from this tree and tests/aarch64/lane_*.py run there; the
+# same etops check on this venv (x86_64) and there, compared into
+# build/aarch64/differences.md (benchmarks/compare_platforms.py).
+.PHONY: test-aarch64
+test-aarch64: $(BUILT)
+	tests/aarch64/lane.sh $(PY) $(TORCH_PIN) $(EXECUTORCH_PIN)
 
 bench: $(BUILT)
 	$(PY) benchmarks/run_all.py

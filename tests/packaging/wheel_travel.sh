@@ -45,26 +45,7 @@ PY
 "$work/venv/bin/etops" list > "$work/list.txt" && head -5 "$work/list.txt"
 "$work/venv/bin/etops" list --json > "$work/list.json"
 if [ -n "${ETOPS_REFERENCE_REGISTRY:-}" ]; then
-  "$venv_python" - "$work/list.json" "$ETOPS_REFERENCE_REGISTRY" <<'PY'
-import json, os, sys
-
-def registry(path):
-    """Each kernel's schema, callability, kernel keys and providing libraries (by file name)."""
-    return {e["name"]: (e["schema"], e["schema_known"], e["callable"], e["status"],
-                        sorted((str(k["key"]), k["origin"], os.path.basename(k["library"] or "")) for k in e["kernels"]))
-            for e in json.load(open(path))}
-
-here, reference = registry(sys.argv[1]), registry(sys.argv[2])
-differ = sorted(n for n in here.keys() & reference.keys() if here[n] != reference[n])
-for name in differ:
-    print(f"{name}:\n  here:      {here[name]}\n  reference: {reference[name]}")
-for label, names in (("only here", here.keys() - reference.keys()), ("only in the reference", reference.keys() - here.keys())):
-    if names:
-        print(f"{label}: {sorted(names)}")
-if differ or here.keys() != reference.keys():
-    sys.exit("the registries differ (above): etops must handle each difference, and docs/installation.md list it")
-print(f"registry: the same {len(here)} kernels, schemas, keys and libraries as the reference")
-PY
+  "$venv_python" "$src/tests/packaging/registry_compare.py" "$work/list.json" "$ETOPS_REFERENCE_REGISTRY"
 fi
 "$work/venv/bin/etops" threads --json
 # A few kernels against ATen: elementwise (optimized), a reduction, a quantized one.

@@ -16,8 +16,9 @@
  * called by the bridge after the kernel returned) and raises KernelCrashed, its
  * outs partly written (the skipped items' elements were not computed).
  *
- * Only where the unwinder can rebuild the frame (x86-64; elsewhere the fault ends
- * the process as before, with fault_trap.c's notice) and only when the fault lies
+ * Only where the unwinder can rebuild the frame (x86-64; elsewhere, aarch64 too, the
+ * fault ends the process as before, with fault_trap.c's notice saying that skipping
+ * an item is x86-64 only; etf_pool_items_skipped, _core.POOL_ITEMS_SKIPPED) and only when the fault lies
  * outside the threadpool library itself, under a frame of it. Shared by the signal
  * handler (fault_trap.c) and the bridge; async-signal-safe as the handler's
  * backtrace() is (the unwinder, loaded at install).
@@ -134,7 +135,12 @@ int etf_skip_pool_item(void* context, const etf_fault* f) {
   return 1;
 }
 
+const int etf_pool_items_skipped = 1;
+
 #else
+
+/* No unwinding into the pool's frame here (fault_trap.c's notice says so). */
+const int etf_pool_items_skipped = 0;
 
 int etf_skip_pool_item(void* context, const etf_fault* f) {
   (void)context;

@@ -26,13 +26,13 @@
  * calling thread or on a worker, is never jumped out of (the caller holds the pool's
  * lock, the workers run items whose context lives on its frames): fault_pool.c
  * abandons that item only and the call fails once the region completed. Where it
- * cannot (not x86-64, a fault in the pool's own code), a fault inside the pool's
+ * cannot (not x86-64: fault_pool.c; a fault in the pool's own code), a fault inside the pool's
  * ThreadPool::run (its library is loaded with RTLD_GLOBAL, so it is found by name)
  * ends the process like a worker's, with the notice. The handler only calls
  * async-signal-safe functions (and backtrace() and the unwinder behind it, loaded
  * before the first fault), and never allocates.
  */
-#include "etops_native.h" /* Python.h first: it sets _GNU_SOURCE (REG_ERR, dl_iterate_phdr) */
+#include "etops_native.h" /* Python.h first: it sets _GNU_SOURCE (dl_iterate_phdr) */
 
 #include "fault_trap.h"
 
@@ -45,9 +45,6 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
-#if defined(__linux__)
-#include <ucontext.h>
-#endif
 #include <unistd.h>
 
 /* The table the handler searches: a thread's slot holds its id and its armed trap. */
@@ -188,24 +185,11 @@ static void describe(int signo, const siginfo_t* info, const void* context, cons
   out->signo = signo;
   out->code = info != NULL ? info->si_code : 0;
   out->address = info != NULL ? (uint64_t)(uintptr_t)info->si_addr : 0;
-  out->pc = 0;
-  out->is_write = -1;
-  uint64_t sp = 0;
-#if defined(__x86_64__) && defined(REG_ERR) && defined(REG_RIP)
-  if (context != NULL) {
-    const ucontext_t* uc = (const ucontext_t*)context;
-    out->pc = (uint64_t)uc->uc_mcontext.gregs[REG_RIP];
-    sp = (uint64_t)uc->uc_mcontext.gregs[REG_RSP];
-    if (signo == SIGSEGV) out->is_write = (uc->uc_mcontext.gregs[REG_ERR] & 2) != 0;
-  }
-#elif defined(__aarch64__) && defined(__linux__)
-  if (context != NULL) {
-    out->pc = (uint64_t)((const ucontext_t*)context)->uc_mcontext.pc;
-    sp = (uint64_t)((const ucontext_t*)context)->uc_mcontext.sp;
-  }
-#else
-  (void)context;
-#endif
+  etf_frame frame;
+  etf_read_frame(signo, info, context, &frame);
+  out->pc = frame.pc;
+  out->is_write = frame.is_write;
+  uint64_t sp = frame.sp;
   out->stack_overflow = (signo == SIGSEGV || signo == SIGBUS) && is_stack_overflow(slot, out->address, sp);
 }
 
@@ -314,13 +298,19 @@ static void on_fault(int install, int signo, siginfo_t* info, void* context) {
       trap->fault = f;
       siglongjmp(trap->env, 1);
     }
-    notice(" inside a parallel region of ExecuTorch's threadpool (its lock stays held)", signo, &f);
+    notice(etf_pool_items_skipped ? " inside a parallel region of ExecuTorch's threadpool (its lock stays held)"
+                                  : " inside a parallel region of ExecuTorch's threadpool (its lock stays held; "
+                                    "abandoning one item of a region is x86-64 only)",
+           signo, &f);
   } else if (!chaining && signo == SIGABRT) {
     abort_notice();
   } else if (!chaining && etb_running_kernel() != NULL) {
     /* a worker's item of an etops call's region: skipped, the call fails */
     if (etf_pool_calls > 0 && etf_skip_pool_item(context, &f)) goto resume;
-    notice(" on a thread that runs no etops call (a threadpool worker)", signo, &f);
+    notice(etf_pool_items_skipped ? " on a thread that runs no etops call (a threadpool worker)"
+                                  : " on a thread that runs no etops call (a threadpool worker; abandoning one item "
+                                    "of a region is x86-64 only)",
+           signo, &f);
   }
   chain(install, signo, info, context);
 resume:

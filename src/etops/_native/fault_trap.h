@@ -15,6 +15,8 @@
 #define ETOPS_FAULT_TRAP_H
 
 #include <setjmp.h>
+#include <stddef.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -68,6 +70,22 @@ int etf_handed_over(void);
  * call so that a fault in them is always trapped. */
 volatile bool* etf_pool_flag(etf_trap** slot);
 
+/* fault_frame.c: what a fault's interrupted context says. pc and sp (0: unknown),
+ * and for a SIGSEGV whether the access was a write (1, 0, -1 unknown): x86-64's
+ * page-fault error code, aarch64's exception syndrome (esr_context) or, in a frame
+ * without one (qemu-user), the faulting A64 instruction. Async-signal-safe. */
+typedef struct {
+  uint64_t pc, sp;
+  int is_write;
+} etf_frame;
+void etf_read_frame(int signo, const siginfo_t* info, const void* context, etf_frame* out);
+/* An A64 instruction word's memory direction: 1 a store (or a read-modify-write),
+ * 0 a load, -1 not a load or store recognised (fault_frame.c; a pure function, on every host). */
+int etf_a64_is_write(uint32_t insn);
+/* A SIGSEGV's direction from aarch64 sigcontext records (`limit` bytes of
+ * __reserved): esr_context's syndrome, else the instruction word (pure, any host). */
+int etf_aarch64_direction(const unsigned char* records, size_t limit, uint32_t insn);
+
 /* fault_pool.c: a fault inside one item of a threadpool region skips that item.
  * etf_pool_items_init: the threadpool library, from its ThreadPool::run (at install).
  * etf_skip_pool_item (in the handler): 1 when the fault at `context` lies in an item
@@ -82,6 +100,8 @@ void etf_pool_items_init(const void* pool_function);
  * the bridge around such a call; a worker's fault is skipped only while one runs. */
 extern volatile int etf_pool_calls;
 int etf_skip_pool_item(void* context, const etf_fault* f);
+/* 1 where etf_skip_pool_item can skip an item (x86-64), 0 elsewhere. */
+extern const int etf_pool_items_skipped;
 int etf_take_pool_fault(etf_fault* fault);
 
 /* Hides this thread's trap while code runs that must never be jumped out of (a

@@ -13,7 +13,7 @@
  * inside a kernel call comes back as the call's KernelCrashed and the caller decides
  * whether the process may go on.
  */
-#include "etops_native.h" /* Python.h first: it sets _GNU_SOURCE for ucontext's REG_ERR */
+#include "etops_native.h" /* Python.h first */
 
 #include "fault_trap.h"
 
@@ -21,16 +21,13 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#if defined(__linux__)
-#include <ucontext.h> /* REG_ERR, the write bit below; macOS's needs _XOPEN_SOURCE and has neither */
-#endif
 #include <unistd.h>
 
 /* What the handler writes: "ETGF" then these fields, little-endian as the host. */
 typedef struct {
   char magic[4];
   int32_t signo;
-  int32_t is_write; /* SIGSEGV on x86-64: the page-fault error code's write bit; else -1 */
+  int32_t is_write; /* SIGSEGV: 1 a write, 0 a read, -1 unknown (fault_frame.c) */
   int32_t code;     /* si_code */
   uint64_t address; /* si_addr */
   uint64_t stack_pointer; /* the interrupted stack pointer (0: unknown): a stack overflow's is next to address */
@@ -44,19 +41,10 @@ static void on_signal(int signo, siginfo_t* info, void* context) {
   report.signo = signo;
   report.code = info != NULL ? info->si_code : 0;
   report.address = info != NULL ? (uint64_t)(uintptr_t)info->si_addr : 0;
-  report.is_write = -1;
-  report.stack_pointer = 0;
-#if defined(__x86_64__) && defined(REG_ERR)
-  if (context != NULL) {
-    const ucontext_t* uc = (const ucontext_t*)context;
-    report.stack_pointer = (uint64_t)uc->uc_mcontext.gregs[REG_RSP];
-    if (signo == SIGSEGV) report.is_write = (uc->uc_mcontext.gregs[REG_ERR] & 2) != 0;
-  }
-#elif defined(__aarch64__) && defined(__linux__)
-  if (context != NULL) report.stack_pointer = (uint64_t)((const ucontext_t*)context)->uc_mcontext.sp;
-#else
-  (void)context;
-#endif
+  etf_frame frame;
+  etf_read_frame(signo, info, context, &frame);
+  report.is_write = frame.is_write;
+  report.stack_pointer = frame.sp;
   ssize_t ignored = write(report_fd, &report, sizeof report);
   (void)ignored;
   _exit(128 + signo);

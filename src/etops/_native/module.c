@@ -366,6 +366,7 @@ static PyMethodDef module_methods[] = {
 extern PyMethodDef etops_custom_methods[]; /* custom.c */
 extern PyMethodDef etops_guard_methods[];  /* guard_signals.c */
 extern PyMethodDef etops_fault_state_methods[]; /* fault_state.c */
+extern PyMethodDef etops_fault_frame_methods[]; /* fault_frame.c */
 int etops_custom_add_constants(PyObject* module);
 
 static int module_exec(PyObject* module) {
@@ -373,6 +374,8 @@ static int module_exec(PyObject* module) {
   if (PyModule_AddFunctions(module, etops_custom_methods) < 0 || etops_custom_add_constants(module) < 0) return -1;
   if (PyModule_AddFunctions(module, etops_guard_methods) < 0) return -1;
   if (PyModule_AddFunctions(module, etops_fault_state_methods) < 0) return -1;
+  if (PyModule_AddFunctions(module, etops_fault_frame_methods) < 0) return -1;
+  if (PyModule_AddIntConstant(module, "POOL_ITEMS_SKIPPED", etf_pool_items_skipped) < 0) return -1;
   memset(st, 0, sizeof(*st));
   st->str_dlpack = PyUnicode_InternFromString("__dlpack__");
   st->str_dlpack_device = PyUnicode_InternFromString("__dlpack_device__");
