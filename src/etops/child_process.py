@@ -117,6 +117,14 @@ class Child:
             raise
         return False
 
+    @property
+    def wait_status(self) -> int:
+        """Its wait status, once reaped (after ``wait``, ``kill`` or a ``poll`` that
+        saw it end); RuntimeError before."""
+        if self.status is None:
+            raise RuntimeError(f"child {self.pid} has not been reaped: its wait status is not known yet")
+        return self.status
+
     def kill(self) -> int:
         """Ends it now (SIGKILL) unless it ended, and reaps it: its wait status (0
         when it is not this process's child: the owner's fork holds a copy)."""
@@ -131,7 +139,7 @@ class Child:
                 self._reaped(os.waitpid(self.pid, 0)[1])
             except ChildProcessError:  # reaped elsewhere
                 self._reaped(0)
-        return self.status  # type: ignore[return-value]  # reaped above
+        return self.wait_status
 
     def ended(self) -> str:
         """How it ended ("killed by SIGSEGV", "exited with status 3"), once reaped."""

@@ -131,9 +131,9 @@ def _log_lines(log: str) -> list[str]:
     return [line.rstrip(" :") for line in log.splitlines() if line.strip(" :")]
 
 
-def refusing(error_type: type, argument: str, message: str) -> Exception:
+def refusing(error_type: type, argument: str | None, message: str) -> Exception:
     """``error_type(message)`` (ValueError, TypeError, IndexError, ...) carrying the
-    argument it refuses as its ``argument`` attribute: what a guard's GuardRefusal
+    argument it refuses as its ``argument`` attribute (None: no one argument): what a guard's GuardRefusal
     (etops.ops.policy), the Outcomes and the fuzzer read, never the message's words."""
     exc = error_type(message)
     exc.argument = argument

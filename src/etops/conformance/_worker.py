@@ -100,7 +100,7 @@ def main() -> None:
     while True:
         child = Child(task_child)
         child.wait()
-        status = child.status
+        status = child.wait_status
         if os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0:
             return  # stdin closed: the sweep is over
         code = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)

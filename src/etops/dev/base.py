@@ -192,6 +192,7 @@ def find_base(target, base: Base = Base.HEAD) -> FoundBase:
     if top is None:
         return FoundBase("built-in", why="not a git checkout")
     wanted = base.git_rev
+    assert wanted is not None  # not the built-in (returned above)
     try:
         commit = resolve_rev(top, wanted)
     except CheckoutError as exc:

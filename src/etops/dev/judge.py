@@ -142,6 +142,12 @@ def run_passes(passes: list, plan: dict, *, only=None, cache_key=None, forked: b
     return [_side_of(p, names, order, [r[k] for r in results], start) for k, p in enumerate(passes)]
 
 
+
+def _stream_failing_cases(passes, results) -> None:
+    """Each pass' first failing cases of one task, streamed as they come (dev.stream)."""
+    for p, r in zip(passes, results):
+        stream.STREAM.failing_cases(p.name, r)
+
 def _run_todo(todo: list, order: list, one, passes: list, kmap, started: set, forked: bool, alongside) -> list:
     """The results of tasks `todo` (indexes into `order`), run by `one`: in task
     processes when `forked` (each OpInfo task recorded here first), else here; the
@@ -172,7 +178,7 @@ def _run_todo(todo: list, order: list, one, passes: list, kmap, started: set, fo
                        lambda i, why, died, hangs: ([_run_again(r, order[i], why, died)
                                                      for r in one(i, hangs, check_deadline=False)], {}),
                        workers=workers, on_cycle=None if alongside is None else alongside.poll, on_done=progress.count,
-                       on_result=lambda _n, handed: [stream.STREAM.failing_cases(p.name, r) for p, r in zip(passes, handed[0])])
+                       on_result=lambda _n, handed: _stream_failing_cases(passes, handed[0]))
     for _result, made in handed:  # later forks (the base, each layout, the next round) start with them
         signature_cache.keep(made)
     return [result for result, _made in handed]

@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import os
 import time
+from typing import Callable
 
 from . import progress
 
@@ -31,7 +32,7 @@ class Stream:
     """Where a round's early lines go (`write(line)`; None: nowhere)."""
 
     def __init__(self) -> None:
-        self.write = None
+        self.write: Callable[[str], object] | None = None
         self._owner = os.getpid()
         self._start = time.monotonic()
         self._seen: set = set()
@@ -54,6 +55,7 @@ class Stream:
         if not self.enabled():
             return
         progress.clear()
+        assert self.write is not None  # enabled()
         self.write(f"  [{time.monotonic() - self._start:5.1f} s] {text}")
 
     def failing_cases(self, pass_name: str, result) -> None:

@@ -132,7 +132,7 @@ def run_binary(binary: Path, test_filter: str | None = None, timeout: float = 30
             child = Child(lambda: _child(str(binary), argv, log, events))
             left = timeout if total is None else max(0.01, min(timeout, started + total - time.monotonic()))
             timed_out = child.wait(left)
-            status = child.status
+            status = child.wait_status
             records = _read_events(events)
             parts: dict[str, list[dict]] = {}
             running = None

@@ -227,7 +227,7 @@ class GuardProcess:
         if not wait or self.owner != os.getpid():
             return 0
         self.child.wait()
-        return self.child.status
+        return self.child.wait_status
 
 
 _lock = threading.Lock()
