@@ -1,4 +1,4 @@
-"""etops.dev.loop.edit_gtest_timeout: an upstream test binary's run on the edit is
+"""etops.dev.upstream_tests.edit_gtest_timeout: an upstream test binary's run on the edit is
 bounded by the base's run of it (a kernel that never returns costs that, not the
 300 s etops gtest allows a binary)."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from etops.dev.loop import GTEST_FACTOR, GTEST_FLOOR, edit_gtest_timeout
+from etops.dev.upstream_tests import GTEST_FACTOR, GTEST_FLOOR, edit_gtest_timeout
 
 
 def _run(*seconds):

@@ -324,7 +324,7 @@ static Step run_again_dynamic(KernelObject* k, Call* c) {
 
 /* The registered kernel: picked by its key, probed on its signature's first call
  * (written tensors in guarded memory), run. */
-static Step run_registered(KernelObject* k, Call* c) {
+static inline __attribute__((always_inline)) Step run_registered(KernelObject* k, Call* c) {
   if (!c->memo_hit) c->fn = select_kernel(k, c->vals);
   if (c->fn == NULL) return done_with(c, slow_call(k, SLOW_NO_KERNEL, c->bound, NULL)); /* raises */
   if (c->signature_slot >= 0 && !k->probed[c->signature_slot] && !etf_handed_over() &&

@@ -9,7 +9,7 @@ loads the kernel, replays, judges and times, and works nothing out twice:
   dtype, kernels and seed);
 - the base's task results (``load_base`` / ``save_base``: judge.BASE_RESULTS' entries
   of one base, keyed by its build's source hash: its file, headers at the base
-  commit, flags and etops' build) and its upstream test runs (loop.BASE_GTEST's);
+  commit, flags and etops' build) and its upstream test runs (upstream_tests.BASE_GTEST's);
 - torch's answers per argument signature (etops.signature_cache) and the timing's
   OpInfo samples (etops.bench.sampling): ``load_answers`` / ``save_answers``.
 
@@ -107,7 +107,7 @@ def save_base(base_key, results: dict) -> None:
 
 
 def _gtest_key(key) -> tuple:
-    """loop._GtestRun's key ((base key, headers digest), kernel set, test texts) with
+    """upstream_tests.GtestRun's key ((base key, headers digest), kernel set, test texts) with
     the texts digested; None when the base is no build (never stored)."""
     if key is None:
         return ()
@@ -118,14 +118,14 @@ def _gtest_key(key) -> tuple:
 
 
 def load_gtest(key):
-    """The base's upstream test run stored under loop._GtestRun's `key` (None: no
+    """The base's upstream test run stored under upstream_tests.GtestRun's `key` (None: no
     key), or None."""
     disk = _gtest_key(key)
     return BASE_GTEST.load(disk) if disk else None
 
 
 def save_gtest(key, run) -> None:
-    """Stores the base's upstream test run `run` under loop._GtestRun's `key`."""
+    """Stores the base's upstream test run `run` under upstream_tests.GtestRun's `key`."""
     disk = _gtest_key(key)
     if disk:
         _recomputed("base-gtest")

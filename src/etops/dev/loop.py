@@ -13,9 +13,7 @@ import time
 from ..errors import BuildError
 from ..registry import as_program
 from ..checkout.layout import CheckoutError, NoOperators
-from ..gtest import gtest as run_gtest, layout
-from ..gtest.report import against_base
-from . import learned, outline, progress, stream
+from . import learned, outline, progress, stream, upstream_tests
 from .base import Base
 from .report import DevResult, FileResult
 
@@ -50,106 +48,6 @@ def _base(target, base, cflags):
     except (BuildError, CheckoutError) as exc:
         why = f"the file at {found.rev} does not build: " + str(exc).splitlines()[0]
         return FoundBase("built-in", rev=found.rev, commit=found.commit, why=why), None
-
-
-#: the base's runs of upstream tests, kept for the process: (base identity, kernel set,
-#: the test files and their texts) -> its gtest result (a --watch round runs the tests on the edit only)
-BASE_GTEST: dict = {}
-
-
-class _GtestRun:
-    """The file's upstream tests, run on the base and then on the edit in a forked
-    process (background.Background) started now, while this process goes on (the
-    judge), with `kernel_set`'s supported features (the kernel file's folder's set);
-    ``result()`` waits for it: gtest.report.against_base's comparison, with ``base``
-    saying which base it was and `not_run` (test files not run, and why) added.
-    `addresses`: operator -> the base's function, swapped in over the edit for the
-    base's run (in the forked process): the file at the git base, or the kernel the
-    edit replaced; none: no base run. A base run under the same `base_key`, kernel
-    set and test texts is taken from BASE_GTEST."""
-
-    def __init__(self, test_files: list, checkout, addresses: dict, base_kind: str, base_key=None, kernel_set=None,
-                 not_run=()):
-        from .background import Background
-
-        texts = tuple((str(f), f.read_text()) for f in test_files)
-        self.key = None if base_key is None or not addresses else (base_key, kernel_set, texts)
-        self.base = ("none" if not addresses else base_kind or "built-in")
-        self.checkout = checkout
-        self.files = [_in_checkout(f, checkout) for f in test_files]
-        self.not_run = list(not_run)
-        before = BASE_GTEST.get(self.key) if self.key is not None else None
-        before = before or learned.load_gtest(self.key)  # else a run of an earlier process
-        self.known = before is not None
-        self.job = Background(lambda: _gtest_runs(test_files, checkout, addresses, before, kernel_set))
-
-    def result(self) -> dict:
-        from ..errors import BackgroundFailed
-
-        try:
-            before, edit = self.job.result()
-        except BackgroundFailed as exc:  # the process running the tests died outside any test run
-            why = "its process ended: " + (str(exc).strip().splitlines() or ["?"])[-1]
-            return {**not_run_result(self.not_run + [{"file": f, "why": why} for f in self.files]), "base": self.base}
-        if self.key is not None and before is not None:
-            BASE_GTEST[self.key] = before
-            if not self.known:
-                learned.save_gtest(self.key, before)
-        out = against_base(before, edit)
-
-        def named(entries: list) -> list:  # each test file named as reports name checkout files
-            return [{**e, "file": _in_checkout(e["file"], self.checkout)} for e in entries]
-
-        return {**out, "file": self.files[0], "files": named(out["files"]), "regressions": named(out["regressions"]),
-                "not_run": self.not_run + named(out["not_run"]), "base": self.base}
-
-
-def _in_checkout(path, checkout) -> str:
-    """`path` relative to `checkout` when inside it (as reports name checkout files), else absolute."""
-    from pathlib import Path
-
-    full = Path(path).resolve()
-    return str(full.relative_to(checkout.resolve())) if full.is_relative_to(checkout.resolve()) else str(full)
-
-
-def not_run_result(not_run: list) -> dict:
-    """The gtest part of a kernel file's result when no upstream test ran: each test
-    file (or the places looked in) with why."""
-    return {"file": "", "files": [], "not_run": list(not_run), "error": None, "regressions": [], "base_failing": [],
-            "counts": {}, "seconds": 0.0}
-
-
-#: an upstream test binary's runs on the edit may take GTEST_FACTOR times the base's
-#: run of it, never under GTEST_FLOOR seconds, all its tests together (a kernel that
-#: never returns costs that, not etops gtest's own 300 s per test it hangs in)
-GTEST_FACTOR = 20.0
-GTEST_FLOOR = 30.0
-
-
-def edit_gtest_timeout(before) -> float:
-    """How long one upstream test binary may run on the edit: GTEST_FACTOR times the
-    longest run of a binary on the base (`before`, its GtestResult), at least
-    GTEST_FLOOR; etops gtest's default (300 s) when there is no base run."""
-    runs = [f.run_seconds for f in getattr(before, "files", ()) if f.run_seconds]
-    if not runs:
-        return 300.0
-    return max(GTEST_FLOOR, GTEST_FACTOR * max(runs))
-
-
-def _gtest_runs(test_files: list, checkout, addresses: dict, before, kernel_set) -> tuple:
-    """(the base's run or `before` when given, None without a base; the edit's run,
-    each binary bounded by edit_gtest_timeout)."""
-    from .swap import BaseSwap
-
-    if addresses and before is None:
-        swap = BaseSwap(addresses)
-        swap.install()
-        try:
-            before = run_gtest(test_files, root=checkout, kernel_set=kernel_set)
-        finally:
-            swap.restore()
-    limit = edit_gtest_timeout(before)
-    return before, run_gtest(test_files, root=checkout, kernel_set=kernel_set, timeout=limit, total=limit)
 
 
 def _judge_file(result, target, addresses: dict, base_kind: str, directory, *, dtypes, isolate, budget, base_key,
@@ -293,35 +191,6 @@ def _timing_alongside(result, target, addresses: dict, others, **timing):
     return Alongside(_sampled(lambda: _timing_rows(result, target, addresses, **timing)), others)
 
 
-def _test_files(target, run: bool) -> tuple[list, list, str | None]:
-    """(the upstream test files of the kernel file to run, those not run as
-    ``{"file", "why"}``, the kernel set of its folder): upstream keeps them in
-    ``kernels/test/`` and in the folder's own ``kernels/<set>/test/``
-    (gtest.layout.tests_of_kernel); one that calls none of the file's operators
-    (kernels/test/op_add_test.cpp for kernels/quantized/cpu/op_add.cpp) is not run.
-    None found is one line naming where it looked; `run` False (``--no-gtest``)
-    lists every one found as not run."""
-    places = layout.tests_of_kernel(target.path, target.checkout)
-    kernel_set = layout.kernel_set_of(target.path, target.checkout)
-    if target.self_registering:  # upstream keeps them next to the file (op_sdpa_test.cpp); etops gtest runs them
-        own = sorted(target.path.parent.glob(f"{target.path.stem}*_test.cpp"))
-        why = ("it calls the kernels' C++ functions, which etops gtest links from the library that registered them "
-               "(the wheel's), not through the registry: it cannot run on the edit ('etops gtest FILE' runs it on the wheel's kernels)")
-        return [], [{"file": _in_checkout(p, target.checkout), "why": why} for p in own] or [
-            {"file": "", "why": f"no upstream test: no {target.path.stem}*_test.cpp next to it"}], kernel_set
-    existing = [p for p in places if p.is_file()]
-    if not existing:
-        looked = ", ".join(_in_checkout(p, target.checkout) for p in places)
-        return [], [{"file": "", "why": f"no upstream test: none of {looked} exists"}], kernel_set
-    operators = {i.entry.op: i.entry.function for i in target.ops}
-    calling = [p for p in existing if layout.calls_any(layout.describe(p, target.checkout, target.include_root), operators)]
-    not_run = [{"file": _in_checkout(p, target.checkout), "why": f"it calls none of the file's operators ({', '.join(operators)})"}
-               for p in existing if p not in calling]
-    if not run:
-        return [], not_run + [{"file": _in_checkout(p, target.checkout), "why": "not asked for (--no-gtest)"} for p in calling], kernel_set
-    return calling, not_run, kernel_set
-
-
 def run_file(path, *, root=None, yaml=None, dtypes=None, timing_dtype="float32", threads=1, repeats=11, check=True,
              timing=True, cflags=(), budget=CHECK_BUDGET, base: Base = Base.HEAD, isolate=True, max_slowdown=None,
              report_dir=None, gtest=True, dim_orders=True, numerics=True, generated=True, helpers=()) -> FileResult:
@@ -356,7 +225,7 @@ def run_file(path, *, root=None, yaml=None, dtypes=None, timing_dtype="float32",
     result.seconds["build"] = time.perf_counter() - t
     result.build = {"seconds": result.seconds["build"], "compiled": library.compiled, "build_dir": library.build_dir,
                     "flags": list(inst.WHEEL_CFLAGS)}
-    test_files, tests_not_run, kernel_set = _test_files(target, gtest)
+    test_files, tests_not_run, kernel_set = upstream_tests.test_files_of(target, gtest)
     t = time.perf_counter()
     try:
         with progress.phase("building the base"):
@@ -384,11 +253,11 @@ def run_file(path, *, root=None, yaml=None, dtypes=None, timing_dtype="float32",
     base_key = base_library.source_hash if base_library is not None else tuple(sorted(addresses.items()))
     # the upstream test runs alongside the judge (its result is taken before the timing);
     # it is compiled with the checkout's headers: their state is part of the base run
-    gtest_run = (_GtestRun(test_files, target.checkout, addresses, found.kind, (base_key, inst.headers_digest(target)),
+    gtest_run = (upstream_tests.GtestRun(test_files, target.checkout, addresses, found.kind, (base_key, inst.headers_digest(target)),
                            kernel_set, tests_not_run)
                  if test_files else None)
     if gtest_run is None:
-        result.gtest = not_run_result(tests_not_run)
+        result.gtest = upstream_tests.not_run_result(tests_not_run)
     directory = _report_dir(target.path, report_dir)
     result.report_dir = str(directory)
     timing_args = {"dtype": timing_dtype, "repeats": repeats, "threads": threads, "max_slowdown": max_slowdown,

@@ -44,9 +44,9 @@ _CHILD = """
 import faulthandler, json, pickle, sys, warnings
 warnings.simplefilter("ignore")
 faulthandler.enable()  # a fatal signal prints where it came from (for people)
-from etops.fuzz import worker
+from etops.fuzz import memory_limit, worker
 worker.ON_PHASE = lambda phase: print("PHASE " + phase, flush=True)  # whether a death was in ATen's reference
-worker.limit_memory()
+memory_limit.limit_memory()
 cases, snippets = pickle.loads(sys.stdin.buffer.read())
 if snippets:
     from etops.fuzz.classes import snippet

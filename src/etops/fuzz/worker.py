@@ -50,6 +50,7 @@ from etops.out_shapes import functional_arguments
 from etops.torch_checks import torch_refusal
 
 from . import classes
+from .memory_limit import limit_memory
 from .materialize import materialize, tensor_bytes, torch_copy
 
 ALLOWED_INVALID = (TypeError, ValueError, OverflowError, IndexError, ZeroDivisionError, etops.EtopsError)
@@ -457,23 +458,6 @@ def run_case(case):
         elif not issubclass(etype, ALLOWED_INVALID):
             v.append(("unexpected_exception", outcome["exc"]))
     return outcome
-
-
-#: address space a worker may grow by: a case asking for a huge tensor fails with
-#: an allocation error instead of swapping the machine
-MEMORY_HEADROOM = 3 << 30
-
-
-def limit_memory():
-    try:
-        import resource
-
-        with open("/proc/self/statm") as f:
-            vm = int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
-        limit = vm + MEMORY_HEADROOM
-        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
-    except (OSError, ValueError, ImportError):
-        pass
 
 
 def serve(conn, stderr_path=None):

@@ -314,10 +314,10 @@ def test_dev_runs_the_folders_tests_with_its_kernel_set_and_says_why_a_test_did_
 
 @needs_googletest
 def test_dev_says_why_when_the_process_running_the_tests_died(mini, monkeypatch):
-    from etops.dev import loop
+    from etops.dev import upstream_tests
 
     kernel = mini.parents[1] / "mini" / "op_scale.cpp"
-    monkeypatch.setattr(loop, "_gtest_runs", lambda *args: os._exit(3))  # the forked process ends without a result
+    monkeypatch.setattr(upstream_tests, "gtest_runs", lambda *args: os._exit(3))  # the forked process ends without a result
     result = etops.dev(kernel, check=False, timing=False)
     try:
         [n] = result.files[0].gtest["not_run"]
