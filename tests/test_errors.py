@@ -26,7 +26,8 @@ FAILING = [
     ("aten::cat.out", ([torch.ones(2, 3, dtype=torch.uint16), torch.ones(2, 5, dtype=torch.uint16)], 1), {"out": torch.empty(2, 8, dtype=torch.uint16)}, "UInt16"),
     ("aten::add.out", (torch.ones(2, 3), torch.ones(2, 3)), {"out": torch.empty(2, 3, dtype=torch.complex64)}, "out_type"),
     ("aten::mul.out", (torch.ones(2, 3, dtype=torch.uint16), torch.ones(1, 3, dtype=torch.uint16)), {"out": torch.empty(2, 3, dtype=torch.uint16)}, "UInt16"),
-    ("aten::add.out", (torch.ones(2), torch.ones(2)), {"alpha": True, "out": torch.empty(2)}, "alpha"),
+    # (a bool alpha with a float result was here: torch's CPU kernel refuses it, so etops
+    # refuses it too now, naming alpha, and the kernel never sees it: tests/ops/test_rules.py)
     ("aten::clone.out", (torch.ones(2),), {"memory_format": torch.preserve_format, "out": torch.empty(2)}, "memory_format"),
     ("aten::avg_pool2d.out", (torch.ones(1, 2, 4, 4).to(memory_format=torch.channels_last), 2), {"out": torch.empty(1, 2, 2, 2).to(memory_format=torch.channels_last)}, "dim order"),
 ]

@@ -27,7 +27,7 @@ def test_the_task_processes_count_the_timings_core(monkeypatch):
     tasks = {op: ts[:2] for op, ts in plan(["aten::add.out"], ["float32"]).items()}
     asked = []
 
-    def run_tasks(todo, run_task, rerun, workers=None, on_cycle=None, on_done=None):
+    def run_tasks(todo, run_task, rerun, workers=None, on_cycle=None, on_done=None, on_result=None):
         asked.append((workers, task_processes.default_workers()))
         return [([None], {}) for _ in todo]
 

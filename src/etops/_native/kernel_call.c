@@ -353,7 +353,7 @@ static inline __attribute__((always_inline)) Step run_registered(KernelObject* k
 
 /* torch's refusals of the objects themselves (kernel_checks.c: grad, shared memory),
  * then the delegate or the kernel. */
-static inline Step run(KernelObject* k, Call* c) {
+static inline __attribute__((always_inline)) Step run(KernelObject* k, Call* c) {
   if (check_written_tensors(k, &c->cs, c->bound, c->alloc_slot >= 0) < 0) return done_with(c, NULL);
   if (k->delegate_handle != NULL) {
     run_delegate(k, c);
