@@ -55,9 +55,6 @@ ALLOWED = (
      "words on the dead process's stderr before it aborts"),
     ("fuzz/runner.py", "line.startswith(\"etops: ExecuTorch aborted\")", "a dead worker's only account of an abort is the "
      "line etops' abort handler wrote to its stderr: shown, and what groups the campaign's aborts"),
-    ("conformance/pool.py", "if \"died\" in msg", "msg is a worker's protocol dict: a test of its keys, no text"),
-    ("conformance/pool.py", "if \"start\" in msg", "as above"),
-    ("conformance/pool.py", "elif \"result\" in msg", "as above"),
     ("bench/runall.py", "if \"threads\" in msg", "msg is a worker's protocol dict: a test of its keys, no text"),
     ("bench/runall.py", "elif \"start\" in msg", "as above"),
     ("bench/runall.py", "elif \"row\" in msg", "as above"),

@@ -25,6 +25,12 @@ def from_wait_status(status: int) -> str:
     return from_exit_code(os.WEXITSTATUS(status) if os.WIFEXITED(status) else status)
 
 
+def exit_code(status: int) -> int:
+    """A wait status (os.waitpid) as the exit code subprocess and multiprocessing give:
+    negative, the signal that killed the process; else its exit status."""
+    return -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
+
+
 def from_exit_code(code: int | None) -> str:
     """How a process ended, from its exit code as subprocess and multiprocessing
     give it (negative: the signal that killed it; None: still running)."""

@@ -1,112 +1,73 @@
-"""A worker process of ``--isolated`` (see pool.py for the protocol).
+"""A worker of ``--isolated``, its side: the loop a forked worker runs (pool.py
+forks it, an etops.child_process Child, and owns the other side).
 
-The worker imports torch, etops and OpInfo's database once, then forks a child
-that runs tasks; when a kernel kills the child, the worker tells the parent
-(``{"died": status}``) and forks a new child at once, so a crash costs a fork,
-not an interpreter start. The child reads the tasks from stdin (the worker
-never does) and writes to the private channel to the parent; it publishes each
-kernel call on the case clock whose memory file the parent passed (``clock_fd``:
-etops.conformance.case_clock), which the parent reads. The child is an
-etops.child_process Child."""
+The worker is a fork of the sweep's process, so it starts with everything that
+process has: torch, etops, OpInfo's database, the kernels it loaded (``--load``)
+and the overrides it made in-process (``etops.override``). It reads tasks from
+its request pipe, one pickled frame each (etops.guard.wire's frames: ``T`` and
+the task, with the cases to skip), and writes to its result pipe, before each
+kernel call, ``S`` and (sample, call, kernel, aten_op, the size of its log then),
+and at the end of the task ``R`` and the pickled TaskResult: its cases' Outcomes
+travel as values, never as text. It publishes each kernel call on the case clock
+it inherited (etops.conformance.case_clock), which the parent reads. A worker
+whose runner raised prints the traceback to its log and ends with
+RUNNER_FAILED.
+
+May import: the standard library, torch, etops.guard.wire and etops.conformance's
+runner, case_clock and opinfos.
+"""
 
 from __future__ import annotations
 
-import json
 import os
-import signal
+import pickle
 import sys
+import traceback
 
-from ..child_process import Child
+from ..guard.wire import frame, read_exact, read_frame_body, write_all
 
-
-def _send(channel: int, obj) -> None:
-    data = (json.dumps(obj) + "\n").encode()
-    while data:
-        data = data[os.write(channel, data):]
+#: the exit status of a worker whose runner raised (its traceback in its log)
+RUNNER_FAILED = 3
 
 
-def _child(channel: int, config: dict, kmap, kernels: dict) -> None:
-    import torch
+def _log_size() -> int:
+    """The size of the worker's log (its stderr), where what the next call prints starts."""
+    try:
+        return os.fstat(2).st_size
+    except OSError:
+        return 0
 
+
+def serve(kmap, config: dict, request_fd: int, result_fd: int) -> int:
+    """Runs each task sent on `request_fd` until the pipe closes (0), sending its
+    kernel calls' starts and its TaskResult on `result_fd`; RUNNER_FAILED when the
+    runner raised. `config`: the TaskRunner's selected kernels, hooks, report
+    folder and details kept."""
     from .opinfos import dtype_from_name
     from .runner import TaskRunner
 
-    torch.set_num_threads(1)
-    selected = config.get("selected")
-
-    def stderr_offset() -> int:
-        try:
-            return os.lseek(2, 0, os.SEEK_CUR)
-        except OSError:  # not a file
-            return 0
+    kernels: dict = {}
 
     def on_start(case) -> None:
         sys.stderr.flush()
-        _send(channel, {"start": [case.sample, case.call, case.kernel, case.aten_op, stderr_offset()]})
+        start = (case.sample, case.call, case.kernel, case.aten_op, _log_size())
+        write_all(result_fd, frame(b"S", pickle.dumps(start)))
 
-    while True:
-        line = sys.stdin.readline()
-        if not line:
-            return
-        if not line.strip():
-            continue
-        task = json.loads(line)
-        runner = TaskRunner(kmap, selected, hooks=config.get("hooks"), report_dir=config.get("report_dir"),
-                            max_details=config.get("max_details", 3), skip=task.get("skip", ()), on_start=on_start,
-                            kernels=kernels)
-        result = runner.run(task["opinfo"], dtype_from_name(task["dtype"]))
-        _send(channel, {"result": result.to_json()})
-
-
-def main() -> None:
-    config = json.loads(sys.argv[1])
-    # a private channel to the parent; fd 1 joins stderr (kernels and torch may print)
-    channel = os.dup(1)
-    os.dup2(2, 1)
-    sys.stdout = sys.stderr
-
-    import torch  # noqa: F401
-
-    from ..checkout.load import from_environment
-    from .hooks import load_hooks
-    from .opinfos import opinfos
-    from .runner import default_kmap
-
-    if config.get("clock_fd") is not None:  # the parent reads which case a kernel call is in, and since when
-        from .case_clock import CaseClock, use
-
-        use(CaseClock.from_fd(config["clock_fd"]))
-    from_environment()  # the kernels the parent loaded with --load
-    kmap = default_kmap()
-    opinfos()
-    load_hooks(config.get("hooks"))
-    kernels: dict = {}
-    fork = hasattr(os, "fork") and not os.environ.get("ETOPS_CONFORMANCE_NO_FORK")
-    if not fork:
-        _child(channel, config, kmap, kernels)
-        return
-    def task_child() -> int:
-        try:
-            _child(channel, config, kmap, kernels)
-            return 0
-        except BaseException:  # noqa: BLE001
-            import traceback
-
-            traceback.print_exc()
-            return 3
-        finally:
-            sys.stderr.flush()
-
-    while True:
-        child = Child(task_child)
-        child.wait()
-        status = child.wait_status
-        if os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0:
-            return  # stdin closed: the sweep is over
-        code = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
-        _send(channel, {"died": code})
-
-
-if __name__ == "__main__":
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    main()
+    try:
+        while read_exact(request_fd, 1) == b"T":
+            body = read_frame_body(request_fd)
+            if body is None:
+                return 0
+            task = pickle.loads(body)
+            runner = TaskRunner(kmap, config.get("selected"), hooks=config.get("hooks"),
+                                report_dir=config.get("report_dir"), max_details=config.get("max_details", 3),
+                                skip=task.get("skip", ()), on_start=on_start, kernels=kernels)
+            result = runner.run(task["opinfo"], dtype_from_name(task["dtype"]))
+            write_all(result_fd, frame(b"R", pickle.dumps(result)))
+    except BaseException:  # noqa: BLE001 - the parent sees a worker that ended, and its log says why
+        traceback.print_exc()
+        return RUNNER_FAILED
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    return 0

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from .gating import AGAINST_ATEN, CATEGORIES, KINDS, MEMORY, classify
-from .outcome import EXITED, HUNG, Outcome, outcome_of
+from .outcome import CORRUPTED, EXITED, HUNG, Outcome, death_in_words, outcome_of
 from .values import WRONG, clip
 
 #: KINDS (the kinds of finding, case statuses) and CATEGORIES (what reports count and
@@ -89,7 +89,10 @@ def verdict_of(case) -> str:
 
 def _crash_cause(outcome: Outcome) -> tuple:
     """The signal that ended the call (etops' canaries for a write they caught), else
-    how its process ended (hung, an exit status, a corruption by an earlier call)."""
+    how its process ended (hung, an exit status); a corruption by an earlier call is
+    a cause of its own, whatever signal then ended its process."""
+    if outcome.ended == CORRUPTED:
+        return (CORRUPTED, outcome.signal or outcome.error)
     return (outcome.signal or outcome.ended, outcome.error if outcome.ended == EXITED else None)
 
 
@@ -120,6 +123,8 @@ def signature(case) -> str:
     outcome = outcome_of(case)
     if case.status == "mismatch":
         return _mismatch_signature(outcome)
+    if case.status == "crash" and outcome.ended == CORRUPTED:
+        return f"{CORRUPTED}: {death_in_words(outcome)}"
     if case.status == "crash" and outcome.signal and outcome.signal != "canary":
         return outcome.signal
     if case.status == "crash" and outcome.ended == HUNG:

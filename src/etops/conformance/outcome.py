@@ -110,18 +110,32 @@ KILLED, EXITED, HUNG, CORRUPTED = "killed", "exited", "hung", "corrupted earlier
 ENDINGS = (KILLED, EXITED, HUNG, CORRUPTED)
 
 
-def of_death(code: int | None, hung: bool = False, status: str = "crash") -> Outcome:
+def of_death(code: int | None, hung: bool = False, status: str = "crash", limit: float | None = None) -> Outcome:
     """The outcome of a case whose process died during its kernel's call, from the
     exit code as subprocess and multiprocessing give it (negative: the signal; above
-    128: a fault reporter's 128 + the signal), or that was killed after going silent
-    (`hung`)."""
+    128: a fault reporter's 128 + the signal; etops.process_end.exit_code makes it
+    from a wait status), or that was killed after going silent (`hung`; `limit`: after
+    how many seconds, when known)."""
     if hung:
-        return Outcome(status, ended=HUNG)
+        return Outcome(status, seconds=limit, ended=HUNG)
     if code is not None and code < 0:
         return Outcome(status, signal=signal_name(-code), ended=KILLED)
     if code is not None and code > 128 and _is_signal(code - 128):
         return Outcome(status, signal=signal_name(code - 128), ended=KILLED)
     return Outcome(status, error=f"exit status {code}", ended=EXITED)
+
+
+def death_in_words(outcome: Outcome) -> str:
+    """How the process of a case that died ended (of_death's outcome), for people:
+    "killed by SIGSEGV", "exited with exit status 3", "hung (killed after 30 s)"; a
+    corruption by an earlier call says how its process then ended."""
+    if outcome.signal is not None and outcome.signal != "canary":
+        return f"killed by {outcome.signal}"
+    if outcome.error is not None and outcome.ended in (EXITED, CORRUPTED):
+        return f"exited with {outcome.error}"
+    if outcome.ended == HUNG or (outcome.ended == CORRUPTED and outcome.seconds is not None):
+        return "hung" + (f" (killed after {outcome.seconds:.0f} s)" if outcome.seconds is not None else "")
+    return outcome.ended or "ended"
 
 
 def _is_signal(number: int) -> bool:
@@ -245,5 +259,5 @@ def change(edit: Outcome, base: Outcome | None) -> str:
 
 
 __all__ = ["CHANGES", "CORRUPTED", "ENDINGS", "EXITED", "FIXED", "HUNG", "KILLED", "NEW", "NEW_FAILURES", "OTHER", "Outcome", "PRECISION_FACTOR", "PRECISION_MIN_ULPS",
-           "NUMERICS", "REGRESSION", "SHARED", "UNCHANGED", "change", "of_death", "of_exception", "outcome_of", "precision_regressed", "regressed",
+           "NUMERICS", "REGRESSION", "SHARED", "UNCHANGED", "change", "death_in_words", "of_death", "of_exception", "outcome_of", "precision_regressed", "regressed",
            "same_failure"]

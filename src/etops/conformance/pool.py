@@ -1,34 +1,45 @@
-"""Worker processes for ``--isolated``: each task (OpInfo, dtype) runs in a worker;
-a worker that dies (segfault, abort, SIGKILL) while a kernel call is in flight has
-that case recorded as crash, is replaced, and the task runs again without that case;
-one that dies, or goes without news for `timeout`, outside every kernel call (in
-ATen's reference, in making samples) fails its task with that said, blaming no kernel. Each worker publishes the case whose kernel
-it is calling on a case clock of its own (etops.conformance.case_clock, a memory
-file the worker is given); a case past its limit (a kernel that never returns) is
-a hang case: the worker (its process group: its child, a guard process) is killed
-and replaced, and the task runs again without that case.
+"""Worker processes for ``--isolated`` (and ``--jobs``): each task (OpInfo, dtype)
+runs in a worker; a worker that dies (segfault, abort, SIGKILL) while a kernel call
+is in flight has that case recorded as crash (its Outcome ``of_death``: the signal,
+the exit status), is replaced, and the task runs again without that case; one
+that dies, or goes without news for `timeout`, outside every kernel call (in
+ATen's reference, in making samples) fails its task with that said, blaming no
+kernel. Each worker publishes the case whose kernel it is calling on a case clock
+of its own (etops.conformance.case_clock); a case past its limit (a kernel that
+never returns) is a hang case: the worker (its process group: a guard process it
+forked too) is killed and replaced, and the task runs again without that case.
 
-Protocol (one JSON object a line). Parent -> worker on stdin: a task. Worker ->
-parent on a private pipe (the worker's stdout goes to its stderr, kernels may
-print): ``{"start": [sample, call, kernel, aten_op, stderr offset]}`` before each kernel call,
-then ``{"result": TaskResult}``; ``{"died": status}`` when the forked child that
-ran the task died (the worker forks another)."""
+Each worker is a fork of this process (etops.child_process.Child, the one way the
+tools run work in a child): it starts warm, with what this process imported,
+loaded and overrode (kernels of ``--load``, ``etops.override`` made in-process,
+hooks given as objects), so a crash costs a fork, not an interpreter start. It
+runs in a process group of its own (a terminal's Ctrl-C reaches this process,
+which kills and reaps every worker) and writes what it and its kernels print to
+a log of its own, whose tail a crash case quotes. The worker's loop and the
+frames it sends (a kernel call's start, the pickled TaskResult) are _worker.py's.
+The sweep runs here in one thread: no fork happens beside another thread of the
+pool.
+
+May import: the standard library, etops.child_process, etops.process_end,
+etops.guard.wire and etops.conformance's case, case_clock, outcome, opinfos and
+_worker.
+"""
 
 from __future__ import annotations
 
-import json
+import collections
 import os
-import queue
+import pickle
 import select
-import subprocess
-import sys
+import signal
 import tempfile
-import threading
 import time
-from pathlib import Path
-from typing import Any
+from dataclasses import dataclass, field
 
-from ..process_end import from_exit_code
+from ..child_process import Child
+from ..guard.wire import frame, read_exact, read_frame_body, write_all
+from ..process_end import exit_code, from_exit_code
+from . import case_clock
 from .case import CaseResult, TaskResult
 from .case_clock import CaseClock, Hang
 from .outcome import of_death
@@ -39,224 +50,198 @@ DEFAULT_TIMEOUT = 120.0
 _POLL = 0.25
 #: Crashes after which the rest of a task is given up.
 MAX_CRASHES_PER_TASK = 10
-
-
-def _src_path() -> str:
-    import etops
-
-    return str(Path(etops.__file__).resolve().parent.parent)
+#: Seconds a worker whose request pipe closed may take to exit before it is killed.
+END_GRACE = 10.0
 
 
 class Worker:
-    def __init__(self, config: dict) -> None:
-        env = dict(os.environ)
-        env["PYTHONPATH"] = _src_path() + os.pathsep + env.get("PYTHONPATH", "")
-        env.setdefault("OMP_NUM_THREADS", "1")
-        env["PYTHONWARNINGS"] = "ignore"
-        self.log = tempfile.TemporaryFile()
-        self.clock = CaseClock.shared_file()
-        clock_fd: int = self.clock.fd  # type: ignore[assignment]  # a memory file's
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "etops.conformance._worker", json.dumps({**config, "clock_fd": clock_fd})],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log, env=env, start_new_session=True,
-            pass_fds=(clock_fd,),
-        )
-        self._buffer = b""
+    """One worker: a fork of this process running the tasks it is sent
+    (_worker.serve), its request and result pipes, its case clock and its log."""
+
+    def __init__(self, kmap, config: dict, siblings: list) -> None:
+        from ._worker import serve
+
+        request_r, self.request_w = os.pipe()
+        self.result_r, result_w = os.pipe()
+        self.clock = CaseClock()
+        fd, self.log_path = tempfile.mkstemp(prefix="etops-worker-", suffix=".log")
+        os.close(fd)
+
+        def worker() -> int:
+            # its siblings' pipe ends too: a copy held here would keep them from seeing their pipe close
+            for end in (self.request_w, self.result_r, *(f for w in siblings for f in (w.request_w, w.result_r))):
+                os.close(end)
+            os.setpgid(0, 0)
+            log = os.open(self.log_path, os.O_WRONLY | os.O_APPEND)
+            os.dup2(log, 1)  # kernels and torch may print: to the log, as what goes to stderr
+            os.dup2(log, 2)
+            os.close(log)
+            case_clock.use(self.clock)
+            return serve(kmap, config, request_r, result_w)
+
+        self.child = Child(worker, single_threaded=True)
+        try:
+            os.setpgid(self.child.pid, self.child.pid)  # also here: a kill right after the fork reaches its group
+        except OSError:
+            pass  # it did so itself, or it has ended
+        os.close(request_r)
+        os.close(result_w)
 
     def send(self, task: dict) -> None:
-        self.proc.stdin.write((json.dumps(task) + "\n").encode())  # type: ignore[union-attr]
-        self.proc.stdin.flush()  # type: ignore[union-attr]
+        write_all(self.request_w, frame(b"T", pickle.dumps(task)))
 
-    def read(self, timeout: float):
-        """The next message, None at EOF (the worker died), "timeout"."""
-        fd = self.proc.stdout.fileno()  # type: ignore[union-attr]
-        deadline = time.monotonic() + timeout
-        while b"\n" not in self._buffer:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                return "timeout"
-            ready, _, _ = select.select([fd], [], [], left)
-            if not ready:
-                continue
-            chunk = os.read(fd, 1 << 16)
-            if not chunk:
-                return None
-            self._buffer += chunk
-        line, self._buffer = self._buffer.split(b"\n", 1)
-        return json.loads(line)
+    def receive(self) -> tuple | TaskResult | None:
+        """The next frame's value: a kernel call's start (sample, call, kernel,
+        aten_op, log offset), the task's TaskResult, or None: the worker ended."""
+        tag = read_exact(self.result_r, 1)
+        body = read_frame_body(self.result_r) if tag in (b"S", b"R") else None
+        return None if body is None else pickle.loads(body)
 
     def log_tail(self, since: int = 0, n: int = 1500) -> str:
-        """What the worker wrote to stderr since `since` (its last n characters)."""
+        """What the worker wrote to its log since `since` (its last n characters)."""
         try:
-            self.log.seek(0, os.SEEK_END)
-            size = self.log.tell()
-            self.log.seek(max(since, size - n))
-            return self.log.read().decode(errors="replace")
+            with open(self.log_path, "rb") as f:
+                size = f.seek(0, os.SEEK_END)
+                f.seek(max(since, size - n))
+                return f.read().decode(errors="replace")
         except OSError:
             return ""
 
-    def kill(self) -> None:
-        """Kills the worker and its forked child (its own process group)."""
-        try:
-            os.killpg(self.proc.pid, 9)
-        except OSError:
-            pass
-        if self.proc.poll() is None:
-            self.proc.kill()
-        self.proc.wait()
-        self.log.close()
-        self.clock.close()
-
-    def close(self) -> None:
-        try:
-            self.proc.stdin.close()  # type: ignore[union-attr]
-        except OSError:
-            pass
-        try:
-            self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.kill()
-        self.log.close()
-        self.clock.close()
-
-
-def run_pool(tasks: list[dict], config: dict, jobs: int, on_result, timeout: float = DEFAULT_TIMEOUT) -> None:
-    """Runs `tasks` ({"opinfo", "dtype"}) on `jobs` workers; calls
-    ``on_result(task, TaskResult, crashes: list[CaseResult])`` in the calling
-    thread as each finishes."""
-    todo: queue.Queue = queue.Queue()
-    for t in tasks:
-        todo.put(t)
-    done: queue.Queue = queue.Queue()
-    stop = threading.Event()
-    live: dict[int, Worker] = {}
-
-    def slot(index: int) -> None:
-        worker = None
-        try:
-            while not stop.is_set():
-                try:
-                    task = todo.get_nowait()
-                except queue.Empty:
-                    return
-                crashes: list[CaseResult] = []
-                skip: list = []
-                while not stop.is_set():
-                    if worker is None:
-                        worker = live[index] = Worker(config)
-                    worker.send({**task, "skip": skip})
-                    current = None
-                    since = 0
-                    outcome: Any = None  # a TaskResult, a Hang, ("died", status), None (EOF) or "timeout"
-                    news = time.monotonic()
-                    while not stop.is_set():
-                        msg = worker.read(min(_POLL, timeout))
-                        if msg == "timeout":
-                            hang = worker.clock.overdue()
-                            if hang is not None:  # a kernel call past its case's limit
-                                outcome = hang
-                                break
-                            if worker.clock.current() is None and time.monotonic() - news > timeout:
-                                outcome = "timeout"  # no news, and no kernel call in flight
-                                break
-                            continue
-                        news = time.monotonic()
-                        if msg is None:
-                            outcome = msg
-                            break
-                        if "died" in msg:  # the worker's child died; the worker forked a new one
-                            outcome = ("died", msg["died"])
-                            break
-                        if "start" in msg:
-                            current = msg["start"][:4]
-                            since = msg["start"][4] if len(msg["start"]) > 4 else 0
-                        elif "result" in msg:
-                            outcome = TaskResult.from_json(msg["result"])
-                            break
-                    if stop.is_set():
-                        return
-                    if isinstance(outcome, TaskResult):
-                        done.put((task, outcome, crashes))
-                        break
-                    if isinstance(outcome, Hang):  # the worker, its child and any guard process killed; the task again without it
-                        worker.kill()
-                        worker = live[index] = None  # type: ignore[assignment]
-                        crashes.append(outcome.case())
-                        skip.append(list(outcome.where))
-                        if len(crashes) >= MAX_CRASHES_PER_TASK:
-                            result = TaskResult(task["opinfo"], task["dtype"])
-                            result.sample_error = f"gave up after {len(crashes)} crashes and hangs"
-                            done.put((task, result, crashes))
-                            break
-                        continue
-                    # the worker (None) or its child died, or it hung: the case it was in is a
-                    # crash when its kernel call was in flight (the case clock says so); a death
-                    # or silence outside every kernel call (ATen's reference, making samples)
-                    # is no kernel's
-                    if worker.clock.current() is None:
-                        current = None
-                    if isinstance(outcome, tuple):
-                        code = outcome[1]
-                        tail = worker.log_tail(since)
-                    else:
-                        if outcome == "timeout":
-                            worker.kill()
-                        else:
-                            worker.proc.wait()
-                        code = worker.proc.returncode
-                        tail = worker.log_tail(since)
-                        worker.kill()
-                        worker = live[index] = None  # type: ignore[assignment]
-                    if current is None:
-                        why = "hung" if outcome == "timeout" else f"died (exit status {code})"
-                        result = TaskResult(task["opinfo"], task["dtype"])
-                        result.sample_error = f"worker {why} outside any kernel call: {tail[-300:]}"
-                        done.put((task, result, crashes))
-                        break
-                    sample, call, kernel, aten_op = current
-                    how = f"worker hung for {timeout:.0f}s (killed)" if outcome == "timeout" else _describe_exit(code)
-                    crashes.append(CaseResult(kernel, aten_op, task["opinfo"], task["dtype"], sample, call, "crash",
-                                              message=(how + (": " + " ".join(tail.split())[-400:] if tail.strip() else "")),
-                                              outcome=of_death(code, hung=outcome == "timeout")))
-                    skip.append([sample, call])
-                    if len(crashes) >= MAX_CRASHES_PER_TASK:
-                        result = TaskResult(task["opinfo"], task["dtype"])
-                        result.sample_error = f"gave up after {len(crashes)} crashes"
-                        done.put((task, result, crashes))
-                        break
-        except BaseException as exc:  # noqa: BLE001
-            done.put(("__error__", exc, None))
-        finally:
-            live.pop(index, None)
-            if worker is not None:
-                if stop.is_set():
-                    worker.kill()
-                else:
-                    worker.close()
-
-    threads = [threading.Thread(target=slot, args=(i,), daemon=True, name=f"etops-conformance-{i}") for i in range(max(1, jobs))]
-    for t in threads:  # type: ignore[assignment]
-        t.start()  # type: ignore[attr-defined]
-    remaining = len(tasks)
-    try:
-        while remaining:
-            task, result, crashes = done.get()
-            if task == "__error__":
-                raise result
-            remaining -= 1
-            on_result(task, result, crashes)
-    finally:
-        stop.set()
-        for worker in list(live.values()):
-            if worker is None:
-                continue
+    def end(self, kill: bool = False) -> int:
+        """Ends it (killed with its process group when `kill`, else its request pipe
+        closed: it exits, killed past END_GRACE), reaps it, frees its pipes, clock
+        and log; its wait status."""
+        if kill and self.child.status is None:
             try:
-                os.killpg(worker.proc.pid, 9)
+                os.killpg(self.child.pid, signal.SIGKILL)
             except OSError:
                 pass
-        for t in threads:  # type: ignore[assignment]
-            t.join(timeout=30)  # type: ignore[attr-defined]
+            self.child.kill()
+        for end in (self.request_w, self.result_r):
+            try:
+                os.close(end)
+            except OSError:
+                pass
+        self.child.wait(END_GRACE)
+        self.clock.close()
+        try:
+            os.unlink(self.log_path)
+        except OSError:
+            pass
+        return self.child.wait_status
 
 
-def _describe_exit(code: int | None) -> str:
-    return f"worker {from_exit_code(code)}"
+@dataclass
+class _Slot:
+    """A worker's place: the task it runs (its crashes and the cases it skips so
+    far), the kernel call in flight as the worker said, when it last gave news."""
+
+    worker: Worker | None = None
+    task: dict | None = None
+    crashes: list = field(default_factory=list)
+    skip: list = field(default_factory=list)
+    current: tuple | None = None  #: (sample, call, kernel, aten_op)
+    since: int = 0  #: the log's size when that call started
+    news: float = 0.0
+    sent: bool = False  #: whether its worker was sent the task
+
+    def give(self, task: dict | None) -> None:
+        self.task, self.crashes, self.skip, self.current, self.since, self.sent = task, [], [], None, 0, False
+
+
+def run_pool(tasks: list[dict], kmap, config: dict, jobs: int, on_result, timeout: float = DEFAULT_TIMEOUT) -> None:
+    """Runs `tasks` ({"opinfo", "dtype"}) of `kmap`'s kernels on `jobs` workers;
+    calls ``on_result(task, TaskResult, crashes: list[CaseResult])`` as each
+    finishes. `config`: the TaskRunner's "selected", "hooks", "report_dir",
+    "max_details". Every worker is reaped before this returns or raises."""
+    from .hooks import load_hooks
+    from .opinfos import opinfos
+
+    opinfos()  # loaded here once: every worker forked warm
+    load_hooks(config.get("hooks"))
+    todo = collections.deque(tasks)
+    slots = [_Slot() for _ in range(max(1, min(jobs, len(tasks))))]
+    try:
+        while True:
+            for slot in slots:
+                if slot.task is None and todo:
+                    slot.give(todo.popleft())
+                if slot.task is not None and not slot.sent:
+                    if slot.worker is None:
+                        slot.worker = Worker(kmap, config, [s.worker for s in slots if s.worker is not None])
+                    slot.worker.send({**slot.task, "skip": list(slot.skip)})
+                    slot.sent, slot.news = True, time.monotonic()
+            busy = {s.worker.result_r: s for s in slots if s.worker is not None and s.task is not None}
+            if not busy:
+                return
+            ready, _, _ = select.select(list(busy), [], [], _POLL)
+            for fd, slot in busy.items():
+                _advance(slot, fd in ready, timeout, on_result)
+    finally:
+        for slot in slots:
+            if slot.worker is not None:
+                slot.worker.end(kill=slot.task is not None)
+
+
+def _advance(slot: _Slot, readable: bool, timeout: float, on_result) -> None:
+    """One look at a busy slot: its worker's next frame when `readable`, else its
+    case clock and how long it went without news."""
+    worker: Worker = slot.worker  # type: ignore[assignment]  # busy
+    task: dict = slot.task  # type: ignore[assignment]
+    if readable:
+        news = worker.receive()
+        slot.news = time.monotonic()
+        if isinstance(news, TaskResult):
+            on_result(task, news, slot.crashes)
+            slot.give(None)
+            return
+        if news is not None:  # a kernel call starts
+            slot.current, slot.since = tuple(news[:4]), news[4]
+            return
+        hung = False  # the worker ended
+    else:
+        hang = worker.clock.overdue()
+        if hang is not None:  # a kernel call past its case's limit: the task again without it
+            worker.end(kill=True)
+            slot.worker, slot.sent = None, False
+            _crashed(slot, hang.case(), list(hang.where), on_result, "crashes and hangs")
+            return
+        if worker.clock.current() is not None or time.monotonic() - slot.news <= timeout:
+            return
+        hung = True  # no news, and no kernel call in flight
+    # the worker died or hung: the case it was in is a crash when its kernel call was in
+    # flight (the case clock says so); a death or silence outside every kernel call
+    # (ATen's reference, making samples) is no kernel's
+    current = slot.current if worker.clock.current() is not None else None
+    tail = worker.log_tail(slot.since)
+    code = exit_code(worker.end(kill=True))  # its process group too: a guard process it forked
+    slot.worker, slot.sent = None, False
+    if current is None:
+        why = "hung" if hung else f"died (exit status {code})"
+        result = TaskResult(task["opinfo"], task["dtype"])
+        result.sample_error = f"worker {why} outside any kernel call: {tail[-300:]}"
+        on_result(task, result, slot.crashes)
+        slot.give(None)
+        return
+    sample, call, kernel, aten_op = current
+    how = f"worker hung for {timeout:.0f}s (killed)" if hung else f"worker {from_exit_code(code)}"
+    crash = CaseResult(kernel, aten_op, task["opinfo"], task["dtype"], sample, call, "crash",
+                       message=how + (": " + " ".join(tail.split())[-400:] if tail.strip() else ""),
+                       outcome=of_death(code, hung=hung))
+    _crashed(slot, crash, [sample, call], on_result, "crashes")
+
+
+def _crashed(slot: _Slot, case: CaseResult, where: list, on_result, what: str) -> None:
+    """A case of the slot's task killed its worker: recorded, skipped when the task
+    runs again, the rest given up after MAX_CRASHES_PER_TASK (`what` says of what)."""
+    slot.crashes.append(case)
+    slot.skip.append(where)
+    if len(slot.crashes) >= MAX_CRASHES_PER_TASK:
+        task: dict = slot.task  # type: ignore[assignment]
+        result = TaskResult(task["opinfo"], task["dtype"])
+        result.sample_error = f"gave up after {len(slot.crashes)} {what}"
+        on_result(task, result, slot.crashes)
+        slot.give(None)
+
+
+__all__ = ["DEFAULT_TIMEOUT", "MAX_CRASHES_PER_TASK", "Worker", "run_pool"]

@@ -366,9 +366,9 @@ def run(kernels=None, *, dtypes=None, isolated: bool = False, jobs: int = 1, rep
     if isolated or jobs > 1:
         from .pool import DEFAULT_TIMEOUT, run_pool
 
-        config = {"selected": all_selected, "hooks": hooks if isinstance(hooks, (str, type(None))) else None,
-                  "report_dir": str(report_dir) if report_dir else None, "max_details": max_details}
-        run_pool(tasks, config, max(1, jobs), on_result, timeout=timeout or DEFAULT_TIMEOUT)
+        config = {"selected": all_selected, "hooks": hooks, "report_dir": str(report_dir) if report_dir else None,
+                  "max_details": max_details}
+        run_pool(tasks, kmap, config, max(1, jobs), on_result, timeout=timeout or DEFAULT_TIMEOUT)
     else:
         kernels_cache: dict = {}
         for task in tasks:

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import dataclasses
 import pickle
 import time
 from dataclasses import dataclass, field
@@ -175,7 +176,7 @@ def _run_todo(todo: list, order: list, one, passes: list, kmap, started: set, fo
     # every core counted, the timing's too: the task processes get it back when the timing ends
     workers = default_workers(alongside.cores if alongside is not None else None)
     handed = run_tasks(todo, _with_torch_answers(one),
-                       lambda i, why, died, hangs: ([_run_again(r, order[i], why, died)
+                       lambda i, ended, _failure, hangs: ([_run_again(r, order[i], ended)
                                                      for r in one(i, hangs, check_deadline=False)], {}),
                        workers=workers, on_cycle=None if alongside is None else alongside.poll, on_done=progress.count,
                        on_result=lambda _n, handed: _stream_failing_cases(passes, handed[0]))
@@ -247,23 +248,26 @@ def _prepare(kmap, op: str, task: dict) -> bool:
     return recorded
 
 
-def _run_again(result, where: tuple, why: str, died: bool):
+def _run_again(result, where: tuple, ended):
     """The result of a task run again here after its task process died or hung
-    (`died`, `why` says how) or its runner failed there: as run here, where a fault is a crash case naming the argument; when it
-    shows none (a kernel that corrupted the task process's memory in an earlier call,
-    outside every guard region), a crash case of its own, so the death is a finding."""
+    (`ended`: how, of_death's Outcome) or its runner failed there (None): as run here,
+    where a fault is a crash case naming the argument; when it shows none (a kernel
+    that corrupted the task process's memory in an earlier call, outside every guard
+    region), a crash case of its own, so the death is a finding: its Outcome is the
+    death's (the signal, the exit status, the limit of a hang), ended CORRUPTED."""
     from ..conformance.case import CaseResult
-    from ..conformance.outcome import CORRUPTED, Outcome
+    from ..conformance.outcome import CORRUPTED, death_in_words
 
-    if result is None or not died or any(status == "crash" for status, _v in result.failing.values()) \
+    if result is None or ended is None or any(status == "crash" for status, _v in result.failing.values()) \
             or any(outcome_of(c).error == "GuardTimeout" for c in result.details):
         return result
     op, task = where
     case = CaseResult(op, "", task["opinfo"], task["dtype"], -1, -1, "crash",
-                      message=f"task {task['opinfo']} {task['dtype']}: {why.splitlines()[0]}, but passes when its calls "
+                      message=f"task {task['opinfo']} {task['dtype']}: its task process {death_in_words(ended)}, "
+                              "but passes when its calls "
                               "go one by one through the guard process: an earlier call in that process wrote outside "
                               "every guard region (run etops check --guard on the file's operators to find it)",
-                      outcome=Outcome("crash", ended=CORRUPTED))
+                      outcome=dataclasses.replace(ended, status="crash", ended=CORRUPTED))
     result.record(case, keep=True, every=True)
     return result
 

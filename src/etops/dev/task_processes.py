@@ -18,12 +18,15 @@ case never runs again. A task process that dies otherwise (a fault no guard regi
 explains, a signal), stops using CPU time for STALL_SECONDS, takes longer than
 TASK_TIMEOUT or fails in the runner has its task run again here through `rerun`
 (the guard process's calls: a fault there is a crash case naming the argument; the
-hung cases skipped there too) and is replaced for the tasks left. The tasks are
+hung cases skipped there too), told how the process ended as an Outcome
+(etops.conformance.outcome.of_death: the signal, the exit status, hung), never in
+words, and is replaced for the tasks left. The tasks are
 recorded by the caller before any fork (etops.conformance.recorded), so each process
 replays the same cases.
 
-Imports etops.child_process (the fork, its kill and reaping), etops.guard (its
-server's limits, here, wire), etops.conformance.case_clock and the standard library.
+Imports etops.child_process (the fork, its kill and reaping), etops.process_end,
+etops.guard (its server's limits, here, wire), etops.conformance's case_clock and
+outcome, and the standard library.
 """
 
 from __future__ import annotations
@@ -37,10 +40,11 @@ from typing import Any, Callable
 
 from ..child_process import Child
 from ..conformance import case_clock
+from ..conformance.outcome import Outcome, of_death
 from ..guard import here
 from ..guard.server import DEFAULT_TIMEOUT, STALL_SECONDS, CpuWatch
 from ..guard.wire import frame, read_exact, read_frame_body, write_all
-from ..process_end import from_wait_status
+from ..process_end import exit_code
 
 #: task processes at most (one per core beyond it would only share the cores)
 MAX_WORKERS = 2
@@ -109,13 +113,13 @@ class _TaskProcess:
         self.current = None
         return ("done", pickle.loads(body)) if tag == b"R" else ("failed", body.decode("utf-8", "replace"))
 
-    def hung(self, now: float) -> str | None:
-        """Why the task in flight counts as hung (no CPU time for STALL_SECONDS, or
-        longer than TASK_TIMEOUT), else None."""
+    def hung(self, now: float) -> Outcome | None:
+        """How the task in flight counts as hung (of_death's hung Outcome, its limit:
+        no CPU time for STALL_SECONDS, or longer than TASK_TIMEOUT), else None."""
         if now - self.started > TASK_TIMEOUT:
-            return f"took longer than {TASK_TIMEOUT:.0f} s"
+            return of_death(None, hung=True, limit=TASK_TIMEOUT)
         if self.watch.stalled(now, STALL_SECONDS):
-            return f"used no CPU time for {STALL_SECONDS:.0f} s"
+            return of_death(None, hung=True, limit=STALL_SECONDS)
         return None
 
     def end(self, kill: bool = False) -> int:
@@ -151,13 +155,14 @@ def _serve(tasks: list, run_task, request_fd: int, result_fd: int) -> None:
         write_all(result_fd, payload)
 
 
-def run_tasks(tasks: list, run_task: Callable[[Any, tuple], Any], rerun: Callable[[Any, str, bool, tuple], Any],
+def run_tasks(tasks: list, run_task: Callable[[Any, tuple], Any], rerun: Callable[[Any, Outcome | None, str, tuple], Any],
               workers: int | None = None, on_cycle: Callable[[list], None] | None = None,
               on_done: Callable[[int, int], None] | None = None,
               on_result: Callable[[int, Any], None] | None = None) -> list:
     """The result of each task, in order: `run_task(task, hangs)` in a task process,
-    or `rerun(task, why, died, hangs)` here for a task whose process died or stalled
-    (`died` True) or whose runner raised there (False); `why` says which. `hangs`: the
+    or `rerun(task, ended, failure, hangs)` here for a task whose process died or
+    stalled (`ended`: how, of_death's Outcome) or whose runner raised there (`ended`
+    None, `failure` the traceback's text, for people). `hangs`: the
     task's case_clock.Hangs so far, a tuple (cases past their limit, each in a task
     process killed for it: `run_task` and `rerun` skip them and record them as hang
     cases). `on_cycle(pids)`: called with the running task processes' pids each time
@@ -195,11 +200,13 @@ def run_tasks(tasks: list, run_task: Callable[[Any, tuple], Any], rerun: Callabl
                         if on_done is not None:
                             on_done(done, len(tasks))
                         continue
+                    ended: Outcome | None = None
+                    failure = ""
                     if outcome == "failed":  # the process goes on; the task runs here, where its error shows
-                        why = f"it failed in its task process:\n{value}"
+                        failure = f"it failed in its task process:\n{value}"
                     else:
                         running.remove(process)
-                        why = f"its task process {from_wait_status(process.end())}"
+                        ended = of_death(exit_code(process.end()))
                 else:
                     hang = process.clock.overdue(now)
                     if hang is not None:  # a kernel that does not return: the rest of the task in a new process
@@ -208,13 +215,12 @@ def run_tasks(tasks: list, run_task: Callable[[Any, tuple], Any], rerun: Callabl
                         hangs.setdefault(index, []).append(hang)
                         todo.append(index)  # sent next
                         continue
-                    outcome, hung = "hung", process.hung(now)
-                    if hung is None:
+                    ended, failure = process.hung(now), ""
+                    if ended is None:
                         continue
                     running.remove(process)
                     process.end(kill=True)
-                    why = f"its task process {hung}"
-                results[index] = rerun(tasks[index], why, outcome != "failed", tuple(hangs.get(index, ())))
+                results[index] = rerun(tasks[index], ended, failure, tuple(hangs.get(index, ())))
                 if on_result is not None:
                     on_result(index, results[index])
                 done += 1
