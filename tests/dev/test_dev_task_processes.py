@@ -1,6 +1,7 @@
 """etops.dev.task_processes: a judge side's tasks in forked task processes. A task
-whose process dies, stalls or fails runs again in the caller, told why; the others
-keep their results, in order."""
+whose process dies, stalls or fails runs again in the caller, told how its process
+ended as an Outcome (or, for a runner that raised, its traceback); the others keep
+their results, in order."""
 
 from __future__ import annotations
 
@@ -10,11 +11,12 @@ import time
 
 import pytest
 
+from etops.conformance.outcome import HUNG, KILLED, Outcome, of_death
 from etops.dev import task_processes as tp
 
 
-def _never_again(task, why, died, hangs):
-    raise AssertionError(f"task {task} ran again: {why}")
+def _never_again(task, ended, failure, hangs):
+    raise AssertionError(f"task {task} ran again: {ended} {failure}")
 
 
 def test_results_come_back_in_order_from_two_processes():
@@ -31,14 +33,14 @@ def test_a_task_that_kills_its_process_runs_again_here_and_the_rest_go_on():
 
     again = []
 
-    def rerun(i, why, died, hangs):
-        again.append((i, why, died))
+    def rerun(i, ended, failure, hangs):
+        again.append((i, ended, failure))
         return "here"
 
     results = tp.run_tasks(list(range(8)), task, rerun, workers=2)
     assert results == [0, 10, 20, "here", 40, 50, 60, 70]
-    assert len(again) == 1 and again[0][0] == 3 and again[0][2] is True
-    assert "SIGSEGV" in again[0][1], again[0][1]
+    assert [(i, failure) for i, _ended, failure in again] == [(3, "")]
+    assert again[0][1] == Outcome("crash", signal="SIGSEGV", ended=KILLED), again[0][1]
 
 
 def test_a_task_that_raises_runs_again_here_with_the_traceback():
@@ -48,9 +50,10 @@ def test_a_task_that_raises_runs_again_here_with_the_traceback():
         return i
 
     again = []
-    results = tp.run_tasks([0, 1, 2], task, lambda i, why, died, hangs: again.append((why, died)) or -1, workers=1)
+    results = tp.run_tasks([0, 1, 2], task, lambda i, ended, failure, hangs: again.append((ended, failure)) or -1,
+                           workers=1)
     assert results == [0, -1, 2]
-    assert again[0][1] is False and "ValueError: the runner's own bug" in again[0][0]
+    assert again[0][0] is None and "ValueError: the runner's own bug" in again[0][1]
 
 
 def test_a_rerun_that_forks_a_lasting_process_does_not_hold_the_end_of_the_others(monkeypatch):
@@ -67,7 +70,7 @@ def test_a_rerun_that_forks_a_lasting_process_does_not_hold_the_end_of_the_other
         time.sleep(0.3)
         return i
 
-    def rerun(i, why, died, hangs):
+    def rerun(i, ended, failure, hangs):
         pid = os.fork()
         if pid == 0:  # holds copies of every pipe end of the running task processes
             time.sleep(60)
@@ -96,9 +99,10 @@ def test_a_task_that_stops_using_cpu_time_is_killed_and_runs_again(monkeypatch):
 
     start = time.monotonic()
     again = []
-    results = tp.run_tasks([0, 1], task, lambda i, why, died, hangs: again.append((why, died)) or "here", workers=2)
+    results = tp.run_tasks([0, 1], task, lambda i, ended, failure, hangs: again.append((ended, failure)) or "here",
+                           workers=2)
     assert results == ["here", 1]
-    assert again == [("its task process used no CPU time for 1 s", True)]
+    assert again == [(Outcome("crash", seconds=1.0, ended=HUNG), "")]
     assert time.monotonic() - start < 60
 
 
@@ -158,11 +162,35 @@ def test_a_death_the_rerun_does_not_explain_is_a_crash_finding_of_its_own():
     from etops.dev.judge import _run_again
 
     where = ("aten::add.out", {"opinfo": "add", "dtype": "float32"})
-    died = _run_again(TaskResult("add", "float32"), where, "its task process killed by signal 6 (SIGABRT)", True)
+    died = _run_again(TaskResult("add", "float32"), where, of_death(-signal.SIGABRT))
     assert [status for status, _v in died.failing.values()] == ["crash"]
     assert "SIGABRT" in died.details[0].message and "guard region" in died.details[0].message
-    failed = _run_again(TaskResult("add", "float32"), where, "it failed in its task process: ...", False)
+    failed = _run_again(TaskResult("add", "float32"), where, None)
     assert failed.failing == {}
+
+
+def test_a_task_process_death_is_an_outcome_in_the_report_the_json_and_the_gate():
+    """How the task process died travels as an Outcome into the crash case: its
+    signal is in the case's Outcome and its JSON, its cause (one of its own, not the
+    signal of a crash in the call) and its kind, which gates etops dev."""
+    from etops.conformance import clusters
+    from etops.conformance.case import TaskResult
+    from etops.conformance.gating import AGAINST_BASE, classify, gates
+    from etops.conformance.outcome import CORRUPTED
+    from etops.dev.judge import _run_again
+
+    where = ("aten::add.out", {"opinfo": "add", "dtype": "float32"})
+    died = _run_again(TaskResult("add", "float32"), where, of_death(-signal.SIGSEGV))
+    (case,) = died.details
+    assert case.outcome == Outcome("crash", signal="SIGSEGV", ended=CORRUPTED)
+    assert TaskResult.from_json(died.to_json()).details[0].outcome == case.outcome
+    assert clusters.cause(case) == (CORRUPTED, "SIGSEGV")
+    assert clusters.signature(case) == "corrupted earlier: killed by SIGSEGV"
+    kind = classify(case.outcome, AGAINST_BASE)
+    assert kind == "crash" and gates(kind, "git") and not gates(kind, "git", shared=True)
+    exited = _run_again(TaskResult("add", "float32"), where, of_death(3)).details[0]
+    assert exited.outcome == Outcome("crash", error="exit status 3", ended=CORRUPTED)
+    assert "exited with exit status 3" in exited.message
 
 
 def _children() -> set:
