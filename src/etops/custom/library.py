@@ -2,46 +2,50 @@
 
 ExecuTorch aborts the process when a library registers a name + key that is
 already registered. So before loading a library here, etops loads it in a probe
-process whose registry has been emptied (every entry made a free slot), reads what
-the library registered there, and refuses the library, naming the kernels, when any
-of them is live here. Only then does it load the library in this process.
+process (a fork of this one: etops.child_process.ChildCall) whose registry has been
+emptied (every entry made a free slot), reads what the library registered there,
+and refuses the library, naming the kernels, when any of them is live here. Only
+then does it load the library in this process.
 """
 
 from __future__ import annotations
 
 import collections
 import ctypes
-import json
 import os
-import subprocess
-import sys
 
 from .. import _native
+from ..child_process import ChildCall
 from ..errors import DuplicateKernelError, RegistrationError, RegistryFullError
 from .registration import loaded_libraries, registry_lock
 
-_PROBE = r"""
-import json, sys, types, os
-pkg = types.ModuleType("etops"); pkg.__path__ = [sys.argv[1]]
-sys.modules["etops"] = pkg
-import etops._native as n
-n._core._reg_hide_all()
-import ctypes
-before = len(n.registered_kernels())
-ctypes.CDLL(sys.argv[2])
-after = n.registered_kernels()[before:]
-print(json.dumps([[name, key] for name, key, _ in after]))
-"""
+#: seconds a probe may take to load a library
+PROBE_LIMIT = 120.0
+
+
+def _registered_on_load(path: str) -> list[tuple[str, str | None]]:
+    """In a probe process: the registry emptied (every entry a free slot), the
+    library loaded; (name, key) of what its static initialisers registered."""
+    _native._core._reg_hide_all()
+    before = len(_native.registered_kernels())
+    ctypes.CDLL(path)
+    return [(name, key) for name, key, _ in _native.registered_kernels()[before:]]
 
 
 def probe(path: str) -> list[tuple[str, str | None]]:
     """(name, key) of every kernel the library registers when loaded, found in a
-    separate process (whose registry is emptied first, so it cannot abort)."""
-    pkg_dir = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    proc = subprocess.run([sys.executable, "-c", _PROBE, pkg_dir, path], capture_output=True, text=True, timeout=120)
-    if proc.returncode != 0:
-        raise RegistrationError(f"cannot load {path}: {proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else 'the probe process failed'}")
-    return [tuple(e) for e in json.loads(proc.stdout.strip().splitlines()[-1])]
+    probe process (a fork of this one, etops.child_process, whose registry is
+    emptied first, so it cannot abort)."""
+    found = ChildCall(lambda: _registered_on_load(path)).result(limit=PROBE_LIMIT)
+    if found.kind == "returned":
+        return found.value
+    if found.kind == "raised":
+        why = found.error.strip().splitlines()[-1]
+    elif found.kind == "timed out":
+        why = f"the probe process took longer than {PROBE_LIMIT:.0f} s"
+    else:
+        why = f"the probe process {found.ended()}"
+    raise RegistrationError(f"cannot load {path}: {why}")
 
 
 def load_library(path) -> list[str]:

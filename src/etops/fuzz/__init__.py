@@ -12,8 +12,8 @@
   (``make fuzz-sequences``), a death bisected and classified.
 - ``worker``: materializes a case in a worker process, runs it through etops and
   through ATen, and checks the properties (see ``worker.run_case``).
-- ``runner``: the isolated runner (worker processes forked from a preloaded
-  forkserver, restarted when a kernel kills one), per-kernel Hypothesis drivers
+- ``runner``: the isolated runner (worker processes forked, etops.child_process,
+  from this one once it warmed up, restarted when a kernel kills one), per-kernel Hypothesis drivers
   and the long campaign (``python -m etops.fuzz``, ``make fuzz``).
 
 Only ``etops.fuzz.strategies`` needs Hypothesis; nothing else in etops imports this

@@ -1,10 +1,16 @@
 """Isolated runner and Hypothesis drivers.
 
-``IsolatedRunner`` runs cases in a worker process forked from a forkserver that
-has torch and etops imported already, so a kernel that aborts, segfaults or hangs
-costs a fork (milliseconds), not an interpreter start. A dead worker is reported
-as an outcome with ``status`` ``"died"`` (the signal and what it wrote to stderr,
-etops' abort notice included) or ``"hang"``, and is replaced on the next case.
+``IsolatedRunner`` runs cases in a worker process, a fork of this one
+(etops.child_process.Child, the one way the tools run work in a child) made after
+this process warmed up once (worker.warm_up: every kernel object built, torch's
+functional overloads looked up), so a kernel that aborts, segfaults or hangs costs
+a fork (milliseconds), not an interpreter start, and the worker calls the kernels
+this process has, those it loaded (``--load``) and overrode included. Cases go to
+the worker and outcomes come back as pickled frames (etops.guard.wire's) on a pipe
+pair of its own. A dead worker is reported as an outcome with ``status``
+``"died"`` (the signal and what it wrote to stderr, etops' abort notice included)
+or ``"hang"``, and is replaced on the next case. The worker ignores Ctrl-C: this
+process takes it and ends the worker.
 
 ``fuzz_kernel`` drives Hypothesis over one kernel: a worker death fails the
 property, so Hypothesis shrinks it to a minimal reproducer; other violations are
@@ -13,67 +19,70 @@ collected (the smallest case per kind) without stopping the search.
 
 from __future__ import annotations
 
-import multiprocessing
 import os
+import pickle
+import select
 import signal
 import tempfile
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..process_end import from_exit_code
+from ..child_process import Child
+from ..guard.wire import frame, read_exact, read_frame_body, write_all
+from ..process_end import exit_code, from_exit_code
 from . import worker
 
-_CTX = None
+#: seconds a worker whose request pipe closed may take to exit before it is killed
+END_GRACE = 5.0
+
+_WARM = threading.Lock()
+_warmed = False
+#: this process's ends of every worker's pipes: a worker forked later closes them
+#: (a copy held there would keep another worker from seeing its request pipe close)
+_ENDS: set = set()
 
 
-def _context():
-    global _CTX
-    if _CTX is None:
-        _CTX = multiprocessing.get_context("forkserver")
-        _CTX.set_forkserver_preload(["etops.fuzz.worker"])
-    return _CTX
-
-
-def _start_with_warm_forkserver(proc) -> None:
-    """Starts `proc`; the forkserver, started by the first start, sees
-    ETOPS_FUZZ_FORKSERVER=1 and so warms up (worker.warm_up). The variable is set
-    for that moment only: this process's environment is left as it was."""
-    before = os.environ.get("ETOPS_FUZZ_FORKSERVER")
-    os.environ["ETOPS_FUZZ_FORKSERVER"] = "1"
-    try:
-        proc.start()
-    finally:
-        if before is None:
-            os.environ.pop("ETOPS_FUZZ_FORKSERVER", None)
-        else:
-            os.environ["ETOPS_FUZZ_FORKSERVER"] = before
+def _warm_up() -> None:
+    """worker.warm_up, once in this process: every worker forked after it starts warm."""
+    global _warmed
+    with _WARM:
+        if not _warmed:
+            worker.warm_up()
+            _warmed = True
 
 
 class IsolatedRunner:
     """Runs fuzz cases in a replaceable worker process."""
 
-    def __init__(self, timeout: float = 20.0, start_timeout: float = 600.0):
+    def __init__(self, timeout: float = 20.0):
         self.timeout = timeout
-        self.start_timeout = start_timeout
-        self.proc: Any = None
-        self.conn: Any = None
+        self.child: Child | None = None
+        self.request_w = self.result_r = -1
         self.deaths = 0
         self.started = 0
         fd, self.stderr_path = tempfile.mkstemp(prefix="etops-fuzz-", suffix=".stderr")
         os.close(fd)
 
-    def _start(self):
-        ctx = _context()
-        parent, child = ctx.Pipe()
-        proc = ctx.Process(target=worker.serve, args=(child, self.stderr_path), daemon=True)
-        _start_with_warm_forkserver(proc)
-        child.close()
-        if not parent.poll(self.start_timeout):
-            proc.kill()
-            raise RuntimeError("fuzz worker did not start")
-        parent.recv()
-        self.proc, self.conn = proc, parent
+    def _start(self) -> None:
+        _warm_up()
+        request_r, request_w = os.pipe()
+        result_r, result_w = os.pipe()
+        stderr_path = self.stderr_path
+
+        def serve() -> int:
+            for end in list(_ENDS):
+                os.close(end)
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+            worker.serve(request_r, result_w, stderr_path)
+            return 0
+
+        self.child = Child(serve, single_threaded=True)
+        os.close(request_r)
+        os.close(result_w)
+        self.request_w, self.result_r = request_w, result_r
+        _ENDS.update((request_w, result_r))
         self.started += 1
 
     def _stderr_from(self, pos: int) -> str:
@@ -84,22 +93,31 @@ class IsolatedRunner:
         except OSError:
             return ""
 
+    def _answer(self) -> dict | None:
+        """The worker's outcome of the case sent, None when it ended first."""
+        if read_exact(self.result_r, 1) != b"O":
+            return None
+        body = read_frame_body(self.result_r)
+        return None if body is None else pickle.loads(body)
+
     def run(self, case) -> dict:
-        if self.proc is None or not self.proc.is_alive():
+        if self.child is None or self.child.poll() is not None:
+            self._end(kill=True)
             self._start()
         pos = os.path.getsize(self.stderr_path)
+        status = "died"
         try:
-            self.conn.send(case)
-            if self.conn.poll(self.timeout):
-                return self.conn.recv()
-            status = "hang"
-            self.proc.kill()
-        except (EOFError, ConnectionError, BrokenPipeError, OSError):
-            status = "died"
-        self.proc.join(10)
-        code = self.proc.exitcode
-        self.conn.close()
-        self.proc = self.conn = None
+            write_all(self.request_w, frame(b"C", pickle.dumps(case)))
+            ready, _, _ = select.select([self.result_r], [], [], self.timeout)
+            if ready:
+                out = self._answer()
+                if out is not None:
+                    return out
+            else:
+                status = "hang"
+        except OSError:  # its request pipe broke: it died
+            pass
+        code = exit_code(self._end(kill=True))
         self.deaths += 1
         if status == "hang":
             what = f"no answer within {self.timeout:.0f}s (killed)"
@@ -116,17 +134,27 @@ class IsolatedRunner:
             "violations": [("crash", f"worker {what}" + (f": {notice[-1]}" if notice else ""))],
         }
 
-    def close(self):
-        if self.conn is not None:
+    def _end(self, kill: bool) -> int:
+        """Ends the worker (killed when `kill`; else its request pipe closed: it
+        exits, killed past END_GRACE), reaps it; its wait status (0: none ran)."""
+        if self.child is None:
+            return 0
+        for end in (self.request_w, self.result_r):
+            _ENDS.discard(end)
+        if kill:
+            self.child.kill()
+        for end in (self.request_w, self.result_r):
             try:
-                self.conn.send(None)
+                os.close(end)
             except OSError:
                 pass
-        if self.proc is not None:
-            self.proc.join(5)
-            if self.proc.is_alive():
-                self.proc.kill()
-        self.proc = self.conn = None
+        self.child.wait(END_GRACE)
+        status = self.child.wait_status
+        self.child, self.request_w, self.result_r = None, -1, -1
+        return status
+
+    def close(self):
+        self._end(kill=False)
         try:
             os.unlink(self.stderr_path)
         except OSError:

@@ -32,8 +32,8 @@ from __future__ import annotations
 
 import gc
 import math
-import multiprocessing
 import os
+import pickle
 import re
 import sys
 import traceback
@@ -48,6 +48,8 @@ from etops.compare import FUZZ, diff
 from etops.ops import rules_for
 from etops.out_shapes import functional_arguments
 from etops.torch_checks import torch_refusal
+
+from ..guard.wire import frame, read_exact, read_frame_body, write_all
 
 from . import classes
 from .memory_limit import limit_memory
@@ -68,8 +70,8 @@ def registry():
 
 def warm_up():
     """Builds every kernel object and looks up torch's functional overloads (the
-    first quantized op imports executorch.exir: tens of seconds). The runner's
-    forkserver runs this once, so every worker forked from it starts warm."""
+    first quantized op imports executorch.exir: tens of seconds). The runner runs
+    this once in its own process, so every worker forked from it starts warm."""
     from ..checkout.load import from_environment
 
     from_environment()  # the kernels the parent loaded with --load
@@ -80,10 +82,6 @@ def warm_up():
                 info.functional_overload()
             except Exception:  # noqa: BLE001 - the cases will say
                 pass
-
-
-if os.environ.get("ETOPS_FUZZ_FORKSERVER") == "1" and multiprocessing.parent_process() is None and __name__ != "__main__":
-    warm_up()
 
 
 # ---- reference ------------------------------------------------------------------------
@@ -460,8 +458,9 @@ def run_case(case):
     return outcome
 
 
-def serve(conn, stderr_path=None):
-    """Worker loop: receive a case, send back its outcome, until told to stop."""
+def serve(request_fd: int, result_fd: int, stderr_path=None):
+    """Worker loop: read a case from `request_fd` (a ``C`` frame of etops.guard.wire),
+    write its outcome to `result_fd` (an ``O`` frame), until the pipe closes."""
     if stderr_path:
         fd = os.open(stderr_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         os.dup2(fd, 2)
@@ -469,17 +468,14 @@ def serve(conn, stderr_path=None):
     torch.set_num_threads(1)
     limit_memory()
     registry()
-    conn.send(("ready", os.getpid()))
-    while True:
-        try:
-            case = conn.recv()
-        except EOFError:
+    while read_exact(request_fd, 1) == b"C":
+        body = read_frame_body(request_fd)
+        if body is None:
             return
-        if case is None:
-            return
+        case = pickle.loads(body)
         try:
             out = run_case(case)
         except Exception as exc:  # noqa: BLE001 - a fuzzer bug, not a kernel finding
             out = {"op": case.get("op"), "status": "harness_error", "violations": [("harness", f"{type(exc).__name__}: {exc}")], "traceback": traceback.format_exc()[-3000:]}
         sys.stderr.flush()
-        conn.send(out)
+        write_all(result_fd, frame(b"O", pickle.dumps(out)))
