@@ -7,8 +7,6 @@ for it (recorded with the call, or measured)."""
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 import time
 
 import pytest
@@ -96,23 +94,6 @@ def test_a_returned_call_clears_the_page_and_a_process_without_a_clock_publishes
     finally:
         case_clock.use(None)
         clock.close()
-
-
-def test_a_clock_in_a_memory_file_is_read_from_a_spawned_process():
-    clock = case_clock.CaseClock.shared_file()
-    try:
-        code = ("import sys\nfrom etops.conformance import case_clock\nfrom etops.conformance.case import CaseResult\n"
-                "case_clock.use(case_clock.CaseClock.from_fd(int(sys.argv[1])))\n"
-                "case_clock.started(CaseResult('aten::relu.out', 'aten::relu', 'relu', 'float32', 2, 0, 'pass', inputs='Tensor[5, 5]:float32'), 0.5)\n")
-        subprocess.run([sys.executable, "-c", code, str(clock.fd)], check=True, pass_fds=(clock.fd,), timeout=120)
-        pid, _label, started, limit_seconds, case = clock.current()
-        assert case["kernel"] == "aten::relu.out" and case["inputs"] == "Tensor[5, 5]:float32"
-        assert limit_seconds == case_clock.limit(0.5)
-        assert clock.overdue(started + limit_seconds + 1).where == (2, 0)
-    finally:
-        clock.close()
-    with pytest.raises(ValueError, match="'fd'"):
-        case_clock.CaseClock.from_fd(-1)
 
 
 def test_the_base_times_are_the_longest_of_its_results():

@@ -8,10 +8,9 @@ Python signal handler runs, no exception reaches it). So a process that runs cas
 when and the case's limit, and clears it when the call returns (``ended``); its
 parent polls the clock (``CaseClock.overdue``), kills a process whose case is past
 its limit, records a ``hang`` case (``Hang.case``) and runs the rest of the task in
-a new process with that case skipped. A CaseClock is one shared page: an anonymous
-mapping a fork inherits (``CaseClock()``), or a memory file whose descriptor a
-spawned worker is given (``CaseClock.shared_file`` / ``CaseClock.from_fd``). Its
-writer is one process at a time; a sequence number around each write lets a reader
+a new process with that case skipped. A CaseClock is one shared page, an anonymous
+mapping a fork inherits (``CaseClock()``: every process that runs cases is a fork,
+etops.child_process). Its writer is one process at a time; a sequence number around each write lets a reader
 see either the last write whole or nothing new.
 
 The limit of a case (``limit``): FACTOR times the longest time known for the same
@@ -30,7 +29,6 @@ import math
 import mmap
 import os
 import struct
-import tempfile
 import time
 from dataclasses import dataclass
 
@@ -121,44 +119,13 @@ class Hang:
 class CaseClock:
     """One shared page saying which case its writer is in, since when, with which limit."""
 
-    def __init__(self, fd: int | None = None) -> None:
-        """An anonymous shared page (a fork inherits it), or the page of memory file `fd`."""
-        self.fd = fd
-        if fd is None:
-            self._map = mmap.mmap(-1, _PAGE, flags=mmap.MAP_SHARED, prot=mmap.PROT_READ | mmap.PROT_WRITE)
-        else:
-            if os.fstat(fd).st_size < _PAGE:
-                os.ftruncate(fd, _PAGE)
-            self._map = mmap.mmap(fd, _PAGE, flags=mmap.MAP_SHARED, prot=mmap.PROT_READ | mmap.PROT_WRITE)
-
-    @classmethod
-    def shared_file(cls) -> "CaseClock":
-        """A page in a memory file (no path): give its ``fd`` to a spawned process
-        (subprocess's pass_fds), which opens it with ``from_fd``."""
-        try:
-            fd = os.memfd_create("etops-case-clock")
-        except (AttributeError, OSError):
-            handle, path = tempfile.mkstemp(prefix="etops-case-clock-")
-            os.unlink(path)
-            fd = handle
-        return cls(fd)
-
-    @classmethod
-    def from_fd(cls, fd: int) -> "CaseClock":
-        """The clock a parent made with shared_file, from its descriptor."""
-        if not isinstance(fd, int) or fd < 0:
-            raise ValueError(f"CaseClock.from_fd: argument 'fd' must be an open file descriptor, got {fd!r}")
-        return cls(fd)
+    def __init__(self) -> None:
+        """An anonymous shared page: a fork inherits it."""
+        self._map = mmap.mmap(-1, _PAGE, flags=mmap.MAP_SHARED, prot=mmap.PROT_READ | mmap.PROT_WRITE)
 
     def close(self) -> None:
-        """Unmaps the page (and closes its file, if any)."""
+        """Unmaps the page."""
         self._map.close()
-        if self.fd is not None:
-            try:
-                os.close(self.fd)
-            except OSError:
-                pass
-            self.fd = None
 
     # -- the writer --
 
