@@ -47,6 +47,22 @@ def test_runner_reports_a_hang():
     assert out["status"] == "hang"
 
 
+def test_an_interrupted_runner_leaves_no_worker():
+    """The worker is a fork of this process (etops.child_process): Ctrl-C (a
+    KeyboardInterrupt in the with block) ends and reaps it at once."""
+    try:
+        with open(f"/proc/{os.getpid()}/task/{os.getpid()}/children") as f:
+            before = set(f.read().split())
+    except OSError:
+        pytest.skip("no /proc children list here")
+    with pytest.raises(KeyboardInterrupt):
+        with IsolatedRunner(timeout=60) as r:
+            assert r.run({**ops.findings()[0].case, "direct": True})["status"] == "raised"
+            raise KeyboardInterrupt
+    with open(f"/proc/{os.getpid()}/task/{os.getpid()}/children") as f:
+        assert set(f.read().split()) == before
+
+
 @pytest.mark.parametrize("finding", ops.findings(), ids=[f"{f.op}-{f.argument}" for f in ops.findings()])
 def test_abort_found_by_fuzzing_is_now_a_clear_error(runner, finding):
     """A direct call gets the rules table's guard: an error naming the argument."""

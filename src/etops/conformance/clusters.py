@@ -89,9 +89,8 @@ def verdict_of(case) -> str:
 
 def _crash_cause(outcome: Outcome) -> tuple:
     """The signal that ended the call (etops' canaries for a write they caught), else
-    how its process ended (hung, an exit status); a corruption by an earlier call is
-    a cause of its own, whatever signal then ended its process."""
-    if outcome.ended == CORRUPTED:
+    how its process ended (hung, an exit status, a corruption by an earlier call)."""
+    if outcome.ended == CORRUPTED:  # a cause of its own, whatever then ended its process
         return (CORRUPTED, outcome.signal or outcome.error)
     return (outcome.signal or outcome.ended, outcome.error if outcome.ended == EXITED else None)
 

@@ -167,8 +167,9 @@ def run_pool(tasks: list[dict], kmap, config: dict, jobs: int, on_result, timeou
                 if slot.task is None and todo:
                     slot.give(todo.popleft())
                 if slot.task is not None and not slot.sent:
-                    if slot.worker is None:
+                    if slot.worker is None:  # a new worker: a new log, no call in flight
                         slot.worker = Worker(kmap, config, [s.worker for s in slots if s.worker is not None])
+                        slot.current, slot.since = None, 0
                     slot.worker.send({**slot.task, "skip": list(slot.skip)})
                     slot.sent, slot.news = True, time.monotonic()
             busy = {s.worker.result_r: s for s in slots if s.worker is not None and s.task is not None}

@@ -153,8 +153,9 @@ class IsolatedRunner:
         self.child, self.request_w, self.result_r = None, -1, -1
         return status
 
-    def close(self):
-        self._end(kill=False)
+    def close(self, kill: bool = False):
+        """Ends the worker (at once when `kill`) and removes its stderr file."""
+        self._end(kill=kill)
         try:
             os.unlink(self.stderr_path)
         except OSError:
@@ -163,8 +164,8 @@ class IsolatedRunner:
     def __enter__(self):
         return self
 
-    def __exit__(self, *exc):
-        self.close()
+    def __exit__(self, kind, *exc):
+        self.close(kill=kind is not None)  # Ctrl-C or an error: the worker goes at once
 
 
 class Crash(Exception):
