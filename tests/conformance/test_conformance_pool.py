@@ -75,3 +75,24 @@ def test_an_interrupted_sweep_leaves_no_worker():
     with pytest.raises(KeyboardInterrupt):
         pool.run_pool(tasks, default_kmap(), config, 2, interrupted)
     assert _children() == before
+
+
+class _SleepsInTheReference:
+    """Hooks: ATen's reference of sample 1 of OpInfo 'add' never comes (outside every kernel call)."""
+
+    @staticmethod
+    def reference(case, expected):
+        if case.opinfo == "add" and case.sample == 1:
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+            import time
+
+            time.sleep(600)
+        return expected
+
+
+def test_a_worker_silent_outside_every_kernel_call_fails_its_task_blaming_no_kernel():
+    report = conformance.run(["aten::add.out"], dtypes=["float32"], opinfo_filter={"add"}, progress=False,
+                             isolated=True, jobs=1, hooks=_SleepsInTheReference(), timeout=1.0)
+    assert [c for c in report.details if c.status in ("crash", "hang")] == []
+    errors = [t["error"] for t in report.task_errors]
+    assert any(e.startswith("worker hung outside any kernel call") for e in errors), errors
