@@ -52,7 +52,7 @@ demo: $(BUILT)
 	$(PY) examples/demo.py
 
 # The suite on two pytest-xdist workers: each file's tests in one worker, in order, and
-# an inprocess folder's check files in one (tests/conftest.py's scheduler).
+# each inprocess check file in one fresh interpreter (tests/conftest.py, fresh_checks.py).
 test: lint $(BUILT)
 	$(PY) -m pytest -q -n 2 tests
 

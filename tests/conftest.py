@@ -10,7 +10,7 @@ import torch
 
 import etops
 from etops import schemas
-from fresh_checks import CheckItem, collect_check_file, start_folder_runs, stop_folder_runs
+from fresh_checks import CheckItem, collect_check_file, start_check_runs, stop_check_runs
 from fresh_python import DEFERRED, start_module
 from state_guard import process_state, state_changes
 
@@ -62,36 +62,34 @@ def pytest_collect_file(file_path, parent):
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config, log):
     """Under pytest-xdist (``make test``: two workers) each file's tests run in one
-    worker, in their order, and the check files of an ``inprocess`` folder (one
-    fresh interpreter runs them all) in one worker too."""
+    worker, in their order (a check file's in the one fresh interpreter that runs
+    them all, fresh_checks.py)."""
     from xdist.scheduler import LoadScopeScheduling
 
-    class ByFileAndCheckFolder(LoadScopeScheduling):
+    class ByFile(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
-            path = nodeid.split("::", 1)[0]
-            folder, _, name = path.rpartition("/")
-            return folder if folder.endswith("/inprocess") and name.startswith("check_") else path
+            return nodeid.split("::", 1)[0]
 
-    return ByFileAndCheckFolder(config, log)
+    return ByFile(config, log)
 
 
 def pytest_collection_modifyitems(config, items):
     """Under pytest-xdist the ``inprocess`` folders' check items come first, the
-    largest folder first: their fresh interpreters are the longest runs."""
+    largest check file first: their fresh interpreters are the longest runs."""
     if DEFERRED:
         size: dict = {}
         for item in items:
             if isinstance(item, CheckItem):
-                size[item.path.parent] = size.get(item.path.parent, 0) + 1
-        # stable: the order within a folder kept
-        items.sort(key=lambda item: -size[item.path.parent] if isinstance(item, CheckItem) else 0)
+                size[item.path] = size.get(item.path, 0) + 1
+        # stable: the order within a file kept
+        items.sort(key=lambda item: -size[item.path] if isinstance(item, CheckItem) else 0)
 
 
 def pytest_collection_finish(session):
     """The selected check files' fresh interpreters start now, in the background
-    (under pytest-xdist: when the worker running a folder's items reaches them)."""
+    (under pytest-xdist: when the worker running a check file's items reaches them)."""
     if not DEFERRED:
-        start_folder_runs(session)
+        start_check_runs(session)
 
 
 def pytest_sessionfinish(session, exitstatus):
@@ -99,4 +97,4 @@ def pytest_sessionfinish(session, exitstatus):
     from fresh_python import _POOL
 
     _POOL.shutdown(wait=False, cancel_futures=True)
-    stop_folder_runs()
+    stop_check_runs()

@@ -1,13 +1,13 @@
 """The check files of an ``inprocess`` folder (``tests/custom/inprocess``,
-``tests/dev/inprocess``): tests that register, override and deregister kernels in
+``tests/dev/inprocess``, ...): tests that register, override and deregister kernels in
 ExecuTorch's process-wide registry (deregistered entries stay as free slots), which
 every other test expects to find as the wheel left it. So they never run in the
 suite's interpreter: each test function of a ``check_*.py`` file is a pytest item
 of its own (its name, ``-k``, its own pass, failure or skip), and the selected
-items of one folder run together in one fresh interpreter, once, started in the
-background as soon as collection has selected them (``start_folder_runs``, the
-largest folder first) so that it overlaps the suite's in-process tests; each item
-then waits for its folder's run and reports what the fresh interpreter's pytest said of it
+items of one check file run together in one fresh interpreter, once, started in the
+background as soon as collection has selected them (``start_check_runs``, the
+largest file first) so that it overlaps the suite's in-process tests; each item
+then waits for its file's run and reports what the fresh interpreter's pytest said of it
 (its JUnit XML; when the interpreter died before writing it, its verbose
 output). A test the fresh interpreter never finished (it died in it or before it)
 fails with the interpreter's output.
@@ -38,7 +38,7 @@ import pytest
 #: points; found without importing it): fresh interpreters import the same etops.
 SRC = str(Path(importlib.util.find_spec("etops").origin).resolve().parent.parent)
 
-#: how long one folder's fresh interpreter may take
+#: how long one check file's fresh interpreter may take
 TIMEOUT = 900
 
 
@@ -82,8 +82,8 @@ class _Outcome:
 
 
 @dataclass
-class _FolderRun:
-    """One fresh interpreter's run of a folder's selected checks."""
+class _FileRun:
+    """One fresh interpreter's run of a check file's selected checks."""
 
     outcomes: dict[tuple[str, str], _Outcome]
     output: str
@@ -93,34 +93,34 @@ class _FolderRun:
 #: the outcome key of what concerns a whole check file (an error importing it)
 _FILE = ""
 
-#: folder -> its run (a future), started by start_folder_runs (or by its first item)
-_RUNS: dict[Path, "concurrent.futures.Future[_FolderRun]"] = {}
+#: check file -> its run (a future), started by start_check_runs (or by its first item)
+_RUNS: dict[Path, "concurrent.futures.Future[_FileRun]"] = {}
 
-#: the folders' fresh interpreters, one at a time, beside fresh_python's pool
-_FOLDER_POOL = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="etops-check-folder")
+#: the check files' fresh interpreters, one at a time, beside fresh_python's pool
+_CHECK_POOL = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="etops-check-file")
 
 
-def start_folder_runs(session: pytest.Session) -> None:
-    """Starts, in the background, one fresh interpreter per ``inprocess`` folder for
-    the check items collection selected (the folder with the most items first)."""
+def start_check_runs(session: pytest.Session) -> None:
+    """Starts, in the background, one fresh interpreter per check file for the
+    check items collection selected (the file with the most items first)."""
     if session.config.option.collectonly:
         return
-    by_folder: dict[Path, list[CheckItem]] = {}
+    by_file: dict[Path, list[CheckItem]] = {}
     for item in session.items:
         if isinstance(item, CheckItem):
-            by_folder.setdefault(item.path.parent, []).append(item)
-    for folder, items in sorted(by_folder.items(), key=lambda kv: -len(kv[1])):
-        if folder not in _RUNS:
-            _RUNS[folder] = _FOLDER_POOL.submit(_run_folder, folder, items, session.config.rootpath)
+            by_file.setdefault(item.path, []).append(item)
+    for path, items in sorted(by_file.items(), key=lambda kv: -len(kv[1])):
+        if path not in _RUNS:
+            _RUNS[path] = _CHECK_POOL.submit(_run_file, items, session.config.rootpath)
 
 
-def stop_folder_runs() -> None:
-    """Drops folder runs nobody will look at (after -x, say)."""
-    _FOLDER_POOL.shutdown(wait=False, cancel_futures=True)
+def stop_check_runs() -> None:
+    """Drops check-file runs nobody will look at (after -x, say)."""
+    _CHECK_POOL.shutdown(wait=False, cancel_futures=True)
 
 
 class CheckItem(pytest.Item):
-    """One test function of a check file; its result is read from its folder's run
+    """One test function of a check file; its result is read from its file's run
     in a fresh interpreter."""
 
     def __init__(self, *, line: int, **kwargs) -> None:
@@ -128,11 +128,10 @@ class CheckItem(pytest.Item):
         self.line = line
 
     def runtest(self) -> None:
-        folder = self.path.parent
-        if folder not in _RUNS:  # not started with the session (an item run on its own)
-            selected = [item for item in self.session.items if isinstance(item, CheckItem) and item.path.parent == folder]
-            _RUNS[folder] = _FOLDER_POOL.submit(_run_folder, folder, selected, self.config.rootpath)
-        run = _RUNS[folder].result()
+        if self.path not in _RUNS:  # not started with the session (an item run on its own)
+            selected = [item for item in self.session.items if isinstance(item, CheckItem) and item.path == self.path]
+            _RUNS[self.path] = _CHECK_POOL.submit(_run_file, selected, self.config.rootpath)
+        run = _RUNS[self.path].result()
         whole_file = run.outcomes.get((self.path.name, _FILE))
         if whole_file is not None and whole_file.failures:
             raise CheckFailed("\n\n".join(whole_file.failures))
@@ -161,8 +160,8 @@ class CheckFailed(Exception):
     """A check failed in the fresh interpreter (its text is pytest's report there)."""
 
 
-def _run_folder(folder: Path, items: list[CheckItem], rootpath: Path) -> _FolderRun:
-    """Runs `items` (test functions of check files in `folder`) with pytest in one
+def _run_file(items: list[CheckItem], rootpath: Path) -> _FileRun:
+    """Runs `items` (test functions of one check file) with pytest in one
     fresh interpreter (etops importable from where this process imported it), and
     reads each test's outcome from its JUnit XML (from its verbose output when it
     died before writing that)."""
@@ -183,7 +182,7 @@ def _run_folder(folder: Path, items: list[CheckItem], rootpath: Path) -> _Folder
                                for part in (exc.stdout, exc.stderr) if part)  # bytes, even with text=True
             output, returncode = f"timed out after {TIMEOUT}s\n{captured}", -9
         outcomes = _read_junit(xml) if xml.is_file() else _read_verbose(output)
-    return _FolderRun(outcomes, output, returncode)
+    return _FileRun(outcomes, output, returncode)
 
 
 #: the section headers pytest writes into a JUnit test case's captured output

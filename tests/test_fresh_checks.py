@@ -92,3 +92,28 @@ def test_a_check_that_kills_its_interpreter_fails_and_the_earlier_ones_keep_thei
     result.assert_outcomes(passed=1, failed=2)
     result.stdout.fnmatch_lines(["*check_dies.py::test_dies did not finish in the fresh interpreter*"])
     result.stdout.fnmatch_lines(["PASSED inprocess/check_dies.py::test_before"])
+
+
+PID_WRITER = """
+import os
+
+def test_first():
+    with open("pids", "a") as out:
+        out.write(f"{{__name__}}.first {{os.getpid()}}\\n")
+
+def test_second():
+    with open("pids", "a") as out:
+        out.write(f"{{__name__}}.second {{os.getpid()}}\\n")
+"""
+
+
+def test_each_check_file_runs_in_an_interpreter_of_its_own_shared_by_its_checks(pytester, monkeypatch):
+    """One interpreter per check file (not per folder): the suite's two workers
+    can share a folder's long files between them."""
+    _folder(pytester, monkeypatch, check_one=PID_WRITER.format(), check_two=PID_WRITER.format())
+    result = pytester.runpytest_subprocess()
+    result.assert_outcomes(passed=4)
+    pids = dict(line.split() for line in (pytester.path / "pids").read_text().splitlines())
+    assert pids["check_one.first"] == pids["check_one.second"]
+    assert pids["check_two.first"] == pids["check_two.second"]
+    assert pids["check_one.first"] != pids["check_two.first"]
