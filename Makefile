@@ -166,7 +166,7 @@ fuzz-sequences: $(BUILT)
 # The C extension and bridge built with AddressSanitizer + UndefinedBehaviorSanitizer
 # (gcc's runtimes, Debian's libasan/libubsan, installed here when missing) into
 # build/asan, next to a copy of the Python package, and the whole test suite run
-# under it. A Python extension needs the ASan runtime preloaded; detect_leaks=0
+# under it (on the two pytest-xdist workers, as make test). A Python extension needs the ASan runtime preloaded; detect_leaks=0
 # because CPython and torch keep allocations alive at exit on purpose (LeakSanitizer
 # would report those, not etops'). Any sanitizer report (in pytest or in the
 # subprocesses and fuzz workers it starts) lands in build/asan/reports and fails.
@@ -181,5 +181,5 @@ test-asan: $(DEPS)
 	LD_PRELOAD="$$(gcc -print-file-name=libasan.so) $$(gcc -print-file-name=libubsan.so)" \
 	ASAN_OPTIONS=detect_leaks=0:log_path=$(abspath $(ASAN_DIR))/reports/asan \
 	UBSAN_OPTIONS=print_stacktrace=1:log_path=$(abspath $(ASAN_DIR))/reports/ubsan \
-	PYTHONPATH=$(ASAN_DIR)/pkg $(PY) -m pytest -q -p no:cacheprovider tests
+	PYTHONPATH=$(ASAN_DIR)/pkg $(PY) -m pytest -q -n 2 -p no:cacheprovider tests
 	@if ls $(ASAN_DIR)/reports/* > /dev/null 2>&1; then echo "sanitizer reports:"; cat $(ASAN_DIR)/reports/*; exit 1; else echo "test-asan: zero sanitizer reports"; fi
