@@ -98,6 +98,50 @@ def test_a_planted_bug_in_a_self_registering_file_is_a_new_finding(tmp_path):
     assert "ref:llama::update_cache.out" in new[0]["opinfos"]  # the references' cases (math and witness)
 
 
+def test_the_upstream_python_tests_next_to_the_file_gate_the_edit_against_the_base(tmp_path):
+    path = minillm.write(tmp_path / "checkout", python_test=True)
+    minillm.plant(tmp_path / "checkout", minillm.SHORT_CACHE)
+    proc = _dev(path, json_path=tmp_path / "dev.json")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    result = json.loads((tmp_path / "dev.json").read_text())["files"][0]
+    assert [f for f in result["findings"] if not f["in_base"]] == []  # the references' caches hold 64: missed
+    tests = result["python_tests"]
+    assert tests["base"] == "git" and tests["not_run"] == []
+    [ran] = tests["files"]
+    assert ran["file"] == f"{minillm.FOLDER}/test_mini_cache.py"
+    statuses = {t["test"].rsplit(".", 1)[-1]: (t["base"], t["status"]) for t in ran["tests"]}
+    assert statuses == {"test_update_cache_at_start": ("passed", "passed"),
+                        "test_update_cache_in_the_middle": ("passed", "failed"),
+                        "test_update_cache_of_a_model": ("skipped", "skipped")}
+    [regression] = tests["regressions"]
+    assert regression["test"].endswith("test_update_cache_in_the_middle") and regression["before"] == "passed"
+
+
+def test_unchanged_the_upstream_python_tests_pass_on_the_base_and_the_edit(tmp_path):
+    path = minillm.write(tmp_path / "checkout", python_test=True)
+    proc = _dev(path, json_path=tmp_path / "dev.json")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    tests = json.loads((tmp_path / "dev.json").read_text())["files"][0]["python_tests"]
+    assert tests["regressions"] == [] and tests["counts"] == {"passed": 2, "failed": 0, "skipped": 1}
+    proc = _dev(path, "--no-python-tests", json_path=tmp_path / "dev.json")
+    [not_run] = json.loads((tmp_path / "dev.json").read_text())["files"][0]["python_tests"]["not_run"]
+    assert not_run == {"file": f"{minillm.FOLDER}/test_mini_cache.py", "why": "not asked for (--no-python-tests)"}
+
+
+def test_changed_finds_a_self_registering_file_and_the_one_including_a_changed_header(tmp_path):
+    from etops.dev.changes import changed_kernel_files
+
+    path = minillm.write(tmp_path)
+    assert changed_kernel_files(path, "HEAD").files == []
+    header = path.with_name("op_mini_cache.h")
+    header.write_text(minillm.HEADER + "// edited\n")
+    change = changed_kernel_files(path, "HEAD")
+    assert change.files == [path.resolve()] and change.helpers == {}
+    subprocess.run(["git", "-C", str(tmp_path), "checkout", str(header)], check=True)
+    minillm.plant(tmp_path)
+    assert changed_kernel_files(path, "HEAD").files == [path.resolve()]
+
+
 def test_a_registration_the_source_does_not_show_fails_the_build(tmp_path):
     path = minillm.write(tmp_path / "checkout")
     # a second registration the source's text does not show (register_kernels of a Kernel defined apart):
