@@ -81,9 +81,8 @@ def test_a_self_registering_file_is_swapped_in_and_judged_against_the_references
     assert result["base"]["kind"] == "git" and result["base"]["unchanged"]
     assert result["cases"]["llama::update_cache.out"] == result["base_cases"]["llama::update_cache.out"] > 0
     assert result["findings"] == []
-    # its upstream test calls the wheel's functions, never the edit: not run, saying why
-    [not_run] = result["gtest"]["not_run"]
-    assert not_run["file"].endswith("op_mini_cache_test.cpp") and "cannot run on the edit" in not_run["why"]
+    [not_run] = result["gtest"]["not_run"]  # its upstream C++ test, found next to it
+    assert not_run == {"file": f"{minillm.FOLDER}/op_mini_cache_test.cpp", "why": "not asked for (--no-gtest)"}
     assert "aborted" not in proc.stdout + proc.stderr
 
 
@@ -126,6 +125,26 @@ def test_unchanged_the_upstream_python_tests_pass_on_the_base_and_the_edit(tmp_p
     proc = _dev(path, "--no-python-tests", json_path=tmp_path / "dev.json")
     [not_run] = json.loads((tmp_path / "dev.json").read_text())["files"][0]["python_tests"]["not_run"]
     assert not_run == {"file": f"{minillm.FOLDER}/test_mini_cache.py", "why": "not asked for (--no-python-tests)"}
+
+
+def test_the_upstream_cpp_test_runs_with_the_edit_and_with_the_base_compiled_in(tmp_path):
+    path = minillm.write(tmp_path / "checkout", gtest=True)
+    quick = [flag for flag in QUICK if flag != "--no-gtest"]
+    proc = subprocess.run([sys.executable, "-m", "etops", "dev", str(path), *quick, "--json", str(tmp_path / "dev.json")],
+                          capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    gtest = json.loads((tmp_path / "dev.json").read_text())["files"][0]["gtest"]
+    assert gtest["base"] == "git" and gtest["not_run"] == [] and gtest["regressions"] == []
+    [ran] = gtest["files"]
+    assert ran["file"] == f"{minillm.FOLDER}/op_mini_cache_test.cpp" and ran["counts"]["passed"] == 1
+    minillm.plant(tmp_path / "checkout", minillm.SHORT_CACHE)  # the references miss it; the C++ test does not
+    proc = subprocess.run([sys.executable, "-m", "etops", "dev", str(path), *quick, "--json", str(tmp_path / "dev.json")],
+                          capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    result = json.loads((tmp_path / "dev.json").read_text())["files"][0]
+    assert [f for f in result["findings"] if not f["in_base"]] == []
+    [regression] = result["gtest"]["regressions"]
+    assert (regression["name"], regression["status"]) == ("MiniCacheTest.WritesTwoRowsInTheMiddleOfTheCache", "failed")
 
 
 def test_changed_finds_a_self_registering_file_and_the_one_including_a_changed_header(tmp_path):

@@ -215,13 +215,13 @@ def run_test_file(path, kernels=None, pattern: str | None = None) -> list[TestOu
 
 def _run_module(module, pattern, routing) -> list[TestOutcome]:
     """The tests of `module` (those whose id contains `pattern`) run with unittest
-    under the context `routing`, their stderr kept from the terminal."""
+    under the context `routing`, what they print kept from the terminal."""
     suite = unittest.defaultTestLoader.loadTestsFromModule(module)
     if pattern:
         suite = unittest.TestSuite(t for t in _flatten(suite) if pattern in t.id())
     ran = _test_ids(suite)
     result = unittest.TestResult()
-    with routing, contextlib.redirect_stderr(io.StringIO()):
+    with routing, contextlib.redirect_stderr(io.StringIO()), contextlib.redirect_stdout(io.StringIO()):
         suite.run(result)
     return _outcomes(result, ran)
 

@@ -191,6 +191,19 @@ def _timing_alongside(result, target, addresses: dict, others, **timing):
     return Alongside(_sampled(lambda: _timing_rows(result, target, addresses, **timing)), others)
 
 
+def _compiled(target, found):
+    """(the base's, the edit's) sources compiled into the upstream tests of a file that
+    registers its kernels itself (its tests call its functions, not the registry);
+    the base's None when the base is the built-in (the binaries link the wheel's
+    library); None for other files."""
+    if not target.self_registering:
+        return None
+    from ..gtest.session import CompiledSources
+
+    base = (CompiledSources(((str(target.path), str(found.path)),), (f"-I{found.overlay}",)) if found.kind == "git" else None)
+    return base, CompiledSources()
+
+
 def run_file(path, *, root=None, yaml=None, dtypes=None, timing_dtype="float32", threads=1, repeats=11, check=True,
              timing=True, cflags=(), budget=CHECK_BUDGET, base: Base = Base.HEAD, isolate=True, max_slowdown=None,
              report_dir=None, gtest=True, dim_orders=True, numerics=True, generated=True, helpers=(),
@@ -257,7 +270,7 @@ def run_file(path, *, root=None, yaml=None, dtypes=None, timing_dtype="float32",
     # the upstream test runs alongside the judge (its result is taken before the timing);
     # it is compiled with the checkout's headers: their state is part of the base run
     gtest_run = (upstream_tests.GtestRun(test_files, target.checkout, addresses, found.kind, (base_key, inst.headers_digest(target)),
-                           kernel_set, tests_not_run)
+                           kernel_set, tests_not_run, _compiled(target, found))
                  if test_files else None)
     if gtest_run is None:
         result.gtest = upstream_tests.not_run_result(tests_not_run)
