@@ -168,7 +168,8 @@ def _registering_objects(build: Build, co: _Checkout, test: layout.TestFile, com
                  f"-idirafter{torch_include_dir()}", *third_party]
         roots = [Path(f[2:]) for f in compiled.include_first if f.startswith("-I")] + [co.include_root, co.path]
         objects.append(build.checkout_object(built, checkout_headers(built, roots), flags))
-    capture = build.generated({"etops_capture.cpp": capture_source(names)}) / "etops_capture.cpp"
+    text = "#include <executorch/runtime/kernel/kernel_includes.h>\n" + capture_source(names)  # the context's type, whole
+    capture = build.generated({"etops_capture.cpp": text}) / "etops_capture.cpp"
     objects.append(build.checkout_object(capture, [], list(shared)))
     return objects
 
