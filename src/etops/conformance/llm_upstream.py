@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import importlib
 import io
 import unittest
@@ -154,9 +155,11 @@ def _test_ids(suite) -> list[str]:
     return ids
 
 
-def torch_ops_called(source: str) -> set:
+@functools.lru_cache(maxsize=64)
+def torch_ops_called(source: str) -> frozenset:
     """The (namespace, op) of every ``torch.ops.<namespace>.<op>`` the Python
-    `source` names (read from its syntax tree: attribute chains, not text)."""
+    `source` names (read from its syntax tree: attribute chains, not text); kept per
+    source text (a --watch round asks again for the same test files)."""
     import ast
 
     called = set()
@@ -167,7 +170,7 @@ def torch_ops_called(source: str) -> set:
             node = node.value
         if isinstance(node, ast.Name) and node.id == "torch" and len(chain) >= 3 and chain[-1] == "ops":
             called.add((chain[-2], chain[-3]))
-    return called
+    return frozenset(called)
 
 
 def files_calling(folder, kernels) -> list:
@@ -203,8 +206,10 @@ def run_test_file(path, kernels=None, pattern: str | None = None) -> list[TestOu
         raise ValueError(f"run_test_file: argument 'path' must be a Python file, got {str(path)!r}")
     importlib.import_module(TEST_PACKAGE)
     name = f"{TEST_PACKAGE}.{path.stem}"
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise ValueError(f"run_test_file: argument 'path' cannot be imported: {str(path)!r}")
     try:
-        spec = importlib.util.spec_from_file_location(name, path)
         module = importlib.util.module_from_spec(spec)
         sys.modules[name] = module
         spec.loader.exec_module(module)

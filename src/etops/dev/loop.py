@@ -302,8 +302,10 @@ def run_file(path, *, root=None, yaml=None, dtypes=None, timing_dtype="float32",
             result.seconds["gtest"] = time.perf_counter() - t  # what the round waited for it after the judge
             result.gtest["wall_seconds"] = round(gtest_run.job.seconds, 3)  # its process, from start to end
         if python_run is not None:
+            t = time.perf_counter()
             with progress.phase("upstream Python tests"):
                 result.python_tests = python_run.result()
+            result.seconds["python_tests"] = time.perf_counter() - t  # what the round waited for them after the judge
             stream.STREAM.python_tests(result.python_tests)
         if timing:
             t = time.perf_counter()
