@@ -122,6 +122,10 @@ def test_unchanged_the_upstream_python_tests_pass_on_the_base_and_the_edit(tmp_p
     assert proc.returncode == 0, proc.stdout + proc.stderr
     tests = json.loads((tmp_path / "dev.json").read_text())["files"][0]["python_tests"]
     assert tests["regressions"] == [] and tests["counts"] == {"passed": 2, "failed": 0, "skipped": 1}
+    proc = _dev(path, json_path=tmp_path / "dev.json")  # a new process: the base's run from the disk store
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    learned = json.loads((tmp_path / "dev.json").read_text())["files"][0]["learned"]
+    assert learned["base-python-tests"] == {"loaded": 1, "recomputed": 0}
     proc = _dev(path, "--no-python-tests", json_path=tmp_path / "dev.json")
     [not_run] = json.loads((tmp_path / "dev.json").read_text())["files"][0]["python_tests"]["not_run"]
     assert not_run == {"file": f"{minillm.FOLDER}/test_mini_cache.py", "why": "not asked for (--no-python-tests)"}

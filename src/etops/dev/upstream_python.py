@@ -7,11 +7,12 @@ on the base (its functions swapped in) and on the edit, each in a forked process
 its own, while the judge goes on; ``result()`` compares them per test, on the
 tests' statuses: a test the base passes and the edit fails (or whose process the
 edit's run ended) is a regression, a finding. May import etops.conformance and
-dev's background, swap and upstream_tests modules.
+dev's background, learned, swap and upstream_tests modules.
 """
 
 from __future__ import annotations
 
+from . import learned
 from .upstream_tests import in_checkout
 
 #: the base's runs, kept for the process: (base identity, kernels, the test files and
@@ -72,7 +73,8 @@ class PythonTestRun:
     """The upstream Python test files `files` of a kernel file, started now in a
     forked process (background.Background) that runs them on the base (`addresses`:
     operator -> the base's function; none: no base run; a run under the same
-    `base_key` and test texts is taken from BASE_RUNS) in a fork of its own, then on
+    `base_key` and test texts is taken from BASE_RUNS, or from etops' disk store:
+    learned.load_python_tests) in a fork of its own, then on
     the edit in another (bounded by the base's time), so a kernel that ends its
     process ends that run only. ``result()`` waits and compares."""
 
@@ -85,6 +87,8 @@ class PythonTestRun:
         self.checkout = checkout
         self.files = list(files)
         before = BASE_RUNS.get(self.key) if self.key is not None else None
+        before = before or learned.load_python_tests(self.key)  # else a run of an earlier process
+        self.known = before is not None
         self.job = Background(lambda: _runs(self.files, kernels, addresses, before))
 
     def result(self) -> dict:
@@ -100,6 +104,8 @@ class PythonTestRun:
             return {**no_run(), "not_run": [{"file": self._name(f), "why": why} for f in self.files], "base": self.base}
         if self.key is not None and isinstance(before, dict):
             BASE_RUNS[self.key] = before
+            if not self.known:
+                learned.save_python_tests(self.key, before)
         return {**compare(before, edit, self._name), "base": self.base, "seconds": round(seconds, 3)}
 
     def _name(self, path) -> str:
