@@ -81,9 +81,8 @@ def test_a_self_registering_file_is_swapped_in_and_judged_against_the_references
     assert result["base"]["kind"] == "git" and result["base"]["unchanged"]
     assert result["cases"]["llama::update_cache.out"] == result["base_cases"]["llama::update_cache.out"] > 0
     assert result["findings"] == []
-    # its upstream test calls the wheel's functions, never the edit: not run, saying why
-    [not_run] = result["gtest"]["not_run"]
-    assert not_run["file"].endswith("op_mini_cache_test.cpp") and "cannot run on the edit" in not_run["why"]
+    [not_run] = result["gtest"]["not_run"]  # a C++ test next to it that includes none of its headers
+    assert not_run == {"file": f"{minillm.FOLDER}/op_mini_cache_test.cpp", "why": "it compiles no function of op_mini_cache.cpp"}
     assert "aborted" not in proc.stdout + proc.stderr
 
 
@@ -96,6 +95,74 @@ def test_a_planted_bug_in_a_self_registering_file_is_a_new_finding(tmp_path):
     new = [f for f in result["findings"] if not f["in_base"]]
     assert [(f["kernel"], f["category"], f["gating"]) for f in new] == [("llama::update_cache.out", "wrong", True)]
     assert "ref:llama::update_cache.out" in new[0]["opinfos"]  # the references' cases (math and witness)
+
+
+def test_the_upstream_python_tests_next_to_the_file_gate_the_edit_against_the_base(tmp_path):
+    path = minillm.write(tmp_path / "checkout", python_test=True)
+    minillm.plant(tmp_path / "checkout", minillm.SHORT_CACHE)
+    proc = _dev(path, json_path=tmp_path / "dev.json")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    result = json.loads((tmp_path / "dev.json").read_text())["files"][0]
+    assert [f for f in result["findings"] if not f["in_base"]] == []  # the references' caches hold 64: missed
+    tests = result["python_tests"]
+    assert tests["base"] == "git" and tests["not_run"] == []
+    [ran] = tests["files"]
+    assert ran["file"] == f"{minillm.FOLDER}/test_mini_cache.py"
+    statuses = {t["test"].rsplit(".", 1)[-1]: (t["base"], t["status"]) for t in ran["tests"]}
+    assert statuses == {"test_update_cache_at_start": ("passed", "passed"),
+                        "test_update_cache_in_the_middle": ("passed", "failed"),
+                        "test_update_cache_of_a_model": ("skipped", "skipped")}
+    [regression] = tests["regressions"]
+    assert regression["test"].endswith("test_update_cache_in_the_middle") and regression["before"] == "passed"
+
+
+def test_unchanged_the_upstream_python_tests_pass_on_the_base_and_the_edit(tmp_path):
+    path = minillm.write(tmp_path / "checkout", python_test=True)
+    proc = _dev(path, json_path=tmp_path / "dev.json")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    tests = json.loads((tmp_path / "dev.json").read_text())["files"][0]["python_tests"]
+    assert tests["regressions"] == [] and tests["counts"] == {"passed": 2, "failed": 0, "skipped": 1}
+    proc = _dev(path, json_path=tmp_path / "dev.json")  # a new process: the base's run from the disk store
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    learned = json.loads((tmp_path / "dev.json").read_text())["files"][0]["learned"]
+    assert learned["base-python-tests"] == {"loaded": 1, "recomputed": 0}
+    proc = _dev(path, "--no-python-tests", json_path=tmp_path / "dev.json")
+    [not_run] = json.loads((tmp_path / "dev.json").read_text())["files"][0]["python_tests"]["not_run"]
+    assert not_run == {"file": f"{minillm.FOLDER}/test_mini_cache.py", "why": "not asked for (--no-python-tests)"}
+
+
+def test_the_upstream_cpp_test_runs_with_the_edit_and_with_the_base_compiled_in(tmp_path):
+    path = minillm.write(tmp_path / "checkout", gtest=True)
+    quick = [flag for flag in QUICK if flag != "--no-gtest"]
+    proc = subprocess.run([sys.executable, "-m", "etops", "dev", str(path), *quick, "--json", str(tmp_path / "dev.json")],
+                          capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    gtest = json.loads((tmp_path / "dev.json").read_text())["files"][0]["gtest"]
+    assert gtest["base"] == "git" and gtest["not_run"] == [] and gtest["regressions"] == []
+    [ran] = gtest["files"]
+    assert ran["file"] == f"{minillm.FOLDER}/op_mini_cache_test.cpp" and ran["counts"]["passed"] == 1
+    minillm.plant(tmp_path / "checkout", minillm.SHORT_CACHE)  # the references miss it; the C++ test does not
+    proc = subprocess.run([sys.executable, "-m", "etops", "dev", str(path), *quick, "--json", str(tmp_path / "dev.json")],
+                          capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    result = json.loads((tmp_path / "dev.json").read_text())["files"][0]
+    assert [f for f in result["findings"] if not f["in_base"]] == []
+    [regression] = result["gtest"]["regressions"]
+    assert (regression["name"], regression["status"]) == ("MiniCacheTest.WritesTwoRowsInTheMiddleOfTheCache", "failed")
+
+
+def test_changed_finds_a_self_registering_file_and_the_one_including_a_changed_header(tmp_path):
+    from etops.dev.changes import changed_kernel_files
+
+    path = minillm.write(tmp_path)
+    assert changed_kernel_files(path, "HEAD").files == []
+    header = path.with_name("op_mini_cache.h")
+    header.write_text(minillm.HEADER + "// edited\n")
+    change = changed_kernel_files(path, "HEAD")
+    assert change.files == [path.resolve()] and change.helpers == {}
+    subprocess.run(["git", "-C", str(tmp_path), "checkout", str(header)], check=True)
+    minillm.plant(tmp_path)
+    assert changed_kernel_files(path, "HEAD").files == [path.resolve()]
 
 
 def test_a_registration_the_source_does_not_show_fails_the_build(tmp_path):

@@ -128,6 +128,9 @@ def build_parser() -> argparse.ArgumentParser:
     dv.add_argument("--no-gtest", action="store_true", help="do not run the checkout's kernels/test/op_<name>_test.cpp "
                                                             "and kernels/<folder>/test/op_<name>_test.cpp (etops gtest) "
                                                             "on the base and the edit")
+    dv.add_argument("--no-python-tests", action="store_true",
+                    help="do not run the upstream test_*.py next to an LLM kernel file (extension/llm/custom_ops) that "
+                         "call its operators' torch ops, routed to the registry, on the base and the edit")
 
     # `check` is the conformance command line (etops.conformance.cli): main() hands it
     # everything after the word; this entry only lists it in --help.

@@ -444,7 +444,7 @@ def cmd_dev(args) -> int:
                    base=base, isolate=not args.no_isolate,
                    max_slowdown=args.max_slowdown, report_dir=report_dir, changed=args.changed,
                    gtest=not args.no_gtest, dim_orders=not args.no_dim_orders, numerics=not args.no_numerics,
-                   generated=not args.no_generated)
+                   generated=not args.no_generated, python_tests=not args.no_python_tests)
 
     def show(result) -> None:
         from ..dev import progress

@@ -8,13 +8,16 @@ own references. ``routed()`` gives those torch ops CPU implementations that call
 the etops kernel of the same name (``llama::<op>.out``), so a test's verdict is
 the registered kernel's; ``run_tests(names)`` runs test modules under it with
 unittest and says per test passed / failed / skipped (why), as ``etops gtest``
-does for C++ tests. An etops refusal reaches the test as the RuntimeError a torch
+does for C++ tests; ``run_test_file(path, kernels)`` runs a checkout's copy of
+one (``etops dev`` on an LLM kernel file runs those calling its operators,
+``files_calling``). An etops refusal reaches the test as the RuntimeError a torch
 op raises. Imports torch, unittest and the core (etops.registry, errors)."""
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import importlib
 import io
 import unittest
@@ -152,6 +155,82 @@ def _test_ids(suite) -> list[str]:
     return ids
 
 
+@functools.lru_cache(maxsize=64)
+def torch_ops_called(source: str) -> frozenset:
+    """The (namespace, op) of every ``torch.ops.<namespace>.<op>`` the Python
+    `source` names (read from its syntax tree: attribute chains, not text); kept per
+    source text (a --watch round asks again for the same test files)."""
+    import ast
+
+    called = set()
+    for node in ast.walk(ast.parse(source)):
+        chain = []
+        while isinstance(node, ast.Attribute):
+            chain.append(node.attr)
+            node = node.value
+        if isinstance(node, ast.Name) and node.id == "torch" and len(chain) >= 3 and chain[-1] == "ops":
+            called.add((chain[-2], chain[-3]))
+    return frozenset(called)
+
+
+def files_calling(folder, kernels) -> list:
+    """The upstream test files (``test_*.py``) in `folder` that call a torch op
+    routed to one of `kernels` (kernel names of ROUTES), sorted; a file that does
+    not parse is left out."""
+    from pathlib import Path
+
+    wanted = {route for route, kernel in ROUTES.items() if kernel in set(kernels)}
+    files = []
+    for path in sorted(Path(folder).glob("test_*.py")):
+        try:
+            called = torch_ops_called(path.read_text())
+        except (SyntaxError, UnicodeDecodeError, OSError):
+            continue
+        if called & wanted:
+            files.append(path)
+    return files
+
+
+def run_test_file(path, kernels=None, pattern: str | None = None) -> list[TestOutcome]:
+    """Runs the upstream test file at `path` (a checkout's copy: imported as a module
+    of TEST_PACKAGE, so its relative imports reach the wheel's package) with
+    unittest, the torch ops of `kernels` (None: all of ROUTES) routed to the
+    registry's kernels; `pattern` as in run_tests. A file that cannot be imported is
+    one failed test named after it. Returns one TestOutcome per test."""
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    path = Path(path)
+    if not path.is_file() or path.suffix != ".py":
+        raise ValueError(f"run_test_file: argument 'path' must be a Python file, got {str(path)!r}")
+    importlib.import_module(TEST_PACKAGE)
+    name = f"{TEST_PACKAGE}.{path.stem}"
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise ValueError(f"run_test_file: argument 'path' cannot be imported: {str(path)!r}")
+    try:
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    except Exception as exc:  # noqa: BLE001 - the file's own imports (a package it needs is missing)
+        return [TestOutcome(name, "failed", f"cannot import: {type(exc).__name__}: {exc}"[:300])]
+    return _run_module(module, pattern, routed(kernels))
+
+
+def _run_module(module, pattern, routing) -> list[TestOutcome]:
+    """The tests of `module` (those whose id contains `pattern`) run with unittest
+    under the context `routing`, what they print kept from the terminal."""
+    suite = unittest.defaultTestLoader.loadTestsFromModule(module)
+    if pattern:
+        suite = unittest.TestSuite(t for t in _flatten(suite) if pattern in t.id())
+    ran = _test_ids(suite)
+    result = unittest.TestResult()
+    with routing, contextlib.redirect_stderr(io.StringIO()), contextlib.redirect_stdout(io.StringIO()):
+        suite.run(result)
+    return _outcomes(result, ran)
+
+
 def run_tests(modules=TEST_MODULES, pattern: str | None = None, route: bool = True) -> list[TestOutcome]:
     """Runs upstream's test `modules` (names in TEST_PACKAGE) with unittest, the
     torch ops routed to the registry's kernels (`route` False: torch's own
@@ -167,14 +246,7 @@ def run_tests(modules=TEST_MODULES, pattern: str | None = None, route: bool = Tr
         except Exception as exc:  # noqa: BLE001 - the module's own imports (a package it needs is missing)
             outcomes.append(TestOutcome(f"{TEST_PACKAGE}.{name}", "failed", f"cannot import: {type(exc).__name__}: {exc}"[:300]))
             continue
-        suite = unittest.defaultTestLoader.loadTestsFromModule(module)
-        if pattern:
-            suite = unittest.TestSuite(t for t in _flatten(suite) if pattern in t.id())
-        ran = _test_ids(suite)
-        result = unittest.TestResult()
-        with (routed() if route else contextlib.nullcontext()), contextlib.redirect_stderr(io.StringIO()):
-            suite.run(result)
-        outcomes.extend(_outcomes(result, ran))
+        outcomes.extend(_run_module(module, pattern, routed() if route else contextlib.nullcontext()))
     return outcomes
 
 

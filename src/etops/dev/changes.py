@@ -1,7 +1,9 @@
 """``etops dev --changed [REV]``: the kernel files a change touches, and the helper
 sources to build with each.
 
-A kernel file implements an operator of its folder's kernel YAML. Every other
+A kernel file implements an operator of its folder's kernel YAML, or registers
+its kernels itself (the LLM custom ops' ``op_*.cpp``: no YAML,
+checkout.self_registering). Every other
 changed source under a kernel YAML (``util/*.cpp``, ``pattern/*.cpp``) is a
 *helper*: never judged itself, it leads to the kernel files that use it, those
 including its own header (the header of the same name next to it, else the
@@ -51,8 +53,29 @@ def _in_test_folder(path: Path, top: Path) -> bool:
     return any(part in TEST_FOLDERS for part in path.relative_to(top).parts[:-1])
 
 
+def registers_itself(path: Path) -> bool:
+    """Whether the source `path` registers kernels itself at load (read or not:
+    etops dev says why it cannot swap in one it cannot read)."""
+    from ..checkout.self_registering import static_registrations
+
+    try:
+        return bool(static_registrations(path.read_text(errors="replace")))
+    except OSError:
+        return False
+
+
+def _is_source(path: Path, top: Path) -> bool:
+    """A kernel file or a helper: a source under a kernel YAML, or one registering
+    kernels itself, outside a test folder."""
+    return (path.suffix in SOURCE_SUFFIXES and not _in_test_folder(path, top)
+            and (_has_yaml_above(path, top) or registers_itself(path)))
+
+
 def is_kernel_file(path: Path) -> bool:
-    """Whether `path` implements an operator of the kernel YAMLs above it."""
+    """Whether `path` implements an operator of the kernel YAMLs above it, or
+    registers kernels itself."""
+    if registers_itself(path):
+        return True
     try:
         entries = [e for y in find_yamls(path) for e in read_yaml(y)]
     except CheckoutError:
@@ -91,7 +114,7 @@ def changed_kernel_files(anchor, rev: str, root=None) -> Changes:
     if top is None:
         raise CheckoutError(f"--changed: {root or anchor} is not in a git checkout")
     changed = changed_since(top, rev)
-    under_yaml = [p for p in changed if p.suffix in SOURCE_SUFFIXES and _has_yaml_above(p, top) and not _in_test_folder(p, top)]
+    under_yaml = [p for p in changed if p.is_file() and _is_source(p, top)]
     kernels = [p for p in under_yaml if is_kernel_file(p)]
     helpers = [p for p in under_yaml if p not in kernels]
     headers = {p for p in changed if p.suffix in HEADER_SUFFIXES}
@@ -101,8 +124,7 @@ def changed_kernel_files(anchor, rev: str, root=None) -> Changes:
         return Changes(kernels, {}, notes)
     roots = [include_root(top, cache_dir()), top]
     memo: dict = {}
-    sources = [s.resolve() for s in sorted(top.rglob("*"))
-               if s.suffix in SOURCE_SUFFIXES and _has_yaml_above(s, top) and not _in_test_folder(s, top)]
+    sources = [s.resolve() for s in sorted(top.rglob("*")) if s.is_file() and _is_source(s, top)]
     included = {s: checkout_headers(s, roots, memo=memo) for s in sources}
     touched_helpers = list(helpers) + [s for s in sources if s not in helpers and included[s] & headers and not is_kernel_file(s)]
     declared = {h: own_headers(h, top, roots) for h in touched_helpers}

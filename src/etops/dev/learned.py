@@ -9,7 +9,8 @@ loads the kernel, replays, judges and times, and works nothing out twice:
   dtype, kernels and seed);
 - the base's task results (``load_base`` / ``save_base``: judge.BASE_RESULTS' entries
   of one base, keyed by its build's source hash: its file, headers at the base
-  commit, flags and etops' build) and its upstream test runs (upstream_tests.BASE_GTEST's);
+  commit, flags and etops' build) and its upstream test runs (upstream_tests.BASE_GTEST's,
+  and upstream_python.BASE_RUNS': an LLM file's Python tests, ``load_python_tests``);
 - torch's answers per argument signature (etops.signature_cache) and the timing's
   OpInfo samples (etops.bench.sampling): ``load_answers`` / ``save_answers``.
 
@@ -29,6 +30,7 @@ RECORDINGS = Store("recording")
 PLANS = Store("dev-plan")
 BASE_RESULTS = Store("base-results")
 BASE_GTEST = Store("base-gtest")
+BASE_PYTHON_TESTS = Store("base-python-tests")
 ANSWERS = Store("torch-answers")
 SAMPLES = Store("timing-samples")
 
@@ -48,7 +50,8 @@ def counts(recorder) -> dict:
     this process (`recorder`: the judge's Recorder, whose recomputed are the tasks
     whose OpInfo ran here)."""
     out = {"recording": {"loaded": recorder.loaded, "recomputed": recorder.recomputed}}
-    for kind, store in (("plan", PLANS), ("base-results", BASE_RESULTS), ("base-gtest", BASE_GTEST)):
+    for kind, store in (("plan", PLANS), ("base-results", BASE_RESULTS), ("base-gtest", BASE_GTEST),
+                        ("base-python-tests", BASE_PYTHON_TESTS)):
         out[kind] = {"loaded": store.loaded, "recomputed": RECOMPUTED.get(kind, 0)}
     return out
 
@@ -130,6 +133,32 @@ def save_gtest(key, run) -> None:
     if disk:
         _recomputed("base-gtest")
         BASE_GTEST.save(disk, run)
+
+
+def _python_tests_key(key) -> tuple:
+    """upstream_python.PythonTestRun's key ((base key, headers digest), kernels, test texts)
+    with the texts digested; () when the base is no build (never stored)."""
+    if key is None:
+        return ()
+    (base_key, headers), kernels, texts = key
+    if not isinstance(base_key, str):
+        return ()
+    return ("base-python-tests", base_key, headers, list(kernels), [(name, _digest(text)) for name, text in texts])
+
+
+def load_python_tests(key):
+    """The base's run of an LLM file's upstream Python tests stored under
+    upstream_python.PythonTestRun's `key`, or None."""
+    disk = _python_tests_key(key)
+    return BASE_PYTHON_TESTS.load(disk) if disk else None
+
+
+def save_python_tests(key, run) -> None:
+    """Stores the base's run `run` of the upstream Python tests under PythonTestRun's `key`."""
+    disk = _python_tests_key(key)
+    if disk:
+        _recomputed("base-python-tests")
+        BASE_PYTHON_TESTS.save(disk, run)
 
 
 def load_answers() -> None:

@@ -13,7 +13,7 @@ import time
 from ..errors import BuildError
 from ..registry import as_program
 from ..checkout.layout import CheckoutError, NoOperators
-from . import learned, outline, progress, stream, upstream_tests
+from . import learned, outline, progress, stream, upstream_python, upstream_tests
 from .base import Base
 from .report import DevResult, FileResult
 
@@ -191,9 +191,23 @@ def _timing_alongside(result, target, addresses: dict, others, **timing):
     return Alongside(_sampled(lambda: _timing_rows(result, target, addresses, **timing)), others)
 
 
+def _compiled(target, found):
+    """(the base's, the edit's) sources compiled into the upstream tests of a file that
+    registers its kernels itself (its tests call its functions, not the registry);
+    the base's None when the base is the built-in (the binaries link the wheel's
+    library); None for other files."""
+    if not target.self_registering:
+        return None
+    from ..gtest.session import CompiledSources
+
+    base = (CompiledSources(((str(target.path), str(found.path)),), (f"-I{found.overlay}",)) if found.kind == "git" else None)
+    return base, CompiledSources()
+
+
 def run_file(path, *, root=None, yaml=None, dtypes=None, timing_dtype="float32", threads=1, repeats=11, check=True,
              timing=True, cflags=(), budget=CHECK_BUDGET, base: Base = Base.HEAD, isolate=True, max_slowdown=None,
-             report_dir=None, gtest=True, dim_orders=True, numerics=True, generated=True, helpers=()) -> FileResult:
+             report_dir=None, gtest=True, dim_orders=True, numerics=True, generated=True, helpers=(),
+             python_tests=True) -> FileResult:
     """One kernel file through the loop (see ``dev``); a file that cannot be located
     or built gives a FileResult with ``error`` set, nothing swapped. ``base``: the
     base the edit is compared with (a base.Base: HEAD, a revision, the built-in).
@@ -226,10 +240,12 @@ def run_file(path, *, root=None, yaml=None, dtypes=None, timing_dtype="float32",
     result.build = {"seconds": result.seconds["build"], "compiled": library.compiled, "build_dir": library.build_dir,
                     "flags": list(inst.WHEEL_CFLAGS)}
     test_files, tests_not_run, kernel_set = upstream_tests.test_files_of(target, gtest)
+    python_files, python_not_run = upstream_python.python_test_files_of(target, python_tests)
     t = time.perf_counter()
     try:
         with progress.phase("building the base"):
-            found, base_library = _base(target, base if check or timing or test_files else Base.BUILT_IN, cflags)
+            found, base_library = _base(target, base if check or timing or test_files or python_files else Base.BUILT_IN,
+                                        cflags)
     except CheckoutError as exc:  # git could not give the base
         result.error = f"--base: {exc}"
         return result
@@ -254,18 +270,22 @@ def run_file(path, *, root=None, yaml=None, dtypes=None, timing_dtype="float32",
     # the upstream test runs alongside the judge (its result is taken before the timing);
     # it is compiled with the checkout's headers: their state is part of the base run
     gtest_run = (upstream_tests.GtestRun(test_files, target.checkout, addresses, found.kind, (base_key, inst.headers_digest(target)),
-                           kernel_set, tests_not_run)
+                           kernel_set, tests_not_run, _compiled(target, found))
                  if test_files else None)
     if gtest_run is None:
         result.gtest = upstream_tests.not_run_result(tests_not_run)
+    python_run = (upstream_python.PythonTestRun(python_files, upstream_python.routed_kernels(target), target.checkout,
+                                                addresses, found.kind, (base_key, inst.headers_digest(target)))
+                  if python_files else None)
+    result.python_tests = {**upstream_python.no_run(), "not_run": python_not_run}
     directory = _report_dir(target.path, report_dir)
     result.report_dir = str(directory)
     timing_args = {"dtype": timing_dtype, "repeats": repeats, "threads": threads, "max_slowdown": max_slowdown,
                    "isolate": isolate}
     # with isolation and one thread, the timing runs on a core of its own while the judge runs (alongside.py)
     # (the upstream test keeps off its core too)
-    alongside = (_timing_alongside(result, target, addresses, () if gtest_run is None else (gtest_run.job.pid,),
-                                   **timing_args)
+    others = tuple(run.job.pid for run in (gtest_run, python_run) if run is not None)
+    alongside = (_timing_alongside(result, target, addresses, others, **timing_args)
                  if timing and check and isolate and threads == 1 else None)
     try:
         if check:
@@ -281,6 +301,12 @@ def run_file(path, *, root=None, yaml=None, dtypes=None, timing_dtype="float32",
             stream.STREAM.gtest(result.gtest)
             result.seconds["gtest"] = time.perf_counter() - t  # what the round waited for it after the judge
             result.gtest["wall_seconds"] = round(gtest_run.job.seconds, 3)  # its process, from start to end
+        if python_run is not None:
+            t = time.perf_counter()
+            with progress.phase("upstream Python tests"):
+                result.python_tests = python_run.result()
+            result.seconds["python_tests"] = time.perf_counter() - t  # what the round waited for them after the judge
+            stream.STREAM.python_tests(result.python_tests)
         if timing:
             t = time.perf_counter()
             with progress.phase("timing"):
@@ -291,6 +317,8 @@ def run_file(path, *, root=None, yaml=None, dtypes=None, timing_dtype="float32",
     finally:
         if alongside is not None:
             alongside.close()
+        if python_run is not None and not python_run.job.done():
+            python_run.job.stop()  # the round ended before its result was taken
     from .judge import RECORDER
 
     result.learned = learned.round_end(RECORDER)  # torch's answers and the samples written; what was read, recomputed
@@ -312,7 +340,7 @@ def _timing_result(alongside, result, target, addresses: dict, timing_args: dict
 
 def dev(paths, *, root=None, yaml=None, dtypes=None, timing_dtype="float32", threads=1, repeats=11, check=True,
         timing=True, cflags=(), budget=CHECK_BUDGET, base: Base = Base.HEAD, isolate=True, max_slowdown=None, report_dir=None,
-        changed=None, gtest=True, dim_orders=True, numerics=True, generated=True) -> DevResult:
+        changed=None, gtest=True, dim_orders=True, numerics=True, generated=True, python_tests=True) -> DevResult:
     """Builds the kernel files `paths` (files, or folders of them) of an ExecuTorch
     checkout or an out-of-tree kernel folder against the installed wheel, with the
     flags the wheel's kernels were built with, swaps their operators in for the
@@ -334,7 +362,10 @@ def dev(paths, *, root=None, yaml=None, dtypes=None, timing_dtype="float32", thr
     ``gtest``: run the checkout's upstream tests of the file (``kernels/test/op_<name>_test.cpp``
     and ``kernels/<set>/test/op_<name>_test.cpp``, etops.gtest, with the supported features
     of the file's folder's set) on the base (as the judge's) and on the edit: a test the
-    edit turns from pass to fail is a finding, a test file not run says why; ``dim_orders``: the dim-order axis (the edit's
+    edit turns from pass to fail is a finding, a test file not run says why; ``python_tests``: for a file that
+    registers LLM kernels itself, run the ``test_*.py`` next to it that call its operators' torch ops, routed to
+    the registry (etops.dev.upstream_python), on the base and the edit: a test the edit turns from pass to fail
+    is a finding; ``dim_orders``: the dim-order axis (the edit's
     cases again channels-last and with the last two dims transposed, under
     ``etops.layout("preserve")``, against the base's in the same layout);
     ``numerics``: the numerics axis (the accumulating operators' cases again on
@@ -369,7 +400,7 @@ def dev(paths, *, root=None, yaml=None, dtypes=None, timing_dtype="float32", thr
             r = run_file(f, root=root, yaml=yaml, dtypes=dtypes, timing_dtype=timing_dtype, threads=threads,
                          repeats=repeats, check=check, timing=timing, cflags=cflags, budget=budget, base=base,
                          isolate=isolate, max_slowdown=max_slowdown, report_dir=sub, gtest=gtest, dim_orders=dim_orders,
-                         numerics=numerics, generated=generated, helpers=helpers.get(f, ()))
+                         numerics=numerics, generated=generated, helpers=helpers.get(f, ()), python_tests=python_tests)
         if r.no_operators and f not in named:
             skipped.append(str(f))  # a helper source of a folder, not a kernel file
         else:

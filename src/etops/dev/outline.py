@@ -111,6 +111,7 @@ class FileOutline:
     timing: list = field(default_factory=list)  #: TimingItem
     gtests: list = field(default_factory=list)  #: GtestOutline per upstream test file run
     tests_not_run: list = field(default_factory=list)  #: (file or '', why) per upstream test file not run
+    python_tests: list = field(default_factory=list)  #: (depth, line): the upstream Python tests (python_test_lines)
     report_dir: str = ""
 
 
@@ -149,6 +150,29 @@ def gtest_items(g: dict, seconds: float) -> tuple[list, list]:
     return ran, [(n["file"] or "", n["why"][:240]) for n in g.get("not_run", ())]
 
 
+def python_test_lines(p: dict) -> list:
+    """(depth, line) of the round's upstream Python tests (etops.dev.upstream_python.compare):
+    per file run, its counts on the edit (depth 0), each regression (a finding) and the
+    tests the base fails already (depth 1); per file not run, why."""
+    if not p:
+        return []
+    base = {"git": "the git base", "none": "no base (new operators)"}.get(p.get("base") or "", "the replaced kernel")
+    lines = []
+    for f in p.get("files", ()):
+        counts = {s: sum(t["status"] == s for t in f["tests"]) for s in ("passed", "failed", "skipped")}
+        words = ", ".join(f"{n} {s}" for s, n in counts.items() if n) or "no test"
+        lines.append((0, f"python tests {f['file']} on the edit: {words} [{p.get('seconds', 0.0):.1f} s, {base} and the edit]"))
+        lines += [(1, f"finding: {r['test']} {'passes on ' + base if r['before'] == 'passed' else 'had no base run'}, "
+                      f"{r['status']} on the edit: {r['why'][:200]}") for r in p.get("regressions", ()) if r["file"] == f["file"]]
+        failing = [t["test"] for t in f["tests"] if t["status"] == "failed" and t["base"] == "failed"]
+        if failing:
+            lines.append((1, f"failing before the edit already: {', '.join(failing)}"))
+    lines += [(0, f"finding: {r['test'] or 'the edit'}: {r['why'][:200]}") for r in p.get("regressions", ())
+              if r["file"] not in {f["file"] for f in p.get("files", ())}]  # the edit's run ended
+    return lines + [(0, f"python tests {n['file'] + ' ' if n['file'] else ''}not run: {n['why'][:240]}")
+                    for n in p.get("not_run", ())]
+
+
 def timing_item(r: dict) -> TimingItem:
     """One timing row's item: its words, its mark, and for a timed row the interval
     and the verdict as they read (timing.verdict_text)."""
@@ -185,6 +209,7 @@ def file_outline(f) -> FileOutline:
     out.timing = [timing_item(r) for r in f.timing]
     out.gtests, out.tests_not_run = gtest_items(f.gtest, f.gtest.get("wall_seconds", f.seconds.get("gtest", 0.0))
                                             if f.gtest else 0.0)
+    out.python_tests = python_test_lines(f.python_tests)
     return out
 
 

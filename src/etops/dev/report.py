@@ -38,6 +38,8 @@ class FileResult:
     seconds: dict = field(default_factory=dict)  #: per phase
     report_dir: str = ""
     gtest: dict = field(default_factory=dict)  #: the upstream test file on the kernels replaced and the edit (etops.gtest.report.against_base)
+    #: the upstream Python tests next to an LLM kernel file on the base and the edit (etops.dev.upstream_python.compare)
+    python_tests: dict = field(default_factory=dict)
     helpers: list = field(default_factory=list)  #: helper sources of the checkout built with the file (--changed)
     installed: object = field(default=None, repr=False)
     #: what this process read from etops' disk store and what it worked out again, per
@@ -62,6 +64,10 @@ class FileResult:
         """Upstream tests the edit turns from pass to fail (a finding each)."""
         return list(self.gtest.get("regressions", ()))
 
+    def python_test_regressions(self) -> list:
+        """Upstream Python tests the edit turns from pass to fail (a finding each)."""
+        return list(self.python_tests.get("regressions", ()))
+
     def slowdowns(self) -> list:
         """Timing rows that are findings: a slowdown beyond --max-slowdown, or a
         timing process the kernels ended (``crashed``)."""
@@ -75,7 +81,7 @@ class FileResult:
     def exit_code(self) -> int:
         if self.error:
             return EXIT_ERROR
-        if self.new_findings or self.slowdowns() or self.gtest_regressions():
+        if self.new_findings or self.slowdowns() or self.gtest_regressions() or self.python_test_regressions():
             return EXIT_FINDING
         return EXIT_NO_CASE if self.no_case() else EXIT_OK
 
@@ -86,7 +92,7 @@ class FileResult:
                 "layout_cases": self.layout_cases, "numerics_cases": self.numerics_cases,
                 "findings": [f.to_json() for f in self.findings], "fixed": [c.to_json() for c in self.fixed],
                 "new_findings": len(self.new_findings), "timing": self.timing, "seconds": self.seconds,
-                "learned": self.learned, "gtest": self.gtest, "report_dir": self.report_dir, "exit_code": self.exit_code}
+                "learned": self.learned, "gtest": self.gtest, "python_tests": self.python_tests, "report_dir": self.report_dir, "exit_code": self.exit_code}
 
 
 @dataclass
@@ -149,7 +155,8 @@ class DevResult:
         elif code == EXIT_ERROR:
             what = "a file did not build"
         elif code == EXIT_FINDING:
-            n = sum(len(f.new_findings) + len(f.slowdowns()) + len(f.gtest_regressions()) for f in self.files)
+            n = sum(len(f.new_findings) + len(f.slowdowns()) + len(f.gtest_regressions()) + len(f.python_test_regressions())
+                    for f in self.files)
             what = f"the edit introduces {n} finding{'s' if n != 1 else ''}"
         elif code == EXIT_NO_CASE:
             what = "no case for " + ", ".join(op for f in self.files for op in f.no_case())

@@ -98,6 +98,13 @@ class Stream:
         for g in ran:
             self.line(f"gtest {g.name} on the edit: {g.counts}" + (f", {len(g.regressions)} regressions" if g.regressions else ""))
 
+    def python_tests(self, result: dict) -> None:
+        """The upstream Python tests' counts on the edit and their regressions, as they come in."""
+        if not self.enabled() or self._words is None:
+            return
+        for depth, line in self._words.python_test_lines(result):
+            self.line("  " * depth + line)
+
     def timing(self, rows: list) -> None:
         """The timing's rows as they come in."""
         if not self.enabled() or self._words is None:

@@ -51,6 +51,7 @@ def _file_text(o: FileOutline) -> list[str]:
     for t in o.timing:
         lines.append(f"  timing {t.kernel} {t.words}" + (f"  <- {t.mark}" if t.mark else ""))
     lines += _gtest_text(o)
+    lines += [f"  {'  ' * depth}{line}" for depth, line in o.python_tests]
     if o.report_dir:
         lines.append(f"  report folder: {o.report_dir}")
     return lines
@@ -158,6 +159,8 @@ def _file_markdown(o: FileOutline) -> list[str]:
             out += [""] + [f"- finding: {rel(r)}" for r in g.regressions]
         if g.base_failing:
             out += ["", f"Failing before the edit already: {', '.join(g.base_failing)}"]
+    if o.python_tests:
+        out += ["", "**Upstream Python tests**", ""] + [f"{'  ' * depth}- {rel(line)}" for depth, line in o.python_tests]
     if o.tests_not_run:
         out += ["", "**Upstream tests not run**", ""] + [f"- {'`' + rel(name) + '`: ' if name else ''}{rel(why)}"
                                                          for name, why in o.tests_not_run]

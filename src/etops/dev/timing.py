@@ -230,18 +230,24 @@ def _enough(repeats: int):
 
 def time_edit(kernel, base, *, dtype="float32", sizes=SIZES, repeats: int = 11, threads: int = 1,
               max_slowdown: float | None = None, tasks=None) -> list[dict]:
-    """One row per size: bench.ab's row (edit as ``new``, the base as ``builtin``)
-    with ``label``, ``verdict`` (edit vs base), ``slowdown_finding`` (a slowdown
+    """One row per size (for the LLM attention and KV-cache kernels, per model step:
+    decode, prefill 128 and 512, llm_timing.model_samples, ``shape`` in the row):
+    bench.ab's row (edit as ``new``, the base as ``builtin``) with ``label``, ``verdict`` (edit vs base), ``slowdown_finding`` (a slowdown
     beyond `max_slowdown` and the noise) and ``error`` when no sample works. At
     least `repeats` rounds unless decided sooner, more while too noisy
     (``more_rounds``); the CPU clock at one thread."""
     from ..bench.ab import time_ab
 
+    from .llm_timing import model_samples
+
     clock = "cpu" if threads == 1 else "wall"
     rows = []
-    for label, size in sizes:
+    shaped = model_samples(kernel.name, dtype)  # a model's decode and prefill steps, for the LLM kernels
+    steps = [(label, str(sample.size), shape, sample) for label, shape, sample in shaped] if shaped else \
+        [(label, size, None, None) for label, size in sizes]
+    for label, size, shape, sample in steps:
         try:
-            sample = timing_sample(kernel, size, dtype, tasks)
+            sample = sample if sample is not None else timing_sample(kernel, size, dtype, tasks)
         except FAULTS as exc:
             rows.append({"kernel": kernel.name, "label": label, "size": size, "crashed": True,
                          "error": f"the edit's kernel faulted on the timing input of about {size} elements: "
@@ -255,6 +261,8 @@ def time_edit(kernel, base, *, dtype="float32", sizes=SIZES, repeats: int = 11, 
         row = time_ab(kernel, base, sample, repeats=max(repeats, MAX_ROUNDS), threads=threads, target=TARGET,
                       aten=False, same_count=True, enough=_enough(repeats), clock=clock)
         row["label"] = label
+        if shape is not None:
+            row["shape"] = shape
         ratio = row.get("vs_builtin")
         row["verdict"] = verdict(ratio) if base is not None else "no base"
         row["slowdown_finding"] = slowdown_finding(ratio, max_slowdown) if base is not None else False
@@ -284,6 +292,10 @@ def describe(row: dict) -> str:
     if row.get("error"):
         return f"{row['label']}: {row['error']}"
     head = f"{row['label']} ({row['dtype']}, {row['size']} elements)"
+    if row.get("shape"):  # a model's step (llm_timing)
+        s = row["shape"]
+        head = (f"{row['label']} ({row['dtype']}, batch {s['batch']}, seq {s['seq']} from {s['start_pos']} of a {s['cache']} cache, "
+                f"{s['heads']} heads over {s['kv_heads']}, dim {s['dim']})")
     edit_us = row["new"]["median"] * 1e6
     if "vs_builtin" not in row:
         why = row.get("builtin_error") or "no base kernel"

@@ -27,10 +27,13 @@ class GtestRun:
     `addresses`: operator -> the base's function, swapped in over the edit for the
     base's run (in the forked process): the file at the git base, or the kernel the
     edit replaced; none: no base run. A base run under the same `base_key`, kernel
-    set and test texts is taken from BASE_GTEST."""
+    set and test texts is taken from BASE_GTEST. `compiled`: (the base's, the edit's)
+    gtest.session.CompiledSources for a file registering its kernels itself (its tests
+    call its functions: each run compiles its side into the binaries; the base's
+    None: the binaries link the library whose kernels the edit replaced)."""
 
     def __init__(self, test_files: list, checkout, addresses: dict, base_kind: str, base_key=None, kernel_set=None,
-                 not_run=()):
+                 not_run=(), compiled=None):
         from .background import Background
 
         texts = tuple((str(f), f.read_text()) for f in test_files)
@@ -42,7 +45,7 @@ class GtestRun:
         before = BASE_GTEST.get(self.key) if self.key is not None else None
         before = before or learned.load_gtest(self.key)  # else a run of an earlier process
         self.known = before is not None
-        self.job = Background(lambda: gtest_runs(test_files, checkout, addresses, before, kernel_set))
+        self.job = Background(lambda: gtest_runs(test_files, checkout, addresses, before, kernel_set, compiled))
 
     def result(self) -> dict:
         from ..errors import BackgroundFailed
@@ -97,20 +100,40 @@ def edit_gtest_timeout(before) -> float:
     return max(GTEST_FLOOR, GTEST_FACTOR * max(runs))
 
 
-def gtest_runs(test_files: list, checkout, addresses: dict, before, kernel_set) -> tuple:
+def gtest_runs(test_files: list, checkout, addresses: dict, before, kernel_set, compiled=None) -> tuple:
     """(the base's run or `before` when given, None without a base; the edit's run,
-    each binary bounded by edit_gtest_timeout)."""
+    each binary bounded by edit_gtest_timeout). `compiled`: GtestRun's."""
     from .swap import BaseSwap
 
+    base_compiled, edit_compiled = compiled or (None, None)
     if addresses and before is None:
         swap = BaseSwap(addresses)
         swap.install()
         try:
-            before = run_gtest(test_files, root=checkout, kernel_set=kernel_set)
+            before = run_gtest(test_files, root=checkout, kernel_set=kernel_set, compiled=base_compiled)
         finally:
             swap.restore()
     limit = edit_gtest_timeout(before)
-    return before, run_gtest(test_files, root=checkout, kernel_set=kernel_set, timeout=limit, total=limit)
+    return before, run_gtest(test_files, root=checkout, kernel_set=kernel_set, timeout=limit, total=limit,
+                             compiled=edit_compiled)
+
+
+def self_registering_tests(target, run: bool) -> tuple[list, list]:
+    """(the upstream tests of a file registering its kernels itself, those not run):
+    ``<stem>*_test.cpp`` and ``test_<stem>*.cpp`` next to it that compile it (their
+    binaries call its functions, not the registry: each run compiles the edit, or the
+    base, into them; gtest.session.CompiledSources)."""
+    folder, stem = target.path.parent, target.path.stem
+    own = sorted(set(folder.glob(f"{stem}*_test.cpp")) | set(folder.glob(f"test_{stem}*.cpp")))
+    if not own:
+        return [], [{"file": "", "why": f"no upstream test: no {stem}*_test.cpp or test_{stem}*.cpp next to it"}]
+    path = target.path.resolve()
+    calling = [p for p in own if path in {s.resolve() for s in layout.describe(p, target.checkout, target.include_root).registering}]
+    not_run = [{"file": in_checkout(p, target.checkout), "why": f"it compiles no function of {target.path.name}"}
+               for p in own if p not in calling]
+    if not run:
+        return [], not_run + [{"file": in_checkout(p, target.checkout), "why": "not asked for (--no-gtest)"} for p in calling]
+    return calling, not_run
 
 
 def test_files_of(target, run: bool) -> tuple[list, list, str | None]:
@@ -123,12 +146,8 @@ def test_files_of(target, run: bool) -> tuple[list, list, str | None]:
     lists every one found as not run."""
     places = layout.tests_of_kernel(target.path, target.checkout)
     kernel_set = layout.kernel_set_of(target.path, target.checkout)
-    if target.self_registering:  # upstream keeps them next to the file (op_sdpa_test.cpp); etops gtest runs them
-        own = sorted(target.path.parent.glob(f"{target.path.stem}*_test.cpp"))
-        why = ("it calls the kernels' C++ functions, which etops gtest links from the library that registered them "
-               "(the wheel's), not through the registry: it cannot run on the edit ('etops gtest FILE' runs it on the wheel's kernels)")
-        return [], [{"file": in_checkout(p, target.checkout), "why": why} for p in own] or [
-            {"file": "", "why": f"no upstream test: no {target.path.stem}*_test.cpp next to it"}], kernel_set
+    if target.self_registering:  # upstream keeps them next to the file (op_sdpa_test.cpp, test_op_moe.cpp)
+        return (*self_registering_tests(target, run), kernel_set)
     existing = [p for p in places if p.is_file()]
     if not existing:
         looked = ", ".join(in_checkout(p, target.checkout) for p in places)

@@ -145,14 +145,17 @@ class Build:
         parts += [p.read_bytes() for p in sorted(headers)]
         return self._object(source, flags, _digest(*parts))
 
-    def link(self, objects: list[Path], name: str, libraries=()) -> Path:
+    def link(self, objects: list[Path], name: str, libraries=(), own_first: bool = False) -> Path:
         """The test binary (a shared library) of `objects`, linked to `libraries`
-        (shared library paths) too."""
-        out = self.root / "bin" / f"{name}-{_digest(self.salt, *objects, *libraries)}.so"
+        (shared library paths) too; `own_first`: its calls of functions it defines
+        bind to its own definitions (-Bsymbolic-functions), never to a library's of
+        the same name loaded before it."""
+        out = self.root / "bin" / f"{name}-{_digest(self.salt, *objects, *libraries, own_first)}.so"
         if not out.exists() and str(out) not in self.edges:
             edge = f"build {_esc(out)}: link {' '.join(_esc(o) for o in objects)}"
-            if libraries:
+            if libraries or own_first:
                 flags = [f for lib in map(Path, libraries) for f in (f"-L{lib.parent}", f"-l:{lib.name}", f"-Wl,-rpath,{lib.parent}")]
+                flags += ["-Wl,-Bsymbolic-functions"] if own_first else []
                 edge += f"\n  libraries = {' '.join(flags)}"
             self.edges[str(out)] = edge
         return out

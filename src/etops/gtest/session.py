@@ -5,6 +5,7 @@ process and collect the results."""
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from ..custom import cache_dir
@@ -15,6 +16,24 @@ from . import glue, layout
 from .build import NO_GOOGLETEST, Build, failure, find_googletest
 from .report import FileResult, GtestResult
 from .run import run_binary
+
+
+@dataclass(frozen=True)
+class CompiledSources:
+    """The self-registering checkout sources a test calls (op_sdpa.cpp for
+    op_sdpa_test.cpp), compiled into its binary instead of calling the library that
+    registered them: etops dev's runs of such a test on an edit and on its base.
+    `sources`: (checkout source, the file compiled for it) pairs (a base: its copy in
+    an overlay; a source not named is compiled as it is); `include_first`: flags
+    first on their include path (the base's overlay). Their registrations are
+    captured (etops.custom.capture, hidden in the binary: the library registered the
+    names already) and the binary binds its calls to its own definitions."""
+
+    sources: tuple = ()
+    include_first: tuple = ()
+
+    def source_of(self, path: Path) -> Path:
+        return Path(dict((Path(a).resolve(), b) for a, b in self.sources).get(path.resolve(), path))
 
 
 class _Checkout:
@@ -40,7 +59,8 @@ class _Checkout:
 
 
 def gtest(paths, *, kernel_set: str | None = None, test_filter: str | None = None, root=None, jobs: int | None = None,
-          timeout: float = 300.0, total: float | None = None, progress=None) -> GtestResult:
+          timeout: float = 300.0, total: float | None = None, progress=None,
+          compiled: CompiledSources | None = None) -> GtestResult:
     """Builds and runs ExecuTorch kernel test files (``kernels/test/op_add_test.cpp``,
     or a folder of ``op_*_test.cpp``) against the kernels registered in this
     process. `kernel_set` picks the ``supported_features_def.yaml`` (default: the
@@ -48,7 +68,8 @@ def gtest(paths, *, kernel_set: str | None = None, test_filter: str | None = Non
     `test_filter` is gtest's (``Suite.Name``, ``*`` wildcards, ``-`` exclusions);
     `timeout` bounds each run of a binary (seconds), `total` all the runs of one
     binary together (None: no bound; run.run_binary); `progress(done, total, text)`
-    is called as files finish. Never raises for a test file that does not build:
+    is called as files finish; `compiled`: the self-registering sources a test
+    calls compiled into its binary (CompiledSources), not the library's. Never raises for a test file that does not build:
     its result carries the reason."""
     started = time.monotonic()
     files = layout.test_files(paths if isinstance(paths, (list, tuple)) else [paths])
@@ -71,7 +92,7 @@ def gtest(paths, *, kernel_set: str | None = None, test_filter: str | None = Non
                 continue
             res.googletest = co.googletest.describe()
             build = builds.get(co.googletest.root) or builds.setdefault(co.googletest.root, Build(co.googletest))
-            binary, objects = _queue(build, co, path, registered, res)
+            binary, objects = _queue(build, co, path, registered, res, compiled)
             plans.append((res, binary, objects))
         except EtopsError as exc:
             res.build_error = str(exc)
@@ -90,7 +111,8 @@ def gtest(paths, *, kernel_set: str | None = None, test_filter: str | None = Non
     return GtestResult(results, time.monotonic() - started, build_seconds)
 
 
-def _queue(build: Build, co: _Checkout, path: Path, registered: list[str], res: FileResult) -> tuple[Path, list[Path]]:
+def _queue(build: Build, co: _Checkout, path: Path, registered: list[str], res: FileResult,
+           compiled: CompiledSources | None = None) -> tuple[Path, list[Path]]:
     """Queues the objects and the binary of test `path`; (binary, its objects)."""
     test = layout.describe(path, co.path, co.include_root)
     entries = layout.yaml_entries(co.path, path)
@@ -124,7 +146,32 @@ def _queue(build: Build, co: _Checkout, path: Path, registered: list[str], res: 
     generated = "".join(headers[k] for k in sorted(headers))
     objects.insert(0, build.checkout_object(path, test.headers, [f"-I{functions_dir}", *shared], key + generated))
     objects += [build.support_object(), *build.googletest_objects()]
-    return build.link(objects, path.stem, registering_libraries_of(test)), objects
+    if compiled is not None and test.registering:
+        objects += _registering_objects(build, co, test, compiled, shared)
+    return build.link(objects, path.stem, registering_libraries_of(test), own_first=compiled is not None), objects
+
+
+def _registering_objects(build: Build, co: _Checkout, test: layout.TestFile, compiled: CompiledSources, shared) -> list[Path]:
+    """The objects of `test`'s self-registering sources as `compiled` names them, with
+    the flags etops dev builds them with (the wheel's, torch's and the checkout's
+    third-party headers), and the source capturing their registrations."""
+    from ..checkout.install import CHECKOUT_CFLAGS, CHECKOUT_THIRD_PARTY, WHEEL_CFLAGS, torch_include_dir
+    from ..checkout.self_registering import registrations
+    from ..custom.capture import capture_source
+
+    third_party = [f"-idirafter{co.path / d}" for d in CHECKOUT_THIRD_PARTY if (co.path / d).is_dir()]
+    objects, names = [], []
+    for source in test.registering:
+        built = compiled.source_of(source)
+        names += [r.op for r in registrations(built.read_text())]
+        flags = [*compiled.include_first, f"-iquote{source.parent}", *shared, *CHECKOUT_CFLAGS, *WHEEL_CFLAGS,
+                 f"-idirafter{torch_include_dir()}", *third_party]
+        roots = [Path(f[2:]) for f in compiled.include_first if f.startswith("-I")] + [co.include_root, co.path]
+        objects.append(build.checkout_object(built, checkout_headers(built, roots), flags))
+    text = "#include <executorch/runtime/kernel/kernel_includes.h>\n" + capture_source(names)  # the context's type, whole
+    capture = build.generated({"etops_capture.cpp": text}) / "etops_capture.cpp"
+    objects.append(build.checkout_object(capture, [], list(shared)))
+    return objects
 
 
 def registering_libraries_of(test: layout.TestFile) -> list[str]:
