@@ -17,6 +17,7 @@ from .errors import SchemaError
 from .signature_cache import SignatureCache, signature
 from .layouts import is_dense, strides_for
 from . import _logs
+from .meta_safety import runs_on_meta
 from .tensors import as_torch, from_dlpack, to_meta
 from .torch_checks import refusal_error
 
@@ -132,6 +133,9 @@ def _infer_outs_with_torch(info, bound: dict) -> dict:
     functional = info.functional_overload()
     if functional is None:
         raise SchemaError(f"{info.name}: etops cannot infer the out shapes (torch has no functional variant); pass the outs")
+    if not runs_on_meta(functional):
+        raise SchemaError(f"{info.name}: etops cannot infer the out shapes (torch's {functional} has no meta kernel, and its "
+                          "native kernel would read the meta tensors' absent data); pass the outs")
     inputs = {n: to_meta(v) for n, v in bound.items() if n not in info.out_names()}
     positional, keywords = functional_arguments(functional, inputs)
     try:

@@ -18,6 +18,7 @@ import warnings
 from typing import Any
 
 from .errors import refusing
+from .meta_safety import runs_on_meta
 from .signature_cache import SignatureCache, signature
 from .tensors import to_meta
 
@@ -51,6 +52,8 @@ def check_with_torch(name: str, overload, bound: dict, out_names):
     of shapes for a tensor-list out), for the outs whose shape differs; resizes is
     None when torch cannot check the call (no meta kernel), so nothing is known of
     the out shapes."""
+    if not runs_on_meta(overload):
+        return None, None  # a native kernel behind the meta key: torch has no check to ask
     schema = overload._schema
     args = {a.name: to_meta(bound[a.name]) for a in schema.arguments if a.name in bound}
     positional = [args[a.name] for a in schema.arguments if not a.kwarg_only and a.name in args]

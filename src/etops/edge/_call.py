@@ -30,6 +30,7 @@ from torchgen.model import SchemaKind
 from .. import registry
 from ..errors import KernelNotFoundError
 from ..layouts import is_dense
+from ..meta_safety import runs_on_meta
 from ..out_shapes import specs_of_result
 from ..tensors import to_meta
 from ..resize import quiet_ids
@@ -172,6 +173,8 @@ def infer_outs(resolved: Resolved, args, kwargs):
     the functional op infers (ATen on the real inputs when the meta kernel cannot
     say: data-dependent shapes); None when torch fails altogether."""
     try:
+        if not runs_on_meta(resolved.functional):
+            raise NotImplementedError("a native kernel behind the meta key")  # ATen on the real inputs, below
         result = resolved.functional(*to_meta(tuple(args)), **to_meta(dict(kwargs)))
     except Exception:  # noqa: BLE001 - meta kernels refuse data-dependent shapes
         try:  # ... and meta inputs with a `device=cpu` argument: ask ATen itself
