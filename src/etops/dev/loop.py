@@ -13,7 +13,7 @@ import time
 from ..errors import BuildError
 from ..registry import as_program
 from ..checkout.layout import CheckoutError, NoOperators
-from . import learned, outline, progress, stream, upstream_tests
+from . import early, learned, outline, progress, stream, upstream_tests
 from .base import Base
 from .report import DevResult, FileResult
 
@@ -67,10 +67,13 @@ def _judge_file(result, target, addresses: dict, base_kind: str, directory, *, d
     for folder in ("findings", "reproducers"):  # this round's reproducers only
         shutil.rmtree(directory / folder, ignore_errors=True)
     t = time.perf_counter()
+    tasks = learned.stored_plan(result.ops, dtypes, generated)
+    if tasks is None:  # worked out: on a fresh cache, the early cases first
+        _early(result, dtypes=dtypes, generated=generated, isolate=isolate)
     with progress.phase("discovery: the OpInfos reaching its operators"):
-        tasks = learned.cached_plan(result.ops, dtypes, generated,
-                                    lambda: plan(result.ops, dtypes, progress=progress.count, generated=generated))
-    result.seconds["plan"] = time.perf_counter() - t
+        tasks = tasks if tasks is not None else learned.cached_plan(
+            result.ops, dtypes, generated, lambda: plan(result.ops, dtypes, progress=progress.count, generated=generated))
+    result.seconds["plan"] = time.perf_counter() - t - result.seconds.get("early", 0.0)
     result.sources = {op: sorted({t["opinfo"] for t in ts}) for op, ts in tasks.items()}  # the timing's, until judged
     swap = BaseSwap(addresses)
     with progress.phase("judging"):
@@ -81,6 +84,19 @@ def _judge_file(result, target, addresses: dict, base_kind: str, directory, *, d
     learned.save_base(base_key, BASE_RESULTS)
     result.set_judged(judged["plan"], judged)
     load_in_reproducers(directory, [str(target.path)], {str(target.path): target.helpers})
+
+
+def _early(result, *, dtypes, generated: bool, isolate: bool) -> None:
+    """The edit's early cases (etops.dev.early: their failing cases streamed within
+    seconds) when discovery must run before the plan (a fresh cache) and the round
+    streams; their seconds in ``result.seconds["early"]``."""
+    from ..conformance.sweep import discovery_path
+    from .cases import wheel_kmap
+
+    if early.needed(discovery_path(wheel_kmap()).exists()):
+        t = time.perf_counter()
+        early.run_early(result.ops, dtypes=dtypes, generated=generated, guarded=isolate)
+        result.seconds["early"] = time.perf_counter() - t
 
 
 def _timing_rows(result, target, addresses: dict, *, dtype, repeats, threads, max_slowdown, isolate=True) -> list:
