@@ -15,7 +15,8 @@ YAML, operators the file implements, headers it includes; one kernel set in
 etops.custom's cache, overrides / registrations), the base (``base``: the file
 at a git revision, built with the same flags; ``swap``: the base's kernels swapped
 in or made callable), the cases (``cases``, ``derived``), check's judge on both
-sides (``judge``), one round of it all (``loop``), the reproducers (``reproduce``), the timing (``timing``), the
+sides (``judge``; on a fresh cache, the edit's early cases before discovery:
+``early``), one round of it all (``loop``), the reproducers (``reproduce``), the timing (``timing``), the
 report (``report``, ``text``), ``--changed`` (``changes``) and the watch loop
 (``watch``); ``load`` is etops.checkout.load's name in the reproducers. A tool on
 top: may import the core, etops.checkout, etops.custom, etops.conformance,

@@ -59,7 +59,8 @@ def needed(discovered: bool) -> bool:
 
 def run_early(names, *, dtypes=None, generated: bool = True, guarded: bool = True, budget: float = EARLY_BUDGET) -> list:
     """The early pass over early_plan(names, dtypes, generated) on the edit (installed
-    now), its failing cases streamed as their tasks come back; no task starts after
+    now), its failing cases streamed as their tasks come back, then one line of its
+    counts (a first judged result even when nothing fails); no task starts after
     `budget` seconds. The (operator, OpInfo, dtype) tasks it ran."""
     from .judge import GUARDED, RECORDER, Pass, run_passes
 
@@ -68,8 +69,13 @@ def run_early(names, *, dtypes=None, generated: bool = True, guarded: bool = Tru
         return []
     RECORDER.keep_only(plan)
     edit = Pass("edit", GUARDED if guarded else None, None, 3, time.monotonic() + budget)
-    with progress.phase(f"early {early_dtype(dtypes)} cases, before discovery"):
-        [(_side, ran)] = run_passes([edit], plan, forked=guarded)
+    dtype = early_dtype(dtypes)
+    with progress.phase(f"early {dtype} cases, before discovery"):
+        [(side, ran)] = run_passes([edit], plan, forked=guarded)
+    failing = len(side.report.failing)
+    counts = ", ".join(f"{n} of {op.removeprefix('aten::')}" for op, n in sorted(side.cases.items()))
+    stream.line(f"early {dtype} cases on the edit, before discovery: {counts}; {failing} failing"
+                " (the judge runs them again with the rest)")
     return ran
 
 

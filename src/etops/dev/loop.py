@@ -51,11 +51,12 @@ def _base(target, base, cflags):
 
 
 def _judge_file(result, target, addresses: dict, base_kind: str, directory, *, dtypes, isolate, budget, base_key,
-                dim_orders, numerics=True, generated=True, alongside=None) -> None:
+                dim_orders, numerics=True, generated=True, alongside=None, stored=None) -> None:
     """check's judge on the edit (installed) and the base (`addresses`: operator ->
     the base's function, swapped in for its pass); this round's reproducers, each
     loading the file, in `directory`. `alongside`: the round's timing, started once
-    the edit's cases are recorded (judge.run_passes)."""
+    the edit's cases are recorded (judge.run_passes); `stored`: the plan the store
+    had (learned.stored_plan; None: worked out here)."""
     import shutil
 
     from .cases import plan
@@ -67,13 +68,10 @@ def _judge_file(result, target, addresses: dict, base_kind: str, directory, *, d
     for folder in ("findings", "reproducers"):  # this round's reproducers only
         shutil.rmtree(directory / folder, ignore_errors=True)
     t = time.perf_counter()
-    tasks = learned.stored_plan(result.ops, dtypes, generated)
-    if tasks is None:  # worked out: on a fresh cache, the early cases first
-        _early(result, dtypes=dtypes, generated=generated, isolate=isolate)
     with progress.phase("discovery: the OpInfos reaching its operators"):
-        tasks = tasks if tasks is not None else learned.cached_plan(
+        tasks = stored if stored is not None else learned.cached_plan(
             result.ops, dtypes, generated, lambda: plan(result.ops, dtypes, progress=progress.count, generated=generated))
-    result.seconds["plan"] = time.perf_counter() - t - result.seconds.get("early", 0.0)
+    result.seconds["plan"] = time.perf_counter() - t
     result.sources = {op: sorted({t["opinfo"] for t in ts}) for op, ts in tasks.items()}  # the timing's, until judged
     swap = BaseSwap(addresses)
     with progress.phase("judging"):
@@ -243,22 +241,27 @@ def run_file(path, *, root=None, yaml=None, dtypes=None, timing_dtype="float32",
                     "flags": list(inst.WHEEL_CFLAGS)}
     test_files, tests_not_run, kernel_set = upstream_tests.test_files_of(target, gtest)
     t = time.perf_counter()
+    installed = inst.install(target, library)  # before the base's build: the early cases need only the edit
+    result.installed = installed
+    result.replaced = sorted(installed.replaced)
+    result.seconds["swap"] = time.perf_counter() - t
+    learned.load_answers()  # torch's answers and the timing's samples of earlier processes
+    stored = learned.stored_plan(result.ops, dtypes, generated) if check else None
+    if check and stored is None:  # the plan is worked out: on a fresh cache, the early cases first
+        _early(result, dtypes=dtypes, generated=generated, isolate=isolate)
+    t = time.perf_counter()
     try:
         with progress.phase("building the base"):
             found, base_library = _base(target, base if check or timing or test_files else Base.BUILT_IN, cflags)
     except CheckoutError as exc:  # git could not give the base
         result.error = f"--base: {exc}"
+        installed.restore()  # nothing stays swapped for a file that gives an error
+        result.installed = None
         return result
     result.base = {"kind": found.kind, "rev": found.rev, "commit": found.commit, "describe": found.describe(),
                    "headers": found.headers, "unchanged": found.unchanged,
                    "build": None if base_library is None else {"compiled": base_library.compiled, "build_dir": base_library.build_dir}}
     result.seconds["base"] = time.perf_counter() - t
-    t = time.perf_counter()
-    installed = inst.install(target, library)
-    result.installed = installed
-    result.replaced = sorted(installed.replaced)
-    result.seconds["swap"] = time.perf_counter() - t
-    learned.load_answers()  # torch's answers and the timing's samples of earlier processes
     addresses = {}
     for index, impl in enumerate(target.ops):
         name = impl.entry.op
@@ -288,7 +291,7 @@ def run_file(path, *, root=None, yaml=None, dtypes=None, timing_dtype="float32",
             t = time.perf_counter()
             _judge_file(result, target, addresses, found.kind, directory, dtypes=dtypes, isolate=isolate, budget=budget,
                         base_key=base_key, dim_orders=dim_orders, numerics=numerics, generated=generated,
-                        alongside=alongside)
+                        alongside=alongside, stored=stored)
             result.seconds["check"] = time.perf_counter() - t - result.seconds.get("plan", 0.0)
         if gtest_run is not None:
             t = time.perf_counter()
