@@ -5,7 +5,7 @@ package, put first on PYTHONPATH), alternated: each run gets an empty cache fold
 its stdout is a pipe (no status line, only the streamed lines and the report). For
 each run: seconds to its first line, to its first "found on the edit" line, to the
 first comparison with the base ("contiguous cases:"), to its end, its exit code,
-the load average before it.
+the load average before it, its first lines and the seconds of each step (its --json).
 
     python benchmarks/bench_dev_first_line.py /work/et-copy/kernels/portable/cpu/op_sum.cpp \\
         --before /tmp/etops-main-pkg [--rounds 1] [--json out.json]
@@ -28,18 +28,22 @@ MARKS = {"first line": "", "first finding": "found on the edit", "compared with 
 
 
 def run(cmd: list[str], env: dict, cwd: str) -> dict:
-    """One run: seconds to each of MARKS (None: never printed), to the end, exit code."""
+    """One run: seconds to each of MARKS (None: never printed), to the end, exit code,
+    its first three lines."""
     start = time.perf_counter()
     seen: dict = dict.fromkeys(MARKS)
+    first: list = []
     with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, cwd=cwd, text=True) as child:
         assert child.stdout is not None
         for line in child.stdout:
             now = time.perf_counter() - start
+            if len(first) < 3:
+                first.append(line.rstrip()[:300])
             for mark, text in MARKS.items():
                 if seen[mark] is None and text in line:
                     seen[mark] = round(now, 1)
         code = child.wait()
-    return {**seen, "end": round(time.perf_counter() - start, 1), "exit": code}
+    return {**seen, "end": round(time.perf_counter() - start, 1), "exit": code, "first lines": first}
 
 
 def main() -> None:
@@ -61,7 +65,13 @@ def main() -> None:
             if trees[name]:
                 env["PYTHONPATH"] = trees[name] + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
             load = os.getloadavg()[0]
-            row = {"tree": name, "round": r + 1, "load before": round(load, 1), **run(dev, env, cwd)}
+            report = os.path.join(cwd, f"dev-{r}-{name.replace(' ', '-')}.json")
+            row = {"tree": name, "round": r + 1, "load before": round(load, 1), **run(dev + ["--json", report], env, cwd)}
+            try:  # the round's own seconds per step (its --json)
+                with open(report) as f:
+                    row["steps"] = {k: round(v, 1) for k, v in json.load(f)["files"][0]["seconds"].items()}
+            except (OSError, ValueError, KeyError, IndexError):
+                row["steps"] = None
             row["load after"] = round(os.getloadavg()[0], 1)
             shutil.rmtree(cache, ignore_errors=True)
             rows.append(row)

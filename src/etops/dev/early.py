@@ -1,11 +1,12 @@
 """A first run's early cases: on a fresh cache, discovery (which OpInfos reach the
 file's operators: every OpInfo's samples at three dtypes, minutes) comes before the
 judge, and a round would print nothing until it ends. Before it, when the round
-streams (etops.dev.stream), the edit runs the tasks that need no discovery at one
+streams (etops.dev.stream), right after the edit's build and swap (before the base's
+build: etops.dev.loop), the edit runs the tasks that need no discovery at one
 dtype (float32 unless the round's dtypes leave it out): the OpInfos named after the
 file's operators, their reference and generated cases, in one pass of the judge's
 runner (guarded when the round is), so that its first failing cases are printed
-within seconds of the build.
+within seconds of the build, then a line of its counts.
 
 The pass only streams. Its recordings are the judge's (judge.RECORDER: the judge's
 passes replay them, nothing is recorded twice); its results are dropped, and the
