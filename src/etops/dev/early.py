@@ -5,7 +5,8 @@ streams (etops.dev.stream), right after the edit's build and swap (before the ba
 build: etops.dev.loop), the edit runs the tasks that need no discovery at one
 dtype (float32 unless the round's dtypes leave it out): the OpInfos named after the
 file's operators, their reference and generated cases, in one pass of the judge's
-runner (guarded when the round is), so that its first failing cases are printed
+runner (guarded when the round is; each task in the dim-order layouts right after it,
+as the judge runs them), so that its first failing cases are printed
 within seconds of the build, then a line of its counts.
 
 The pass only streams. Its recordings are the judge's (judge.RECORDER: the judge's
@@ -58,25 +59,30 @@ def needed(discovered: bool) -> bool:
     return stream.STREAM.enabled() and not discovered
 
 
-def run_early(names, *, dtypes=None, generated: bool = True, guarded: bool = True, budget: float = EARLY_BUDGET) -> list:
+def run_early(names, *, dtypes=None, generated: bool = True, guarded: bool = True, dim_orders: bool = True,
+              budget: float = EARLY_BUDGET) -> list:
     """The early pass over early_plan(names, dtypes, generated) on the edit (installed
-    now), its failing cases streamed as their tasks come back, then one line of its
-    counts (a first judged result even when nothing fails); no task starts after
-    `budget` seconds. The (operator, OpInfo, dtype) tasks it ran."""
-    from .judge import GUARDED, RECORDER, Pass, run_passes
+    now; with `dim_orders`, each task in the dim-order axis' layouts too, right after
+    it, as the judge runs them), its failing cases streamed as their tasks come back,
+    then one line of its counts (a first judged result even when nothing fails); no
+    task starts after `budget` seconds. The (operator, OpInfo, dtype) tasks it ran."""
+    from .judge import GUARDED, RECORDER, Pass, layout_passes, run_passes
 
     plan = early_plan(names, dtypes, generated)
     if not plan:
         return []
     RECORDER.keep_only(plan)
-    edit = Pass("edit", GUARDED if guarded else None, None, 3, time.monotonic() + budget)
+    deadline = time.monotonic() + budget
+    edit = Pass("edit", GUARDED if guarded else None, None, 3, deadline)
     dtype = early_dtype(dtypes)
     with progress.phase(f"early {dtype} cases, before discovery"):
-        [(side, ran)] = run_passes([edit], plan, forked=guarded)
-    failing = len(side.report.failing)
+        (side, ran), *laid = run_passes([edit, *(layout_passes(guarded, deadline) if dim_orders else ())], plan,
+                                         forked=guarded)
     counts = ", ".join(f"{n} of {op.removeprefix('aten::')}" for op, n in sorted(side.cases.items()))
-    stream.line(f"early {dtype} cases on the edit, before discovery: {counts}; {failing} failing"
-                " (the judge runs them again with the rest)")
+    laid_out = sum(len(s.report.failing) for s, _ran in laid)
+    stream.line(f"early {dtype} cases on the edit, before discovery: {counts}; {len(side.report.failing)} failing"
+                + (f", {laid_out} failing in the dim-order layouts" if laid else "")
+                + " (the judge runs them again with the rest)")
     return ran
 
 

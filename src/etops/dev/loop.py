@@ -84,7 +84,7 @@ def _judge_file(result, target, addresses: dict, base_kind: str, directory, *, d
     load_in_reproducers(directory, [str(target.path)], {str(target.path): target.helpers})
 
 
-def _early(result, *, dtypes, generated: bool, isolate: bool) -> None:
+def _early(result, *, dtypes, generated: bool, isolate: bool, dim_orders: bool) -> None:
     """The edit's early cases (etops.dev.early: their failing cases streamed within
     seconds) when discovery must run before the plan (a fresh cache) and the round
     streams; their seconds in ``result.seconds["early"]``."""
@@ -93,7 +93,7 @@ def _early(result, *, dtypes, generated: bool, isolate: bool) -> None:
 
     if early.needed(discovery_path(wheel_kmap()).exists()):
         t = time.perf_counter()
-        early.run_early(result.ops, dtypes=dtypes, generated=generated, guarded=isolate)
+        early.run_early(result.ops, dtypes=dtypes, generated=generated, guarded=isolate, dim_orders=dim_orders)
         result.seconds["early"] = time.perf_counter() - t
 
 
@@ -248,7 +248,7 @@ def run_file(path, *, root=None, yaml=None, dtypes=None, timing_dtype="float32",
     learned.load_answers()  # torch's answers and the timing's samples of earlier processes
     stored = learned.stored_plan(result.ops, dtypes, generated) if check else None
     if check and stored is None:  # the plan is worked out: on a fresh cache, the early cases first
-        _early(result, dtypes=dtypes, generated=generated, isolate=isolate)
+        _early(result, dtypes=dtypes, generated=generated, isolate=isolate, dim_orders=dim_orders)
     t = time.perf_counter()
     try:
         with progress.phase("building the base"):
