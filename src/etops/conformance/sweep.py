@@ -56,12 +56,17 @@ def discovery_key(kmap: KernelMap) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
+def discovery_path(kmap: KernelMap) -> Path:
+    """The file discover() keeps its answer for `kmap` in (it exists once discovery ran)."""
+    return cache_root() / f"conformance-discovery-{discovery_key(kmap)}.json"
+
+
 def discover(kmap: KernelMap, *, refresh: bool = False, progress=None) -> dict[str, dict]:
     """OpInfo id -> {"kernels": kernels its samples reach, "seconds": time}: every
     OpInfo's samples run at a floating, an integral and the bool dtype under the
     dispatch mode, calling no kernel. Cached on disk (ETOPS_CACHE_DIR, default
-    ~/.cache/etops) per torch / executorch / etops version and registry."""
-    path = cache_root() / f"conformance-discovery-{discovery_key(kmap)}.json"
+    ~/.cache/etops) per torch / executorch / etops version and registry (discovery_path)."""
+    path = discovery_path(kmap)
     cached = None if refresh else read_json(path)
     if cached is not None:
         return cached

@@ -15,7 +15,8 @@ YAML, operators the file implements, headers it includes; one kernel set in
 etops.custom's cache, overrides / registrations), the base (``base``: the file
 at a git revision, built with the same flags; ``swap``: the base's kernels swapped
 in or made callable), the cases (``cases``, ``derived``), check's judge on both
-sides (``judge``), one round of it all (``loop``), the reproducers (``reproduce``), the timing (``timing``;
+sides (``judge``; on a fresh cache, the edit's early cases before discovery:
+``early``), one round of it all (``loop``), the reproducers (``reproduce``), the timing (``timing``;
 ``llm_timing``: the LLM kernels' model steps), the upstream tests (``upstream_tests``; ``upstream_python``: an
 LLM file's Python tests, routed to the registry), the
 report (``report``, ``text``), ``--changed`` (``changes``) and the watch loop

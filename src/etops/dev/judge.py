@@ -165,12 +165,14 @@ def _run_todo(todo: list, order: list, one, passes: list, kmap, started: set, fo
                 stream.STREAM.failing_cases(p.name, r)
             progress.count(n + 1, len(todo))
         return found
+    with progress.phase("recording the cases"):
+        for n, i in enumerate(todo):  # recorded here, before the forks: every task process replays the same cases
+            progress.count(n, len(todo))
+            if first.deadline is not None and time.monotonic() > first.deadline:
+                break  # the task processes start none of the rest
+            if _prepare(kmap, *order[i]):
+                started.add(i)
     progress.count(0, len(todo))
-    for i in todo:  # recorded here, before the forks: every task process replays the same cases
-        if first.deadline is not None and time.monotonic() > first.deadline:
-            break  # the task processes start none of the rest
-        if _prepare(kmap, *order[i]):
-            started.add(i)
     if alongside is not None:
         alongside.start()
     # every core counted, the timing's too: the task processes get it back when the timing ends

@@ -60,15 +60,26 @@ def _digest(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:24]
 
 
-def cached_plan(names, dtypes, generated: bool, compute):
-    """cases.plan's answer for these operators, dtypes and `generated`, from the store
-    when it has it for the wheel's registry now, else `compute()` (then stored)."""
+def _plan_key(names, dtypes, generated: bool) -> tuple:
     from .cases import wheel_kmap
 
     registered = _digest("\n".join(sorted(wheel_kmap().registered)))
-    key = ("plan", sorted(names), None if dtypes is None else sorted(str(d) for d in dtypes), generated, registered)
-    found = PLANS.load(key)
-    if isinstance(found, dict) and set(found) == set(names):
+    return ("plan", sorted(names), None if dtypes is None else sorted(str(d) for d in dtypes), generated, registered)
+
+
+def stored_plan(names, dtypes, generated: bool) -> dict | None:
+    """cases.plan's answer for these operators, dtypes and `generated` when the store
+    has it for the wheel's registry now, else None."""
+    found = PLANS.load(_plan_key(names, dtypes, generated))
+    return found if isinstance(found, dict) and set(found) == set(names) else None
+
+
+def cached_plan(names, dtypes, generated: bool, compute):
+    """cases.plan's answer for these operators, dtypes and `generated`, from the store
+    when it has it for the wheel's registry now (stored_plan), else `compute()` (then stored)."""
+    key = _plan_key(names, dtypes, generated)
+    found = stored_plan(names, dtypes, generated)
+    if found is not None:
         return found
     _recomputed("plan")
     made = compute()
@@ -200,5 +211,5 @@ def round_end(recorder) -> dict:
     return counts(recorder)
 
 
-__all__ = ["RECORDINGS", "cached_plan", "counts", "load_answers", "load_base", "load_gtest", "round_end", "save_answers",
+__all__ = ["RECORDINGS", "cached_plan", "stored_plan", "counts", "load_answers", "load_base", "load_gtest", "round_end", "save_answers",
            "save_base", "save_gtest"]

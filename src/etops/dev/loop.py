@@ -13,7 +13,7 @@ import time
 from ..errors import BuildError
 from ..registry import as_program
 from ..checkout.layout import CheckoutError, NoOperators
-from . import learned, outline, progress, stream, upstream_python, upstream_tests
+from . import early, learned, outline, progress, stream, upstream_python, upstream_tests
 from .base import Base
 from .report import DevResult, FileResult
 
@@ -51,11 +51,12 @@ def _base(target, base, cflags):
 
 
 def _judge_file(result, target, addresses: dict, base_kind: str, directory, *, dtypes, isolate, budget, base_key,
-                dim_orders, numerics=True, generated=True, alongside=None) -> None:
+                dim_orders, numerics=True, generated=True, alongside=None, stored=None) -> None:
     """check's judge on the edit (installed) and the base (`addresses`: operator ->
     the base's function, swapped in for its pass); this round's reproducers, each
     loading the file, in `directory`. `alongside`: the round's timing, started once
-    the edit's cases are recorded (judge.run_passes)."""
+    the edit's cases are recorded (judge.run_passes); `stored`: the plan the store
+    had (learned.stored_plan; None: worked out here)."""
     import shutil
 
     from .cases import plan
@@ -68,8 +69,8 @@ def _judge_file(result, target, addresses: dict, base_kind: str, directory, *, d
         shutil.rmtree(directory / folder, ignore_errors=True)
     t = time.perf_counter()
     with progress.phase("discovery: the OpInfos reaching its operators"):
-        tasks = learned.cached_plan(result.ops, dtypes, generated,
-                                    lambda: plan(result.ops, dtypes, progress=progress.count, generated=generated))
+        tasks = stored if stored is not None else learned.cached_plan(
+            result.ops, dtypes, generated, lambda: plan(result.ops, dtypes, progress=progress.count, generated=generated))
     result.seconds["plan"] = time.perf_counter() - t
     result.sources = {op: sorted({t["opinfo"] for t in ts}) for op, ts in tasks.items()}  # the timing's, until judged
     swap = BaseSwap(addresses)
@@ -81,6 +82,19 @@ def _judge_file(result, target, addresses: dict, base_kind: str, directory, *, d
     learned.save_base(base_key, BASE_RESULTS)
     result.set_judged(judged["plan"], judged)
     load_in_reproducers(directory, [str(target.path)], {str(target.path): target.helpers})
+
+
+def _early(result, *, dtypes, generated: bool, isolate: bool, dim_orders: bool) -> None:
+    """The edit's early cases (etops.dev.early: their failing cases streamed within
+    seconds) when discovery must run before the plan (a fresh cache) and the round
+    streams; their seconds in ``result.seconds["early"]``."""
+    from ..conformance.sweep import discovery_path
+    from .cases import wheel_kmap
+
+    if early.needed(discovery_path(wheel_kmap()).exists()):
+        t = time.perf_counter()
+        early.run_early(result.ops, dtypes=dtypes, generated=generated, guarded=isolate, dim_orders=dim_orders)
+        result.seconds["early"] = time.perf_counter() - t
 
 
 def _timing_rows(result, target, addresses: dict, *, dtype, repeats, threads, max_slowdown, isolate=True) -> list:
@@ -242,23 +256,28 @@ def run_file(path, *, root=None, yaml=None, dtypes=None, timing_dtype="float32",
     test_files, tests_not_run, kernel_set = upstream_tests.test_files_of(target, gtest)
     python_files, python_not_run = upstream_python.python_test_files_of(target, python_tests)
     t = time.perf_counter()
+    installed = inst.install(target, library)  # before the base's build: the early cases need only the edit
+    result.installed = installed
+    result.replaced = sorted(installed.replaced)
+    result.seconds["swap"] = time.perf_counter() - t
+    learned.load_answers()  # torch's answers and the timing's samples of earlier processes
+    stored = learned.stored_plan(result.ops, dtypes, generated) if check else None
+    if check and stored is None:  # the plan is worked out: on a fresh cache, the early cases first
+        _early(result, dtypes=dtypes, generated=generated, isolate=isolate, dim_orders=dim_orders)
+    t = time.perf_counter()
     try:
         with progress.phase("building the base"):
             found, base_library = _base(target, base if check or timing or test_files or python_files else Base.BUILT_IN,
                                         cflags)
     except CheckoutError as exc:  # git could not give the base
         result.error = f"--base: {exc}"
+        installed.restore()  # nothing stays swapped for a file that gives an error
+        result.installed = None
         return result
     result.base = {"kind": found.kind, "rev": found.rev, "commit": found.commit, "describe": found.describe(),
                    "headers": found.headers, "unchanged": found.unchanged,
                    "build": None if base_library is None else {"compiled": base_library.compiled, "build_dir": base_library.build_dir}}
     result.seconds["base"] = time.perf_counter() - t
-    t = time.perf_counter()
-    installed = inst.install(target, library)
-    result.installed = installed
-    result.replaced = sorted(installed.replaced)
-    result.seconds["swap"] = time.perf_counter() - t
-    learned.load_answers()  # torch's answers and the timing's samples of earlier processes
     addresses = {}
     for index, impl in enumerate(target.ops):
         name = impl.entry.op
@@ -292,7 +311,7 @@ def run_file(path, *, root=None, yaml=None, dtypes=None, timing_dtype="float32",
             t = time.perf_counter()
             _judge_file(result, target, addresses, found.kind, directory, dtypes=dtypes, isolate=isolate, budget=budget,
                         base_key=base_key, dim_orders=dim_orders, numerics=numerics, generated=generated,
-                        alongside=alongside)
+                        alongside=alongside, stored=stored)
             result.seconds["check"] = time.perf_counter() - t - result.seconds.get("plan", 0.0)
         if gtest_run is not None:
             t = time.perf_counter()

@@ -1,6 +1,7 @@
 """The lines an ``etops dev`` round prints while it runs, before its report: the
 edit's first failing cases as soon as a task process hands them back (float32
-tasks run first, each right before its dim-order layouts and numerics transforms),
+tasks run first, each right before its dim-order layouts and numerics transforms;
+on a fresh cache, etops.dev.early's pass runs some before discovery),
 one line per pass, operator, dtype and kind of failure; then the
 findings of the contiguous cases once the base has run, those of each axis (the
 dim-order layouts, the numerics transforms), the upstream test's counts and each

@@ -371,7 +371,7 @@ def test_a_finding_labels_its_inputs_by_their_own_dtype():
 
 def test_a_round_names_each_phase_on_the_status_line_of_a_terminal(repo, monkeypatch):
     """Every phase of a round goes through etops.dev.progress: the builds, discovery,
-    the judge's passes with their tasks counted, the timing (the status line, on a
+    the recording of the judge's cases and its passes with their tasks counted, the timing (the status line, on a
     terminal; a Status that records what it is told stands in for it)."""
     import io
 
@@ -400,7 +400,7 @@ def test_a_round_names_each_phase_on_the_status_line_of_a_terminal(repo, monkeyp
         result.restore()
     phases = [t[1] for t in told if t[0] == "phase"]
     for wanted in ("op_mul.cpp", "building the edit", "building the base", "discovery: the OpInfos reaching its operators",
-                   "judging", "base tasks", "timing"):
+                   "judging", "recording the cases", "base tasks", "timing"):
         assert wanted in phases, phases
     assert any(p.startswith("edit +") and p.endswith(" tasks") for p in phases), phases
     counts = [t for t in told if t[0] == "count"]
