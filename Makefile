@@ -103,9 +103,16 @@ test-compat: $(BUILT)
 # pins), etops built in it from this tree and tests/aarch64/lane_*.py run there; the
 # same etops check on this venv (x86_64) and there, compared into
 # build/aarch64/differences.md (benchmarks/compare_platforms.py).
-.PHONY: test-aarch64
+# aarch64-root: the lane's first half alone (tests/aarch64/root.sh: host tools, the
+# cached root, etops of this tree built in it), without this venv: .ci/run starts it
+# in the background while the x86_64 suite runs (its debootstrap and downloads wait
+# on the network).
+.PHONY: test-aarch64 aarch64-root
 test-aarch64: $(BUILT)
 	tests/aarch64/lane.sh $(PY) $(TORCH_PIN) $(EXECUTORCH_PIN)
+
+aarch64-root:
+	tests/aarch64/root.sh python3 $(TORCH_PIN) $(EXECUTORCH_PIN) > /dev/null
 
 bench: $(BUILT)
 	$(PY) benchmarks/run_all.py
