@@ -6,6 +6,7 @@
 #   make bench  - the benchmarks (benchmarks/README.md)
 #   make test-compat - etops built and run against the other verified executorch versions
 #   make test-aarch64 - etops built and tested on Linux aarch64 under qemu-user (as root)
+#   make dev-aarch64 DEV="FILE [OPTIONS]" - etops dev of FILE on Linux aarch64 under qemu-user (as root)
 
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
@@ -113,6 +114,14 @@ test-aarch64: $(BUILT)
 
 aarch64-root:
 	tests/aarch64/root.sh python3 $(TORCH_PIN) $(EXECUTORCH_PIN) > /dev/null
+
+# etops dev on Linux aarch64 from this x86_64 machine (docs/aarch64.md; needs root):
+# make dev-aarch64 DEV="CHECKOUT/kernels/optimized/cpu/op_gelu.cpp --dtype float32"
+# runs `etops dev $(DEV)` inside the lane's root (made or reused, etops of this tree
+# built in it) with the checkout bind-mounted at its own path (tests/aarch64/dev.sh).
+.PHONY: dev-aarch64
+dev-aarch64:
+	tests/aarch64/dev.sh python3 $(TORCH_PIN) $(EXECUTORCH_PIN) $(DEV)
 
 bench: $(BUILT)
 	$(PY) benchmarks/run_all.py
