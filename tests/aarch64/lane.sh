@@ -16,7 +16,9 @@
 #
 # Usage: tests/aarch64/lane.sh HOST_PYTHON TORCH_PIN EXECUTORCH_PIN
 set -euo pipefail
-host_python="$(realpath "${1:?usage: lane.sh HOST_PYTHON TORCH_PIN EXECUTORCH_PIN}")"
+host_python="${1:?usage: lane.sh HOST_PYTHON TORCH_PIN EXECUTORCH_PIN}"
+# absolute, but not resolved: realpath would follow a venv's python symlink out of the venv
+host_python="$(cd "$(dirname "$host_python")" && pwd)/$(basename "$host_python")"
 torch_pin="${2:?torch pin}"
 executorch_pin="${3:?executorch pin}"
 src="$(cd "$(dirname "$0")/../.." && pwd)"
