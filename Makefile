@@ -6,6 +6,7 @@
 #   make bench  - the benchmarks (benchmarks/README.md)
 #   make test-compat - etops built and run against the other verified executorch versions
 #   make test-aarch64 - etops built and tested on Linux aarch64 under qemu-user (as root)
+#   make dev-aarch64 DEV="FILE [OPTIONS]" - etops dev of FILE on Linux aarch64 under qemu-user (as root)
 
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
@@ -103,9 +104,24 @@ test-compat: $(BUILT)
 # pins), etops built in it from this tree and tests/aarch64/lane_*.py run there; the
 # same etops check on this venv (x86_64) and there, compared into
 # build/aarch64/differences.md (benchmarks/compare_platforms.py).
-.PHONY: test-aarch64
+# aarch64-root: the lane's first half alone (tests/aarch64/root.sh: host tools, the
+# cached root, etops of this tree built in it), without this venv: .ci/run starts it
+# in the background while the x86_64 suite runs (its debootstrap and downloads wait
+# on the network).
+.PHONY: test-aarch64 aarch64-root
 test-aarch64: $(BUILT)
 	tests/aarch64/lane.sh $(PY) $(TORCH_PIN) $(EXECUTORCH_PIN)
+
+aarch64-root:
+	tests/aarch64/root.sh python3 $(TORCH_PIN) $(EXECUTORCH_PIN) > /dev/null
+
+# etops dev on Linux aarch64 from this x86_64 machine (docs/aarch64.md; needs root):
+# make dev-aarch64 DEV="CHECKOUT/kernels/optimized/cpu/op_gelu.cpp --dtype float32"
+# runs `etops dev $(DEV)` inside the lane's root (made or reused, etops of this tree
+# built in it) with the checkout bind-mounted at its own path (tests/aarch64/dev.sh).
+.PHONY: dev-aarch64
+dev-aarch64:
+	tests/aarch64/dev.sh python3 $(TORCH_PIN) $(EXECUTORCH_PIN) $(DEV)
 
 bench: $(BUILT)
 	$(PY) benchmarks/run_all.py

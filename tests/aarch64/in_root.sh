@@ -10,6 +10,10 @@
 # arm64 one (two Neoverse N1 cores, the features qemu's default CPU has) is mounted
 # over it.
 #
+# ETOPS_BIND (folders, one a line): each bind-mounted at its own path in the root
+# (make dev-aarch64: the checkout, the output folders); ETOPS_CWD: the folder the
+# command starts in (default /).
+#
 # Usage: tests/aarch64/in_root.sh ROOT_DIR COMMAND [ARG...]
 set -euo pipefail
 root="$(cd "${1:?usage: in_root.sh ROOT_DIR COMMAND...}" && pwd)"
@@ -25,5 +29,8 @@ exec unshare --mount --propagation private /bin/sh -ec '
   mount -t sysfs sysfs "$root/sys"
   mount -t tmpfs tmpfs "$root/tmp"
   if [ -n "${ETOPS_SOURCE:-}" ]; then mkdir -p "$root/src" && mount --bind "$ETOPS_SOURCE" "$root/src"; fi
+  printf "%s\n" "${ETOPS_BIND:-}" | while IFS= read -r folder; do
+    [ -z "$folder" ] || { mkdir -p "$root$folder" && mount --bind "$folder" "$root$folder"; }
+  done
   exec chroot "$root" /usr/bin/env -i HOME=/root PATH=/opt/etops-venv/bin:/usr/bin:/bin LANG=C.UTF-8 \
-    ETOPS_CACHE_DIR=/root/etops-cache "$@"' sh "$root" "$@"
+    ETOPS_CACHE_DIR=/root/etops-cache /bin/sh -c '"'"'cd "$0" && exec "$@"'"'"' "${ETOPS_CWD:-/}" "$@"' sh "$root" "$@"

@@ -102,6 +102,26 @@ def test_a_guard_process_that_does_not_answer_is_killed_and_the_call_raises_guar
     assert torch.equal(etops.guard.call(reg.aten.add.out, torch.ones(2), torch.ones(2)), torch.full((2,), 2.0))
 
 
+def test_a_stall_is_time_asleep_without_cpu_not_time_runnable_or_waiting_on_io(monkeypatch):
+    """CpuWatch: CPU time standing still counts towards a stall only while the
+    process sleeps (S: a lock, a pipe); runnable (R, a loaded machine) or in disk I/O
+    (D, pages read back) it is not blocked. Its clock is the `now` it is given."""
+    seen = {"ticks": 7, "state": "S"}
+    monkeypatch.setattr(server, "_cpu_ticks", lambda pid: (seen["ticks"], seen["state"]))
+    watch = server.CpuWatch(12345)
+    assert not watch.stalled(100.0, 20.0)  # the first look: the ticks seen
+    assert not watch.stalled(119.0, 20.0) and watch.stalled(120.0, 20.0)  # asleep 20 s without CPU
+    for state in ("D", "R"):
+        seen["state"] = state
+        assert not watch.stalled(200.0, 20.0) and not watch.stalled(300.0, 20.0)
+    seen["state"] = "S"
+    assert not watch.stalled(310.0, 20.0) and watch.stalled(330.0, 20.0)  # asleep again: counted from its last look awake
+    seen["ticks"] = 8
+    assert not watch.stalled(400.0, 20.0)  # CPU time moved
+    monkeypatch.setattr(server, "_cpu_ticks", lambda pid: None)
+    assert not server.CpuWatch(1).stalled(1e9, 20.0)  # /proc does not tell: never a stall
+
+
 def test_set_timeout_refuses_what_is_not_a_positive_limit():
     with pytest.raises(ValueError, match="argument 'seconds'"):
         etops.guard.set_timeout(0)

@@ -72,31 +72,40 @@ class _TimedOut(Exception):
     (used no CPU time) rather than ran out of time."""
 
 
-def _cpu_ticks(pid: int) -> int | None:
-    """The CPU time (user + system, in clock ticks) process `pid` has used, or None
-    where /proc does not tell."""
+def _cpu_ticks(pid: int) -> tuple[int, str] | None:
+    """The CPU time (user + system, in clock ticks) process `pid` has used and its
+    state letter (R running, S sleeping, D waiting on I/O, ...), or None where /proc
+    does not tell."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
             fields = f.read().rsplit(b")", 1)[1].split()
-        return int(fields[11]) + int(fields[12])
+        return int(fields[11]) + int(fields[12]), fields[0].decode("ascii", "replace")
     except (OSError, IndexError, ValueError):
         return None
 
 
+#: the states of a process that is not blocked even while its CPU time stands still:
+#: runnable (waiting for a CPU of a loaded machine) and in uninterruptible I/O (its
+#: pages read back from disk: under emulation, a fork's child touching gigabytes of
+#: mapped libraries on a machine short of page cache)
+_NOT_BLOCKED = ("R", "D")
+
+
 class CpuWatch:
     """Whether process `pid` has gone without CPU time: each look at /proc that
-    finds its CPU time unchanged since the last one that saw it move counts
-    towards a stall (a process /proc does not tell of never stalls)."""
+    finds its CPU time unchanged since the last one that saw it move, the process
+    sleeping, counts towards a stall (a process /proc does not tell of never stalls;
+    one runnable or waiting on I/O is not blocked)."""
 
     def __init__(self, pid: int) -> None:
         self.pid, self.still_since = pid, time.monotonic()
         self.ticks: int | None = None
 
     def stalled(self, now: float, limit: float) -> bool:
-        """Whether it used no CPU time for `limit` seconds up to `now`."""
+        """Whether it slept without CPU time for `limit` seconds up to `now`."""
         seen = _cpu_ticks(self.pid)
-        if seen is None or seen != self.ticks:
-            self.ticks, self.still_since = seen, now
+        if seen is None or seen[0] != self.ticks or seen[1] in _NOT_BLOCKED:
+            self.ticks, self.still_since = None if seen is None else seen[0], now
             return False
         return now - self.still_since >= limit
 
