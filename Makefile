@@ -197,5 +197,5 @@ test-asan: $(DEPS)
 	LD_PRELOAD="$$(gcc -print-file-name=libasan.so) $$(gcc -print-file-name=libubsan.so)" \
 	ASAN_OPTIONS=detect_leaks=0:log_path=$(abspath $(ASAN_DIR))/reports/asan \
 	UBSAN_OPTIONS=print_stacktrace=1:log_path=$(abspath $(ASAN_DIR))/reports/ubsan \
-	PYTHONPATH=$(ASAN_DIR)/pkg $(PY) -m pytest -q -n 2 -p no:cacheprovider tests
+	PYTHONPATH=$(abspath $(ASAN_DIR))/pkg $(PY) -m pytest -q -n 2 -p no:cacheprovider tests
 	@if ls $(ASAN_DIR)/reports/* > /dev/null 2>&1; then echo "sanitizer reports:"; cat $(ASAN_DIR)/reports/*; exit 1; else echo "test-asan: zero sanitizer reports"; fi
