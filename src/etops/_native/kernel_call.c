@@ -217,11 +217,39 @@ static inline Step hand_over(KernelObject* k, Call* c) {
   return STEP_NEXT;
 }
 
+/* A call without out= that matched a memo of one: its outs allocated as the memo
+ * says, then a call with outs C allocated. When torch gave other tensors than the
+ * memo remembers, the hit is undone and the call goes the full path with them. */
+static Py_NO_INLINE Step allocate_remembered_outs(KernelObject* k, Call* c) {
+  const int slot = memo_alloc_slot(k);
+  int done = memo_allocate_outs(k, c->bound, c->fresh, &c->nfresh);
+  if (done < 0) return done_with(c, NULL);
+  c->missing_out = 0;
+  c->alloc_slot = slot;
+  c->alloc_sig = memo_alloc_sig(k);
+  if (done == 0) { /* the scratch as scratch_init left it, the memo free again */
+    memo_release(k);
+    c->memo_hit = 0;
+    c->vals = c->vals_buf;
+    c->cs.recs = c->cs.inline_recs;
+    c->cs.nrecs = 0;
+    c->cs.caprecs = ETOPS_MAX_TENSORS;
+    c->cs.numel_total = 0;
+    c->cs.pre_mask = 0;
+  }
+  return STEP_NEXT;
+}
+
 /* Whether the call matches the last steady call's memo (converted, validated,
- * selected): then its index ranges alone are checked again. */
+ * selected): then its index ranges alone are checked again. A call without out=
+ * matches a memo of one and gets its outs here. */
 static inline Step reuse_memo(KernelObject* k, Call* c) {
-  c->memo_hit = !c->missing_out && k->memo != NULL && memo_match(k, c->bound, &c->cs, &c->vals, c->pre);
+  c->memo_hit = k->memo != NULL && memo_match(k, c->bound, c->missing_out, &c->cs, &c->vals, c->pre);
   if (!c->memo_hit) return STEP_NEXT;
+  if (c->missing_out) {
+    if (allocate_remembered_outs(k, c) == STEP_DONE) return STEP_DONE;
+    if (!c->memo_hit) return STEP_NEXT; /* undone: the full path, its outs given */
+  }
   c->fn = memo_fn(k);
   c->static_slot = c->signature_slot = memo_slot(k);
   if (k->nranges > 0 && refuse_index_ranges(k, c->vals, c->bound) < 0) return done_with(c, NULL);
@@ -415,9 +443,9 @@ static inline void results(KernelObject* k, Call* c) {
   c->result = c->alloc_slot >= 0 && k->nreturns == 0 ? allocated_outs_result(k, c->bound)
                                                      : build_result(k, c->bound, c->vals);
   /* a steady call (STATIC outs, signature probed clean): the next one like it starts from here */
-  if (!c->memo_hit && c->result != NULL && c->static_slot >= 0 && c->alloc_slot < 0 && k->probed[c->static_slot] &&
+  if (!c->memo_hit && c->result != NULL && c->static_slot >= 0 && k->probed[c->static_slot] &&
       k->delegate_handle == NULL)
-    memo_remember(k, &c->cs, c->bound, c->vals, c->fn, c->static_slot);
+    memo_remember(k, &c->cs, c->bound, c->vals, c->fn, c->static_slot, c->alloc_slot, c->alloc_sig);
 }
 
 /* The steps in order; Call.result is the call's answer when they return. */
