@@ -481,7 +481,11 @@ int slow_refuses(KernelObject* k, SlowEntry entry, PyObject* const* bound, PyObj
  * one: what bind_arguments_searched would give, without searching. */
 static inline void bind_remembered(const KernelObject* k, PyObject* const* args, Py_ssize_t nargs, PyObject** bound,
                                    int* missing_out) {
-  for (Py_ssize_t i = 0; i < nargs; i++) bound[i] = args[i];
+  for (Py_ssize_t i = 0; i < nargs; i++) {
+    PyObject* a = args[i];
+    __asm__("" : "+r"(a)); /* a few pointers: a loop, not the memcpy call gcc would make of it */
+    bound[i] = a;
+  }
   for (int j = 0; j < k->bind_nkw; j++) bound[k->bind_kw_arg[j]] = args[nargs + j];
   for (int f = 0; f < k->bind_nfill; f++) bound[k->bind_fill_arg[f]] = k->bind_fill_value[f];
   int missing = k->bind_missing_out;

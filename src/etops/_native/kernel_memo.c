@@ -119,6 +119,19 @@ static Py_NO_INLINE int allocating_fits(const KernelObject* k, const CallMemo* m
   return 1;
 }
 
+/* A miss after torch's exchange API filled pre[] for the first `asked` records'
+ * arguments: the conversion takes those DLTensors from there (CallScratch's pre_dl
+ * and pre_mask, as memo_match promises) instead of asking again. 0. Out of line:
+ * the bits are set on a miss only. */
+static Py_NO_INLINE int missed_after_asking(CallScratch* cs, const CallMemo* m, DLTensor* pre, int asked) {
+  cs->pre_dl = pre;
+  for (int r = 0; r < asked; r++) {
+    const int arg = m->recs[r].arg;
+    if (arg < 64) cs->pre_mask |= (uint64_t)1 << arg;
+  }
+  return 0;
+}
+
 int memo_match(KernelObject* k, PyObject* const* bound, int missing_out, CallScratch* cs, etb_value** vals,
                DLTensor* pre) {
   CallMemo* m = k->memo;
@@ -138,7 +151,6 @@ int memo_match(KernelObject* k, PyObject* const* bound, int missing_out, CallScr
     if (Py_TYPE(bound[m->recs[r].arg]) != tensor_type) return 0;
   }
   const DLPackExchangeAPI* api = k->st->torch_api;
-  cs->pre_dl = pre;
   for (int r = 0; r < nmatch; r++) {
     TensorRec* rec = &m->recs[r];
     const int arg = rec->arg;
@@ -147,28 +159,26 @@ int memo_match(KernelObject* k, PyObject* const* bound, int missing_out, CallScr
     DLTensor* dl = &pre[arg];
     if (api->dltensor_from_py_object_no_sync(o, dl) != 0) {
       PyErr_Clear(); /* the full path meets (and raises) it again */
-      return 0;
+      return missed_after_asking(cs, m, pre, r);
     }
-    if (arg < 64) cs->pre_mask |= (uint64_t)1 << arg; /* a miss: the conversion takes it from here */
     const int64_t* layout = m->layouts[r]; /* sizes, then strides, as int64 */
     uint32_t dtype;
     memcpy(&dtype, &dl->dtype, sizeof dtype);
     if (dl->device.device_type != kDLCPU || dl->ndim != t->ndim || dl->data == NULL || dtype != m->dl_dtypes[r])
-      return 0;
-    if (etops_tensor_maybe_lazy(o)) return 0; /* a lazy bit: resolved into a copy by the full path */
+      return missed_after_asking(cs, m, pre, r + 1);
+    if (etops_tensor_maybe_lazy(o)) return missed_after_asking(cs, m, pre, r + 1); /* resolved into a copy by the full path */
     int64_t diff = 1; /* no strides (contiguous): the exact rule */
     if (dl->strides != NULL) {
       diff = 0;
       for (int d = 0; d < t->ndim; d++) diff |= (dl->shape[d] ^ layout[d]) | (dl->strides[d] ^ layout[ETB_MAX_DIM + d]);
     }
-    if (diff != 0 && !same_contiguous_layout(dl, t)) return 0;
+    if (diff != 0 && !same_contiguous_layout(dl, t)) return missed_after_asking(cs, m, pre, r + 1);
     t->data = (char*)dl->data + dl->byte_offset;
     rec->obj = o;
     rec->given = o;
     rec->span.first = (uintptr_t)t->data;
     rec->span.end = rec->span.first + m->nbytes[r];
   }
-  cs->pre_mask = 0;
   if (m->fresh_slots) { /* the bridge writes fresh return values into them */
     memcpy(*vals, m->vals, sizeof(etb_value) * (size_t)k->nslots);
   } else {
