@@ -151,7 +151,8 @@ int memo_match(KernelObject* k, PyObject* const* bound, int missing_out, CallScr
     if (Py_TYPE(bound[m->recs[r].arg]) != tensor_type) return 0;
   }
   const DLPackExchangeAPI* api = k->st->torch_api;
-  for (int r = 0; r < nmatch; r++) {
+  int r;
+  for (r = 0; r < nmatch; r++) {
     TensorRec* rec = &m->recs[r];
     const int arg = rec->arg;
     PyObject* o = bound[arg];
@@ -159,20 +160,20 @@ int memo_match(KernelObject* k, PyObject* const* bound, int missing_out, CallScr
     DLTensor* dl = &pre[arg];
     if (api->dltensor_from_py_object_no_sync(o, dl) != 0) {
       PyErr_Clear(); /* the full path meets (and raises) it again */
-      return missed_after_asking(cs, m, pre, r);
+      goto missed; /* torch filled the views of recs [0, r) */
     }
     const int64_t* layout = m->layouts[r]; /* sizes, then strides, as int64 */
     uint32_t dtype;
     memcpy(&dtype, &dl->dtype, sizeof dtype);
     if (dl->device.device_type != kDLCPU || dl->ndim != t->ndim || dl->data == NULL || dtype != m->dl_dtypes[r])
-      return missed_after_asking(cs, m, pre, r + 1);
-    if (etops_tensor_maybe_lazy(o)) return missed_after_asking(cs, m, pre, r + 1); /* resolved into a copy by the full path */
+      goto missed_this;
+    if (etops_tensor_maybe_lazy(o)) goto missed_this; /* a lazy bit: resolved into a copy by the full path */
     int64_t diff = 1; /* no strides (contiguous): the exact rule */
     if (dl->strides != NULL) {
       diff = 0;
       for (int d = 0; d < t->ndim; d++) diff |= (dl->shape[d] ^ layout[d]) | (dl->strides[d] ^ layout[ETB_MAX_DIM + d]);
     }
-    if (diff != 0 && !same_contiguous_layout(dl, t)) return missed_after_asking(cs, m, pre, r + 1);
+    if (diff != 0 && !same_contiguous_layout(dl, t)) goto missed_this;
     t->data = (char*)dl->data + dl->byte_offset;
     rec->obj = o;
     rec->given = o;
@@ -191,6 +192,10 @@ int memo_match(KernelObject* k, PyObject* const* bound, int missing_out, CallScr
   m->candidate = 0; /* a call in between that hit: no signature missed twice in a row */
   k->memo_hits++;
   return 1;
+missed_this: /* torch filled the views of recs [0, r] */
+  r++;
+missed:
+  return missed_after_asking(cs, m, pre, r);
 }
 
 /* The outs of an allocating memo from torch's allocator without a Python call
