@@ -14,7 +14,7 @@
  *   kernel_bind.c     a call's arguments bound to the plan (the remembered layout first)
  *   kernel_call.c     the call, step by step: bind, check, convert, run, results
  *   kernel_slow.c     the typed hand-offs to the Python slow path (SlowPathTable, Handled)
- *   kernel_signature.c  a call's argument signature (the hash the rings are keyed by)
+ *   kernel_signature.c  a call's argument signature (the hash the rings are keyed by), torch's checks once per signature
  *   kernel_probe.c    the first call of a signature, its written tensors between guard pages
  *   kernel_memo.c     the last signature's converted call, reused by calls that match it
  *   kernel_alloc.c    the outs of calls without out=: remembered sizes, allocation
@@ -197,6 +197,11 @@ static inline uint64_t signature_mix(uint64_t h, uint64_t v) {
  * rank and sizes, ints, bools and int lists by value, the tags of the rest
  * (doubles by kind: their values do not change dtypes or shapes). */
 uint64_t call_signature(const etb_value* vals, int n);
+/* Finds the call's signature in the kernel's ring (kernel_signature.c), torch's
+ * checks first for a new one: 0 (*slot its entry), -1 refused, 1 made by the slow
+ * path (*handled its result). */
+int validate_once(KernelObject* k, const etb_value* vals, PyObject* const* bound, int odd_numbers,
+                  PyObject** handled, int* slot);
 
 /* A borrowed tensor and the Python object it came from (argument `arg`). A
  * written tensor in a permuted dim order is borrowed as a contiguous copy `obj`
@@ -233,7 +238,7 @@ typedef struct {
   /* a number argument (or list item) was given as an object other than an exact int,
    * float or bool (a 0-dim tensor, a numpy scalar, an int subclass): it converts to
    * the same value, so the signature cannot tell it apart, but torch may refuse its
-   * type, so torch's checks see every such call (kernel_call.c's validate_once) */
+   * type, so torch's checks see every such call (kernel_signature.c's validate_once) */
   int odd_numbers;
 } CallScratch;
 
@@ -413,50 +418,7 @@ int probe_end(const KernelObject* k, Probe* p, int copy_back);
 
 /* ---- kernel_memo.c ---------------------------------------------------------------- */
 
-typedef struct CallMemo CallMemo;
-
-/* Whether this call (bound: its arguments; missing_out: an out is not given) matches
- * the kernel's memo (k->memo not NULL): then *vals points at its slots (the memo's own, or copied into
- * the buffer *vals pointed at when the bridge writes some), cs at its tensor records (the memo's,
- * data pointers patched), the memo is busy until memo_release, and the call runs
- * the function k->memo remembers with STATIC outs, its signature's ring entry being
- * memo_slot(k). A call without out= matches only a memo of one (memo_alloc_slot >= 0),
- * and its outs are then memo_allocate_outs' to allocate. 0: no match (no exception): the DLTensors it asked torch for are in
- * `pre` (ETOPS_MAX_ARGS of them, by argument), cs->pre_mask saying which, for the
- * conversion to use instead of asking again. */
-int memo_match(KernelObject* k, PyObject* const* bound, int missing_out, CallScratch* cs, etb_value** vals,
-               DLTensor* pre);
-/* After a match of a call without out=: allocates its outs into bound[] (new
- * references, also in fresh[], *nfresh of them) as the memo's allocation ring entry
- * says, and aims the memo's out records at them. 1: done; 0: torch gave other
- * tensors than the memo remembers (they stay in bound[] and fresh[]; the call goes
- * the full path with them as outs C allocated); -1: an exception. */
-int memo_allocate_outs(KernelObject* k, PyObject** bound, PyObject** fresh, int* nfresh);
-/* The allocation ring entry of a memo of a call without out=, or -1 (an out= call's),
- * and its signature. */
-int memo_alloc_slot(const KernelObject* k);
-uint64_t memo_alloc_sig(const KernelObject* k);
-/* The function and ring entry of a matched memo. */
-etb_kernel_fn memo_fn(const KernelObject* k);
-int memo_slot(const KernelObject* k);
-/* The bridge's prepared stack of a matched memo's slots (its outs STATIC), or NULL. */
-etb_prepared* memo_prepared(const KernelObject* k);
-/* 0: no memo; 1: a memo (calls that match it skip conversion); 2: one with a
- * prepared stack (they skip building the bridge's stack too). For tests. */
-int memo_state(const KernelObject* k);
-/* Ends the use memo_match began. */
-void memo_release(KernelObject* k);
-/* After a successful call with STATIC outs whose signature (ring entry `slot`) was
- * probed clean, and which ran `fn` on `vals` (as converted, before the call; return
- * slots aside): remembers it when every argument qualifies (else nothing). Never fails.
- * alloc_slot >= 0: C allocated every out of this call as allocation ring entry
- * alloc_slot (signature alloc_sig) says. */
-void memo_remember(KernelObject* k, const CallScratch* cs, PyObject* const* bound, const etb_value* vals,
-                   etb_kernel_fn fn, int slot, int alloc_slot, uint64_t alloc_sig);
-/* The memo no longer matches anything (a change it cannot see by itself). */
-void memo_forget(KernelObject* k);
-/* Frees the memo (the kernel's clear, when no call is using it). */
-void memo_free(KernelObject* k);
+#include "kernel_memo.h" /* the call memo (needs KernelObject and CallScratch, above) */
 
 /* ---- kernel_slow.c ---------------------------------------------------------------- */
 
