@@ -26,55 +26,54 @@
 /* Releasing the GIL costs about as much as a tiny kernel: only for big ones. */
 #define GIL_RELEASE_NUMEL 32768
 
-/* One call in progress: what its steps share. Only scalars and pointers: the arrays
- * and records whose addresses the call hands to other files live in
- * kernel_vectorcall's frame (CallMemory), so that no step passes the Call itself (or
- * a field's address) out, and the compiler keeps its fields in registers. */
-typedef struct {
-  PyObject** bound; /* per plan argument (borrowed), NULL: an out not given */
-  int missing_out;  /* an out is missing: the slow path (or C) allocates it */
-  CallScratch* cs;
-  Probe* probe;
-  PyObject* crash_site; /* (argument, where, offset) of a fault in a probe's memory */
-  int probed_crash;     /* the fault hit a probe: the kernel wrote etops' copies of the outs */
-  etb_value* vals_buf;
-  etb_value* vals; /* vals_buf, or the memo's slots */
-  DLTensor* pre;   /* what a memo that does not match asked torch, for the conversion */
-  int memo_hit;
-  PyObject** fresh; /* outs allocated here for a call without out= */
-  int nfresh;
-  int alloc_slot;     /* their entry in the kernel's allocation ring, or -1 */
-  int alloc_remember; /* a new signature: remember what the slow path allocates */
-  uint64_t alloc_sig;
-  int static_slot;    /* the ring entry of this signature when its outs went STATIC, or -1 */
-  int signature_slot; /* the ring entry of this signature (calls with outs), or -1 */
-  etb_kernel_fn fn;
-  int err;    /* ETB_OK or an ExecuTorch Error code */
-  int logged; /* whether the call log may hold messages (a kernel's call tells) */
-  PyObject* result; /* what the call returns once a step says STEP_DONE (NULL: raised) */
-} Call;
+#include "kernel_call_state.h" /* Call, CallMemory, the steps' Step and STEP */
 
-/* What a call's Call points at (kernel_vectorcall's frame). */
-typedef struct {
-  PyObject* bound[ETOPS_MAX_ARGS];
-  CallScratch cs;
-  Probe probe;
-  etb_value vals_buf[ETOPS_MAX_ARGS];
-  DLTensor pre[ETOPS_MAX_ARGS];
-  PyObject* fresh[ETOPS_MAX_ARGS];
-} CallMemory;
+/* ---- torch's checks, once per argument signature ------------------------------- */
 
-/* Every step is inlined into kernel_vectorcall (a step out of line would take the
- * Call's address and keep its fields in memory). */
-#define STEP static inline __attribute__((always_inline))
-
-/* What a step says: go on with the next, or the call is over (Call.result). */
-typedef enum { STEP_NEXT, STEP_DONE } Step;
-
-/* A step that ends the call with `result` (NULL: an exception is set). */
-STEP Step done_with(Call* c, PyObject* result) {
-  c->result = result;
-  return STEP_DONE;
+/* Finds the call's signature in the kernel's ring, adding it when new (a validating
+ * kernel runs torch's checks, the slow path's validate, first). A call with a number
+ * given as another object than an exact int, float or bool (`odd_numbers`: a 0-dim
+ * tensor where the schema wants a number) is checked by torch even when its
+ * signature is known: the signature holds the number's value, not its type, and
+ * torch refuses some types a known signature's call did not have. 0: go on, *slot
+ * the signature's entry in the ring (validated_static_outs[*slot]: whether its outs
+ * go STATIC; probed[*slot]: whether a probe of it ran clean);
+ * -1: torch refuses (exception set); 1: the slow path resized outs as torch's
+ * out= does and made the call itself (*handled is its result, a new reference). */
+static int validate_once(KernelObject* k, const etb_value* vals, PyObject* const* bound, int odd_numbers,
+                         PyObject** handled, int* slot) {
+  uint64_t h = call_signature(vals, k->nargs);
+  int known = -1;
+  /* newest first: a loop of calls repeats the signature it last added */
+  for (int n = 0, i = k->validated_next; n < k->validated_count; n++) {
+    i = i == 0 ? VALIDATED_SIGNATURES - 1 : i - 1;
+    if (k->validated[i] == h) {
+      known = i;
+      break;
+    }
+  }
+  if (known >= 0 && !(odd_numbers && k->validates)) {
+    *slot = known;
+    return 0;
+  }
+  int static_outs = 0;
+  if (k->validates) {
+    int answer = slow_validate(k, bound, handled, &static_outs);
+    if (answer == SLOW_ERROR) return -1;
+    if (answer == SLOW_HANDLED) return 1; /* never remembered: these outs change shape */
+    static_outs = k->static_outs_allowed && static_outs;
+  }
+  if (known >= 0) { /* torch accepted the number's type: the signature's entry as it was */
+    *slot = known;
+    return 0;
+  }
+  k->validated_static_outs[k->validated_next] = (uint8_t)static_outs;
+  k->probed[k->validated_next] = 0; /* its first call is a probe (kernel_probe.c) */
+  *slot = k->validated_next;
+  k->validated[k->validated_next] = h;
+  k->validated_next = (k->validated_next + 1) % VALIDATED_SIGNATURES;
+  if (k->validated_count < VALIDATED_SIGNATURES) k->validated_count++;
+  return 0;
 }
 
 static PyObject* return_value(const etb_value* v) {

@@ -14,7 +14,7 @@
  *   kernel_bind.c     a call's arguments bound to the plan (the remembered layout first)
  *   kernel_call.c     the call, step by step: bind, check, convert, run, results
  *   kernel_slow.c     the typed hand-offs to the Python slow path (SlowPathTable, Handled)
- *   kernel_signature.c  a call's argument signature (the hash the rings are keyed by), torch's checks once per signature
+ *   kernel_signature.c  a call's argument signature (the hash the rings are keyed by)
  *   kernel_probe.c    the first call of a signature, its written tensors between guard pages
  *   kernel_memo.c     the last signature's converted call, reused by calls that match it
  *   kernel_alloc.c    the outs of calls without out=: remembered sizes, allocation
@@ -197,11 +197,6 @@ static inline uint64_t signature_mix(uint64_t h, uint64_t v) {
  * rank and sizes, ints, bools and int lists by value, the tags of the rest
  * (doubles by kind: their values do not change dtypes or shapes). */
 uint64_t call_signature(const etb_value* vals, int n);
-/* Finds the call's signature in the kernel's ring (kernel_signature.c), torch's
- * checks first for a new one: 0 (*slot its entry), -1 refused, 1 made by the slow
- * path (*handled its result). */
-int validate_once(KernelObject* k, const etb_value* vals, PyObject* const* bound, int odd_numbers,
-                  PyObject** handled, int* slot);
 
 /* A borrowed tensor and the Python object it came from (argument `arg`). A
  * written tensor in a permuted dim order is borrowed as a contiguous copy `obj`
@@ -238,7 +233,7 @@ typedef struct {
   /* a number argument (or list item) was given as an object other than an exact int,
    * float or bool (a 0-dim tensor, a numpy scalar, an int subclass): it converts to
    * the same value, so the signature cannot tell it apart, but torch may refuse its
-   * type, so torch's checks see every such call (kernel_signature.c's validate_once) */
+   * type, so torch's checks see every such call (kernel_call.c's validate_once) */
   int odd_numbers;
 } CallScratch;
 

@@ -1,9 +1,8 @@
 /*
  * kernel_signature.c - a call's argument signature: the hash of what torch's checks,
  * the out shapes and a kernel's writes depend on (kernel_internal.h,
- * call_signature). kernel_call.c keys the validated / probed ring by it
- * (validate_once: torch's checks once per signature), and kernel_alloc.c its
- * allocations.
+ * call_signature). kernel_call.c keys the validated / probed ring by it, and
+ * kernel_alloc.c its allocations.
  */
 #include "kernel_internal.h"
 
@@ -47,52 +46,4 @@ uint64_t call_signature(const etb_value* vals, int n) {
     }
   }
   return h;
-}
-
-/* ---- torch's checks, once per argument signature ------------------------------- */
-
-/* Finds the call's signature in the kernel's ring, adding it when new (a validating
- * kernel runs torch's checks, the slow path's validate, first). A call with a number
- * given as another object than an exact int, float or bool (`odd_numbers`: a 0-dim
- * tensor where the schema wants a number) is checked by torch even when its
- * signature is known: the signature holds the number's value, not its type, and
- * torch refuses some types a known signature's call did not have. 0: go on, *slot
- * the signature's entry in the ring (validated_static_outs[*slot]: whether its outs
- * go STATIC; probed[*slot]: whether a probe of it ran clean);
- * -1: torch refuses (exception set); 1: the slow path resized outs as torch's
- * out= does and made the call itself (*handled is its result, a new reference). */
-int validate_once(KernelObject* k, const etb_value* vals, PyObject* const* bound, int odd_numbers,
-                         PyObject** handled, int* slot) {
-  uint64_t h = call_signature(vals, k->nargs);
-  int known = -1;
-  /* newest first: a loop of calls repeats the signature it last added */
-  for (int n = 0, i = k->validated_next; n < k->validated_count; n++) {
-    i = i == 0 ? VALIDATED_SIGNATURES - 1 : i - 1;
-    if (k->validated[i] == h) {
-      known = i;
-      break;
-    }
-  }
-  if (known >= 0 && !(odd_numbers && k->validates)) {
-    *slot = known;
-    return 0;
-  }
-  int static_outs = 0;
-  if (k->validates) {
-    int answer = slow_validate(k, bound, handled, &static_outs);
-    if (answer == SLOW_ERROR) return -1;
-    if (answer == SLOW_HANDLED) return 1; /* never remembered: these outs change shape */
-    static_outs = k->static_outs_allowed && static_outs;
-  }
-  if (known >= 0) { /* torch accepted the number's type: the signature's entry as it was */
-    *slot = known;
-    return 0;
-  }
-  k->validated_static_outs[k->validated_next] = (uint8_t)static_outs;
-  k->probed[k->validated_next] = 0; /* its first call is a probe (kernel_probe.c) */
-  *slot = k->validated_next;
-  k->validated[k->validated_next] = h;
-  k->validated_next = (k->validated_next + 1) % VALIDATED_SIGNATURES;
-  if (k->validated_count < VALIDATED_SIGNATURES) k->validated_count++;
-  return 0;
 }
