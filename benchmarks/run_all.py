@@ -35,6 +35,8 @@ def summary_table(co: dict, la: dict, im: dict) -> str:
         ("1", "etops / torch.add(out=) (2x3 f32)", "etops / torch.add", "<= 0.5"),
         ("1", "etops / floor (2x3 f32)", "etops / floor", "<= 1.5"),
         ("2", "pte Method.execute / etops", "pte / etops", ">= 10"),
+        ("1", "etops op(a, b) / torch.add(a, b), allocating (2x3 f32)", "etops op(a, b) / torch.add(a, b)", "<= 1.2"),
+        ("1", "etops 0-dim / 1-D tensor for `other` (out=)", "0-dim tensor / 1-D tensor", "<= 1.3"),
     ]
     lines = ["| # | ratio | paired median | of mins | of medians | goal | met (paired) |",
              "|---|---|---:|---:|---:|---|---|"]

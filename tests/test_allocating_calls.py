@@ -179,3 +179,68 @@ def test_outs_the_kernel_sizes_otherwise_warn_nothing():
             got = bn(x, w, b, rm, rv, 0.1, 1e-5)
             torch.testing.assert_close(got[0], want[0])
             assert [g.shape for g in got[1:]] == [torch.Size([0])] * 2
+
+
+def test_a_repeated_call_without_out_matches_the_call_memo():
+    """A call without out= of a signature met before matches the kernel's call memo
+    (kernel_memo.c) as an out= call does, its outs allocated in C: fresh tensors each
+    time, with the new inputs' values, as torch's functional call gives them."""
+    add, slow = counted("add.out")
+    a, b = torch.randn(2, 3), torch.randn(2, 3)
+    results = []
+    for i in range(6):
+        a.fill_(float(i))  # new values, same signature
+        got = add(a, b)
+        same_tensor(got, a + b)
+        results.append(got)
+    assert add._memo_hits() >= 3  # the first calls allocate in Python, then in C, then the memo
+    assert slow.allocations == 1
+    assert len({id(r) for r in results}) == 6 and len({r.data_ptr() for r in results}) == 6
+    last = results[-1]
+    assert last._version == 0 and not last.requires_grad and type(last) is torch.Tensor
+    last.resize_(100)  # an ordinary torch tensor: its storage grows
+    last.fill_(1.0)
+    assert float(last.sum()) == 100.0
+
+
+def test_calls_without_out_that_differ_from_the_memo_miss_it():
+    add, _ = counted("add.out")
+    a, b = torch.randn(2, 3), torch.randn(2, 3)
+    others = [(torch.randn(3, 2), torch.randn(3, 2)), (a.double(), b), (a, torch.randn(3)), (torch.randn(1, 9), torch.randn(1, 9)),
+              (torch.randn(9, 1).t(), torch.randn(9, 1).t()), (a, 2.5), (torch.tensor(1.5), torch.tensor(2.0))]
+    c = torch.empty(2, 3)
+    for x, y in others:
+        for _ in range(3):
+            same_tensor(add(a, b), a + b)  # the memo holds (a, b)'s
+        hits = add._memo_hits()
+        same_tensor(add(x, y), x + y)  # its own signature: a miss
+        assert add(a, b, out=c) is c and torch.equal(c, a + b)  # an out= call: not the allocating memo
+        assert add._memo_hits() == hits, (x, y)
+
+
+def test_the_allocating_memo_keeps_what_torch_decides_per_call():
+    add, _ = counted("add.out")
+    a, b = torch.randn(2, 3), torch.randn(2, 3)
+    for _ in range(4):
+        add(a, b)
+    hits = add._memo_hits()
+    assert hits >= 1
+    g = torch.randn(2, 3, requires_grad=True)  # a functional call: no refusal, a result without grad
+    got = add(g, b)
+    assert not got.requires_grad and torch.equal(got, (g + b).detach())
+    with torch.inference_mode():
+        assert add(a, b).is_inference() == torch.add(a, b).is_inference()
+    with pytest.raises(Exception, match="alpha"):
+        add(a, b, alpha=True)  # a refusal of torch's, as without the memo
+    assert add._memo_hits() > hits
+
+
+def test_tuple_returns_match_the_memo():
+    max_dim, slow = counted("max.dim_max")
+    x = torch.randn(3, 5)
+    for i in range(5):
+        x.add_(1.0)
+        got = max_dim(x, 1)
+        same_tensor(got[0], torch.max(x, 1).values)
+        same_tensor(got[1], torch.max(x, 1).indices)
+    assert max_dim._memo_hits() >= 2 and slow.allocations == 1

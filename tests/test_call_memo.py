@@ -238,3 +238,25 @@ def test_calls_missing_the_memo_convert_what_it_asked_torch_for_correctly(reg):
         assert torch.equal(op(a, b, out=c), a + b)
         assert torch.equal(op(x, y, out=z), x + y)
     assert op._memo_state() == 2
+
+
+@pytest.mark.parametrize("shape", [(), (1,), (1, 1)])
+def test_a_one_element_tensor_argument_is_remembered_and_its_negative_bit_still_read(reg, shape):
+    """A 0-dim or one-element tensor is borrowed inline (its lazy bits read from
+    torch's key set there), so a call holding one is remembered like any steady call;
+    a lazily negated one after it misses the memo and reaches the kernel resolved."""
+    op = reg.aten.add.out
+    a, c = torch.rand(SHAPE), torch.empty(SHAPE)
+    s = torch.full(shape, 2.0)
+    for _ in range(3):
+        assert torch.equal(op(a, s, out=c), a + s)
+    assert op._memo_state() == 2
+    hits = op._memo_hits()
+    s.fill_(3.0)
+    assert torch.equal(op(a, s, out=c), a + 3.0) and op._memo_hits() == hits + 1
+    negated = torch._neg_view(torch.full(shape, -0.5))  # reads as 0.5, holds -0.5
+    assert negated.is_neg()
+    assert torch.equal(op(a, negated, out=c), a + 0.5)
+    assert op._memo_hits() == hits + 1
+    x = torch.rand(3, 4)  # a signature the kernel has not met: converted, the bit read by the inline borrow
+    assert torch.equal(reg.aten.mul.out(x, negated, out=torch.empty(3, 4)), x * 0.5)

@@ -82,7 +82,21 @@ typedef struct etops_state {
    * import by comparing tensors torch says do and do not require grad. 0: off. */
   int grad_probe_ok;
   Py_ssize_t grad_probe_impl, grad_probe_meta;
+  /* THPVariable_Wrap(const at::TensorBase&) of the torch this process loaded, checked
+   * at configure() (tensor_alloc.c), or NULL: outs are allocated through empty_strided */
+  PyObject* (*tensor_wrap)(void* const* tensor_base);
 } etops_state;
+
+/* ---- tensor_alloc.c: a contiguous torch.Tensor allocated without a Python call ---- */
+
+/* Looks up and checks torch's tensor wrapper (st->tensor_wrap; NULL when anything
+ * does not fit). Called by configure(); never raises. */
+void etops_find_tensor_wrap(etops_state* st);
+/* A new contiguous CPU torch.Tensor of `dtype` and `shape` from torch's allocator (as
+ * torch.empty gives: resizable, version 0) into *out, its data pointer into *data: 1;
+ * 0 (no exception) when the route is off; -1 with an exception (no memory). */
+int etops_alloc_contiguous(etops_state* st, DLDataType dtype, int ndim, const int64_t* shape, PyObject** out,
+                           void** data);
 
 /* The memory a borrowed tensor covers as the caller gave it (before any copy):
  * bytes [first, end); first == end for an empty tensor. */

@@ -26,39 +26,7 @@
 /* Releasing the GIL costs about as much as a tiny kernel: only for big ones. */
 #define GIL_RELEASE_NUMEL 32768
 
-/* One call in progress: what its steps share. */
-typedef struct {
-  PyObject* bound[ETOPS_MAX_ARGS]; /* per plan argument (borrowed), NULL: an out not given */
-  int missing_out;                 /* an out is missing: the slow path (or C) allocates it */
-  CallScratch cs;
-  Probe probe;
-  PyObject* crash_site; /* (argument, where, offset) of a fault in a probe's memory */
-  int probed_crash;     /* the fault hit a probe: the kernel wrote etops' copies of the outs */
-  etb_value vals_buf[ETOPS_MAX_ARGS];
-  etb_value* vals; /* vals_buf, or the memo's slots */
-  DLTensor pre[ETOPS_MAX_ARGS]; /* what a memo that does not match asked torch, for the conversion */
-  int memo_hit;
-  PyObject* fresh[ETOPS_MAX_ARGS]; /* outs allocated here for a call without out= */
-  int nfresh;
-  int alloc_slot;     /* their entry in the kernel's allocation ring, or -1 */
-  int alloc_remember; /* a new signature: remember what the slow path allocates */
-  uint64_t alloc_sig;
-  int static_slot;    /* the ring entry of this signature when its outs went STATIC, or -1 */
-  int signature_slot; /* the ring entry of this signature (calls with outs), or -1 */
-  etb_kernel_fn fn;
-  int err;    /* ETB_OK or an ExecuTorch Error code */
-  int logged; /* whether the call log may hold messages (a kernel's call tells) */
-  PyObject* result; /* what the call returns once a step says STEP_DONE (NULL: raised) */
-} Call;
-
-/* What a step says: go on with the next, or the call is over (Call.result). */
-typedef enum { STEP_NEXT, STEP_DONE } Step;
-
-/* A step that ends the call with `result` (NULL: an exception is set). */
-static inline Step done_with(Call* c, PyObject* result) {
-  c->result = result;
-  return STEP_DONE;
-}
+#include "kernel_call_state.h" /* Call, CallMemory, the steps' Step and STEP */
 
 /* ---- torch's checks, once per argument signature ------------------------------- */
 
@@ -183,7 +151,7 @@ static void set_out_dynamism(const KernelObject* k, etb_value* vals, uint8_t dyn
  * their parallel regions on this thread (ETB_CALL_POOL_INLINE: a fault is then always
  * trapped; such ranges are one task of the pool anyway). *logged: whether the
  * kernel logged anything. */
-static int run_kernel(KernelObject* k, etb_kernel_fn fn, etb_value* vals, int64_t numel, int* logged,
+STEP int run_kernel(KernelObject* k, etb_kernel_fn fn, etb_value* vals, int64_t numel, int* logged,
                       etb_prepared* prepared) {
   int err;
   if (numel >= GIL_RELEASE_NUMEL) {
@@ -206,7 +174,7 @@ static int run_kernel(KernelObject* k, etb_kernel_fn fn, etb_value* vals, int64_
 /* A kernel that faulted, or any kernel of a tainted process (fault_state.c), runs
  * guarded; a kernel with a precheck asks it first (the slow path may make the call
  * itself, with normalized arguments). */
-static inline Step hand_over(KernelObject* k, Call* c) {
+STEP Step hand_over(KernelObject* k, Call* c) {
   if (__builtin_expect(k->faulted_epoch >= etops_guarded_from, 0) && etops_must_guard_now())
     return done_with(c, slow_call(k, SLOW_GUARDED, c->bound, k->delegate_handle != NULL ? Py_True : Py_False));
   if (k->has_precheck) {
@@ -217,11 +185,43 @@ static inline Step hand_over(KernelObject* k, Call* c) {
   return STEP_NEXT;
 }
 
+/* A call without out= that matched a memo of one: its outs allocated as the memo
+ * says, then a call with outs C allocated. When torch gave other tensors than the
+ * memo remembers, the hit is undone and the call goes the full path with them. */
+STEP Step allocate_remembered_outs(KernelObject* k, Call* c) {
+  const int slot = memo_alloc_slot(k);
+  int nfresh = c->nfresh;
+  int done = memo_allocate_outs(k, c->bound, c->fresh, &nfresh);
+  c->nfresh = nfresh;
+  if (done < 0) return done_with(c, NULL);
+  c->missing_out = 0;
+  c->alloc_slot = slot;
+  c->alloc_sig = memo_alloc_sig(k);
+  if (done == 0) { /* the scratch as scratch_init left it, the memo free again */
+    memo_release(k);
+    c->memo_hit = 0;
+    c->vals = c->vals_buf;
+    c->cs->recs = c->cs->inline_recs;
+    c->cs->nrecs = 0;
+    c->cs->caprecs = ETOPS_MAX_TENSORS;
+    c->cs->numel_total = 0;
+    c->cs->pre_mask = 0;
+  }
+  return STEP_NEXT;
+}
+
 /* Whether the call matches the last steady call's memo (converted, validated,
- * selected): then its index ranges alone are checked again. */
-static inline Step reuse_memo(KernelObject* k, Call* c) {
-  c->memo_hit = !c->missing_out && k->memo != NULL && memo_match(k, c->bound, &c->cs, &c->vals, c->pre);
+ * selected): then its index ranges alone are checked again. A call without out=
+ * matches a memo of one and gets its outs here. */
+STEP Step reuse_memo(KernelObject* k, Call* c) {
+  etb_value* vals = c->vals;
+  c->memo_hit = k->memo != NULL && memo_match(k, c->bound, c->missing_out, c->cs, &vals, c->pre);
+  c->vals = vals;
   if (!c->memo_hit) return STEP_NEXT;
+  if (c->missing_out) {
+    if (allocate_remembered_outs(k, c) == STEP_DONE) return STEP_DONE;
+    if (!c->memo_hit) return STEP_NEXT; /* undone: the full path, its outs given */
+  }
   c->fn = memo_fn(k);
   c->static_slot = c->signature_slot = memo_slot(k);
   if (k->nranges > 0 && refuse_index_ranges(k, c->vals, c->bound) < 0) return done_with(c, NULL);
@@ -231,7 +231,7 @@ static inline Step reuse_memo(KernelObject* k, Call* c) {
 /* Converts every argument, runs the rules table's index checks and a delegate's
  * spec checks, and allocates the outs of a call without out= whose signature the
  * kernel remembers (then the call goes on as one with outs). */
-static inline Step convert(KernelObject* k, Call* c) {
+STEP Step convert(KernelObject* k, Call* c) {
   PyObject** bound = c->bound;
   etb_value* vals = c->vals;
   for (int i = 0; i < k->nargs; i++) {
@@ -244,8 +244,8 @@ static inline Step convert(KernelObject* k, Call* c) {
     if (a->has_default_value && bound[i] == a->default_value) {
       vals[i] = a->default_converted; /* scalar defaults are converted once, at plan time */
     } else if (a->kind == K_TENSOR && bound[i] != Py_None) { /* the common kind, called directly */
-      if (convert_tensor_arg(k, &c->cs, i, a, bound[i], &vals[i]) < 0) return done_with(c, NULL);
-    } else if (convert_arg(k, &c->cs, i, bound[i], &vals[i]) < 0) {
+      if (convert_tensor_arg(k, c->cs, i, a, bound[i], &vals[i]) < 0) return done_with(c, NULL);
+    } else if (convert_arg(k, c->cs, i, bound[i], &vals[i]) < 0) {
       return done_with(c, NULL);
     }
   }
@@ -256,11 +256,15 @@ static inline Step convert(KernelObject* k, Call* c) {
     return done_with(c, NULL);
   if (c->missing_out && k->allocates && no_out_given(k, bound)) {
     /* outs the kernel allocated before for this signature: allocated here, then a call with outs */
-    int slot = find_allocation(k, &c->cs, vals, &c->alloc_sig);
+    uint64_t sig = 0;
+    int slot = find_allocation(k, c->cs, vals, &sig);
+    c->alloc_sig = sig;
     c->alloc_remember = slot == -1;
     if (slot >= 0 && allocation_known(k, slot)) {
-      if (allocate_outs(k, slot, bound, c->fresh, &c->nfresh) < 0 || convert_outs(k, &c->cs, bound, vals) < 0)
-        return done_with(c, NULL);
+      int nfresh = c->nfresh;
+      int failed = allocate_outs(k, slot, bound, c->fresh, &nfresh) < 0;
+      c->nfresh = nfresh;
+      if (failed || convert_outs(k, c->cs, bound, vals) < 0) return done_with(c, NULL);
       c->missing_out = 0;
       c->alloc_slot = slot;
     }
@@ -273,31 +277,33 @@ static inline Step convert(KernelObject* k, Call* c) {
  * static shapes passes them (and ExecuTorch skips recomputing their strides); the
  * others DYNAMIC_BOUND, which the kernel may shrink. A call with outs still missing
  * ends here: every given argument is valid, Python sizes and allocates the outs. */
-static inline Step check_signature(KernelObject* k, Call* c) {
+STEP Step check_signature(KernelObject* k, Call* c) {
   if (!c->missing_out && k->delegate_handle == NULL) {
     int slot = -1;
-    int checked = validate_once(k, c->vals, c->bound, c->cs.odd_numbers, &c->result, &slot);
+    PyObject* handled = NULL;
+    int checked = validate_once(k, c->vals, c->bound, c->cs->odd_numbers, &handled, &slot);
+    c->result = handled;
     c->signature_slot = slot;
     if (checked != 0 && c->alloc_slot >= 0) { /* allocated outs torch did not take as they are */
       Py_CLEAR(c->result);
       PyErr_Clear();
-      return done_with(c, allocate_again_in_python(k, &c->cs, c->bound, c->alloc_slot));
+      return done_with(c, allocate_again_in_python(k, c->cs, c->bound, c->alloc_slot));
     }
     if (checked != 0) return STEP_DONE; /* refused (result NULL), or made by the slow path */
     if (k->validated_static_outs[slot]) {
       set_out_dynamism(k, c->vals, ETB_STATIC);
       c->static_slot = slot;
     } else if (c->alloc_slot >= 0) { /* outs the kernel may resize: the slow path's call */
-      return done_with(c, allocate_again_in_python(k, &c->cs, c->bound, c->alloc_slot));
+      return done_with(c, allocate_again_in_python(k, c->cs, c->bound, c->alloc_slot));
     }
   }
-  if (c->missing_out) return done_with(c, allocate_in_python(k, &c->cs, c->bound, c->alloc_remember, c->alloc_sig));
+  if (c->missing_out) return done_with(c, allocate_in_python(k, c->cs, c->bound, c->alloc_remember, c->alloc_sig));
   return STEP_NEXT;
 }
 
 /* A lowered module: its backend executes on the same stack (inputs, then outputs). */
-static void run_delegate(KernelObject* k, Call* c) {
-  if (c->cs.numel_total >= GIL_RELEASE_NUMEL) {
+STEP void run_delegate(KernelObject* k, Call* c) {
+  if (c->cs->numel_total >= GIL_RELEASE_NUMEL) {
     Py_BEGIN_ALLOW_THREADS
     c->err = etb_delegate_execute(k->delegate_handle, k->op_name, c->vals, k->nslots);
     Py_END_ALLOW_THREADS
@@ -311,50 +317,54 @@ static void run_delegate(KernelObject* k, Call* c) {
  * resize the STATIC out, before the kernel computed anything. This signature's outs
  * go DYNAMIC_BOUND from now on, and the call runs again as before, the kernel
  * shrinking the out and etops mirroring it. */
-static Step run_again_dynamic(KernelObject* k, Call* c) {
+STEP Step run_again_dynamic(KernelObject* k, Call* c) {
   k->validated_static_outs[c->static_slot] = 0;
   memo_forget(k); /* (its outs were STATIC; a hit's are now DYNAMIC_BOUND below) */
   if (c->alloc_slot >= 0) /* outs etops allocated: the slow path's call from now on, run once */
-    return done_with(c, allocate_again_in_python(k, &c->cs, c->bound, c->alloc_slot));
+    return done_with(c, allocate_again_in_python(k, c->cs, c->bound, c->alloc_slot));
   set_out_dynamism(k, c->vals, ETB_DYNAMIC_BOUND);
   c->static_slot = -1; /* the outs may be resized now */
-  c->err = run_kernel(k, c->fn, c->vals, c->cs.numel_total, &c->logged, NULL); /* a stack built anew */
+  int logged = c->logged;
+  c->err = run_kernel(k, c->fn, c->vals, c->cs->numel_total, &logged, NULL); /* a stack built anew */
+  c->logged = logged;
   return STEP_NEXT;
 }
 
 /* The registered kernel: picked by its key, probed on its signature's first call
  * (written tensors in guarded memory), run. */
-static inline __attribute__((always_inline)) Step run_registered(KernelObject* k, Call* c) {
+STEP Step run_registered(KernelObject* k, Call* c) {
   if (!c->memo_hit) c->fn = select_kernel(k, c->vals);
   if (c->fn == NULL) return done_with(c, slow_call(k, SLOW_NO_KERNEL, c->bound, NULL)); /* raises */
   if (c->signature_slot >= 0 && !k->probed[c->signature_slot] && !etf_handed_over() &&
-      probe_begin(k, &c->cs, &c->probe) < 0)
+      probe_begin(k, c->cs, c->probe) < 0)
     return done_with(c, NULL);
-  c->err = run_kernel(k, c->fn, c->vals, c->cs.numel_total, &c->logged, c->memo_hit ? memo_prepared(k) : NULL);
+  int logged = c->logged;
+  c->err = run_kernel(k, c->fn, c->vals, c->cs->numel_total, &logged, c->memo_hit ? memo_prepared(k) : NULL);
+  c->logged = logged;
   if (c->err != ETB_OK && c->static_slot >= 0 && etb_last_failure()->kind == ETB_FAILURE_RESIZE_REFUSED &&
       run_again_dynamic(k, c) == STEP_DONE)
     return STEP_DONE;
-  if (c->probe.active) {
+  if (c->probe->active) {
     if (c->err == ETB_ERR_CRASHED) {
       c->probed_crash = 1;
-      c->crash_site = probe_site(&c->probe);
+      c->crash_site = probe_site(c->probe);
       if (c->crash_site == NULL && PyErr_Occurred()) PyErr_Clear(); /* unplaced: reported without a site */
     }
-    if (probe_end(k, &c->probe, c->err == ETB_OK) < 0) return done_with(c, NULL); /* a write past a tensor */
+    if (probe_end(k, c->probe, c->err == ETB_OK) < 0) return done_with(c, NULL); /* a write past a tensor */
     if (c->err == ETB_OK) k->probed[c->signature_slot] = 1;
   }
-  if (c->alloc_slot >= 0 && c->err == ETB_OK && any_resized(&c->cs)) {
+  if (c->alloc_slot >= 0 && c->err == ETB_OK && any_resized(c->cs)) {
     /* the kernel sized its outs otherwise than torch: the slow path's call (it
      * mirrors the sizes without warning: etops allocated those outs) from now on */
-    return done_with(c, allocate_again_in_python(k, &c->cs, c->bound, c->alloc_slot));
+    return done_with(c, allocate_again_in_python(k, c->cs, c->bound, c->alloc_slot));
   }
   return STEP_NEXT;
 }
 
 /* torch's refusals of the objects themselves (kernel_checks.c: grad, shared memory),
  * then the delegate or the kernel. */
-static inline __attribute__((always_inline)) Step run(KernelObject* k, Call* c) {
-  if (check_written_tensors(k, &c->cs, c->bound, c->alloc_slot >= 0) < 0) return done_with(c, NULL);
+STEP Step run(KernelObject* k, Call* c) {
+  if (check_written_tensors(k, c->cs, c->bound, c->alloc_slot >= 0) < 0) return done_with(c, NULL);
   if (k->delegate_handle != NULL) {
     run_delegate(k, c);
     return STEP_NEXT;
@@ -364,7 +374,7 @@ static inline __attribute__((always_inline)) Step run(KernelObject* k, Call* c) 
 
 /* A fault noted, what was logged flushed, a failure handed to the slow path (which
  * resizes outs and calls again, or raises). */
-static inline Step report(KernelObject* k, Call* c) {
+STEP Step report(KernelObject* k, Call* c) {
   /* first, before anything allocates: a fault in malloc may have left its lock held */
   if (c->err == ETB_ERR_CRASHED) etops_note_fault(k, etops_fault_site(etb_last_failure()->fault.pc));
   if (etops_logs_pending || (c->err == ETB_OK && c->logged && etb_last_call_log()[0] != '\0')) {
@@ -379,7 +389,7 @@ static inline Step report(KernelObject* k, Call* c) {
   /* crash_site: the fault hit a probe's guard page, named here */
   PyObject* failure = etops_last_failure(k->st, c->crash_site, c->probed_crash);
   if (failure == NULL) return done_with(c, NULL);
-  etops_keep_release(&c->cs.keep); /* the slow path may resize what we borrowed */
+  etops_keep_release(&c->cs->keep); /* the slow path may resize what we borrowed */
   c->result = slow_call(k, SLOW_FAILED, c->bound, failure);
   Py_DECREF(failure);
   return STEP_DONE;
@@ -399,10 +409,10 @@ static int mirror_resize(KernelObject* k, const TensorRec* r) {
 
 /* What a successful call returns, after its resizes are mirrored, its copies
  * written back and the versions of the written tensors bumped. */
-static inline void results(KernelObject* k, Call* c) {
+STEP void results(KernelObject* k, Call* c) {
   /* Outs that went STATIC cannot have been resized: with no copies either, nothing to mirror */
-  for (int i = 0; (c->static_slot < 0 || c->cs.ncopies > 0) && i < c->cs.nrecs; i++) {
-    TensorRec* r = c->cs.recs[i];
+  for (int i = 0; (c->static_slot < 0 || c->cs->ncopies > 0) && i < c->cs->nrecs; i++) {
+    TensorRec* r = c->cs->recs[i];
     if (r->t.resized && mirror_resize(k, r) < 0) return; /* mirrored first: a copy back then takes the new size */
     if (r->copy_back_to != NULL) {
       PyObject* res = PyObject_CallFunctionObjArgs(k->st->copy_back, r->copy_back_to, r->obj, NULL);
@@ -411,17 +421,17 @@ static inline void results(KernelObject* k, Call* c) {
     }
   }
   /* the caller's written tensors changed: autograd's version counters say so, as torch's out= does */
-  if (bump_written_versions(k, &c->cs) < 0) return;
+  if (bump_written_versions(k, c->cs) < 0) return;
   c->result = c->alloc_slot >= 0 && k->nreturns == 0 ? allocated_outs_result(k, c->bound)
                                                      : build_result(k, c->bound, c->vals);
   /* a steady call (STATIC outs, signature probed clean): the next one like it starts from here */
-  if (!c->memo_hit && c->result != NULL && c->static_slot >= 0 && c->alloc_slot < 0 && k->probed[c->static_slot] &&
+  if (!c->memo_hit && c->result != NULL && c->static_slot >= 0 && k->probed[c->static_slot] &&
       k->delegate_handle == NULL)
-    memo_remember(k, &c->cs, c->bound, c->vals, c->fn, c->static_slot);
+    memo_remember(k, c->cs, c->bound, c->vals, c->fn, c->static_slot, c->alloc_slot, c->alloc_sig);
 }
 
 /* The steps in order; Call.result is the call's answer when they return. */
-static inline void run_steps(KernelObject* k, Call* c) {
+STEP void run_steps(KernelObject* k, Call* c) {
   if (hand_over(k, c) == STEP_DONE || reuse_memo(k, c) == STEP_DONE) return;
   if (!c->memo_hit && (convert(k, c) == STEP_DONE || check_signature(k, c) == STEP_DONE)) return;
   if (run(k, c) == STEP_DONE || report(k, c) == STEP_DONE) return;
@@ -430,14 +440,22 @@ static inline void run_steps(KernelObject* k, Call* c) {
 
 PyObject* kernel_vectorcall(PyObject* self, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
   KernelObject* k = (KernelObject*)self;
+  CallMemory mem;
   Call c;
-  if (bind_arguments(k, args, PyVectorcall_NARGS(nargsf), kwnames, c.bound, &c.missing_out) < 0) return NULL;
-  scratch_init(&c.cs);
-  c.probe.active = 0;
+  int missing_out;
+  if (bind_arguments(k, args, PyVectorcall_NARGS(nargsf), kwnames, mem.bound, &missing_out) < 0) return NULL;
+  scratch_init(&mem.cs);
+  mem.probe.active = 0;
+  c.bound = mem.bound;
+  c.missing_out = missing_out;
+  c.cs = &mem.cs;
+  c.probe = &mem.probe;
   c.crash_site = NULL;
   c.probed_crash = 0;
-  c.vals = c.vals_buf;
+  c.vals_buf = c.vals = mem.vals_buf;
+  c.pre = mem.pre;
   c.memo_hit = 0;
+  c.fresh = mem.fresh;
   c.nfresh = 0;
   c.alloc_slot = -1;
   c.alloc_remember = 0;
@@ -449,9 +467,9 @@ PyObject* kernel_vectorcall(PyObject* self, PyObject* const* args, size_t nargsf
   c.result = NULL;
   run_steps(k, &c);
   if (c.memo_hit) memo_release(k);
-  if (c.probe.active) probe_end(k, &c.probe, 0); /* an early exit during a probe: the tensors get their memory back */
+  if (mem.probe.active) probe_end(k, &mem.probe, 0); /* an early exit during a probe: the tensors get their memory back */
   Py_XDECREF(c.crash_site);
-  scratch_release(&c.cs);
-  for (int i = 0; i < c.nfresh; i++) Py_DECREF(c.fresh[i]);
+  scratch_release(&mem.cs);
+  for (int i = 0; i < c.nfresh; i++) Py_DECREF(mem.fresh[i]);
   return c.result;
 }

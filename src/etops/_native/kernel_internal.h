@@ -158,6 +158,7 @@ typedef struct {
   uint8_t bind_out_given[ETOPS_MAX_ARGS];
   /* the last steady call's converted slots and tensors (kernel_memo.c), or NULL */
   struct CallMemo* memo;
+  uint64_t memo_hits; /* calls that matched a memo (for tests: Kernel._memo_hits) */
   /* the rules table's index checks done here (kernel_footprint.c), on every call */
   int nranges;
   IndexRange ranges[ETOPS_MAX_INDEX_RANGES];
@@ -412,36 +413,7 @@ int probe_end(const KernelObject* k, Probe* p, int copy_back);
 
 /* ---- kernel_memo.c ---------------------------------------------------------------- */
 
-typedef struct CallMemo CallMemo;
-
-/* Whether this call (bound: its arguments, outs given) matches the kernel's memo
- * (k->memo not NULL): then *vals points at its slots (the memo's own, or copied into
- * the buffer *vals pointed at when the bridge writes some), cs at its tensor records (the memo's,
- * data pointers patched), the memo is busy until memo_release, and the call runs
- * the function k->memo remembers with STATIC outs, its signature's ring entry being
- * memo_slot(k). 0: no match (no exception): the DLTensors it asked torch for are in
- * `pre` (ETOPS_MAX_ARGS of them, by argument), cs->pre_mask saying which, for the
- * conversion to use instead of asking again. */
-int memo_match(KernelObject* k, PyObject* const* bound, CallScratch* cs, etb_value** vals, DLTensor* pre);
-/* The function and ring entry of a matched memo. */
-etb_kernel_fn memo_fn(const KernelObject* k);
-int memo_slot(const KernelObject* k);
-/* The bridge's prepared stack of a matched memo's slots (its outs STATIC), or NULL. */
-etb_prepared* memo_prepared(const KernelObject* k);
-/* 0: no memo; 1: a memo (calls that match it skip conversion); 2: one with a
- * prepared stack (they skip building the bridge's stack too). For tests. */
-int memo_state(const KernelObject* k);
-/* Ends the use memo_match began. */
-void memo_release(KernelObject* k);
-/* After a successful call with STATIC outs whose signature (ring entry `slot`) was
- * probed clean, and which ran `fn` on `vals` (as converted, before the call; return
- * slots aside): remembers it when every argument qualifies (else nothing). Never fails. */
-void memo_remember(KernelObject* k, const CallScratch* cs, PyObject* const* bound, const etb_value* vals,
-                   etb_kernel_fn fn, int slot);
-/* The memo no longer matches anything (a change it cannot see by itself). */
-void memo_forget(KernelObject* k);
-/* Frees the memo (the kernel's clear, when no call is using it). */
-void memo_free(KernelObject* k);
+#include "kernel_memo.h" /* the call memo (needs KernelObject and CallScratch, above) */
 
 /* ---- kernel_slow.c ---------------------------------------------------------------- */
 
@@ -466,7 +438,11 @@ int slow_refuses(KernelObject* k, SlowEntry entry, PyObject* const* bound, PyObj
  * one: what bind_arguments_searched would give, without searching. */
 static inline void bind_remembered(const KernelObject* k, PyObject* const* args, Py_ssize_t nargs, PyObject** bound,
                                    int* missing_out) {
-  for (Py_ssize_t i = 0; i < nargs; i++) bound[i] = args[i];
+  for (Py_ssize_t i = 0; i < nargs; i++) {
+    PyObject* a = args[i];
+    __asm__("" : "+r"(a)); /* a few pointers: a loop, not the memcpy call gcc would make of it */
+    bound[i] = a;
+  }
   for (int j = 0; j < k->bind_nkw; j++) bound[k->bind_kw_arg[j]] = args[nargs + j];
   for (int f = 0; f < k->bind_nfill; f++) bound[k->bind_fill_arg[f]] = k->bind_fill_value[f];
   int missing = k->bind_missing_out;

@@ -21,6 +21,12 @@
  * on every call, as before. A call that does not match is converted from the DLPack
  * views the match already asked torch for (CallScratch's pre_dl), never asking twice.
  *
+ * A call without out= whose outs C allocated (kernel_alloc.c) is remembered the same
+ * way, its outs as fresh records: a later call without out= whose inputs match it
+ * allocates its outs as that allocation ring entry says (memo_allocate_outs) and
+ * only patches their data pointers too. An out= call never matches such a memo, nor
+ * a call without out= one remembered from an out= call.
+ *
  * A valid memo is replaced by another steady call's only when that call's signature
  * missed it twice in a row, no call matching it in between (a loop alternating
  * signatures keeps the first).
@@ -39,7 +45,7 @@
 #include <string.h>
 
 /* How argument i of the memo is matched. */
-enum { MEMO_DEFAULT = 0, MEMO_NONE, MEMO_SAME, MEMO_WRAPPED, MEMO_TENSOR };
+enum { MEMO_DEFAULT = 0, MEMO_NONE, MEMO_SAME, MEMO_WRAPPED, MEMO_TENSOR, MEMO_FRESH };
 
 /* A Python number given for a Tensor parameter, as the conversion wrapped it
  * (kernel_convert.c's wrap_number): its 0-dim tensor and value, the memo's own. */
@@ -59,6 +65,14 @@ struct CallMemo {
   int nrecs, caprecs;
   int64_t numel_total;
   int fresh_slots;             /* the call has fresh return slots (the bridge writes them) */
+  /* a call without out= (its outs allocated in C): the recs from nmatch on are its
+   * outs (after every input: outs come last in a schema), allocated per call as
+   * allocation ring entry alloc_slot says while it holds alloc_sig */
+  int allocating;
+  int nmatch;                  /* the recs matched against the call's tensors (nrecs unless allocating) */
+  int alloc_slot;
+  uint64_t alloc_sig;
+  int outs_contiguous;         /* every out's remembered strides are torch.empty's: tensor_alloc.c may allocate them */
   /* non-tensor arguments: each must be this very object (a default, None, or an
    * immutable number or str the memo holds) */
   int nsame;
@@ -92,24 +106,53 @@ static Py_NO_INLINE int same_contiguous_layout(const DLTensor* dl, const etb_ten
   return 1;
 }
 
-int memo_match(KernelObject* k, PyObject* const* bound, CallScratch* cs, etb_value** vals, DLTensor* pre) {
+/* Whether an allocating memo fits this call without out=: its ring entry still
+ * allocates as remembered and no out is given. Out of line: out= calls never get here. */
+static Py_NO_INLINE int allocating_fits(const KernelObject* k, const CallMemo* m, PyObject* const* bound) {
+  if (!m->allocating || !k->allocates || k->allocated[m->alloc_slot] != m->alloc_sig) return 0;
+  const PyObject* spec = k->allocated_outs[m->alloc_slot];
+  if (spec == NULL || spec == Py_None) return 0;
+  for (int r = m->nmatch; r < m->nrecs; r++) {
+    PyObject* given = bound[m->recs[r].arg];
+    if (given != NULL && given != Py_None) return 0;
+  }
+  return 1;
+}
+
+/* A miss after torch's exchange API filled pre[] for the first `asked` records'
+ * arguments: the conversion takes those DLTensors from there (CallScratch's pre_dl
+ * and pre_mask, as memo_match promises) instead of asking again. 0. Out of line:
+ * the bits are set on a miss only. */
+static Py_NO_INLINE int missed_after_asking(CallScratch* cs, const CallMemo* m, DLTensor* pre, int asked) {
+  cs->pre_dl = pre;
+  for (int r = 0; r < asked; r++) {
+    const int arg = m->recs[r].arg;
+    if (arg < 64) cs->pre_mask |= (uint64_t)1 << arg;
+  }
+  return 0;
+}
+
+int memo_match(KernelObject* k, PyObject* const* bound, int missing_out, CallScratch* cs, etb_value** vals,
+               DLTensor* pre) {
   CallMemo* m = k->memo;
   if (!m->valid || m->busy) return 0;
   const int slot = m->slot;
   if (k->validated[slot] != m->signature || !k->probed[slot] || !k->validated_static_outs[slot] ||
       etb_registry_generation() != m->gen)
     return 0;
+  if (missing_out ? !allocating_fits(k, m, bound) : m->allocating) return 0;
   /* defaults, None and the same numbers: one identity compare each */
   for (int c = 0; c < m->nsame; c++) {
     if (bound[m->same_arg[c]] != m->same_obj[c]) return 0;
   }
   PyTypeObject* tensor_type = (PyTypeObject*)k->st->torch_tensor_type;
-  for (int r = 0; r < m->nrecs; r++) { /* before asking torch about any of them */
+  const int nmatch = m->nmatch;
+  for (int r = 0; r < nmatch; r++) { /* before asking torch about any of them */
     if (Py_TYPE(bound[m->recs[r].arg]) != tensor_type) return 0;
   }
   const DLPackExchangeAPI* api = k->st->torch_api;
-  cs->pre_dl = pre;
-  for (int r = 0; r < m->nrecs; r++) {
+  int r;
+  for (r = 0; r < nmatch; r++) {
     TensorRec* rec = &m->recs[r];
     const int arg = rec->arg;
     PyObject* o = bound[arg];
@@ -117,28 +160,26 @@ int memo_match(KernelObject* k, PyObject* const* bound, CallScratch* cs, etb_val
     DLTensor* dl = &pre[arg];
     if (api->dltensor_from_py_object_no_sync(o, dl) != 0) {
       PyErr_Clear(); /* the full path meets (and raises) it again */
-      return 0;
+      goto missed; /* torch filled the views of recs [0, r) */
     }
-    if (arg < 64) cs->pre_mask |= (uint64_t)1 << arg; /* a miss: the conversion takes it from here */
     const int64_t* layout = m->layouts[r]; /* sizes, then strides, as int64 */
     uint32_t dtype;
     memcpy(&dtype, &dl->dtype, sizeof dtype);
     if (dl->device.device_type != kDLCPU || dl->ndim != t->ndim || dl->data == NULL || dtype != m->dl_dtypes[r])
-      return 0;
-    if (etops_tensor_maybe_lazy(o)) return 0; /* a lazy bit: resolved into a copy by the full path */
+      goto missed_this;
+    if (etops_tensor_maybe_lazy(o)) goto missed_this; /* a lazy bit: resolved into a copy by the full path */
     int64_t diff = 1; /* no strides (contiguous): the exact rule */
     if (dl->strides != NULL) {
       diff = 0;
       for (int d = 0; d < t->ndim; d++) diff |= (dl->shape[d] ^ layout[d]) | (dl->strides[d] ^ layout[ETB_MAX_DIM + d]);
     }
-    if (diff != 0 && !same_contiguous_layout(dl, t)) return 0;
+    if (diff != 0 && !same_contiguous_layout(dl, t)) goto missed_this;
     t->data = (char*)dl->data + dl->byte_offset;
     rec->obj = o;
     rec->given = o;
     rec->span.first = (uintptr_t)t->data;
     rec->span.end = rec->span.first + m->nbytes[r];
   }
-  cs->pre_mask = 0;
   if (m->fresh_slots) { /* the bridge writes fresh return values into them */
     memcpy(*vals, m->vals, sizeof(etb_value) * (size_t)k->nslots);
   } else {
@@ -149,8 +190,73 @@ int memo_match(KernelObject* k, PyObject* const* bound, CallScratch* cs, etb_val
   cs->numel_total = m->numel_total;
   m->busy = 1;
   m->candidate = 0; /* a call in between that hit: no signature missed twice in a row */
+  k->memo_hits++;
+  return 1;
+missed_this: /* torch filled the views of recs [0, r] */
+  r++;
+missed:
+  return missed_after_asking(cs, m, pre, r);
+}
+
+/* The outs of an allocating memo from torch's allocator without a Python call
+ * (tensor_alloc.c): 1; 0 when that route is off (nothing allocated); -1 an exception. */
+static int allocate_contiguous_outs(KernelObject* k, const CallMemo* m, PyObject** bound, PyObject** fresh,
+                                    int* nfresh) {
+  const int first = *nfresh;
+  for (int r = m->nmatch; r < m->nrecs; r++) {
+    const etb_tensor* t = &m->recs[r].t;
+    int64_t shape[ETB_MAX_DIM];
+    for (int d = 0; d < t->ndim; d++) shape[d] = t->sizes[d];
+    DLDataType dtype;
+    memcpy(&dtype, &m->dl_dtypes[r], sizeof dtype);
+    PyObject* out;
+    void* data;
+    int got = etops_alloc_contiguous(k->st, dtype, t->ndim, shape, &out, &data);
+    if (got <= 0) { /* the route went off: none of them, torch.empty_strided allocates them all */
+      while (*nfresh > first) Py_DECREF(fresh[--*nfresh]);
+      return got;
+    }
+    fresh[(*nfresh)++] = out;
+    bound[m->recs[r].arg] = out;
+  }
   return 1;
 }
+
+int memo_allocate_outs(KernelObject* k, PyObject** bound, PyObject** fresh, int* nfresh) {
+  CallMemo* m = k->memo;
+  int done = m->outs_contiguous ? allocate_contiguous_outs(k, m, bound, fresh, nfresh) : 0;
+  if (done < 0 || (done == 0 && allocate_outs(k, m->alloc_slot, bound, fresh, nfresh) < 0)) return -1;
+  const DLPackExchangeAPI* api = k->st->torch_api;
+  PyTypeObject* tensor_type = (PyTypeObject*)k->st->torch_tensor_type;
+  for (int r = m->nmatch; r < m->nrecs; r++) {
+    TensorRec* rec = &m->recs[r];
+    PyObject* o = bound[rec->arg];
+    etb_tensor* t = &rec->t;
+    DLTensor dl;
+    /* what torch.empty_strided gave for the remembered spec is what the memo
+     * remembered of it; anything else (a torch mode's tensor) takes the full path */
+    if (Py_TYPE(o) != tensor_type) return 0;
+    if (api->dltensor_from_py_object_no_sync(o, &dl) != 0) {
+      PyErr_Clear();
+      return 0;
+    }
+    uint32_t dtype;
+    memcpy(&dtype, &dl.dtype, sizeof dtype);
+    if (dl.device.device_type != kDLCPU || dl.ndim != t->ndim || dl.data == NULL || dtype != m->dl_dtypes[r] ||
+        etops_tensor_maybe_lazy(o) || !same_contiguous_layout(&dl, t))
+      return 0;
+    t->data = (char*)dl.data + dl.byte_offset;
+    rec->obj = o;
+    rec->given = o;
+    rec->span.first = (uintptr_t)t->data;
+    rec->span.end = rec->span.first + m->nbytes[r];
+  }
+  return 1;
+}
+
+int memo_alloc_slot(const KernelObject* k) { return k->memo->allocating ? k->memo->alloc_slot : -1; }
+
+uint64_t memo_alloc_sig(const KernelObject* k) { return k->memo->alloc_sig; }
 
 void memo_release(KernelObject* k) { k->memo->busy = 0; }
 
@@ -186,6 +292,32 @@ static uint32_t dl_dtype_of(int8_t dtype) {
   return 0;
 }
 
+/* Whether each out of an allocation ring entry's answer ((shape, strides, dtype) per
+ * out) has the strides torch.empty gives its shape (a dim's stride the product of
+ * the later sizes, each at least 1), so that tensor_alloc.c's contiguous tensors are
+ * exactly what torch.empty_strided makes of it. Never raises. */
+static int outs_as_torch_empty(PyObject* outs) {
+  if (outs == NULL || !PyTuple_Check(outs)) return 0;
+  for (Py_ssize_t j = 0; j < PyTuple_GET_SIZE(outs); j++) {
+    PyObject* shape = PyTuple_GET_ITEM(PyTuple_GET_ITEM(outs, j), 0);
+    PyObject* strides = PyTuple_GET_ITEM(PyTuple_GET_ITEM(outs, j), 1);
+    Py_ssize_t n = PyTuple_GET_SIZE(shape);
+    if (PyTuple_GET_SIZE(strides) != n) return 0;
+    long long expected = 1;
+    for (Py_ssize_t d = n - 1; d >= 0; d--) {
+      long long size = PyLong_AsLongLong(PyTuple_GET_ITEM(shape, d));
+      long long stride = PyLong_AsLongLong(PyTuple_GET_ITEM(strides, d));
+      if (PyErr_Occurred()) {
+        PyErr_Clear();
+        return 0;
+      }
+      if (stride != expected) return 0;
+      expected *= size > 1 ? size : 1;
+    }
+  }
+  return 1;
+}
+
 /* Room for n recs (the pointers re-aimed at them). -1: no memory (no exception). */
 static int memo_reserve(CallMemo* m, int n) {
   if (n <= m->caprecs) return 0;
@@ -209,7 +341,7 @@ static int memo_reserve(CallMemo* m, int n) {
 }
 
 void memo_remember(KernelObject* k, const CallScratch* cs, PyObject* const* bound, const etb_value* vals,
-                   etb_kernel_fn fn, int slot) {
+                   etb_kernel_fn fn, int slot, int alloc_slot, uint64_t alloc_sig) {
   CallMemo* const held = k->memo;
   if (held != NULL && held->busy) return; /* an outer call is using it */
   /* A memo in use is replaced only by a signature that missed it twice in a row: a
@@ -220,11 +352,21 @@ void memo_remember(KernelObject* k, const CallScratch* cs, PyObject* const* boun
   }
   if (cs->ncopies != 0 || cs->keep.n != 0 || cs->keep.overflow != NULL || k->has_lists) return;
   uint8_t how[ETOPS_MAX_ARGS];
-  int r = 0, nwrapped = 0;
+  int r = 0, nwrapped = 0, nmatch = -1;
   for (int i = 0; i < k->nargs; i++) {
     const ArgSpec* a = &k->args[i];
     PyObject* o = bound[i];
-    if (a->has_default_value && o == a->default_value) {
+    if (alloc_slot >= 0 && (a->flags & F_OUT)) {
+      /* an out C allocated for this call (every out is one): allocated again per call */
+      if (r >= cs->nrecs || cs->recs[r]->arg != i || !cs->recs[r]->inline_contiguous || vals[i].tag != ETB_TENSOR ||
+          vals[i].u.t != &cs->recs[r]->t)
+        return;
+      if (nmatch < 0) nmatch = r;
+      how[i] = MEMO_FRESH;
+      r++;
+    } else if (nmatch >= 0 && a->kind == K_TENSOR && o != Py_None) {
+      return; /* a tensor after an out (no schema has one): the recs from nmatch on must be outs */
+    } else if (a->has_default_value && o == a->default_value) {
       how[i] = MEMO_DEFAULT;
     } else if (a->kind == K_TENSOR && vals[i].tag == ETB_TENSOR && vals[i].len == WRAPPED_NUMBER_LEN &&
                (PyLong_CheckExact(o) || PyFloat_CheckExact(o) || PyBool_Check(o))) {
@@ -246,6 +388,7 @@ void memo_remember(KernelObject* k, const CallScratch* cs, PyObject* const* boun
     }
   }
   if (r != cs->nrecs) return;
+  if (nmatch < 0) nmatch = r;
   CallMemo* m = k->memo;
   if (m == NULL) {
     m = k->memo = PyMem_Calloc(1, sizeof(CallMemo));
@@ -275,12 +418,12 @@ void memo_remember(KernelObject* k, const CallScratch* cs, PyObject* const* boun
   m->nsame = 0;
   for (int i = 0; i < k->nargs; i++) {
     Py_XSETREF(m->held[i], how[i] == MEMO_SAME || how[i] == MEMO_WRAPPED ? Py_NewRef(bound[i]) : NULL);
-    if (how[i] != MEMO_TENSOR) {
+    if (how[i] != MEMO_TENSOR && how[i] != MEMO_FRESH) {
       m->same_arg[m->nsame] = (uint8_t)i;
       m->same_obj[m->nsame++] = bound[i];
     }
     m->vals[i] = vals[i];
-    if (how[i] == MEMO_TENSOR) {
+    if (how[i] == MEMO_TENSOR || how[i] == MEMO_FRESH) {
       m->vals[i].u.t = &m->recs[r++].t;
     } else if (how[i] == MEMO_WRAPPED) { /* its tensor and value, out of the call's arena */
       WrappedNumber* n = &m->wrapped[w++];
@@ -297,6 +440,11 @@ void memo_remember(KernelObject* k, const CallScratch* cs, PyObject* const* boun
     m->fresh_slots |= m->vals[i].tag == ETB_NONE;
   }
   m->nrecs = r;
+  m->outs_contiguous = alloc_slot >= 0 && outs_as_torch_empty(k->allocated_outs[alloc_slot]);
+  m->nmatch = nmatch;
+  m->allocating = alloc_slot >= 0;
+  m->alloc_slot = alloc_slot;
+  m->alloc_sig = alloc_sig;
   m->numel_total = cs->numel_total;
   m->fn = fn;
   m->slot = slot;

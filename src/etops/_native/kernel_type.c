@@ -300,12 +300,17 @@ static PyObject* kernel_memo_state(PyObject* self, PyObject* noargs) {
   return PyLong_FromLong(memo_state((KernelObject*)self));
 }
 
+static PyObject* kernel_memo_hits(PyObject* self, PyObject* noargs) {
+  return PyLong_FromUnsignedLongLong(((KernelObject*)self)->memo_hits);
+}
+
 static PyMethodDef kernel_methods[] = {
     {"__dir__", kernel_dir, METH_NOARGS, NULL},
     {"_registry_state", kernel_registry_state, METH_NOARGS,
      "(generation, has specialized kernels, has a fallback) as this kernel object sees the registry."},
     {"_memo_state", kernel_memo_state, METH_NOARGS,
      "0: no call memo; 1: the last steady call remembered (kernel_memo.c); 2: with its prepared stack."},
+    {"_memo_hits", kernel_memo_hits, METH_NOARGS, "How many calls of this kernel object matched its call memo."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -137,6 +137,7 @@ static PyObject* configure(PyObject* module, PyObject* args, PyObject* kwargs) {
   Py_XSETREF(st->densify, Py_NewRef(densify));
   Py_XSETREF(st->copy_back, Py_NewRef(copy_back));
   Py_XSETREF(st->flush_logs, Py_NewRef(flush));
+  etops_find_tensor_wrap(st); /* after torch_tensor_type and torch_api */
   if (empty_strided != NULL) {
     if (st->kwnames_dtype == NULL && (st->kwnames_dtype = Py_BuildValue("(s)", "dtype")) == NULL) return NULL;
     Py_XSETREF(st->empty_strided, Py_NewRef(empty_strided));
@@ -427,6 +428,7 @@ static int module_clear(PyObject* module) {
   Py_CLEAR(st->is_grad_enabled);
   st->requires_grad_get = NULL;
   st->grad_mode_enabled = NULL;
+  st->tensor_wrap = NULL;
   return 0;
 }
 

@@ -75,7 +75,7 @@ int etops_borrow_failed(const char* op, const char* what);
 
 /* etops_borrow_tensor for an object of exactly torch.Tensor's type (the caller checks
  * it, and that st->torch_api is set): a contiguous CPU tensor of a non-complex dtype
- * ExecuTorch knows, with data and more than one element and no lazy bit, whose sizes and strides fit int32, returns
+ * ExecuTorch knows, with data and at least one element and no lazy bit, whose sizes and strides fit int32, returns
  * LAYOUT_CONTIGUOUS (`out` filled in contiguous order, *numel its element count,
  * *span its bytes); anything else returns what etops_borrow_tensor returns for it.
  * `pre`: the DLTensor torch's exchange API already gave for `obj` in this call (a
@@ -97,9 +97,10 @@ static ETOPS_ALWAYS_INLINE int etops_borrow_torch(etops_state* st, PyObject* obj
     out->ndim = (uint8_t)dl->ndim;
     out->dynamism = ETB_STATIC;
     out->resized = 0;
-    /* a lazily negated tensor (torch._neg_view, `c.conj().imag`) is contiguous too:
-     * its bit read from torch's key set (tensor_fields.h), tensor.c resolves it */
-    if ((*numel = etops_fill_contiguous(dl, out)) > 1 && !etops_tensor_maybe_lazy(obj)) {
+    /* a lazily negated tensor (torch._neg_view, `c.conj().imag`, one element or 0-dim
+     * as well) is contiguous too: its bit read here from torch's key set
+     * (tensor_fields.h), tensor.c resolves it */
+    if ((*numel = etops_fill_contiguous(dl, out)) > 0 && !etops_tensor_maybe_lazy(obj)) {
       span->first = (uintptr_t)out->data;
       span->end = span->first + (uintptr_t)*numel * (uintptr_t)((dl->dtype.bits * dl->dtype.lanes + 7) / 8);
       return LAYOUT_CONTIGUOUS;
