@@ -71,6 +71,7 @@ def test_no_meta_kernel_asks_for_the_outs():
         name = "etops_test::no_meta.out"
 
         class _schema:  # noqa: N801 - the shape of an OpOverload's schema
+            name, overload_name = "etops_test::no_meta", ""
             arguments = ()
 
         def __call__(self):
