@@ -53,3 +53,34 @@ def test_without_a_base_every_failing_test_is_new_and_a_dead_base_compares_nothi
     assert [r["before"] for r in compare(None, edit, _name)["regressions"]] == ["no base"]
     dead = compare("its process ended with signal 6 (SIGABRT) without a result", edit, _name)
     assert dead["regressions"] == [] and dead["not_run"][0]["why"].startswith("the base's run did not end")
+
+
+def test_what_executorch_code_logs_during_the_tests_stays_off_the_terminal():
+    """A logging handler holds the terminal's stream (redirect_stderr does not reach
+    it): the library's ATen wrappers log "No temp allocator provided" while the
+    tests compute their expected values; the tests' outcomes are the result."""
+    import contextlib
+    import logging
+    import types
+    import unittest
+
+    from etops import _logs
+    from etops.conformance.llm_upstream import _run_module
+
+    class Logs(unittest.TestCase):
+        def test_logs_an_error(self):
+            _logs.logger.error("No temp allocator provided (planted)")
+
+    module = types.ModuleType("planted_upstream_test")
+    module.Logs = Logs
+    Logs.__module__ = module.__name__
+    seen: list[logging.LogRecord] = []
+    handler = logging.Handler()
+    handler.emit = seen.append  # type: ignore[method-assign]
+    _logs.logger.addHandler(handler)
+    try:
+        outcomes = _run_module(module, None, contextlib.nullcontext())
+    finally:
+        _logs.logger.removeHandler(handler)
+    assert [o.status for o in outcomes] == ["passed"]
+    assert seen == [] and not _logs.logger.disabled
