@@ -100,3 +100,20 @@ def test_ctrl_c_while_waiting_kills_and_reaps_the_child():
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
+
+
+def test_end_closes_the_pipes_a_worker_waits_on_and_kills_one_that_stays():
+    request_r, request_w = os.pipe()
+
+    def leaves_at_eof() -> int:
+        os.close(request_w)
+        while os.read(request_r, 1):
+            pass
+        return 0
+
+    worker = Child(leaves_at_eof)
+    os.close(request_r)
+    assert worker.end((request_w,), grace=30) == 0  # it read EOF and left
+
+    stays = Child(lambda: time.sleep(60) or 0)
+    assert os.WIFSIGNALED(stays.end((), grace=0.2))  # killed past its grace

@@ -141,6 +141,21 @@ class Child:
                 self._reaped(0)
         return self.wait_status
 
+    def end(self, pipes: tuple[int, ...], grace: float, kill: bool = False) -> int:
+        """Ends a worker that leaves when its request pipe closes: killed first when
+        `kill`, this side's `pipes` closed, then waited for at most `grace` seconds
+        (killed past it: another fork of this process may hold a copy of the request
+        pipe); its wait status."""
+        if kill:
+            self.kill()
+        for fd in pipes:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        self.wait(grace)
+        return self.wait_status
+
     def ended(self) -> str:
         """How it ended ("killed by SIGSEGV", "exited with status 3"), once reaped."""
         return from_wait_status(self.status) if self.status is not None else "still running"

@@ -117,12 +117,7 @@ class Worker:
             except OSError:
                 pass
             self.child.kill()
-        for end in (self.request_w, self.result_r):
-            try:
-                os.close(end)
-            except OSError:
-                pass
-        self.child.wait(END_GRACE)
+        self.child.end((self.request_w, self.result_r), END_GRACE)
         self.clock.close()
         try:
             os.unlink(self.log_path)

@@ -128,16 +128,8 @@ class _TaskProcess:
         after its pipes closed is killed: another process forked from this one since
         (a guard process of a task run again here) may hold a copy of its request
         pipe, and it would wait for the end of that pipe forever."""
-        if kill:
-            self.child.kill()
         self.clock.close()
-        for fd in (self.request_w, self.result_r):
-            try:
-                os.close(fd)
-            except OSError:
-                pass
-        self.child.wait(END_GRACE)  # killed past it
-        return self.child.status  # type: ignore[return-value]  # reaped by wait
+        return self.child.end((self.request_w, self.result_r), END_GRACE, kill)
 
 
 def _serve(tasks: list, run_task, request_fd: int, result_fd: int) -> None:

@@ -141,15 +141,7 @@ class IsolatedRunner:
             return 0
         for end in (self.request_w, self.result_r):
             _ENDS.discard(end)
-        if kill:
-            self.child.kill()
-        for end in (self.request_w, self.result_r):
-            try:
-                os.close(end)
-            except OSError:
-                pass
-        self.child.wait(END_GRACE)
-        status = self.child.wait_status
+        status = self.child.end((self.request_w, self.result_r), END_GRACE, kill)
         self.child, self.request_w, self.result_r = None, -1, -1
         return status
 
