@@ -10,6 +10,7 @@ import subprocess
 import sys
 
 import minicheckout
+from minicheckout import first_line_with
 
 CPU = "kernels/portable/cpu"
 
@@ -47,10 +48,6 @@ def _dev(kernel, cache, out, early: bool) -> tuple[int, list[str]]:
     return json.loads(next(line for line in lines if line.startswith("RESULT "))[len("RESULT "):])["code"], lines
 
 
-def _first(lines: list[str], text: str) -> int:
-    return next(i for i, line in enumerate(lines) if text in line)
-
-
 def test_a_first_run_streams_its_first_failing_case_before_discovery_and_reports_the_same(tmp_path):
     repo = minicheckout.git_checkout(tmp_path)
     kernel = repo / CPU / "op_mul.cpp"
@@ -58,12 +55,12 @@ def test_a_first_run_streams_its_first_failing_case_before_discovery_and_reports
     work = tmp_path / "work"
     work.mkdir()
     code, lines = _dev(kernel, tmp_path / "cache-early", work / "early.json", early=True)
-    found = _first(lines, "found on the edit: mul.out float32 mismatch")
-    assert found < _first(lines, "PHASE: discovery begins") < _first(lines, "PHASE: discovery ends"), lines[:40]
+    found = first_line_with(lines, "found on the edit: mul.out float32 mismatch")
+    assert found < first_line_with(lines, "PHASE: discovery begins") < first_line_with(lines, "PHASE: discovery ends"), lines[:40]
     assert lines.count(lines[found]) == 1, "the judge streams no case line the early pass streamed"
 
     plain_code, plain_lines = _dev(kernel, tmp_path / "cache-plain", work / "plain.json", early=False)
-    assert _first(plain_lines, "PHASE: discovery ends") < _first(plain_lines, "found on the edit: mul.out float32")
+    assert first_line_with(plain_lines, "PHASE: discovery ends") < first_line_with(plain_lines, "found on the edit: mul.out float32")
     assert code == plain_code == 1
     first, plain = (json.loads((work / f"{n}.json").read_text())["files"][0] for n in ("early", "plain"))
     for key in ("cases", "base_cases", "layout_cases", "left_out"):

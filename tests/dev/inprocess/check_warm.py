@@ -12,6 +12,7 @@ import subprocess
 import sys
 
 import minicheckout
+from minicheckout import first_line_with
 
 CPU = "kernels/portable/cpu"
 OPINFO_MODULE = "torch.testing._internal.common_methods_invocations"
@@ -47,10 +48,6 @@ def _dev(kernel, cache, out, narrow: bool) -> tuple[dict, list[str]]:
     return result, lines
 
 
-def _first(lines: list[str], text: str) -> int:
-    return next(i for i, line in enumerate(lines) if text in line)
-
-
 def test_a_warm_run_in_a_new_process_works_nothing_out_again_and_streams_its_findings(tmp_path):
     repo = minicheckout.git_checkout(tmp_path)
     kernel = repo / CPU / "op_mul.cpp"
@@ -77,6 +74,6 @@ def test_a_warm_run_in_a_new_process_works_nothing_out_again_and_streams_its_fin
     assert all(f["reproducer"] for f in again["findings"] if f["gating"]), "a finding's inputs, from its recording"
 
     for lines in (cold_lines, warm_lines):
-        found = _first(lines, "found on the edit: mul.out float32 mismatch")
-        compared = _first(lines, "contiguous cases: ")
-        assert found < compared < _first(lines, "PHASE: the dim-order axis") < _first(lines, str(kernel)), lines[:40]
+        found = first_line_with(lines, "found on the edit: mul.out float32 mismatch")
+        compared = first_line_with(lines, "contiguous cases: ")
+        assert found < compared < first_line_with(lines, "PHASE: the dim-order axis") < first_line_with(lines, str(kernel)), lines[:40]

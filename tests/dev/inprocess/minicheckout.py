@@ -420,3 +420,8 @@ def stable_folder() -> Path:
     """A folder that outlives the test session (same paths, same sources: the
     kernel builds are cache hits on the next run)."""
     return Path(tempfile.gettempdir()) / f"etops-test-checkouts-{os.getuid()}"
+
+
+def first_line_with(lines: list[str], text: str) -> int:
+    """The index of the first of `lines` holding `text` (StopIteration when none does)."""
+    return next(i for i, line in enumerate(lines) if text in line)
