@@ -1,16 +1,20 @@
 """etops.child_process: the one way the tools run work in a forked child: a body's
 exit code, a child that raised, a limit that kills, a kill that reaps, how it
-ended in process_end's words; ChildCall's value, traceback, death and limit."""
+ended in process_end's words; a fork that blocks before the child runs replaced,
+then ForkBlocked; CpuWatch; ChildCall's value, traceback, death and limit."""
 
 from __future__ import annotations
 
 import os
+import pickle
 import signal
 import time
 
 import pytest
 
-from etops.child_process import BODY_RAISED, Child, ChildCall
+import etops
+from etops import child_process
+from etops.child_process import BODY_RAISED, Child, ChildCall, CpuWatch
 
 
 def test_the_body_returns_the_exit_code_and_a_raise_is_its_own():
@@ -117,3 +121,96 @@ def test_end_closes_the_pipes_a_worker_waits_on_and_kills_one_that_stays():
 
     stays = Child(lambda: time.sleep(60) or 0)
     assert os.WIFSIGNALED(stays.end((), grace=0.2))  # killed past its grace
+
+
+def _forks_that_block(monkeypatch, flags: list, pids_w: int) -> None:
+    """os.fork as qemu-user's now and then: the child of a fork that finds a flag
+    file (each taken by one fork) sleeps before any of its own code runs, as if its
+    fork had not returned; its pid written to `pids_w`. Limits short."""
+    real_fork = os.fork
+
+    def fork() -> int:
+        pid = real_fork()
+        if pid == 0:
+            for flag in flags:
+                try:
+                    os.unlink(flag)
+                except FileNotFoundError:
+                    continue
+                os.write(pids_w, f"{os.getpid()}\n".encode())
+                time.sleep(1000)
+        return pid
+
+    monkeypatch.setattr(os, "fork", fork)
+    monkeypatch.setattr(child_process, "FORK_STALL_SECONDS", 0.5)
+    monkeypatch.setattr(child_process, "_READY_CHECK_EVERY", 0.1)
+
+
+def _gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    return False
+
+
+def test_a_fork_that_blocks_before_the_child_runs_is_replaced_by_a_fresh_one(monkeypatch, tmp_path):
+    flag = tmp_path / "the-first-fork-blocks"
+    flag.touch()
+    r, w = os.pipe()
+    _forks_that_block(monkeypatch, [flag], w)
+    child = Child(lambda: 7)
+    monkeypatch.undo()
+    os.close(w)
+    blocked = [int(p) for p in os.read(r, 1024).split()]
+    os.close(r)
+    assert child.wait() is False and child.ended() == "exited with status 7"  # the body ran, once
+    assert len(blocked) == 1 and blocked[0] != child.pid and _gone(blocked[0]) and not flag.exists()
+
+
+def test_a_fork_that_blocks_every_time_raises_fork_blocked_and_leaves_no_child(monkeypatch, tmp_path):
+    flags = [tmp_path / f"fork-{i}-blocks" for i in range(child_process.FORKS)]
+    for flag in flags:
+        flag.touch()
+    ran = tmp_path / "the-body-ran"
+    r, w = os.pipe()
+    _forks_that_block(monkeypatch, flags, w)
+    with pytest.raises(etops.ForkBlocked) as caught:
+        Child(lambda: ran.touch())
+    monkeypatch.undo()
+    os.close(w)
+    blocked = [int(p) for p in os.read(r, 1024).split()]
+    os.close(r)
+    err = caught.value
+    assert len(blocked) == child_process.FORKS and all(_gone(p) for p in blocked) and not ran.exists()
+    assert (err.forks, err.seconds) == (child_process.FORKS, 0.5) and isinstance(err, OSError)
+    assert err.blocked_in and "sleep" in err.blocked_in, err.blocked_in  # /proc's wchan of the last one
+    assert "blocked before it ran" in str(err) and err.blocked_in in str(err)
+    assert str(pickle.loads(pickle.dumps(err))) == str(err)
+
+
+def test_a_child_that_runs_at_once_is_not_waited_for_and_one_that_dies_early_is_not_blocked():
+    started = time.monotonic()
+    child = Child(lambda: os.kill(os.getpid(), signal.SIGKILL))
+    assert child.wait() is False and child.ended() == "killed by SIGKILL"
+    assert time.monotonic() - started < child_process.FORK_STALL_SECONDS
+
+
+def test_a_stall_is_time_asleep_without_cpu_not_time_runnable_or_waiting_on_io(monkeypatch):
+    """CpuWatch: CPU time standing still counts towards a stall only while the
+    process sleeps (S: a lock, a pipe); runnable (R, a loaded machine) or in disk I/O
+    (D, pages read back) it is not blocked. Its clock is the `now` it is given."""
+    seen = {"ticks": 7, "state": "S"}
+    monkeypatch.setattr(child_process, "_cpu_ticks", lambda pid: (seen["ticks"], seen["state"]))
+    watch = CpuWatch(12345)
+    assert not watch.stalled(100.0, 20.0)  # the first look: the ticks seen
+    assert not watch.stalled(119.0, 20.0) and watch.stalled(120.0, 20.0)  # asleep 20 s without CPU
+    for state in ("D", "R"):
+        seen["state"] = state
+        assert not watch.stalled(200.0, 20.0) and not watch.stalled(300.0, 20.0)
+    seen["state"] = "S"
+    assert not watch.stalled(310.0, 20.0) and watch.stalled(330.0, 20.0)  # asleep again: counted from its last look awake
+    seen["ticks"] = 8
+    assert not watch.stalled(400.0, 20.0)  # CPU time moved
+    monkeypatch.setattr(child_process, "_cpu_ticks", lambda pid: None)
+    assert not CpuWatch(1).stalled(1e9, 20.0)  # /proc does not tell: never a stall

@@ -2,7 +2,16 @@
 it: the guard process, dev's background work and timing, the upstream tests, the
 shrinker.
 
-``Child`` forks: its body runs in the child, which always leaves through
+``Child`` forks and waits until the child runs (it writes one byte on a pipe of its
+own first): a child that sleeps FORK_STALL_SECONDS without CPU time before that
+blocked in its fork, not in its work (qemu-user 7.2 leaves the first fork of a
+multithreaded process waiting forever on a lock of the emulator's now and then,
+docs/aarch64.md), and is killed and forked again, up to FORKS times; then
+etops.ForkBlocked. So a tool never takes a blocked fork for a hang of the work it
+gave the child. ``CpuWatch`` is that watch: whether a process sleeps without using
+CPU time (a guard process or a task process blocked in a kernel).
+
+Its body runs in the child, which always leaves through
 ``os._exit`` (it never unwinds into the caller's frames, runs no atexit handler,
 flushes no buffer it inherited: stdout and stderr are flushed before the fork), with
 torch single-threaded when asked (the OpenMP thread team of this process does not
@@ -17,14 +26,15 @@ says which of returned / raised / ended without a value / timed out.
 
 What each tool sends its child and how it reads the reports (the guard's pipes and
 fault records, the task processes' frames and case clocks, a test binary's event
-file) stays the tool's. Core module: imports the standard library and
-process_end only.
+file) stays the tool's. Core module: imports the standard library, process_end
+and errors only.
 """
 
 from __future__ import annotations
 
 import os
 import pickle
+import select
 import signal
 import sys
 import tempfile
@@ -33,12 +43,68 @@ import traceback
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from .errors import ForkBlocked
 from .process_end import from_wait_status
 
 #: the exit code of a child whose body raised (a body that reports returns its own)
 BODY_RAISED = 1
+#: seconds a just-forked child may sleep without CPU time before it runs; past it, its fork blocked
+FORK_STALL_SECONDS = 5.0
+#: forks a Child is given when each blocks before it runs
+FORKS = 3
+#: how often the parent looks at a child's CPU time while it waits for it to run
+_READY_CHECK_EVERY = 0.5
 #: the first and longest pause between two looks at a child that is waited for with a limit
 _FIRST_POLL, _LAST_POLL = 0.005, 0.05
+
+
+def _cpu_ticks(pid: int) -> tuple[int, str] | None:
+    """The CPU time (user + system, in clock ticks) process `pid` has used and its
+    state letter (R running, S sleeping, D waiting on I/O, ...), or None where /proc
+    does not tell."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            fields = f.read().rsplit(b")", 1)[1].split()
+        return int(fields[11]) + int(fields[12]), fields[0].decode("ascii", "replace")
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def waiting_in(pid: int) -> str | None:
+    """Where process `pid` sleeps in the kernel (/proc's wchan: futex_do_wait,
+    anon_pipe_read, ...), or None where /proc does not tell."""
+    try:
+        with open(f"/proc/{pid}/wchan", "rb") as f:
+            name = f.read().decode("ascii", "replace").strip()
+    except OSError:
+        return None
+    return name if name and name != "0" else None
+
+
+#: the states of a process that is not blocked even while its CPU time stands still:
+#: runnable (waiting for a CPU of a loaded machine) and in uninterruptible I/O (its
+#: pages read back from disk: under emulation, a fork's child touching gigabytes of
+#: mapped libraries on a machine short of page cache)
+_NOT_BLOCKED = ("R", "D")
+
+
+class CpuWatch:
+    """Whether process `pid` has gone without CPU time: each look at /proc that
+    finds its CPU time unchanged since the last one that saw it move, the process
+    sleeping, counts towards a stall (a process /proc does not tell of never stalls;
+    one runnable or waiting on I/O is not blocked)."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid, self.still_since = pid, time.monotonic()
+        self.ticks: int | None = None
+
+    def stalled(self, now: float, limit: float) -> bool:
+        """Whether it slept without CPU time for `limit` seconds up to `now`."""
+        seen = _cpu_ticks(self.pid)
+        if seen is None or seen[0] != self.ticks or seen[1] in _NOT_BLOCKED:
+            self.ticks, self.still_since = None if seen is None else seen[0], now
+            return False
+        return now - self.still_since >= limit
 
 
 def _single_threaded() -> None:
@@ -57,19 +123,47 @@ class Child:
     def __init__(self, body: Callable[[], int | None], single_threaded: bool = False):
         sys.stdout.flush()
         sys.stderr.flush()
-        self.started = time.perf_counter()
-        self.pid = os.fork()
-        if self.pid == 0:
-            code = BODY_RAISED
-            try:
-                if single_threaded:
-                    _single_threaded()
-                code = body() or 0
-            finally:  # whatever the body did: the child ends here
-                os._exit(code if 0 <= code < 256 else BODY_RAISED)
         self.owner = os.getpid()  #: the process that forked it (a fork of the owner holds a copy of this object)
-        self.status: int | None = None  #: its wait status, once reaped
-        self.seconds = 0.0  #: from the fork to its reaping
+        blocked_in: list[str | None] = []
+        for _fork in range(FORKS):
+            self.status: int | None = None  #: its wait status, once reaped
+            self.seconds = 0.0  #: from the fork to its reaping
+            self.started = time.perf_counter()
+            ready_r, ready_w = os.pipe()
+            self.pid = os.fork()
+            if self.pid == 0:
+                code = BODY_RAISED
+                try:
+                    os.close(ready_r)
+                    os.write(ready_w, b"R")  # it runs: its fork did not block
+                    os.close(ready_w)
+                    if single_threaded:
+                        _single_threaded()
+                    code = body() or 0
+                finally:  # whatever the body did: the child ends here
+                    os._exit(code if 0 <= code < 256 else BODY_RAISED)
+            os.close(ready_w)
+            try:
+                blocked = self._blocked_before_running(ready_r)
+            except BaseException:  # Ctrl-C while it starts: it goes too, never an orphan
+                self.kill()
+                raise
+            finally:
+                os.close(ready_r)
+            if not blocked:
+                return
+            blocked_in.append(waiting_in(self.pid))
+            self.kill()
+        raise ForkBlocked(FORKS, FORK_STALL_SECONDS, blocked_in[-1])
+
+    def _blocked_before_running(self, ready_r: int) -> bool:
+        """Waits until the child has run (its byte, or the pipe closed: it ended);
+        True when it slept FORK_STALL_SECONDS without CPU time before that."""
+        watch = CpuWatch(self.pid)
+        while not select.select([ready_r], [], [], _READY_CHECK_EVERY)[0]:
+            if watch.stalled(time.monotonic(), FORK_STALL_SECONDS):
+                return True
+        return False
 
     def _reaped(self, status: int) -> int:
         self.status = status

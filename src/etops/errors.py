@@ -462,21 +462,51 @@ class GuardTimeout(EtopsError, TimeoutError):
     computing). The guard process was killed; the next guarded call forks a new one.
 
     Attributes: ``op``; ``seconds`` (the limit that was reached); ``stalled``
-    (True when the guard process was blocked rather than slow)."""
+    (True when the guard process was blocked rather than slow); ``started`` (whether
+    the guard process had begun running the kernel: False when it blocked before); ``blocked_in`` (where the kernel says the
+    blocked process waited, /proc's wchan such as ``futex_do_wait`` or
+    ``anon_pipe_read``; None when not known)."""
 
-    def __init__(self, op: str, seconds: float, stalled: bool = False):
+    def __init__(self, op: str, seconds: float, stalled: bool = False, started: bool = True,
+                 blocked_in: str | None = None):
         self.op, self.seconds, self.stalled = op, seconds, stalled
-        if stalled:
+        self.started, self.blocked_in = started, blocked_in
+        waiting = f" (waiting in {blocked_in})" if blocked_in else ""
+        if stalled and not started:
+            message = (f"guarded call of {op}: its guard process blocked before it ran the kernel{waiting}: "
+                       f"no CPU time for {seconds:g} s, and was killed. The kernel did not run: this is etops' "
+                       "own, please report it with the call")
+        elif stalled:
             message = (f"guarded call of {op} stopped making progress: its guard process used no CPU time for "
-                       f"{seconds:g} s (blocked, not computing) and was killed. A guarded call must not block: "
-                       "please report it with the call; the unguarded call does not use a guard process")
+                       f"{seconds:g} s while running the kernel{waiting} (blocked, not computing) and was killed. "
+                       "A guarded call must not block: please report it with the call; the unguarded call does "
+                       "not use a guard process")
         else:
             message = (f"guarded call of {op} did not finish within {seconds:g} s and its guard process was killed; "
                        "if the kernel needs longer, raise the limit with etops.guard.set_timeout(seconds) (None: no limit)")
         super().__init__(message)
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (type(self), (self.op, self.seconds, self.stalled))
+        return (type(self), (self.op, self.seconds, self.stalled, self.started, self.blocked_in))
+
+
+class ForkBlocked(EtopsError, OSError):
+    """A child forked by etops (a guard process, a task or worker process) blocked
+    before it ran a line of its own: asleep without CPU time for ``seconds`` after
+    each of ``forks`` forks. Nothing it was given ran. qemu-user 7.2's fork of a
+    multithreaded process does that now and then (docs/aarch64.md); ``blocked_in``:
+    where the last one waited (/proc's wchan), or None."""
+
+    def __init__(self, forks: int, seconds: float, blocked_in: str | None = None):
+        self.forks, self.seconds, self.blocked_in = forks, seconds, blocked_in
+        waiting = f", waiting in {blocked_in}" if blocked_in else ""
+        super().__init__(f"a child forked from this process blocked before it ran ({seconds:g} s asleep without CPU "
+                         f"time{waiting}), in each of {forks} forks, and was killed; nothing it was given ran. "
+                         "The fork of this process blocks: under qemu-user this is the emulator's "
+                         "(docs/aarch64.md, 'The guarded call under qemu-user')")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.forks, self.seconds, self.blocked_in))
 
 
 class BackgroundFailed(EtopsError, RuntimeError):

@@ -23,6 +23,7 @@ import torch
 
 import etops
 from etops.guard import child, server
+from etops.guard.wire import frame, write_all
 from fresh_python import SRC, start_python
 
 _AFTER_THREADED_TORCH = start_python(
@@ -51,12 +52,16 @@ def test_a_guarded_call_after_multithreaded_torch_work_returns_the_right_result(
     assert proc.returncode == 0 and "all right" in proc.stdout, proc.stderr[-3000:]
 
 
-def _hang_reporting_pid(fd: int, busy: bool):
+def _hang_reporting_pid(fd: int, busy: bool, in_kernel: bool = True):
     """A stand-in for child.run_guarded that writes the guard process's pid to `fd`
-    and never returns: asleep (blocked), or `busy` computing."""
+    and never returns: asleep (blocked), or `busy` computing; `in_kernel`: after
+    reporting the run's layout, as a kernel that hangs does (else before: a guard
+    process blocked before it began the kernel)."""
 
-    def hang(*_args, **_kwargs):
+    def hang(_kernel, _info, _bound, report_fd, *_args, **_kwargs):
         os.write(fd, f"{os.getpid()}\n".encode())
+        if in_kernel:
+            write_all(report_fd, frame(b"L", pickle.dumps([])))
         while True:
             if not busy:
                 time.sleep(1000)
@@ -91,7 +96,7 @@ def test_a_guard_process_that_does_not_answer_is_killed_and_the_call_raises_guar
     pid = int(os.read(r, 64).split()[0])
     os.close(r)
     err = info.value
-    assert err.op == "aten::add.out" and err.stalled is (not busy)
+    assert err.op == "aten::add.out" and err.stalled is (not busy) and err.started
     assert "aten::add.out" in str(err)
     assert ("please report it" if not busy else "etops.guard.set_timeout(seconds)") in str(err)
     assert isinstance(err, TimeoutError) and isinstance(err, etops.EtopsError)
@@ -102,24 +107,28 @@ def test_a_guard_process_that_does_not_answer_is_killed_and_the_call_raises_guar
     assert torch.equal(etops.guard.call(reg.aten.add.out, torch.ones(2), torch.ones(2)), torch.full((2,), 2.0))
 
 
-def test_a_stall_is_time_asleep_without_cpu_not_time_runnable_or_waiting_on_io(monkeypatch):
-    """CpuWatch: CPU time standing still counts towards a stall only while the
-    process sleeps (S: a lock, a pipe); runnable (R, a loaded machine) or in disk I/O
-    (D, pages read back) it is not blocked. Its clock is the `now` it is given."""
-    seen = {"ticks": 7, "state": "S"}
-    monkeypatch.setattr(server, "_cpu_ticks", lambda pid: (seen["ticks"], seen["state"]))
-    watch = server.CpuWatch(12345)
-    assert not watch.stalled(100.0, 20.0)  # the first look: the ticks seen
-    assert not watch.stalled(119.0, 20.0) and watch.stalled(120.0, 20.0)  # asleep 20 s without CPU
-    for state in ("D", "R"):
-        seen["state"] = state
-        assert not watch.stalled(200.0, 20.0) and not watch.stalled(300.0, 20.0)
-    seen["state"] = "S"
-    assert not watch.stalled(310.0, 20.0) and watch.stalled(330.0, 20.0)  # asleep again: counted from its last look awake
-    seen["ticks"] = 8
-    assert not watch.stalled(400.0, 20.0)  # CPU time moved
-    monkeypatch.setattr(server, "_cpu_ticks", lambda pid: None)
-    assert not server.CpuWatch(1).stalled(1e9, 20.0)  # /proc does not tell: never a stall
+def test_a_guard_process_that_blocks_before_it_began_the_kernel_says_the_kernel_did_not_run(reg, monkeypatch):
+    r, w = os.pipe()
+    etops.guard.reset()
+    monkeypatch.setattr(child, "run_guarded", _hang_reporting_pid(w, busy=False, in_kernel=False))
+    monkeypatch.setattr(server, "_CHECK_EVERY", 0.1)
+    monkeypatch.setattr(server, "STALL_SECONDS", 0.5)
+    try:
+        with pytest.raises(etops.GuardTimeout) as info:
+            etops.guard.call(reg.aten.add.out, torch.ones(2), torch.ones(2), out=torch.empty(2))
+    finally:
+        monkeypatch.undo()
+        os.close(w)
+    pids = [int(p) for p in os.read(r, 1024).split()]
+    os.close(r)
+    err = info.value
+    assert len(pids) == 1 and _gone(pids[0])
+    assert (err.op, err.stalled, err.started, err.seconds) == ("aten::add.out", True, False, 0.5)
+    assert "before it ran the kernel" in str(err) and "The kernel did not run" in str(err)
+    # where it slept, from /proc (time.sleep's wait: a timer, not a lock or a pipe)
+    assert err.blocked_in and "sleep" in err.blocked_in, err.blocked_in
+    again = pickle.loads(pickle.dumps(err))
+    assert (again.started, again.blocked_in, str(again)) == (False, err.blocked_in, str(err))
 
 
 def test_set_timeout_refuses_what_is_not_a_positive_limit():

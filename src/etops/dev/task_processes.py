@@ -42,7 +42,8 @@ from ..child_process import Child
 from ..conformance import case_clock
 from ..conformance.outcome import Outcome, of_death
 from ..guard import here
-from ..guard.server import DEFAULT_TIMEOUT, STALL_SECONDS, CpuWatch
+from ..child_process import CpuWatch
+from ..guard.server import DEFAULT_TIMEOUT, STALL_SECONDS
 from ..guard.wire import frame, read_exact, read_frame_body, write_all
 from ..process_end import exit_code
 

@@ -19,6 +19,11 @@ call (default DEFAULT_TIMEOUT), and STALL_SECONDS without any CPU time used by t
 guard process (blocked); then the guard process is killed and the call raises
 etops.GuardTimeout naming the kernel. Any exception while a call is in flight
 (Ctrl-C's KeyboardInterrupt) kills and reaps the guard process before it propagates.
+
+A fork that blocks before the guard process runs (qemu-user does, now and then) is
+child_process.Child's to replace. GuardTimeout says whether the guard process had
+begun the kernel (it sends the run's layout right before each kernel call) and where
+it waited.
 """
 
 from __future__ import annotations
@@ -34,7 +39,7 @@ import time
 from typing import NamedTuple
 
 from .. import _native
-from ..child_process import Child
+from ..child_process import Child, CpuWatch, waiting_in
 from ..errors import GuardTimeout
 from ..layouts import layout_is_preserved
 from ..registry import registry
@@ -68,46 +73,13 @@ def set_timeout(seconds: float | None) -> float | None:
 
 
 class _TimedOut(Exception):
-    """The guard process did not report in time; its argument: whether it stalled
-    (used no CPU time) rather than ran out of time."""
+    """The guard process did not report in time: whether it `stalled` (used no CPU
+    time) rather than ran out of time, whether it had `started` the kernel, and where
+    it waited (`blocked_in`, /proc's wchan, or None)."""
 
-
-def _cpu_ticks(pid: int) -> tuple[int, str] | None:
-    """The CPU time (user + system, in clock ticks) process `pid` has used and its
-    state letter (R running, S sleeping, D waiting on I/O, ...), or None where /proc
-    does not tell."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            fields = f.read().rsplit(b")", 1)[1].split()
-        return int(fields[11]) + int(fields[12]), fields[0].decode("ascii", "replace")
-    except (OSError, IndexError, ValueError):
-        return None
-
-
-#: the states of a process that is not blocked even while its CPU time stands still:
-#: runnable (waiting for a CPU of a loaded machine) and in uninterruptible I/O (its
-#: pages read back from disk: under emulation, a fork's child touching gigabytes of
-#: mapped libraries on a machine short of page cache)
-_NOT_BLOCKED = ("R", "D")
-
-
-class CpuWatch:
-    """Whether process `pid` has gone without CPU time: each look at /proc that
-    finds its CPU time unchanged since the last one that saw it move, the process
-    sleeping, counts towards a stall (a process /proc does not tell of never stalls;
-    one runnable or waiting on I/O is not blocked)."""
-
-    def __init__(self, pid: int) -> None:
-        self.pid, self.still_since = pid, time.monotonic()
-        self.ticks: int | None = None
-
-    def stalled(self, now: float, limit: float) -> bool:
-        """Whether it slept without CPU time for `limit` seconds up to `now`."""
-        seen = _cpu_ticks(self.pid)
-        if seen is None or seen[0] != self.ticks or seen[1] in _NOT_BLOCKED:
-            self.ticks, self.still_since = None if seen is None else seen[0], now
-            return False
-        return now - self.still_since >= limit
+    def __init__(self, stalled: bool, started: bool, blocked_in: str | None = None):
+        super().__init__(stalled, started, blocked_in)
+        self.stalled, self.started, self.blocked_in = stalled, started, blocked_in
 
 
 class Died(NamedTuple):
@@ -175,28 +147,29 @@ class GuardProcess:
             return False
         return True
 
-    def _wait_for_report(self, deadline: float | None) -> None:
+    def _wait_for_report(self, deadline: float | None, started: bool) -> None:
         """Returns once the guard process has written (or closed) its report pipe;
         raises _TimedOut at `deadline` (time.monotonic()), or when the guard process
-        used no CPU time for STALL_SECONDS."""
+        slept without CPU time for STALL_SECONDS; `started`: whether it has begun
+        the kernel (for the _TimedOut)."""
         watch = CpuWatch(self.pid)
         while True:
             now = time.monotonic()
             wait = _CHECK_EVERY if deadline is None else min(_CHECK_EVERY, deadline - now)
             if wait <= 0:
-                raise _TimedOut(False)
+                raise _TimedOut(False, started)
             if self._poll.poll(wait * 1000.0):
                 return
             if watch.stalled(time.monotonic(), STALL_SECONDS):
-                raise _TimedOut(True)
+                raise _TimedOut(True, started, waiting_in(self.pid))
 
     def outcome(self, deadline: float | None = None):
         """The outcome of the call in flight (see child.run_guarded), or Died when
         the guard process died before sending it; raises _TimedOut when the guard
         process sends nothing in time (_wait_for_report)."""
-        layout, fault = [], None
+        layout, fault, started = [], None, False
         while True:
-            self._wait_for_report(deadline)  # a frame, once begun, follows whole (or the pipe closes)
+            self._wait_for_report(deadline, started)  # a frame, once begun, follows whole (or the pipe closes)
             tag = read_exact(self.report_r, 1)
             if tag in (b"L", b"P"):
                 body = read_frame_body(self.report_r)
@@ -204,7 +177,7 @@ class GuardProcess:
                     break
                 if tag == b"P":
                     return pickle.loads(body)
-                layout = pickle.loads(body)
+                layout, started = pickle.loads(body), True
             elif tag == b"E" and read_exact(self.report_r, 3) == b"TGF":
                 record = read_exact(self.report_r, _FAULT.size)
                 fault = _FAULT.unpack(record) if len(record) == _FAULT.size else None
@@ -264,8 +237,8 @@ def run(kernel, info, bound: dict, reach: int | None = None):
         except _TimedOut as timed_out:
             if process is not None:
                 process.kill()
-            stalled = timed_out.args[0]
-            raise GuardTimeout(info.name, STALL_SECONDS if stalled or timeout is None else timeout, stalled) from None
+            seconds = STALL_SECONDS if timed_out.stalled or timeout is None else timeout
+            raise GuardTimeout(info.name, seconds, timed_out.stalled, timed_out.started, timed_out.blocked_in) from None
         except BaseException:  # Ctrl-C, or a broken report: the guard process goes too
             if process is not None:
                 process.kill()
