@@ -190,28 +190,6 @@ class KernelAborted(KernelError):
         return (type(self), (self.op, self.error_code, self.error_name, self.log, self.site))
 
 
-def failure_site(failure: Any) -> str:
-    """``file:line`` of a failed call's last error or fatal message (the check that
-    failed), or "" (`failure`: the bridge's CallFailure)."""
-    return f"{failure.file}:{failure.line}" if failure.file else ""
-
-
-def kernel_failure(error_type: type, op: str, failure: Any, site_of: Any = None, outs: tuple[str, ...] = (),
-                   **extra: Any) -> KernelError:
-    """The exception for a failed call of `op` as the bridge reports it (`failure`:
-    a CallFailure of etops._native, chosen by its ``kind``): KernelAborted when
-    ExecuTorch aborted, KernelCrashed when the kernel faulted on the calling thread
-    (`site_of(address)`, when given, places the address among the call's tensors:
-    (argument, where, offset) or None; `outs`: the out arguments the caller gave),
-    else `error_type` (KernelError, or a
-    delegate's DelegateError, given `extra` keywords)."""
-    if failure.kind == "aborted":
-        return KernelAborted(op, failure.code, failure.name, failure.message, failure_site(failure))
-    if failure.kind == "crashed" and failure.fault is not None:
-        return KernelCrashed.in_process(op, failure.fault, failure.message, site_of, outs)
-    return error_type(op, failure.code, failure.name, failure.message, site=failure_site(failure), **extra)
-
-
 #: signal numbers a kernel can raise (Linux's), and what SIGFPE's si_code says
 _FPE_CODES = {1: "integer division by zero or overflow", 2: "integer overflow", 3: "floating-point division by zero",
               4: "floating-point overflow", 5: "floating-point underflow", 6: "inexact floating-point result",

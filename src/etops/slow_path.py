@@ -28,7 +28,8 @@ import torch
 from .crash_site import locate, warn_once_if_corrupt
 from . import _native, hooks
 from ._native import Handled
-from .errors import NoMatchingKernelError, SchemaError, TaintedError, kernel_failure
+from .call_failure import kernel_failure
+from .errors import NoMatchingKernelError, SchemaError, TaintedError
 from .out_shapes import allocate, allocated_strides, is_data_dependent, outs_as_result
 from .tensors import as_torch
 from .overlaps import refuse_overlaps, snapshot
@@ -41,7 +42,7 @@ class SlowPathInfo(Protocol):
     ``KernelInfo`` (etops.kernel) and ``DelegateInfo`` (etops.delegate.load)."""
 
     name: str  #: the operator name, in every error
-    error_type: type  #: what a failed call raises (errors.kernel_failure): KernelError(name, code, error name, log, site=)
+    error_type: type  #: what a failed call raises (kernel_failure): KernelError(name, code, error name, log, site=)
     entry: Any  #: the operator's entry in the policy table (etops.ops): its sizing part says what sizes the outs
 
     def arg_names(self) -> tuple[str, ...]:

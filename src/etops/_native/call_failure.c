@@ -2,7 +2,7 @@
  * call_failure.c - a failed call as Python sees it: the bridge's etb_failure (the
  * thread's last, etb_last_failure) as one CallFailure object with named fields, the
  * fault of a crash as a Fault. What the slow path's `failed` and delegate_init's
- * caller get; etops/errors.py's kernel_failure makes the exception from it. Only
+ * caller get; etops/call_failure.py's kernel_failure makes the exception from it. Only
  * failed calls come here.
  */
 #include "etops_native.h"

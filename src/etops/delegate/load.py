@@ -23,7 +23,8 @@ import torch
 
 from .. import _native, dtypes
 from ..plan import build_plan
-from ..errors import DelegateError, SchemaError, kernel_failure
+from ..call_failure import kernel_failure
+from ..errors import DelegateError, SchemaError
 from ..kernel import KernelInfo
 from ..tensors import as_torch
 from ..overlaps import overlaps
