@@ -15,6 +15,7 @@ import pytest
 import etops
 from etops import child_process
 from etops.child_process import BODY_RAISED, Child, ChildCall, CpuWatch
+from processes import gone
 
 
 def test_the_body_returns_the_exit_code_and_a_raise_is_its_own():
@@ -146,14 +147,6 @@ def _forks_that_block(monkeypatch, flags: list, pids_w: int) -> None:
     monkeypatch.setattr(child_process, "_READY_CHECK_EVERY", 0.1)
 
 
-def _gone(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    return False
-
-
 def test_a_fork_that_blocks_before_the_child_runs_is_replaced_by_a_fresh_one(monkeypatch, tmp_path):
     flag = tmp_path / "the-first-fork-blocks"
     flag.touch()
@@ -165,7 +158,7 @@ def test_a_fork_that_blocks_before_the_child_runs_is_replaced_by_a_fresh_one(mon
     blocked = [int(p) for p in os.read(r, 1024).split()]
     os.close(r)
     assert child.wait() is False and child.ended() == "exited with status 7"  # the body ran, once
-    assert len(blocked) == 1 and blocked[0] != child.pid and _gone(blocked[0]) and not flag.exists()
+    assert len(blocked) == 1 and blocked[0] != child.pid and gone(blocked[0]) and not flag.exists()
 
 
 def test_a_fork_that_blocks_every_time_raises_fork_blocked_and_leaves_no_child(monkeypatch, tmp_path):
@@ -182,7 +175,7 @@ def test_a_fork_that_blocks_every_time_raises_fork_blocked_and_leaves_no_child(m
     blocked = [int(p) for p in os.read(r, 1024).split()]
     os.close(r)
     err = caught.value
-    assert len(blocked) == child_process.FORKS and all(_gone(p) for p in blocked) and not ran.exists()
+    assert len(blocked) == child_process.FORKS and all(gone(p) for p in blocked) and not ran.exists()
     assert (err.forks, err.seconds) == (child_process.FORKS, 0.5) and isinstance(err, OSError)
     assert err.blocked_in and "sleep" in err.blocked_in, err.blocked_in  # /proc's wchan of the last one
     assert "blocked before it ran" in str(err) and err.blocked_in in str(err)

@@ -25,6 +25,7 @@ import etops
 from etops.guard import child, server
 from etops.guard.wire import frame, write_all
 from fresh_python import SRC, start_python
+from processes import gone
 
 _AFTER_THREADED_TORCH = start_python(
     """
@@ -69,15 +70,6 @@ def _hang_reporting_pid(fd: int, busy: bool, in_kernel: bool = True):
     return hang
 
 
-def _gone(pid: int) -> bool:
-    """Whether process `pid` no longer exists (killed and reaped)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    return False
-
-
 @pytest.mark.parametrize("busy", [False, True], ids=["blocked", "too-long"])
 def test_a_guard_process_that_does_not_answer_is_killed_and_the_call_raises_guard_timeout(reg, monkeypatch, busy):
     r, w = os.pipe()
@@ -100,7 +92,7 @@ def test_a_guard_process_that_does_not_answer_is_killed_and_the_call_raises_guar
     assert "aten::add.out" in str(err)
     assert ("please report it" if not busy else "etops.guard.set_timeout(seconds)") in str(err)
     assert isinstance(err, TimeoutError) and isinstance(err, etops.EtopsError)
-    assert _gone(pid)
+    assert gone(pid)
     again = pickle.loads(pickle.dumps(err))
     assert str(again) == str(err)
     # the next guarded call forks a new guard process (the real child.run_guarded)
@@ -122,7 +114,7 @@ def test_a_guard_process_that_blocks_before_it_began_the_kernel_says_the_kernel_
     pids = [int(p) for p in os.read(r, 1024).split()]
     os.close(r)
     err = info.value
-    assert len(pids) == 1 and _gone(pids[0])
+    assert len(pids) == 1 and gone(pids[0])
     assert (err.op, err.stalled, err.started, err.seconds) == ("aten::add.out", True, False, 0.5)
     assert "before it ran the kernel" in str(err) and "The kernel did not run" in str(err)
     # where it slept, from /proc (time.sleep's wait: a timer, not a lock or a pipe)
