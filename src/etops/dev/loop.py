@@ -8,6 +8,7 @@ etops.guard and etops.bench.
 
 from __future__ import annotations
 
+import pickle
 import time
 
 from ..errors import BuildError
@@ -132,25 +133,49 @@ def _timing_rows(result, target, addresses: dict, *, dtype, repeats, threads, ma
     return rows
 
 
+#: torch's answers a forked timing process of this one handed back (_keep_found), to hand on
+#: to the process that forked this one in its turn
+_RELAYED: dict = {}
+
+
 def _sampled(work):
-    """A function giving `work()` and the OpInfo samples it found (etops.bench.sampling),
-    for a forked process to hand back to this one (keep_found)."""
+    """A function giving `work()`, the OpInfo samples it found (etops.bench.sampling)
+    and torch's answers worked out for it (etops.signature_cache: the timing's inputs'
+    out shapes and checks, its own and those of the processes it forked), for a forked
+    process to hand back to this one (keep_found), which keeps them for its next
+    process (etops.dev.learned): a warm round's timing asks torch's meta kernels
+    nothing (their first call imports torch._dynamo)."""
+    from .. import signature_cache
     from ..bench import sampling
 
     def run():
         known = sampling.found_samples()
+        signature_cache.made_here()  # what the fork inherited is not its own
+        _RELAYED.clear()
         made = work()
-        return made, {k: v for k, v in sampling.found_samples().items() if k not in known}
+        answers = signature_cache.made_here()
+        for name, entries in _RELAYED.items():
+            answers.setdefault(name, {}).update(entries)
+        try:
+            pickle.dumps(answers)
+        except Exception:  # noqa: BLE001 - an argument that does not pickle: worked out again where needed
+            answers = {}
+        return made, {k: v for k, v in sampling.found_samples().items() if k not in known}, answers
 
     return run
 
 
 def _keep_found(outcome):
-    """`work()`'s value from a _sampled outcome, its samples kept here for the next round."""
+    """`work()`'s value from a _sampled outcome, its samples and torch's answers kept
+    here for the next round (and relayed by a process that was forked itself)."""
+    from .. import signature_cache
     from ..bench import sampling
 
-    made, found = outcome
+    made, found, answers = outcome
     sampling.keep_samples(found)
+    signature_cache.keep(answers)
+    for name, entries in answers.items():
+        _RELAYED.setdefault(name, {}).update(entries)
     return made
 
 
