@@ -14,7 +14,7 @@ import torch
 from typing import Any
 
 from .errors import SchemaError
-from .signature_cache import SignatureCache, signature
+from .signature_cache import SignatureCache, asked, signature
 from .layouts import is_dense, strides_for
 from . import _logs
 from .meta_safety import runs_on_meta
@@ -130,6 +130,7 @@ def _infer_outs_uncached(info, bound: dict) -> dict:
     try:
         return _infer_outs_with_torch(info, bound)
     finally:
+        asked()
         _logs.drain_as(f"torch's functional counterpart of {info.name} (sizing its outs)")
 
 

@@ -22,7 +22,7 @@ from typing import Any
 
 from .errors import refusing
 from .meta_safety import runs_on_meta
-from .signature_cache import SignatureCache, signature
+from .signature_cache import SignatureCache, asked, signature
 from .tensors import to_meta
 
 @dataclass(frozen=True)
@@ -91,7 +91,10 @@ def check_with_torch(name: str, overload, bound: dict, out_names):
         with _FILTERS_LOCK, warnings.catch_warnings():
             # only torch's resize warning: another thread's warnings in the meantime still show
             warnings.filterwarnings("ignore", message=_TORCH_RESIZE_WARNING)
-            overload(*positional, **keywords)
+            try:
+                overload(*positional, **keywords)
+            finally:
+                asked()
     except NotImplementedError:
         return None, None
     except (RuntimeError, TypeError, ValueError, IndexError, AssertionError, ZeroDivisionError) as exc:  # meta kernels assert too
