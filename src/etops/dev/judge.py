@@ -254,6 +254,16 @@ def _prepare(kmap, op: str, task: dict) -> bool:
     return recorded
 
 
+def prepare(plan: dict) -> None:
+    """Every task of `plan` (operator -> tasks) made ready in this process without
+    calling a kernel (_prepare: an OpInfo task recorded, a generated one's cases
+    made): the edit's early tasks while its build runs (etops.dev.early)."""
+    kmap = default_kmap()
+    for op, tasks in plan.items():
+        for task in tasks:
+            _prepare(kmap, op, task)
+
+
 def _prepare_generated(op: str, task: dict) -> bool:
     """When `task` is a generated one: its cases made (or read from the store) in
     this process (learned.prepare_generated), before any task process forks, so that
@@ -476,5 +486,5 @@ def judge(plan: dict, install_base, restore_base, *, base_kind: str = "", guarde
             "layout_cases": layout_cases, "axes_cases": axes_cases}
 
 
-__all__ = ["LAYOUTS", "Pass", "clusterer", "judge", "layout_findings", "layout_passes", "polled_only", "run_base_variants",
-           "run_passes", "run_side", "sources"]
+__all__ = ["LAYOUTS", "Pass", "clusterer", "judge", "layout_findings", "layout_passes", "polled_only", "prepare",
+           "run_base_variants", "run_passes", "run_side", "sources"]

@@ -85,14 +85,28 @@ def _judge_file(result, target, addresses: dict, base_kind: str, directory, *, d
     load_in_reproducers(directory, [str(target.path)], {str(target.path): target.helpers})
 
 
+def _early_needed() -> bool:
+    """early.needed: the round streams and discovery is not on disk."""
+    from ..conformance.sweep import discovery_path
+    from .cases import wheel_kmap
+
+    return early.needed(discovery_path(wheel_kmap()).exists())
+
+
+def _recordable_before_install(target) -> bool:
+    """Whether the early cases may be recorded before the edit is swapped in: every
+    operator of the file has a kernel in the registry already (the calls map to the
+    same kernels then), and building the file loads nothing (not self-registering)."""
+    from ..registry import registry
+
+    return not target.self_registering and set(target.names) <= set(registry().operator_names)
+
+
 def _early(result, *, dtypes, generated: bool, isolate: bool, dim_orders: bool) -> None:
     """The edit's early cases (etops.dev.early: their failing cases streamed within
     seconds) when discovery must run before the plan (a fresh cache) and the round
     streams; their seconds in ``result.seconds["early"]``."""
-    from ..conformance.sweep import discovery_path
-    from .cases import wheel_kmap
-
-    if early.needed(discovery_path(wheel_kmap()).exists()):
+    if _early_needed():
         t = time.perf_counter()
         early.run_early(result.ops, dtypes=dtypes, generated=generated, guarded=isolate, dim_orders=dim_orders)
         result.seconds["early"] = time.perf_counter() - t
@@ -268,10 +282,16 @@ def run_file(path, *, root=None, yaml=None, dtypes=None, timing_dtype="float32",
         return result
     result.ops, result.checkout, result.yamls = target.names, str(target.checkout), [str(y) for y in target.yamls]
     result.seconds["locate"] = time.perf_counter() - start
+    stored = learned.stored_plan(result.ops, dtypes, generated) if check else None
+    early_first = check and stored is None and _early_needed() and _recordable_before_install(target)
     t = time.perf_counter()
     try:
-        with progress.phase("building the edit"):
-            library = inst.build_target(target, cflags)
+        with progress.phase("building the edit" + (" (recording the early cases meanwhile)" if early_first else "")):
+            if early_first:  # the early cases need no kernel to be recorded: while the compiler runs
+                library = early.while_building(lambda: inst.build_target(target, cflags),
+                                               lambda: early.prepare_early(result.ops, dtypes, generated))
+            else:
+                library = inst.build_target(target, cflags)
     except (BuildError, CheckoutError) as exc:
         result.error = str(exc)
         return result
@@ -286,7 +306,6 @@ def run_file(path, *, root=None, yaml=None, dtypes=None, timing_dtype="float32",
     result.replaced = sorted(installed.replaced)
     result.seconds["swap"] = time.perf_counter() - t
     learned.load_answers()  # torch's answers and the timing's samples of earlier processes
-    stored = learned.stored_plan(result.ops, dtypes, generated) if check else None
     if check and stored is None:  # the plan is worked out: on a fresh cache, the early cases first
         _early(result, dtypes=dtypes, generated=generated, isolate=isolate, dim_orders=dim_orders)
     t = time.perf_counter()
