@@ -402,11 +402,11 @@ def _no_dtensor_import(actual, expected):
     if not (plain and getattr(comparison, "_HAS_DTENSOR", False) is True and "torch.distributed.tensor" not in sys.modules):
         yield
         return
-    comparison._HAS_DTENSOR = False  # type: ignore[union-attr]
+    comparison._HAS_DTENSOR = False
     try:
         yield
     finally:
-        comparison._HAS_DTENSOR = True  # type: ignore[union-attr]
+        comparison._HAS_DTENSOR = True
 
 
 def torch_testing_message(actual, expected, tolerance: "Tolerance | str" = OPINFO) -> str | None:

@@ -117,8 +117,9 @@ def infer_outs(info, bound: dict) -> dict:
         try:
             found = _infer_outs_uncached(info, bound)
         except (TypeError, ValueError) as exc:
-            if isinstance(getattr(exc, "torch_refused", None), Refused):
-                OUT_SHAPES.put(key, exc.torch_refused)  # type: ignore[attr-defined]
+            refused = getattr(exc, "torch_refused", None)
+            if isinstance(refused, Refused):
+                OUT_SHAPES.put(key, refused)
             raise
         OUT_SHAPES.put(key, found)
     return found
