@@ -1,8 +1,9 @@
 """A warm `etops dev FILE` in a new process (issue 47: the way a pre-commit hook or a
 second terminal runs it; goal: within 5x `python -c "import torch, etops"`), this
 tree against another one (`--before PKG`: a folder holding another etops package,
-put first on PYTHONPATH), alternated in one session with the import, wall time of
-each child, the load average before each run.
+put first on PYTHONPATH), alternated in one session with the import, wall time and
+CPU seconds (its task, guard and timing processes included) of each child, the load
+average before each run.
 
 Each tree gets a cache folder of its own (ETOPS_CACHE_DIR), warmed by one run
 first (the builds, discovery, and what that tree keeps on disk); `--cache-from DIR`
@@ -22,6 +23,7 @@ import argparse
 import glob
 import json
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -34,10 +36,17 @@ def load() -> float:
     return os.getloadavg()[0]
 
 
-def wall(cmd: list[str], env: dict, cwd: str) -> tuple[float, int]:
+def wall(cmd: list[str], env: dict, cwd: str) -> tuple[float, int, float]:
+    """(wall seconds, exit code, CPU seconds of the child and the processes it reaped:
+    its task, guard and timing processes; on a loaded machine the figure that says
+    how much work a run did)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     done = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, cwd=cwd)
-    return time.perf_counter() - t0, done.returncode
+    seconds = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return seconds, done.returncode, cpu
 
 
 def main() -> None:
@@ -62,26 +71,31 @@ def main() -> None:
     dev = [os.path.join(os.path.dirname(sys.executable), "etops"), "dev", os.path.abspath(args.file)]
     imp = [sys.executable, "-c", "import torch, etops"]
     for name, env in envs.items():  # warm-up: each tree's caches filled as a user's first run fills them
-        seconds, code = wall(dev, env, cwd)
-        print(f"warm-up {name}: {seconds:.1f} s (exit {code}, load {load():.1f})", flush=True)
+        seconds, code, cpu = wall(dev, env, cwd)
+        print(f"warm-up {name}: {seconds:.1f} s, {cpu:.1f} CPU s (exit {code}, load {load():.1f})", flush=True)
     rows: dict = {"import torch, etops": [], **{f"etops dev, {n}": [] for n in envs}}
+    cpus: dict = {label: [] for label in rows}
     loads = []
     for r in range(args.rounds):
         for label, cmd, env in [("import torch, etops", imp, envs["this tree"]),
                                 *((f"etops dev, {n}", dev, e) for n, e in envs.items())]:
             loads.append(load())
-            seconds, code = wall(cmd, env, cwd)
+            seconds, code, cpu = wall(cmd, env, cwd)
             rows[label].append(seconds)
-            print(f"round {r + 1} {label}: {seconds:.1f} s (exit {code}, load before {loads[-1]:.1f})", flush=True)
-    print("\n| | median s | runs (s) | / import |\n|---|---:|---|---:|")
+            cpus[label].append(cpu)
+            print(f"round {r + 1} {label}: {seconds:.1f} s, {cpu:.1f} CPU s (exit {code}, load before {loads[-1]:.1f})",
+                  flush=True)
+    print("\n| | median s | runs (s) | / import | median CPU s |\n|---|---:|---|---:|---:|")
     base = statistics.median(rows["import torch, etops"])
     for label, values in rows.items():
         med = statistics.median(values)
-        print(f"| {label} | {med:.1f} | {', '.join(f'{v:.1f}' for v in values)} | {med / base:.1f}x |")
+        print(f"| {label} | {med:.1f} | {', '.join(f'{v:.1f}' for v in values)} | {med / base:.1f}x | "
+              f"{statistics.median(cpus[label]):.1f} |")
     print(f"\nload average (1 min) before the runs: {min(loads):.1f}-{max(loads):.1f}, {os.cpu_count()} cores")
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"rows": rows, "loads": loads, "file": args.file, "before": args.before}, f, indent=1)
+            json.dump({"rows": rows, "cpu_seconds": cpus, "loads": loads, "file": args.file, "before": args.before}, f,
+                      indent=1)
 
 
 if __name__ == "__main__":

@@ -232,3 +232,24 @@ def test_equal_values_is_false_for_nan_and_for_dtypes_torch_equal_refuses():
     assert not c.equal_values(nan, nan.clone()) and c.diff(nan, nan.clone(), "torch").ok  # NaN where the reference has NaN
     half = torch.tensor([1 + 1j], dtype=torch.complex32)
     assert not c.equal_values(half, half.clone())
+
+
+def test_the_message_of_two_plain_tensors_imports_no_dtensor_and_is_assert_closes_own():
+    """Wording a mismatch of two plain tensors does not import torch.distributed.tensor
+    (about half of `import torch`, once in each of etops dev's task processes); the
+    message is the one assert_close gives with it imported, and the switch is back after."""
+    import subprocess
+    import sys
+
+    script = (
+        "import sys, torch\n"
+        "from etops import compare as c\n"
+        "a, e = torch.tensor([1.0, 2.0]), torch.tensor([1.0, 2.1])\n"
+        "first = c.torch_testing_message(a, e, 'opinfo')\n"
+        "print('dtensor' if 'torch.distributed.tensor' in sys.modules else 'none')\n"
+        "import torch.distributed.tensor\n"
+        "from torch.testing import _comparison\n"
+        "print(_comparison._HAS_DTENSOR, first == c.torch_testing_message(a, e, 'opinfo'), first.startswith('Tensor-likes'))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert done.stdout.split() == ["none", "True", "True", "True"], done.stdout + done.stderr[-2000:]

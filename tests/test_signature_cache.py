@@ -29,7 +29,12 @@ def test_every_kernel_object_of_an_operator_shares_torchs_out_shapes(reg, monkey
     assert first["out"][0] == (3, 17, 2)
 
 
-def test_torchs_checks_are_kept_for_calls_it_accepts_only(reg, monkeypatch):
+def test_torchs_checks_are_kept_for_calls_it_accepts_and_refuses(reg, monkeypatch):
+    """A refusal is kept too (a meta kernel sees the signature, never a tensor's
+    values): asked once, then made again from the cache, the same exception in the
+    same words naming the same argument, for every kernel object of the operator.
+    Before, every refused call asked torch's meta kernel again (in a new process of
+    etops dev, the first such call imports torch._dynamo: seconds inside a case's limit)."""
     info = reg.aten.mul.out._info
     asked = []
     real = torch_checks.check_with_torch
@@ -39,10 +44,30 @@ def test_torchs_checks_are_kept_for_calls_it_accepts_only(reg, monkeypatch):
     _another_info(info).validate({k: v.clone() for k, v in good.items()})
     assert len(asked) <= 1
     bad = {"self": torch.ones(5, 13, 3), "other": torch.ones(4), "out": torch.empty(5, 13, 3)}
-    for _ in range(2):  # refused each time, never from the cache: its message names the values
-        with pytest.raises(ValueError, match="torch refuses"):
-            info.validate(bad)
-    assert sum(a is bad for a in asked) == 2
+    refusals = []
+    for validate in (info.validate, _another_info(info).validate, info.validate):
+        with pytest.raises(ValueError, match="torch refuses") as caught:
+            validate({k: v.clone() for k, v in bad.items()})
+        refusals.append((type(caught.value), str(caught.value), getattr(caught.value, "argument", None)))
+    assert refusals[0] == refusals[1] == refusals[2]
+    assert sum(a["other"].shape == (4,) for a in asked) == 1
+
+
+def test_torchs_refused_out_shapes_are_kept_and_raised_again_alike(reg, monkeypatch):
+    """An allocating call torch's meta kernel refuses (shapes that do not broadcast)
+    is refused from the cache the next time, the same exception in the same words."""
+    info = reg.aten.add.out._info
+    worked_out = []
+    real = out_shapes._infer_outs_uncached
+    monkeypatch.setattr(out_shapes, "_infer_outs_uncached", lambda i, b: worked_out.append(i) or real(i, b))
+    bound = {"self": torch.ones(7), "other": torch.ones(8, dtype=torch.float64), "alpha": 1}
+    refusals = []
+    for _ in range(2):
+        with pytest.raises((TypeError, ValueError)) as caught:
+            out_shapes.infer_outs(_another_info(info), dict(bound))
+        refusals.append((type(caught.value), str(caught.value), getattr(caught.value, "argument", None)))
+    assert refusals[0] == refusals[1] and "torch refuses" in refusals[0][1]
+    assert len(worked_out) <= 1
 
 
 def test_entries_made_in_a_forked_process_come_back_and_are_taken_once():

@@ -27,6 +27,7 @@ Imports torch and the standard library only (no etops extension).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 from dataclasses import dataclass
@@ -385,6 +386,29 @@ def snr(expected: torch.Tensor, actual: torch.Tensor) -> float:
     return float(10 * torch.log10(power / noise))
 
 
+@contextlib.contextmanager
+def _no_dtensor_import(actual, expected):
+    """Around an assert_close of two plain tensors (of torch.Tensor itself, so neither
+    is a DTensor): torch's DTensor check is left out while torch.distributed.tensor is
+    not imported. Its first import (to ask whether either is a DTensor, which a plain
+    tensor never is) costs about half of ``import torch``, in each process that words
+    a mismatch (every task process of ``etops dev``). The message is the same; on a
+    torch without that switch (``_HAS_DTENSOR``), nothing changes."""
+    import sys
+
+    from torch.testing import _comparison as comparison
+
+    plain = type(actual) is torch.Tensor and type(expected) is torch.Tensor
+    if not (plain and getattr(comparison, "_HAS_DTENSOR", False) is True and "torch.distributed.tensor" not in sys.modules):
+        yield
+        return
+    comparison._HAS_DTENSOR = False
+    try:
+        yield
+    finally:
+        comparison._HAS_DTENSOR = True
+
+
 def torch_testing_message(actual, expected, tolerance: "Tolerance | str" = OPINFO) -> str | None:
     """torch.testing.assert_close's own account, on one line, of why ``actual`` is
     not ``expected`` with the policy's overrides (its defaults when the policy sets
@@ -394,7 +418,9 @@ def torch_testing_message(actual, expected, tolerance: "Tolerance | str" = OPINF
     # None and None: assert_close's own defaults
     rtol, atol = (tol.rtol or 0.0, tol.atol or 0.0) if tol.overridden else (None, None)
     try:
-        torch.testing.assert_close(actual, expected, equal_nan=True, check_stride=False, check_device=False, rtol=rtol, atol=atol)
+        with _no_dtensor_import(actual, expected):
+            torch.testing.assert_close(actual, expected, equal_nan=True, check_stride=False, check_device=False, rtol=rtol,
+                                       atol=atol)
     except AssertionError as exc:
         return " ".join(str(exc).split())
     except Exception as exc:  # noqa: BLE001 - incomparable values

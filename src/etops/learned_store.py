@@ -14,12 +14,15 @@ default 1024 MB): after each write the files used longest ago (a read counts as 
 use) go first.
 
 Values are pickled; torch's operator overloads (which do not pickle) are written by
-name and found again in torch.ops. Core module: imports the standard library,
+name and found again in torch.ops, and plain CPU tensors as their storage's raw
+bytes and their view (``_Pickler``: torch's own pickling refuses complex32 and reads
+each storage back through torch.load, most of a warm ``etops dev``'s reading). Core module: imports the standard library,
 torch, etops._native's build info and cache_files only.
 """
 
 from __future__ import annotations
 
+import ctypes
 import hashlib
 import io
 import logging
@@ -115,11 +118,65 @@ def _overload(namespace: str, name: str, overload: str):
     return getattr(getattr(getattr(torch.ops, namespace), name), overload)
 
 
+def _storage(data: bytes) -> torch.UntypedStorage:
+    """A CPU storage (resizable, writable) holding the bytes `data`."""
+    made = torch.empty(len(data), dtype=torch.uint8)
+    if data:
+        ctypes.memmove(made.data_ptr(), data, len(data))
+    return made.untyped_storage()
+
+
+def _tensor(storage, dtype, offset: int, size: tuple, stride: tuple, conj: bool, neg: bool) -> torch.Tensor:
+    """The tensor of `dtype` viewing `storage` at `offset` with `size` and `stride`,
+    with torch's lazy conjugate and negative bits as given (as values.exact_clone keeps them)."""
+    out = torch.empty(0, dtype=dtype)
+    out.set_(storage, offset, size, stride)
+    if conj:
+        out = out.conj()
+    if neg:
+        out = torch._neg_view(out)
+    return out
+
+
+class _StorageBytes:
+    """One storage's bytes, written once per file however many tensors view it (the
+    pickler's memo keeps one object per storage, so they share one storage again)."""
+
+    def __init__(self, storage) -> None:
+        self.storage = storage
+
+    def __reduce__(self):
+        n = self.storage.nbytes()
+        return _storage, (ctypes.string_at(self.storage.data_ptr(), n) if n else b"",)
+
+
+def _plain(t: torch.Tensor) -> bool:
+    """Whether `t` is a dense CPU tensor of torch.Tensor itself with nothing but its
+    storage, view and lazy bits to keep (written as raw bytes; anything else pickles as torch does)."""
+    return (type(t) is torch.Tensor and t.layout == torch.strided and t.device.type == "cpu" and not t.requires_grad
+            and not t.is_quantized and not t.is_nested and not any(getattr(t, "names", ())) and not t.__dict__)
+
+
 class _Pickler(pickle.Pickler):
+    """Overloads by name; plain tensors as their storage's raw bytes and their view
+    (every dtype, complex32 included, which torch's own pickling refuses; and far
+    quicker to read than torch's one serialized storage per tensor)."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self._storages: dict = {}  # (data pointer, bytes) -> its _StorageBytes, for storages with data
+
     def reducer_override(self, obj):
         if isinstance(obj, torch._ops.OpOverload):
             namespace, _, name = obj._schema.name.partition("::")
             return _overload, (namespace, name, obj._overloadname)
+        if isinstance(obj, torch.Tensor) and _plain(obj):
+            storage = obj.untyped_storage()
+            n = storage.nbytes()
+            held = self._storages.setdefault((storage.data_ptr(), n), _StorageBytes(storage)) if n \
+                else _StorageBytes(storage)
+            return _tensor, (held, obj.dtype, obj.storage_offset(), tuple(obj.size()), tuple(obj.stride()),
+                             obj.is_conj(), obj.is_neg())
         return NotImplemented
 
 

@@ -14,12 +14,12 @@ import torch
 from typing import Any
 
 from .errors import SchemaError
-from .signature_cache import SignatureCache, signature
+from .signature_cache import SignatureCache, asked, signature
 from .layouts import is_dense, strides_for
 from . import _logs
 from .meta_safety import runs_on_meta
 from .tensors import as_torch, from_dlpack, to_meta
-from .torch_checks import refusal_error
+from .torch_checks import Refused, refusal_error, refused_error
 
 
 def specs_of_result(result, out_names) -> dict:
@@ -84,7 +84,8 @@ def _fake_says_data_dependent(functional, positional, keywords) -> bool:
 
 
 #: torch's out specs per (operator name, schema: a schema registered again
-#: differently gets its own entries) and argument signature
+#: differently gets its own entries) and argument signature, or torch_checks.Refused
+#: when its meta kernel refused the signature
 OUT_SHAPES = SignatureCache("out shapes", 1 << 15)
 
 
@@ -110,8 +111,16 @@ def infer_outs(info, bound: dict) -> dict:
     except TypeError:
         return _infer_outs_uncached(info, bound)
     found = OUT_SHAPES.get(key)
+    if isinstance(found, Refused):  # torch refused this signature before: the same refusal, not asked again
+        raise refused_error(info.name, found.exception(), bound, info.out_names())
     if found is None:
-        found = _infer_outs_uncached(info, bound)
+        try:
+            found = _infer_outs_uncached(info, bound)
+        except (TypeError, ValueError) as exc:
+            refused = getattr(exc, "torch_refused", None)
+            if isinstance(refused, Refused):
+                OUT_SHAPES.put(key, refused)
+            raise
         OUT_SHAPES.put(key, found)
     return found
 
@@ -122,6 +131,7 @@ def _infer_outs_uncached(info, bound: dict) -> dict:
     try:
         return _infer_outs_with_torch(info, bound)
     finally:
+        asked()
         _logs.drain_as(f"torch's functional counterpart of {info.name} (sizing its outs)")
 
 
@@ -144,7 +154,7 @@ def _infer_outs_with_torch(info, bound: dict) -> dict:
         if not (sizing.sized_from_data and _fake_says_data_dependent(functional, positional, keywords)):
             if isinstance(meta_exc, NotImplementedError):
                 raise SchemaError(f"{info.name}: etops cannot infer the out shapes (torch's meta kernel says: {meta_exc}); pass the outs") from meta_exc
-            raise refusal_error(info.name, meta_exc, bound, info.out_names()) from meta_exc
+            raise refused_error(info.name, meta_exc, bound, info.out_names()) from meta_exc
         # The out shapes depend on the values, and the arguments are valid: ATen sizes them.
         real = {n: as_torch(v) for n, v in bound.items() if n not in info.out_names()}
         try:

@@ -10,6 +10,9 @@ A process forked to run calls and be thrown away (``etops dev``'s task processes
 hands the entries it made back with its results (``made_here`` there, ``keep``
 here), so that later forks start with them and no process works one out twice;
 ``entries`` and ``keep`` let a later process start with them too (etops.dev.learned).
+``asked()`` is called each time torch was asked (a meta kernel run: the first one in
+a process imports torch._dynamo, seconds), for whoever times a call around it
+(``after_asking``: etops.conformance.case_clock restarts its case's time there).
 Core module: imports torch and etops.tensors only.
 """
 
@@ -79,6 +82,23 @@ def made_here() -> dict:
         if entries:
             made[name] = entries
     return made
+
+
+#: called after torch was asked about a call (after_asking)
+_AFTER_ASKING: list = []
+
+
+def after_asking(callback) -> None:
+    """`callback()` is called each time torch was asked about a call (once however
+    often it is registered)."""
+    if callback not in _AFTER_ASKING:
+        _AFTER_ASKING.append(callback)
+
+
+def asked() -> None:
+    """torch was just asked about a call (its meta kernel ran): the after_asking callbacks."""
+    for callback in list(_AFTER_ASKING):
+        callback()
 
 
 def changes() -> int:

@@ -6,8 +6,10 @@ torch's meta kernel of the same out variant, with meta copies of the given outs:
 whatever torch refuses (dtype promotion and castability, broadcasting, ranks, dims
 out of range) raises here and never reaches the kernel. The C call path asks once
 per argument signature (dtypes, ranks, sizes, int values), so calls that repeat a
-signature pay nothing; a signature torch accepted is kept (``checked_with_torch``,
-TORCH_ACCEPTED). Core module: imports torch and the core only.
+signature pay nothing; torch's answer per signature, accepted or refused, is kept
+(``checked_with_torch``, TORCH_ACCEPTED; a refusal as a ``Refused``: a meta kernel sees
+no tensor values, only what the signature holds, so the same signature is refused in
+the same words). Core module: imports torch and the core only.
 """
 
 from __future__ import annotations
@@ -15,12 +17,38 @@ from __future__ import annotations
 import re
 import threading
 import warnings
+from dataclasses import dataclass
 from typing import Any
 
 from .errors import refusing
 from .meta_safety import runs_on_meta
-from .signature_cache import SignatureCache, signature
+from .signature_cache import SignatureCache, asked, signature
 from .tensors import to_meta
+
+@dataclass(frozen=True)
+class Refused:
+    """torch's refusal of a call on meta tensors, kept per signature: all that
+    refusal_error reads of torch's exception (whether it is a TypeError, its message)."""
+
+    type_error: bool
+    message: str
+
+    @classmethod
+    def of(cls, exc: BaseException) -> "Refused":
+        return cls(isinstance(exc, TypeError), str(exc))
+
+    def exception(self) -> Exception:
+        """An exception refusal_error words as it words torch's own."""
+        return (TypeError if self.type_error else RuntimeError)(self.message)
+
+
+def refused_error(name: str, exc: BaseException, bound: dict, out_names) -> Exception:
+    """refusal_error's exception for torch's refusal `exc`, with the Refused it was
+    made from as its ``torch_refused`` (what a signature's cache keeps)."""
+    made = refusal_error(name, exc, bound, out_names)
+    made.torch_refused = Refused.of(exc)  # type: ignore[attr-defined]
+    return made
+
 
 #: torch messages that say the meta kernel cannot run at all (not a refusal)
 _NO_META = (
@@ -63,7 +91,10 @@ def check_with_torch(name: str, overload, bound: dict, out_names):
         with _FILTERS_LOCK, warnings.catch_warnings():
             # only torch's resize warning: another thread's warnings in the meantime still show
             warnings.filterwarnings("ignore", message=_TORCH_RESIZE_WARNING)
-            overload(*positional, **keywords)
+            try:
+                overload(*positional, **keywords)
+            finally:
+                asked()
     except NotImplementedError:
         return None, None
     except (RuntimeError, TypeError, ValueError, IndexError, AssertionError, ZeroDivisionError) as exc:  # meta kernels assert too
@@ -71,13 +102,18 @@ def check_with_torch(name: str, overload, bound: dict, out_names):
         if isinstance(exc, ZeroDivisionError) or any(marker in message for marker in _NO_META):
             # a meta kernel's own bug (dividing by an output size of 0, as adaptive pools do): no check
             return None, None
-        return refusal_error(name, exc, {a.name: bound[a.name] for a in schema.arguments if a.name in bound}, out_names), {}
+        return refused_error(name, exc, _schema_bound(overload, bound), out_names), {}
     resizes = {}
     for n in out_names:
         after = _shapes(args.get(n))
         if after is not None and after != shapes_before[n]:
             resizes[n] = after
     return None, resizes
+
+
+def _schema_bound(overload, bound: dict) -> dict:
+    """`bound`'s arguments of `overload`'s schema, in its order."""
+    return {a.name: bound[a.name] for a in overload._schema.arguments if a.name in bound}
 
 
 def _shapes(meta):
@@ -293,21 +329,27 @@ def _check_last_dim_size(name: str, bound: dict) -> None:
         )
 
 
-#: calls torch's checks accepted: (operator, argument signature, outs included) ->
-#: (the outs' resizes,); a refusal is checked again (its message names the values)
+#: torch's checks per call: (operator, argument signature, outs included) -> (the outs'
+#: resizes,) when torch accepted it, its Refused when torch refused it
 TORCH_ACCEPTED = SignatureCache("torch accepted", 1 << 15)
 
 
 def checked_with_torch(name: str, overload, bound: dict, out_names):
-    """check_with_torch's (refusal, resizes), an accepted signature's from TORCH_ACCEPTED."""
+    """check_with_torch's (refusal, resizes), a signature's from TORCH_ACCEPTED when
+    torch answered it before (a refusal made again from its Refused: the same
+    exception, in the same words, naming the same argument)."""
     try:
         key = (name, tuple((n, signature(v)) for n, v in bound.items()))
     except TypeError:
         return check_with_torch(name, overload, bound, out_names)
     found = TORCH_ACCEPTED.get(key)
+    if isinstance(found, Refused):
+        return refused_error(name, found.exception(), _schema_bound(overload, bound), out_names), {}
     if found is not None:
         return None, None if found[0] is None else dict(found[0])
     refusal, resizes = check_with_torch(name, overload, bound, out_names)
     if refusal is None:
         TORCH_ACCEPTED.put(key, (None if resizes is None else dict(resizes),))
+    elif isinstance(getattr(refusal, "torch_refused", None), Refused):
+        TORCH_ACCEPTED.put(key, refusal.torch_refused)
     return refusal, resizes

@@ -152,3 +152,32 @@ def test_a_tasks_hangs_are_skipped_and_recorded_per_label_and_too_many_give_the_
     assert result.tallies[("aten::mul.out", "float32")].counts["hang"] == 2
     given_up = case_clock.given_up("mul", "float32", hangs, 1)
     assert [c.sample for c in given_up.details] == [4] and "gave up after 3" in given_up.sample_error
+
+
+def test_the_time_torch_takes_to_answer_about_a_call_is_not_the_kernels(monkeypatch, reg):
+    """A case's time starts again once torch answered about its call (its meta kernel
+    sizing the outs; the first one in a process imports torch._dynamo, seconds on a
+    loaded machine): a slow answer is no hang; a kernel slow after it still is."""
+    from etops import out_shapes
+
+    monkeypatch.setenv(case_clock.FLOOR_ENV, "0.3")
+    real = out_shapes._infer_outs_with_torch
+
+    def slow_answer(info, bound):
+        time.sleep(0.6)
+        return real(info, bound)
+
+    monkeypatch.setattr(out_shapes, "_infer_outs_with_torch", slow_answer)
+    clock = case_clock.CaseClock()
+    monkeypatch.setattr(case_clock, "_clock", None)
+    case_clock.use(clock)
+    try:
+        since = case_clock.started(_case(), None)
+        out_shapes.infer_outs(reg.aten.mul.out._info, {"self": torch.ones(3, 19, 2), "other": torch.ones(19, 1)})
+        assert clock.overdue() is None, "torch's answer counted as the kernel's time"
+        time.sleep(0.6)  # the kernel itself past the limit
+        assert clock.overdue() is not None
+        case_clock.ended(since)
+    finally:
+        case_clock.use(None)
+        clock.close()

@@ -28,3 +28,34 @@ def test_the_early_tasks_are_the_named_opinfos_at_one_dtype():
     tasks = plan["aten::mul.out"]
     assert {t["dtype"] for t in tasks} == {"float32"}
     assert "mul" in {t["opinfo"] for t in tasks}
+
+
+def test_while_building_runs_both_at_once_and_raises_the_builds_error_first():
+    import threading
+
+    import pytest
+
+    started = threading.Event()
+    order = []
+
+    def build():
+        assert started.wait(30), "meanwhile() did not run while the build ran"
+        order.append("built")
+        return "library"
+
+    def meanwhile():
+        started.set()
+        order.append("recorded")
+
+    assert early.while_building(build, meanwhile) == "library" and sorted(order) == ["built", "recorded"]
+
+    def failing_build():
+        raise RuntimeError("the build failed")
+
+    def failing_meanwhile():
+        raise ValueError("recording failed")
+
+    with pytest.raises(RuntimeError, match="the build failed"):
+        early.while_building(failing_build, failing_meanwhile)
+    with pytest.raises(ValueError, match="recording failed"):
+        early.while_building(lambda: "library", failing_meanwhile)

@@ -67,3 +67,25 @@ def test_the_plan_is_kept_per_operators_dtypes_and_generated():
     assert learned.cached_plan(names, ["float64"], True, compute([3])) == {"aten::add.out": [3]}
     assert learned.cached_plan(names, ["float32"], False, compute([4])) == {"aten::add.out": [4]}
     assert made == [[1], [3], [4]]
+
+
+def test_the_generated_cases_are_kept_per_kernel_and_environment(monkeypatch):
+    """A new process reads a kernel's generated cases instead of making them (ATen's
+    meta kernels, whose first call imports torch._dynamo); another torch, executorch
+    or etops makes them again."""
+    from etops import learned_store
+    from etops.conformance.generated import kept
+
+    monkeypatch.setattr(kept, "_KEPT", {})
+    monkeypatch.setattr(kept, "_CHANGED", set())
+    made = learned.prepare_generated("aten::add.out", "float32")
+    assert made > 0 and learned.RECOMPUTED["generated-cases"] == made
+    assert learned.save_generated() == 1 and learned.save_generated() == 0
+    monkeypatch.setattr(kept, "_KEPT", {})  # a new process
+    assert learned.prepare_generated("aten::add.out", "float32") == 0
+    assert learned.prepare_generated("aten::add.out", "float64") > 0  # another task of the kernel: made, kept with them
+    monkeypatch.setattr(kept, "_KEPT", {})
+    changed = list(learned_store.environment())
+    changed[0] += "-other torch"
+    monkeypatch.setattr(learned_store, "_environment", tuple(changed))
+    assert learned.prepare_generated("aten::add.out", "float32") == made

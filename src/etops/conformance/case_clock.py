@@ -13,12 +13,17 @@ mapping a fork inherits (``CaseClock()``: every process that runs cases is a for
 etops.child_process). Its writer is one process at a time; a sequence number around each write lets a reader
 see either the last write whole or nothing new.
 
+Time torch takes to answer about the call first (its meta kernels sizing the outs and
+checking the arguments, once per signature: the first such call in a process imports
+torch._dynamo, seconds on a loaded machine) is not the kernel's: after each answer
+the case's time starts again (``restart``, called by etops.signature_cache.asked).
+
 The limit of a case (``limit``): FACTOR times the longest time known for the same
 call (ATen's, measured where the case is recorded or run; the base's for the same
 case, when ``know_base`` was told it), never under the floor: FLOOR_SECONDS, or the
 environment's ETOPS_CASE_TIMEOUT_FLOOR.
 
-Imports the standard library and etops.conformance.case and .outcome.
+Imports the standard library, etops.signature_cache and etops.conformance.case and .outcome.
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ import struct
 import time
 from dataclasses import dataclass
 
+from .. import signature_cache
 from .case import CaseInfo, CaseResult, TaskResult
 from .outcome import Outcome
 
@@ -198,12 +204,22 @@ def given_up(opinfo: str, dtype: str, hangs, label: int) -> TaskResult:
 _clock: CaseClock | None = None
 _label = 0
 _base_seconds: dict = {}
+#: the case in flight on this process's clock: (its limit, its published dict), or None
+_in_flight: tuple | None = None
 
 
 def use(clock: CaseClock | None) -> None:
     """This process publishes its cases on `clock` (None: nowhere, the default)."""
     global _clock
     _clock = clock
+    signature_cache.after_asking(restart)
+
+
+def restart() -> None:
+    """The case in flight starts its time again now (torch was just asked about its
+    call: that time is not the kernel's); nothing when none is."""
+    if _clock is not None and _in_flight is not None:
+        _clock.publish(_label, time.monotonic(), *_in_flight)
 
 
 def set_label(label: int) -> None:
@@ -237,21 +253,26 @@ def started(case, aten_seconds: float | None) -> float:
     """Publishes `case` (a CaseResult: its identity and inputs) as in flight, with its
     limit (ATen's time `aten_seconds`, the base's when known), when this process has a
     clock; returns its start (time.monotonic())."""
+    global _in_flight
     now = time.monotonic()
     if _clock is not None:
         seconds = limit(aten_seconds, _base_seconds.get(case.id))
         identity = {f.name: getattr(case, f.name) for f in dataclasses.fields(CaseInfo)}
-        _clock.publish(_label, now, seconds, {**identity, "inputs": (getattr(case, "inputs", "") or "")[:_INPUTS]})
+        _in_flight = (seconds, {**identity, "inputs": (getattr(case, "inputs", "") or "")[:_INPUTS]})
+        _clock.publish(_label, now, *_in_flight)
     return now
 
 
 def ended(since: float) -> float:
     """The call in flight, started at `since` (started's value), returned (or raised):
-    no case in flight. Returns the seconds it took."""
+    no case in flight. Returns the seconds it took (torch's answers included)."""
+    global _in_flight
+    _in_flight = None
     if _clock is not None:
         _clock.publish(_label, 0.0, 0.0, None)
     return time.monotonic() - since
 
 
 __all__ = ["FACTOR", "FLOOR_ENV", "FLOOR_SECONDS", "MAX_HANGS_PER_TASK", "CaseClock", "Hang", "ended", "floor_seconds",
-           "base_seconds", "given_up", "know_base", "known_base", "limit", "set_label", "skipped", "started", "use", "with_hangs"]
+           "base_seconds", "given_up", "know_base", "known_base", "limit", "restart", "set_label", "skipped", "started", "use",
+           "with_hangs"]

@@ -9,6 +9,11 @@ runner (guarded when the round is; each task in the dim-order layouts right afte
 as the judge runs them), so that its first failing cases are printed
 within seconds of the build, then a line of its counts.
 
+Its tasks need no kernel to be recorded (OpInfo's samples, ATen's results, the
+generated cases): they are recorded while the edit's build runs (``while_building``:
+the compiler is a subprocess; the build waits for it in a thread), so that the import
+of OpInfo's database and the samples' ATen calls cost no time after the build.
+
 The pass only streams. Its recordings are the judge's (judge.RECORDER: the judge's
 passes replay them, nothing is recorded twice); its results are dropped, and the
 judge runs the same tasks with the rest, so the report, the verdict and the exit
@@ -21,6 +26,7 @@ and stream.
 
 from __future__ import annotations
 
+import threading
 import time
 
 from . import progress, stream
@@ -51,6 +57,44 @@ def early_plan(names, dtypes=None, generated: bool = True) -> dict[str, list[dic
     dtype = early_dtype(dtypes)
     found = {name: tasks_for(name, sorted(named_opinfos(name) & set(opinfos())), [dtype], generated) for name in names}
     return {name: tasks for name, tasks in found.items() if tasks}
+
+
+def prepare_early(names, dtypes=None, generated: bool = True) -> None:
+    """The early tasks (early_plan) recorded and their generated cases made in this
+    process, no kernel called (judge.prepare): the judge's passes replay them."""
+    from .judge import RECORDER, prepare
+
+    plan = early_plan(names, dtypes, generated)
+    RECORDER.keep_only(plan)
+    prepare(plan)
+
+
+def while_building(build, meanwhile):
+    """`build()`'s value (a compiler subprocess, waited for in a thread) with
+    `meanwhile()` run here until both end; build's exception first, then meanwhile's.
+    Nothing forks meanwhile (a fork while the thread runs would copy it half way)."""
+    done: dict = {}
+
+    def run() -> None:
+        try:
+            done["value"] = build()
+        except BaseException as exc:  # noqa: BLE001 - raised here, in the caller's thread
+            done["error"] = exc
+
+    thread = threading.Thread(target=run, name="etops dev build", daemon=True)
+    thread.start()
+    failed = None
+    try:
+        meanwhile()
+    except BaseException as exc:  # noqa: BLE001 - raised once the build ended (its own error first)
+        failed = exc
+    finally:
+        thread.join()
+    if "error" in done:
+        raise done["error"]
+    if failed is not None:
+        raise failed
+    return done["value"]
 
 
 def needed(discovered: bool) -> bool:
@@ -86,4 +130,4 @@ def run_early(names, *, dtypes=None, generated: bool = True, guarded: bool = Tru
     return ran
 
 
-__all__ = ["EARLY_BUDGET", "early_dtype", "early_plan", "needed", "run_early"]
+__all__ = ["EARLY_BUDGET", "early_dtype", "early_plan", "needed", "prepare_early", "run_early", "while_building"]

@@ -136,6 +136,7 @@ def run_passes(passes: list, plan: dict, *, only=None, cache_key=None, forked: b
     with progress.phase(label):
         found = _run_todo(todo, order, one, passes, kmap, started, forked, alongside)
     RECORDER.save()  # the recordings made here (with their wide references), for later processes
+    learned.save_generated()  # and the generated cases made here
     for i, result in zip(todo, found):
         results[i] = result
         if result[0] is not None and keys[i] is not None:
@@ -160,6 +161,7 @@ def _run_todo(todo: list, order: list, one, passes: list, kmap, started: set, fo
     if not (forked and todo):
         found = []
         for n, i in enumerate(todo):
+            _prepare_generated(*order[i])
             found.append(one(i))
             for p, r in zip(passes, found[-1]):
                 stream.STREAM.failing_cases(p.name, r)
@@ -244,10 +246,32 @@ def _prepare(kmap, op: str, task: dict) -> bool:
     as it would have in a pass run here: it runs past the deadline)."""
     if task["opinfo"].startswith(DERIVED_PREFIX):
         return False  # run_derived's, never recorded
+    if _prepare_generated(op, task):
+        return False  # its cases made here (or read), never recorded: it runs them
     dtype = dtype_from_name(task["dtype"])
     recorded = RECORDER.prepare(_runner(kmap, op, None, None, 0, {}), task["opinfo"], dtype)
     RECORDER.measure_ahead(task["opinfo"], dtype)  # the wide references, once, before the forks
     return recorded
+
+
+def prepare(plan: dict) -> None:
+    """Every task of `plan` (operator -> tasks) made ready in this process without
+    calling a kernel (_prepare: an OpInfo task recorded, a generated one's cases
+    made): the edit's early tasks while its build runs (etops.dev.early)."""
+    kmap = default_kmap()
+    for op, tasks in plan.items():
+        for task in tasks:
+            _prepare(kmap, op, task)
+
+
+def _prepare_generated(op: str, task: dict) -> bool:
+    """When `task` is a generated one: its cases made (or read from the store) in
+    this process (learned.prepare_generated), before any task process forks, so that
+    none makes them again. Whether it is one."""
+    if not task["opinfo"].startswith(GENERATED_PREFIX):
+        return False
+    learned.prepare_generated(task["opinfo"][len(GENERATED_PREFIX):], task["dtype"])
+    return True
 
 
 def _run_again(result, where: tuple, ended):
@@ -462,5 +486,5 @@ def judge(plan: dict, install_base, restore_base, *, base_kind: str = "", guarde
             "layout_cases": layout_cases, "axes_cases": axes_cases}
 
 
-__all__ = ["LAYOUTS", "Pass", "clusterer", "judge", "layout_findings", "layout_passes", "polled_only", "run_base_variants",
-           "run_passes", "run_side", "sources"]
+__all__ = ["LAYOUTS", "Pass", "clusterer", "judge", "layout_findings", "layout_passes", "polled_only", "prepare",
+           "run_base_variants", "run_passes", "run_side", "sources"]

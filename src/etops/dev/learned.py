@@ -12,7 +12,10 @@ loads the kernel, replays, judges and times, and works nothing out twice:
   commit, flags and etops' build) and its upstream test runs (upstream_tests.BASE_GTEST's,
   and upstream_python.BASE_RUNS': an LLM file's Python tests, ``load_python_tests``);
 - torch's answers per argument signature (etops.signature_cache) and the timing's
-  OpInfo samples (etops.bench.sampling): ``load_answers`` / ``save_answers``.
+  OpInfo samples (etops.bench.sampling): ``load_answers`` / ``save_answers``;
+- the generated cases per kernel (etops.conformance.generated.kept: made with ATen's
+  meta kernels, whose first call imports torch._dynamo): ``prepare_generated`` /
+  ``save_generated``.
 
 ``counts(recorder)`` says how many of each were read and how many worked out again in this
 process. May import the core, etops.conformance, etops.bench and this package's
@@ -33,6 +36,7 @@ BASE_GTEST = Store("base-gtest")
 BASE_PYTHON_TESTS = Store("base-python-tests")
 ANSWERS = Store("torch-answers")
 SAMPLES = Store("timing-samples")
+GENERATED = Store("generated-cases")
 
 #: what this process worked out that a store could have held: kind -> count
 RECOMPUTED: dict = {}
@@ -51,7 +55,7 @@ def counts(recorder) -> dict:
     whose OpInfo ran here)."""
     out = {"recording": {"loaded": recorder.loaded, "recomputed": recorder.recomputed}}
     for kind, store in (("plan", PLANS), ("base-results", BASE_RESULTS), ("base-gtest", BASE_GTEST),
-                        ("base-python-tests", BASE_PYTHON_TESTS)):
+                        ("base-python-tests", BASE_PYTHON_TESTS), ("generated-cases", GENERATED)):
         out[kind] = {"loaded": store.loaded, "recomputed": RECOMPUTED.get(kind, 0)}
     return out
 
@@ -204,6 +208,29 @@ def save_answers() -> None:
             _ANSWERS_KNOWN["samples"] = len(samples)
 
 
+def prepare_generated(kernel: str, dtype: str) -> int:
+    """Every case of `kernel`'s generated task at `dtype` made and kept in this
+    process (generated.kept.prepare), the kernel's kept cases read from the store
+    first (once per process); how many were made now (counted as recomputed)."""
+    from ..conformance.generated import kept
+
+    if not kept.kept(kernel):
+        found = GENERATED.load(("generated cases", kernel))
+        kept.keep(kernel, found if isinstance(found, dict) else {})
+    made = kept.prepare(kernel, dtype)
+    if made:
+        RECOMPUTED["generated-cases"] = RECOMPUTED.get("generated-cases", 0) + made
+    return made
+
+
+def save_generated() -> int:
+    """Writes the kept cases of each kernel that has new ones (generated.kept.changed);
+    how many kernels' were written."""
+    from ..conformance.generated import kept
+
+    return sum(bool(GENERATED.save(("generated cases", kernel), kept.of_kernel(kernel))) for kernel in sorted(kept.changed()))
+
+
 def round_end(recorder) -> dict:
     """At the end of a round: what it added to torch's answers and the timing's
     samples written (save_answers); counts(recorder)."""
@@ -211,5 +238,5 @@ def round_end(recorder) -> dict:
     return counts(recorder)
 
 
-__all__ = ["RECORDINGS", "cached_plan", "stored_plan", "counts", "load_answers", "load_base", "load_gtest", "round_end", "save_answers",
-           "save_base", "save_gtest"]
+__all__ = ["RECORDINGS", "cached_plan", "stored_plan", "counts", "load_answers", "load_base", "load_gtest", "prepare_generated",
+           "round_end", "save_answers", "save_base", "save_generated", "save_gtest"]

@@ -8,6 +8,7 @@ etops.guard and etops.bench.
 
 from __future__ import annotations
 
+import pickle
 import time
 
 from ..errors import BuildError
@@ -84,14 +85,28 @@ def _judge_file(result, target, addresses: dict, base_kind: str, directory, *, d
     load_in_reproducers(directory, [str(target.path)], {str(target.path): target.helpers})
 
 
+def _early_needed() -> bool:
+    """early.needed: the round streams and discovery is not on disk."""
+    from ..conformance.sweep import discovery_path
+    from .cases import wheel_kmap
+
+    return early.needed(discovery_path(wheel_kmap()).exists())
+
+
+def _recordable_before_install(target) -> bool:
+    """Whether the early cases may be recorded before the edit is swapped in: every
+    operator of the file has a kernel in the registry already (the calls map to the
+    same kernels then), and building the file loads nothing (not self-registering)."""
+    from ..registry import registry
+
+    return not target.self_registering and set(target.names) <= set(registry().operator_names)
+
+
 def _early(result, *, dtypes, generated: bool, isolate: bool, dim_orders: bool) -> None:
     """The edit's early cases (etops.dev.early: their failing cases streamed within
     seconds) when discovery must run before the plan (a fresh cache) and the round
     streams; their seconds in ``result.seconds["early"]``."""
-    from ..conformance.sweep import discovery_path
-    from .cases import wheel_kmap
-
-    if early.needed(discovery_path(wheel_kmap()).exists()):
+    if _early_needed():
         t = time.perf_counter()
         early.run_early(result.ops, dtypes=dtypes, generated=generated, guarded=isolate, dim_orders=dim_orders)
         result.seconds["early"] = time.perf_counter() - t
@@ -132,25 +147,49 @@ def _timing_rows(result, target, addresses: dict, *, dtype, repeats, threads, ma
     return rows
 
 
+#: torch's answers a forked timing process of this one handed back (_keep_found), to hand on
+#: to the process that forked this one in its turn
+_RELAYED: dict = {}
+
+
 def _sampled(work):
-    """A function giving `work()` and the OpInfo samples it found (etops.bench.sampling),
-    for a forked process to hand back to this one (keep_found)."""
+    """A function giving `work()`, the OpInfo samples it found (etops.bench.sampling)
+    and torch's answers worked out for it (etops.signature_cache: the timing's inputs'
+    out shapes and checks, its own and those of the processes it forked), for a forked
+    process to hand back to this one (keep_found), which keeps them for its next
+    process (etops.dev.learned): a warm round's timing asks torch's meta kernels
+    nothing (their first call imports torch._dynamo)."""
+    from .. import signature_cache
     from ..bench import sampling
 
     def run():
         known = sampling.found_samples()
+        signature_cache.made_here()  # what the fork inherited is not its own
+        _RELAYED.clear()
         made = work()
-        return made, {k: v for k, v in sampling.found_samples().items() if k not in known}
+        answers = signature_cache.made_here()
+        for name, entries in _RELAYED.items():
+            answers.setdefault(name, {}).update(entries)
+        try:
+            pickle.dumps(answers)
+        except Exception:  # noqa: BLE001 - an argument that does not pickle: worked out again where needed
+            answers = {}
+        return made, {k: v for k, v in sampling.found_samples().items() if k not in known}, answers
 
     return run
 
 
 def _keep_found(outcome):
-    """`work()`'s value from a _sampled outcome, its samples kept here for the next round."""
+    """`work()`'s value from a _sampled outcome, its samples and torch's answers kept
+    here for the next round (and relayed by a process that was forked itself)."""
+    from .. import signature_cache
     from ..bench import sampling
 
-    made, found = outcome
+    made, found, answers = outcome
     sampling.keep_samples(found)
+    signature_cache.keep(answers)
+    for name, entries in answers.items():
+        _RELAYED.setdefault(name, {}).update(entries)
     return made
 
 
@@ -243,10 +282,16 @@ def run_file(path, *, root=None, yaml=None, dtypes=None, timing_dtype="float32",
         return result
     result.ops, result.checkout, result.yamls = target.names, str(target.checkout), [str(y) for y in target.yamls]
     result.seconds["locate"] = time.perf_counter() - start
+    stored = learned.stored_plan(result.ops, dtypes, generated) if check else None
+    early_first = check and stored is None and _early_needed() and _recordable_before_install(target)
     t = time.perf_counter()
     try:
-        with progress.phase("building the edit"):
-            library = inst.build_target(target, cflags)
+        with progress.phase("building the edit" + (" (recording the early cases meanwhile)" if early_first else "")):
+            if early_first:  # the early cases need no kernel to be recorded: while the compiler runs
+                library = early.while_building(lambda: inst.build_target(target, cflags),
+                                               lambda: early.prepare_early(result.ops, dtypes, generated))
+            else:
+                library = inst.build_target(target, cflags)
     except (BuildError, CheckoutError) as exc:
         result.error = str(exc)
         return result
@@ -261,7 +306,6 @@ def run_file(path, *, root=None, yaml=None, dtypes=None, timing_dtype="float32",
     result.replaced = sorted(installed.replaced)
     result.seconds["swap"] = time.perf_counter() - t
     learned.load_answers()  # torch's answers and the timing's samples of earlier processes
-    stored = learned.stored_plan(result.ops, dtypes, generated) if check else None
     if check and stored is None:  # the plan is worked out: on a fresh cache, the early cases first
         _early(result, dtypes=dtypes, generated=generated, isolate=isolate, dim_orders=dim_orders)
     t = time.perf_counter()

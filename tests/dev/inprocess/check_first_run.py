@@ -1,7 +1,8 @@
 """A first ``etops dev`` on a fresh cache streams its first failing case before
 discovery (etops.dev.early: the float32 tasks of the OpInfos named after the file's
-operators, run on the edit first), not after it; the round's report is the one a
-round without the early pass gives (the same cases, findings and exit code)."""
+operators, run on the edit first, recorded while the edit builds), not after it; the
+round's report is the one a round without the early pass gives (the same cases,
+findings and exit code)."""
 
 from __future__ import annotations
 
@@ -33,6 +34,19 @@ sweep.discover = marked
 if not {early!r}:
     from etops.dev import early
     early.needed = lambda discovered: False
+else:  # the edit's build waits (60 s at most) for the early cases to be recorded meanwhile
+    import time
+    from etops.checkout import install
+    from etops.dev import judge
+    build = install.build_target
+    def watched(*args, **kwargs):
+        install.build_target = build
+        deadline = time.monotonic() + 60
+        while not judge.RECORDER.recordings and time.monotonic() < deadline:
+            time.sleep(0.05)
+        print(f"PHASE: the edit built; {{len(judge.RECORDER.recordings)}} recordings made meanwhile", flush=True)
+        return build(*args, **kwargs)
+    install.build_target = watched
 from etops.cli import main
 code = main(["dev", {kernel!r}, "--no-timing", "--no-gtest", "--budget", "0", "--json", {out!r}])
 print("RESULT " + json.dumps({{"code": code}}), flush=True)
@@ -58,6 +72,8 @@ def test_a_first_run_streams_its_first_failing_case_before_discovery_and_reports
     found = first_line_with(lines, "found on the edit: mul.out float32 mismatch")
     assert found < first_line_with(lines, "PHASE: discovery begins") < first_line_with(lines, "PHASE: discovery ends"), lines[:40]
     assert lines.count(lines[found]) == 1, "the judge streams no case line the early pass streamed"
+    built = lines[first_line_with(lines, "PHASE: the edit built")]
+    assert not built.endswith("; 0 recordings made meanwhile"), "the early cases were not recorded while the edit built"
 
     plain_code, plain_lines = _dev(kernel, tmp_path / "cache-plain", work / "plain.json", early=False)
     assert first_line_with(plain_lines, "PHASE: discovery ends") < first_line_with(plain_lines, "found on the edit: mul.out float32")

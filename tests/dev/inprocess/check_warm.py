@@ -1,7 +1,8 @@
 """``etops dev`` run again in a new process on the same file (the way a pre-commit
 hook or a second terminal runs it) reuses what the first process learned, kept on
 disk (etops.dev.learned): nothing is worked out again (no OpInfo is imported, no
-task recorded, no base task run, the plan read), and it gives the same verdict.
+task recorded, no generated case made, no base task run, the plan read, no meta
+kernel asked: torch._dynamo is not imported), and it gives the same verdict.
 Both processes stream their first finding before the judge's later phases (the
 dim-order axis, then the upstream test and the timing) and before the report."""
 
@@ -33,7 +34,8 @@ def marked(*args, **kwargs):
 judge.layout_findings = marked
 from etops.cli import main
 code = main(["dev", {kernel!r}, "--dtype", "float32", "--no-timing", "--budget", "0", "--json", {out!r}])
-print("RESULT " + json.dumps({{"code": code, "opinfos": {module!r} in sys.modules}}), flush=True)
+print("RESULT " + json.dumps({{"code": code, "opinfos": {module!r} in sys.modules, "dynamo": "torch._dynamo" in sys.modules}}),
+      flush=True)
 """
 
 
@@ -62,8 +64,11 @@ def test_a_warm_run_in_a_new_process_works_nothing_out_again_and_streams_its_fin
     assert cold["code"] == warm["code"] == 1
     assert again["cases"] == first["cases"] and again["base_cases"] == first["base_cases"]
     assert again["layout_cases"] == first["layout_cases"]
-    assert [(f["category"], f["in_base"], f["gating"]) for f in again["findings"]] == \
-        [(f["category"], f["in_base"], f["gating"]) for f in first["findings"]]
+    def judged(report):  # each finding as the verdict sees it, and the cases behind it
+        return [tuple(f[k] for k in ("kernel", "category", "signature", "layout", "cases", "dtypes", "opinfos", "in_base",
+                                     "gating", "side")) for f in report["findings"]]
+
+    assert judged(again) == judged(first)
     assert any(f["gating"] for f in again["findings"])
     assert first["learned"]["recording"]["recomputed"] > 0 and first["learned"]["base-results"]["recomputed"] > 0
     learned = again["learned"]
@@ -71,6 +76,10 @@ def test_a_warm_run_in_a_new_process_works_nothing_out_again_and_streams_its_fin
     assert learned["plan"] == {"loaded": 1, "recomputed": 0}, learned
     assert learned["base-results"] == {"loaded": 1, "recomputed": 0}, learned
     assert not warm["opinfos"], "the warm process imported the OpInfos (it worked something out again)"
+    assert learned["generated-cases"] == {"loaded": 1, "recomputed": 0}, learned
+    assert first["learned"]["generated-cases"]["recomputed"] > 0
+    # no meta kernel asked (the generated cases', the refused calls' out shapes and checks are kept)
+    assert not warm["dynamo"], "the warm process imported torch._dynamo"
     assert all(f["reproducer"] for f in again["findings"] if f["gating"]), "a finding's inputs, from its recording"
 
     for lines in (cold_lines, warm_lines):

@@ -5,7 +5,8 @@ scalar classes and value classes, and judged exactly as OpInfo's samples are
 
 classes.py: the classes and how a class becomes values; pairwise.py: the covering
 rows and their coverage; cases.py: one kernel's plan and its cases, each rebuilt
-from its key; run.py: the runner's task source. The runner imports run.py (one of
+from its key; kept.py: the cases a process keeps (made once, kept on disk by etops
+dev); run.py: the runner's task source. The runner imports run.py (one of
 its task sources); nothing here imports the runner.
 """
 

@@ -9,7 +9,8 @@ accepts it; a case ATen has no CPU kernel for counts as a sample ATen failed.
 
 A task source of the runner (etops.conformance.runner.SOURCES): takes the runner
 as an argument and never imports it. Imports torch, the standard library and the
-conformance modules the runner imports (references.run, references.spec).
+conformance modules the runner imports (references.run, references.spec); its cases
+come from kept.case_of (the cases a process keeps, else made).
 """
 
 from __future__ import annotations
@@ -22,7 +23,8 @@ import torch
 from ..references.run import check_refusal
 from ..references.spec import invalid
 from ..values import dtype_name
-from .cases import NoGeneratedCases, case_key, case_of, plan
+from .cases import NoGeneratedCases, case_key, plan
+from .kept import case_of
 
 #: task ids of generated tasks start with this (OpInfo ids and references' never do)
 TASK_PREFIX = "gen:"
@@ -89,7 +91,9 @@ def run_generated_task(runner, task: str, dtype: torch.dtype):
                 runner.result.samples += 1
                 case = case_of(case_key(kernel, row))
                 if not case.valid:
-                    check_refusal(runner, case.func, kernel, runner.kernel(kernel), invalid(case.why, *case.args, **case.kwargs), True)
+                    # ATen's meta kernel refused it when the case was made: not asked again
+                    check_refusal(runner, case.func, kernel, runner.kernel(kernel), invalid(case.why, *case.args, **case.kwargs),
+                                  refused=True)
                     continue
                 try:
                     runner.handle(case.func, kernel, list(case.args), dict(case.kwargs))
