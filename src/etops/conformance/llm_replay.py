@@ -206,11 +206,13 @@ class Recorder:
         self._data = open(self.working / "data.bin", "wb")
         self._written = 0
         self._after: dict = {}  # digest of a storage's state after a call -> (call, slot)
+        self._seen: set = set()  # (address, size) of the storages earlier calls had
 
     def _state(self, storage) -> tuple:
-        known = self._after.get(_digest(storage))
-        if known is not None:
-            return ("after", *known)
+        if (storage.data_ptr(), storage.nbytes()) in self._seen:  # a storage an earlier call had: maybe its state after
+            known = self._after.get(_digest(storage))
+            if known is not None:
+                return ("after", *known)
         data = _bytes(storage)
         n = len(data)
         whole = (n // BLOCK) * BLOCK
@@ -248,6 +250,7 @@ class Recorder:
         call = Call(kernel, variant, _map(tuple(args), arg), {k: _map(v, arg) for k, v in kwargs.items()}, [],
                     _threads(), self.test)
         call.storages = [self._state(s) for s in storages]
+        self._seen.update((s.data_ptr(), s.nbytes()) for s in storages)
         if self._written > self.limit:
             self.recording.replayable = False
             self.recording.why = f"its inputs take more than {self.limit >> 20} MB (ETOPS_REPLAY_LIMIT_MB)"

@@ -29,6 +29,9 @@ BASE_RUNS: dict = {}
 #: a run on the edit may take RUN_FACTOR times the base's run, never under RUN_FLOOR
 #: seconds; RUN_LIMIT seconds without a base run (a kernel that never returns costs that)
 RUN_FACTOR, RUN_FLOOR, RUN_LIMIT = 20.0, 30.0, 300.0
+#: the base's run recorded (each call's storages hashed and written) and replayed on the
+#: base may take RECORDED_FACTOR times RUN_LIMIT
+RECORDED_FACTOR = 4.0
 
 
 def routed_kernels(target) -> list:
@@ -188,7 +191,7 @@ def _runs(files: list, kernels: list, addresses: dict, before, folder=None) -> t
     if addresses and (before is None or (folder is not None and llm_replay.load(folder) is None)):
         job = Background(lambda: _base_run(files, kernels, addresses, folder))
         try:
-            before = job.result(limit=RUN_LIMIT)
+            before = job.result(limit=RUN_LIMIT if folder is None else RECORDED_FACTOR * RUN_LIMIT)
             limit = max(RUN_FLOOR, RUN_FACTOR * job.seconds)
         except BackgroundFailed as exc:
             before = str(exc)
