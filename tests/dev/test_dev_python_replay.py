@@ -73,3 +73,39 @@ def test_the_recording_is_kept_under_the_test_texts_and_the_environment(tmp_path
                     (torch_version, executorch_version, etops_version, "other sources")):
         monkeypatch.setattr(learned_store, "_environment", changed)
         assert replay_folder(key) != folder
+
+
+#: a test file that imports a way to run programs (ExecuTorch's pybindings' loader):
+#: kernels may be reached without the routed torch ops, so it always runs; each run
+#: appends a line to RUNS (a path written into it)
+UNROUTED_TEST = """\
+import unittest
+
+import torch
+
+from executorch.extension.llm.custom_ops import custom_ops  # noqa: F401
+from executorch.extension.pybindings.portable_lib import _load_for_executorch  # noqa: F401
+
+
+class ProgramTest(unittest.TestCase):
+    def test_update_cache_then_note_the_run(self):
+        cache = torch.zeros(1, 10, 2, 4)
+        torch.ops.llama.update_cache.out(torch.ones(1, 2, 2, 4), cache, 4, out=torch.zeros(1))
+        with open(RUNS, "a") as f:
+            f.write("ran\\n")
+        self.assertTrue(torch.equal(cache[:, 4:6], torch.ones(1, 2, 2, 4)))
+"""
+
+
+def test_a_test_file_that_may_reach_kernels_unrouted_runs_and_the_others_replay(tmp_path):
+    path = minillm.write(tmp_path / "checkout", python_test=True)
+    runs = tmp_path / "runs.txt"
+    path.with_name("test_mini_program.py").write_text(UNROUTED_TEST.replace("RUNS", repr(str(runs))))
+    path.write_text(path.read_text() + "\n// an edit no call can observe\n")
+    proc, result = _dev(path, tmp_path / "dev.json")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    tests = result["python_tests"]
+    assert tests["replay"]["outcome"] == "equal" and tests["replay"]["calls"] == 2  # test_mini_cache.py's calls only
+    assert [f["file"].rsplit("/", 1)[-1] for f in tests["files"]] == ["test_mini_cache.py", "test_mini_program.py"]
+    assert tests["counts"] == {"passed": 3, "failed": 0, "skipped": 1}
+    assert runs.read_text() == "ran\nran\n"  # on the base and on the edit

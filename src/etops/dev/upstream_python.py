@@ -60,12 +60,13 @@ def python_test_files_of(target, run: bool) -> tuple[list, list]:
     return files, []
 
 
-def _run_files(files: list, kernels: list, recorder=None) -> dict:
+def _run_files(files: list, kernels: list, recorder=None, recorded=()) -> dict:
     """{file: [(test, status, why)]}: each file's tests run in this process, routed to
-    `kernels`, their calls recorded by `recorder` (llm_replay.Recorder) when given."""
+    `kernels`, the calls of those in `recorded` recorded by `recorder` (llm_replay.Recorder)."""
     from ..conformance.llm_upstream import run_test_file
 
-    return {str(f): [(o.test, o.status, o.why) for o in run_test_file(f, kernels, recorder=recorder)] for f in files}
+    return {str(f): [(o.test, o.status, o.why) for o in run_test_file(f, kernels, recorder=recorder if f in recorded else None)]
+            for f in files}
 
 
 def _call_kernel(kernel: str, variant: str, args, kwargs):
@@ -75,18 +76,20 @@ def _call_kernel(kernel: str, variant: str, args, kwargs):
     return kernel_call(kernel, variant)(*args, **kwargs)
 
 
-def replayable_files(files: list) -> bool:
-    """Whether a recording of `files` can stand for them: none reaches kernels other
-    than through the routed torch ops (llm_replay.reaches_kernels_unrouted)."""
+def replayable_files(files: list) -> list:
+    """Those of `files` a recording of their calls can stand for: none reaching kernels
+    other than through the routed torch ops (llm_replay.reaches_kernels_unrouted; the
+    others always run)."""
     from ..conformance.llm_replay import reaches_kernels_unrouted
 
-    return not any(reaches_kernels_unrouted(f.read_text()) for f in files)
+    return [f for f in files if not reaches_kernels_unrouted(f.read_text())]
 
 
-def _base_run(files: list, kernels: list, addresses: dict, folder=None) -> dict:
+def _base_run(files: list, kernels: list, addresses: dict, folder=None, replayable=()) -> dict:
     """_run_files with the base's functions (`addresses`) swapped in; with `folder`,
-    its calls recorded, replayed on the base (its second run: a call it does not
-    repeat bitwise makes the recording not replayable) and published to `folder`."""
+    the calls of the `replayable` files recorded, replayed on the base (its second run:
+    a call it does not repeat bitwise makes the recording not replayable) and
+    published to `folder`."""
     from ..conformance import llm_replay
     from .swap import BaseSwap
 
@@ -94,7 +97,7 @@ def _base_run(files: list, kernels: list, addresses: dict, folder=None) -> dict:
     swap = BaseSwap(addresses)
     swap.install()
     try:
-        run = _run_files(files, kernels, recorder)
+        run = _run_files(files, kernels, recorder, replayable)
         if recorder is not None:
             recording = recorder.finish()
             if recording.replayable:
@@ -148,8 +151,9 @@ class PythonTestRun:
         before = BASE_RUNS.get(self.key) if self.key is not None else None
         before = before or learned.load_python_tests(self.key)  # else a run of an earlier process
         self.known = before is not None
-        folder = learned.replay_folder(self.key) if self.key is not None and replayable_files(self.files) else None
-        self.job = Background(lambda: _runs(self.files, kernels, addresses, before, folder))
+        replayable = replayable_files(self.files)
+        folder = learned.replay_folder(self.key) if self.key is not None and replayable else None
+        self.job = Background(lambda: _runs(self.files, kernels, addresses, before, folder, replayable))
 
     def result(self) -> dict:
         """{"files": per file its tests' statuses on the base and the edit, "regressions":
@@ -172,13 +176,14 @@ class PythonTestRun:
         return in_checkout(path, self.checkout)
 
 
-def _runs(files: list, kernels: list, addresses: dict, before, folder=None) -> tuple:
+def _runs(files: list, kernels: list, addresses: dict, before, folder=None, replayable=()) -> tuple:
     """(the base's run, `before` when given, None without a base, or the text of
     how its process ended; the edit's run or how its process ended; seconds; the
     replay as _replay gives it, or None), in the forked process of PythonTestRun.
-    With `folder` (where the base's recording is kept), a base with no recording
-    there runs again, recorded; the edit's run is the base's statuses when the
-    replay of the recording on the edit is equal, else the tests run."""
+    With `folder` (where the base's recording of the `replayable` files' calls is
+    kept), a base with no recording there runs again, recorded; the edit's statuses
+    of those files are the base's when the replay of the recording on the edit is
+    equal, else (and for the other files) the tests run."""
     import time
 
     from ..conformance import llm_replay
@@ -189,7 +194,7 @@ def _runs(files: list, kernels: list, addresses: dict, before, folder=None) -> t
     limit = RUN_LIMIT
     folder = folder if addresses else None
     if addresses and (before is None or (folder is not None and llm_replay.load(folder) is None)):
-        job = Background(lambda: _base_run(files, kernels, addresses, folder))
+        job = Background(lambda: _base_run(files, kernels, addresses, folder, replayable))
         try:
             before = job.result(limit=RUN_LIMIT if folder is None else RECORDED_FACTOR * RUN_LIMIT)
             limit = max(RUN_FLOOR, RUN_FACTOR * job.seconds)
@@ -202,12 +207,15 @@ def _runs(files: list, kernels: list, addresses: dict, before, folder=None) -> t
         except BackgroundFailed as exc:  # the edit ended the replay's process: the real run says how
             replayed = {"outcome": "differs", "calls": 0, "seconds": 0.0,
                         "why": "the replay's process ended: " + (str(exc).strip().splitlines() or ["?"])[-1]}
-    if replayed is not None and replayed["outcome"] == "equal":
-        return before, {f: list(tests) for f, tests in before.items()}, time.perf_counter() - start, replayed
-    try:
-        edit = Background(lambda: _run_files(files, kernels)).result(limit=limit)
-    except BackgroundFailed as exc:
-        edit = str(exc)
+    replayed_files = [f for f in files if f in replayable] if replayed is not None and replayed["outcome"] == "equal" else []
+    edit: dict | str = {str(f): list(before[str(f)]) for f in replayed_files}
+    running = [f for f in files if f not in replayed_files]
+    if running:
+        try:
+            ran = Background(lambda: _run_files(running, kernels)).result(limit=limit)
+            edit = {str(f): (edit[str(f)] if str(f) in edit else ran[str(f)]) for f in files}
+        except BackgroundFailed as exc:
+            edit = str(exc)
     return before, edit, time.perf_counter() - start, replayed
 
 
