@@ -7,7 +7,9 @@ three sizes, until the verdict is printed.
 - cold: a fresh ``etops dev FILE`` process with an empty kernel cache (no
   precompiled prelude either), wall clock from process start to exit;
 - warm, watching: ``etops.dev.watch`` in one process, the file edited after each
-  round; from the write to the next round's verdict (includes the watch's polling);
+  round (a comment appended: an edit no kernel call observes); from the write to the
+  next round's verdict (includes the watch's polling), with the round's phases and,
+  for an LLM kernel file, how its upstream Python tests' statuses were had (replayed);
 - warm, new process: ``etops dev FILE`` after an edit, the cache (and precompiled
   prelude) in place, wall clock from process start to exit.
 
@@ -73,7 +75,9 @@ def watch_rounds(path: Path, rounds: int) -> list[dict]:
         f = result.files[0]
         if edited:
             out.append({"edit_to_verdict": now - edited[-1], "exit": result.exit_code, "phases": f.seconds,
-                        "compiled": f.build.get("compiled")})
+                        "compiled": f.build.get("compiled"), "python_replay": (f.python_tests or {}).get("replay"),
+                        "python_tests_seconds": (f.python_tests or {}).get("seconds"),
+                        "gtest_wall_seconds": (f.gtest or {}).get("wall_seconds")})
         if len(edited) < rounds:
             _edit(path, len(edited))
             edited.append(time.perf_counter())
@@ -146,7 +150,8 @@ def main(argv=None) -> int:
             watched = watch_rounds(path, args.rounds)
             for w in watched:
                 print(f"warm, watching: {w['edit_to_verdict']:.1f} s (compiled: {w['compiled']}), phases "
-                      + ", ".join(f"{k} {v:.1f}" for k, v in w["phases"].items()), flush=True)
+                      + ", ".join(f"{k} {v:.1f}" for k, v in w["phases"].items())
+                      + (f"; python tests replayed: {w['python_replay']}" if w.get("python_replay") else ""), flush=True)
         finally:
             path.write_text(original)
         figures = {

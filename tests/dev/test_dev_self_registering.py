@@ -151,6 +151,26 @@ def test_the_upstream_cpp_test_runs_with_the_edit_and_with_the_base_compiled_in(
     assert (regression["name"], regression["status"]) == ("MiniCacheTest.WritesTwoRowsInTheMiddleOfTheCache", "failed")
 
 
+def test_the_upstream_cpp_test_links_the_objects_the_judge_ran(tmp_path):
+    """The test binaries link the edit's and the base's kernel library objects
+    (built once, with the wheel's flags on both sides), not the file compiled again
+    (at etops gtest's -O0): a file that writes a row late unless optimized passes its
+    C++ test only in the optimized object the judge ran."""
+    path = minillm.write(tmp_path / "checkout", gtest=True)
+    late = minillm.SOURCE.replace("const int64_t first = START;", "#ifdef __OPTIMIZE__\n    const int64_t first = START;\n"
+                                  "#else\n    const int64_t first = START + 1;\n#endif")
+    path.write_text(late.replace("START", minillm.RIGHT))
+    subprocess.run(["git", "-C", str(tmp_path / "checkout"), "-c", "user.name=etops", "-c", "user.email=etops@localhost",
+                    "commit", "-qam", "a row late unless optimized"], check=True)
+    quick = [flag for flag in QUICK if flag != "--no-gtest"]
+    proc = subprocess.run([sys.executable, "-m", "etops", "dev", str(path), *quick, "--json", str(tmp_path / "dev.json")],
+                          capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    gtest = json.loads((tmp_path / "dev.json").read_text())["files"][0]["gtest"]
+    [ran] = gtest["files"]
+    assert ran["counts"]["passed"] == 1 and ran["counts"]["failed"] == 0 and gtest["base_failing"] == []
+
+
 def test_changed_finds_a_self_registering_file_and_the_one_including_a_changed_header(tmp_path):
     from etops.dev.changes import changed_kernel_files
 

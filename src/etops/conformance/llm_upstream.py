@@ -80,13 +80,13 @@ def _as_torch_refusal(kernel_name: str, call):
     return refusing
 
 
-def _routes(kernel_name: str, routing: Routing):
-    """(functional, out variant): torch op implementations calling `kernel_name`
-    through etops, counting their calls in `routing`."""
+def kernel_call(kernel_name: str, variant: str):
+    """What the routed torch op of `kernel_name` runs ("functional": sized by etops,
+    "out": the caller's out): the registry's kernel through etops, its refusals raised
+    as torch's (_as_torch_refusal). The replay (llm_replay) calls kernels through it too."""
     kernel = registry().get_kernel(kernel_name)
 
     def call(*args, **kwargs):
-        routing.calls[kernel_name] = routing.calls.get(kernel_name, 0) + 1
         if kernel_name == "preprocess::tile_crop.out":  # its out size depends on the data: torch's sizing would call back here
             image, tile = args[0], args[1] if len(args) > 1 else kwargs["tile_size"]
             out = torch.empty((image.shape[1] // tile) * (image.shape[2] // tile), image.shape[0], tile, tile, dtype=image.dtype)
@@ -94,18 +94,38 @@ def _routes(kernel_name: str, routing: Routing):
         return kernel(*args, **kwargs)
 
     def call_out(*args, **kwargs):
-        routing.calls[kernel_name] = routing.calls.get(kernel_name, 0) + 1
         return kernel(*args, **kwargs)
 
-    return _as_torch_refusal(kernel_name, call), _as_torch_refusal(kernel_name, call_out)
+    if variant not in ("functional", "out"):
+        raise ValueError(f"kernel_call: argument 'variant' must be 'functional' or 'out', got {variant!r}")
+    return _as_torch_refusal(kernel_name, call if variant == "functional" else call_out)
+
+
+def _routes(kernel_name: str, routing: Routing, recorder=None):
+    """(functional, out variant): torch op implementations calling `kernel_name`
+    through etops (kernel_call), counting their calls in `routing`, each recorded by
+    `recorder` (an llm_replay.Recorder) when given."""
+    def route(variant: str):
+        call = kernel_call(kernel_name, variant)
+
+        def routed_call(*args, **kwargs):
+            routing.calls[kernel_name] = routing.calls.get(kernel_name, 0) + 1
+            if recorder is None:
+                return call(*args, **kwargs)
+            return recorder.call(kernel_name, variant, call, args, kwargs)
+
+        return routed_call
+
+    return route("functional"), route("out")
 
 
 @contextlib.contextmanager
-def routed(kernels=None):
+def routed(kernels=None, recorder=None):
     """While in force, ``torch.ops.<ns>.<op>`` (and ``.out``) on CPU tensors call
     the kernel registered for ``<ns>::<op>.out`` through etops (`kernels`: the
-    kernel names to route, None: all of ROUTES). Yields a Routing counting the
-    calls. torch's own implementations come back on exit."""
+    kernel names to route, None: all of ROUTES; `recorder`: an llm_replay.Recorder
+    recording each call). Yields a Routing counting the calls. torch's own
+    implementations come back on exit."""
     importlib.import_module(LIBRARY)
     wanted = set(ROUTES.values()) if kernels is None else set(kernels)
     unknown = wanted - set(ROUTES.values())
@@ -119,7 +139,7 @@ def routed(kernels=None):
             lib = libraries.get(namespace)
             if lib is None:
                 lib = libraries[namespace] = torch.library.Library(namespace, "IMPL")
-            functional, out = _routes(kernel_name, routing)
+            functional, out = _routes(kernel_name, routing, recorder)
             with _quiet_override():
                 lib.impl(op, functional, "CPU")
                 lib.impl(f"{op}.out", out, "CPU")
@@ -192,12 +212,13 @@ def files_calling(folder, kernels) -> list:
     return files
 
 
-def run_test_file(path, kernels=None, pattern: str | None = None) -> list[TestOutcome]:
+def run_test_file(path, kernels=None, pattern: str | None = None, recorder=None) -> list[TestOutcome]:
     """Runs the upstream test file at `path` (a checkout's copy: imported as a module
     of TEST_PACKAGE, so its relative imports reach the wheel's package) with
     unittest, the torch ops of `kernels` (None: all of ROUTES) routed to the
-    registry's kernels; `pattern` as in run_tests. A file that cannot be imported is
-    one failed test named after it. Returns one TestOutcome per test."""
+    registry's kernels; `pattern` as in run_tests; `recorder` (llm_replay.Recorder)
+    records each routed call, with the test making it. A file that cannot be imported
+    is one failed test named after it. Returns one TestOutcome per test."""
     import importlib.util
     import sys
     from pathlib import Path
@@ -216,17 +237,29 @@ def run_test_file(path, kernels=None, pattern: str | None = None) -> list[TestOu
         spec.loader.exec_module(module)
     except Exception as exc:  # noqa: BLE001 - the file's own imports (a package it needs is missing)
         return [TestOutcome(name, "failed", f"cannot import: {type(exc).__name__}: {exc}"[:300])]
-    return _run_module(module, pattern, routed(kernels))
+    return _run_module(module, pattern, routed(kernels, recorder), recorder)
 
 
-def _run_module(module, pattern, routing) -> list[TestOutcome]:
+class _NamingResult(unittest.TestResult):
+    """unittest's result, telling `recorder` which test runs (its ``test``)."""
+
+    def __init__(self, recorder):
+        super().__init__()
+        self._recorder = recorder
+
+    def startTest(self, test):
+        self._recorder.test = test.id()
+        super().startTest(test)
+
+
+def _run_module(module, pattern, routing, recorder=None) -> list[TestOutcome]:
     """The tests of `module` (those whose id contains `pattern`) run with unittest
     under the context `routing`, what they print kept from the terminal."""
     suite = unittest.defaultTestLoader.loadTestsFromModule(module)
     if pattern:
         suite = unittest.TestSuite(t for t in _flatten(suite) if pattern in t.id())
     ran = _test_ids(suite)
-    result = unittest.TestResult()
+    result = unittest.TestResult() if recorder is None else _NamingResult(recorder)
     with routing, contextlib.redirect_stderr(io.StringIO()), contextlib.redirect_stdout(io.StringIO()), _kernel_logs_off():
         suite.run(result)
     return _outcomes(result, ran)

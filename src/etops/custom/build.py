@@ -69,6 +69,12 @@ class KernelLibrary:
     compiled: bool  #: whether this call started the compiler (False: cache hit)
     _handle: object = field(default=None, repr=False)
 
+    def object_of(self, index: int) -> str | None:
+        """The object file of source `index` when it was compiled on its own (a
+        checkout's kernel files: each its own compile edge), else None."""
+        path = Path(self.build_dir) / f"obj_{index}.o"
+        return str(path) if path.is_file() else None
+
     def function(self, index: int) -> int:
         """Address of kernel `index`'s boxed function."""
         import ctypes

@@ -10,7 +10,8 @@ loads the kernel, replays, judges and times, and works nothing out twice:
 - the base's task results (``load_base`` / ``save_base``: judge.BASE_RESULTS' entries
   of one base, keyed by its build's source hash: its file, headers at the base
   commit, flags and etops' build) and its upstream test runs (upstream_tests.BASE_GTEST's,
-  and upstream_python.BASE_RUNS': an LLM file's Python tests, ``load_python_tests``);
+  and upstream_python.BASE_RUNS': an LLM file's Python tests, ``load_python_tests``,
+  with the recording of their kernel calls in a folder of its own, ``replay_folder``);
 - torch's answers per argument signature (etops.signature_cache) and the timing's
   OpInfo samples (etops.bench.sampling): ``load_answers`` / ``save_answers``;
 - the generated cases per kernel (etops.conformance.generated.kept: made with ATen's
@@ -174,6 +175,46 @@ def save_python_tests(key, run) -> None:
     if disk:
         _recomputed("base-python-tests")
         BASE_PYTHON_TESTS.save(disk, run)
+
+
+#: the base's recordings of the upstream Python tests' kernel calls kept at once (each
+#: may take up to etops.conformance.llm_replay.limit_bytes())
+REPLAYS_KEPT = 2
+
+
+def replay_folder(key):
+    """Where the base's recording of the upstream Python tests' kernel calls
+    (etops.conformance.llm_replay) under upstream_python.PythonTestRun's `key` is
+    kept: named by the key (the base's build, the headers, the kernels, the test files'
+    texts) and the environment (torch's, executorch's and etops' versions and etops'
+    sources: learned_store.environment()), so a change of any of them finds no
+    recording; None when the base is no build. The recordings used longest ago past
+    REPLAYS_KEPT are removed (and any half-written one older than an hour)."""
+    import os
+    import shutil
+    import time
+
+    from ..cache_files import cache_root
+    from ..learned_store import canonical, environment
+
+    disk = _python_tests_key(key)
+    if not disk:
+        return None
+    root = cache_root() / "python-replay"
+    name = hashlib.sha256(repr((environment(), canonical(disk))).encode()).hexdigest()[:32]
+    try:
+        folders = [p for p in root.iterdir() if p.is_dir()]
+    except OSError:
+        folders = []
+    for p in folders:
+        if p.suffix == ".tmp" and time.time() - p.stat().st_mtime > 3600:
+            shutil.rmtree(p, ignore_errors=True)
+    done = sorted((p for p in folders if p.suffix != ".tmp" and p.name != name), key=lambda p: p.stat().st_mtime)
+    for p in done[:max(0, len(done) - (REPLAYS_KEPT - 1))]:
+        shutil.rmtree(p, ignore_errors=True)
+    if (root / name).is_dir():
+        os.utime(root / name)  # a use
+    return root / name
 
 
 def load_answers() -> None:

@@ -244,17 +244,24 @@ def _timing_alongside(result, target, addresses: dict, others, **timing):
     return Alongside(_sampled(lambda: _timing_rows(result, target, addresses, **timing)), others)
 
 
-def _compiled(target, found):
+def _compiled(target, found, library, base_library):
     """(the base's, the edit's) sources compiled into the upstream tests of a file that
-    registers its kernels itself (its tests call its functions, not the registry);
-    the base's None when the base is the built-in (the binaries link the wheel's
-    library); None for other files."""
+    registers its kernels itself (its tests call its functions, not the registry):
+    the object of the file its kernel library holds (`library`'s, `base_library`'s:
+    the code the judge ran, built once with the wheel's flags on both sides), else the
+    file compiled again; the base's None when the base is the built-in (the binaries
+    link the wheel's library); None for other files."""
     if not target.self_registering:
         return None
     from ..gtest.session import CompiledSources
 
-    base = (CompiledSources(((str(target.path), str(found.path)),), (f"-I{found.overlay}",)) if found.kind == "git" else None)
-    return base, CompiledSources()
+    def own(built) -> tuple:
+        made = built.object_of(0) if built is not None else None  # source 0: the kernel file
+        return ((str(target.path), made),) if made else ()
+
+    base = (CompiledSources(((str(target.path), str(found.path)),), (f"-I{found.overlay}",), own(base_library))
+            if found.kind == "git" else None)
+    return base, CompiledSources(objects=own(library))
 
 
 def run_file(path, *, root=None, yaml=None, dtypes=None, timing_dtype="float32", threads=1, repeats=11, check=True,
@@ -333,7 +340,7 @@ def run_file(path, *, root=None, yaml=None, dtypes=None, timing_dtype="float32",
     # the upstream test runs alongside the judge (its result is taken before the timing);
     # it is compiled with the checkout's headers: their state is part of the base run
     gtest_run = (upstream_tests.GtestRun(test_files, target.checkout, addresses, found.kind, (base_key, inst.headers_digest(target)),
-                           kernel_set, tests_not_run, _compiled(target, found))
+                           kernel_set, tests_not_run, _compiled(target, found, library, base_library))
                  if test_files else None)
     if gtest_run is None:
         result.gtest = upstream_tests.not_run_result(tests_not_run)

@@ -150,6 +150,20 @@ def gtest_items(g: dict, seconds: float) -> tuple[list, list]:
     return ran, [(n["file"] or "", n["why"][:240]) for n in g.get("not_run", ())]
 
 
+def replay_lines(replayed) -> list:
+    """(depth, line) saying how the edit's statuses of the upstream Python tests were
+    had (etops.dev.upstream_python's replay of the base's kernel calls); none when
+    nothing was recorded."""
+    if not replayed:
+        return []
+    if replayed["outcome"] == "equal":
+        return [(1, f"the base's {replayed['calls']} kernel calls replayed on the edit gave back bitwise what they gave "
+                    f"the base: the base's statuses [{replayed['seconds']:.1f} s]")]
+    if replayed["outcome"] == "differs":
+        return [(1, f"replayed on the edit, {replayed['why'][:200]}: the tests ran on the edit")]
+    return [(1, f"not replayed ({replayed['why'][:200]}): the tests ran on the edit")]
+
+
 def python_test_lines(p: dict) -> list:
     """(depth, line) of the round's upstream Python tests (etops.dev.upstream_python.compare):
     per file run, its counts on the edit (depth 0), each regression (a finding) and the
@@ -169,6 +183,7 @@ def python_test_lines(p: dict) -> list:
             lines.append((1, f"failing before the edit already: {', '.join(failing)}"))
     lines += [(0, f"finding: {r['test'] or 'the edit'}: {r['why'][:200]}") for r in p.get("regressions", ())
               if r["file"] not in {f["file"] for f in p.get("files", ())}]  # the edit's run ended
+    lines += replay_lines(p.get("replay"))
     return lines + [(0, f"python tests {n['file'] + ' ' if n['file'] else ''}not run: {n['why'][:240]}")
                     for n in p.get("not_run", ())]
 

@@ -6,8 +6,15 @@ calling one of the file's operators (etops.conformance.llm_upstream.files_callin
 on the base (its functions swapped in) and on the edit, each in a forked process of
 its own, while the judge goes on; ``result()`` compares them per test, on the
 tests' statuses: a test the base passes and the edit fails (or whose process the
-edit's run ended) is a regression, a finding. May import etops.conformance and
-dev's background, learned, swap and upstream_tests modules.
+edit's run ended) is a regression, a finding.
+
+The base's run records every routed kernel call (etops.conformance.llm_replay), then
+replays the recording on the base (a call the base does not repeat bitwise makes it
+not replayable); an edit's run first replays the recording on the edit's kernels, in
+a fork of its own: when every call gives back bitwise what it gave the base, the
+edit's statuses are the base's (llm_replay states why), else the tests run for real.
+May import etops.conformance and dev's background, learned, swap and upstream_tests
+modules.
 """
 
 from __future__ import annotations
@@ -22,6 +29,9 @@ BASE_RUNS: dict = {}
 #: a run on the edit may take RUN_FACTOR times the base's run, never under RUN_FLOOR
 #: seconds; RUN_LIMIT seconds without a base run (a kernel that never returns costs that)
 RUN_FACTOR, RUN_FLOOR, RUN_LIMIT = 20.0, 30.0, 300.0
+#: the base's run recorded (each call's storages hashed and written) and replayed on the
+#: base may take RECORDED_FACTOR times RUN_LIMIT
+RECORDED_FACTOR = 4.0
 
 
 def routed_kernels(target) -> list:
@@ -50,23 +60,75 @@ def python_test_files_of(target, run: bool) -> tuple[list, list]:
     return files, []
 
 
-def _run_files(files: list, kernels: list) -> dict:
-    """{file: [(test, status, why)]}: each file's tests run in this process, routed to `kernels`."""
+def _run_files(files: list, kernels: list, recorder=None, recorded=()) -> dict:
+    """{file: [(test, status, why)]}: each file's tests run in this process, routed to
+    `kernels`, the calls of those in `recorded` recorded by `recorder` (llm_replay.Recorder)."""
     from ..conformance.llm_upstream import run_test_file
 
-    return {str(f): [(o.test, o.status, o.why) for o in run_test_file(f, kernels)] for f in files}
+    return {str(f): [(o.test, o.status, o.why) for o in run_test_file(f, kernels, recorder=recorder if f in recorded else None)]
+            for f in files}
 
 
-def _base_run(files: list, kernels: list, addresses: dict) -> dict:
-    """_run_files with the base's functions (`addresses`) swapped in."""
+def _call_kernel(kernel: str, variant: str, args, kwargs):
+    """A replayed call, made as the routed torch op makes it (llm_upstream.kernel_call)."""
+    from ..conformance.llm_upstream import kernel_call
+
+    return kernel_call(kernel, variant)(*args, **kwargs)
+
+
+def replayable_files(files: list) -> list:
+    """Those of `files` a recording of their calls can stand for: none reaching kernels
+    other than through the routed torch ops (llm_replay.reaches_kernels_unrouted; the
+    others always run)."""
+    from ..conformance.llm_replay import reaches_kernels_unrouted
+
+    return [f for f in files if not reaches_kernels_unrouted(f.read_text())]
+
+
+def _base_run(files: list, kernels: list, addresses: dict, folder=None, replayable=()) -> dict:
+    """_run_files with the base's functions (`addresses`) swapped in; with `folder`,
+    the calls of the `replayable` files recorded, replayed on the base (its second run:
+    a call it does not repeat bitwise makes the recording not replayable) and
+    published to `folder`."""
+    from ..conformance import llm_replay
     from .swap import BaseSwap
 
+    recorder = llm_replay.Recorder(folder) if folder is not None else None
     swap = BaseSwap(addresses)
     swap.install()
     try:
-        return _run_files(files, kernels)
+        run = _run_files(files, kernels, recorder, replayable)
+        if recorder is not None:
+            recording = recorder.finish()
+            if recording.replayable:
+                again = llm_replay.replay(recording, recorder.working, _call_kernel)
+                if not again.equal:
+                    recording.replayable = False
+                    recording.why = f"the base does not repeat its own calls: {again.first_difference}"
+            recorder.publish()
+        return run
+    except BaseException:
+        if recorder is not None:
+            recorder.discard()
+        raise
     finally:
         swap.restore()
+
+
+def _replay(folder) -> dict:
+    """The recording in `folder` replayed on the kernels registered now (the edit's),
+    as the report gives it: {"outcome": "equal" / "differs" / "not replayable",
+    "calls", "why", "seconds"}; None when `folder` holds no recording."""
+    from ..conformance import llm_replay
+
+    recording = llm_replay.load(folder)
+    if recording is None:
+        return None
+    if not recording.replayable:
+        return {"outcome": "not replayable", "calls": 0, "why": recording.why, "seconds": 0.0}
+    done = llm_replay.replay(recording, folder, _call_kernel)
+    return {"outcome": "equal" if done.equal else "differs", "calls": done.calls, "why": done.first_difference,
+            "seconds": round(done.seconds, 3)}
 
 
 class PythonTestRun:
@@ -89,7 +151,9 @@ class PythonTestRun:
         before = BASE_RUNS.get(self.key) if self.key is not None else None
         before = before or learned.load_python_tests(self.key)  # else a run of an earlier process
         self.known = before is not None
-        self.job = Background(lambda: _runs(self.files, kernels, addresses, before))
+        replayable = replayable_files(self.files)
+        folder = learned.replay_folder(self.key) if self.key is not None and replayable else None
+        self.job = Background(lambda: _runs(self.files, kernels, addresses, before, folder, replayable))
 
     def result(self) -> dict:
         """{"files": per file its tests' statuses on the base and the edit, "regressions":
@@ -98,7 +162,7 @@ class PythonTestRun:
         from ..errors import BackgroundFailed
 
         try:
-            before, edit, seconds = self.job.result()
+            before, edit, seconds, replayed = self.job.result()
         except BackgroundFailed as exc:  # the process running the runs died outside them
             why = "its process ended: " + (str(exc).strip().splitlines() or ["?"])[-1]
             return {**no_run(), "not_run": [{"file": self._name(f), "why": why} for f in self.files], "base": self.base}
@@ -106,35 +170,53 @@ class PythonTestRun:
             BASE_RUNS[self.key] = before
             if not self.known:
                 learned.save_python_tests(self.key, before)
-        return {**compare(before, edit, self._name), "base": self.base, "seconds": round(seconds, 3)}
+        return {**compare(before, edit, self._name), "base": self.base, "seconds": round(seconds, 3), "replay": replayed}
 
     def _name(self, path) -> str:
         return in_checkout(path, self.checkout)
 
 
-def _runs(files: list, kernels: list, addresses: dict, before) -> tuple:
+def _runs(files: list, kernels: list, addresses: dict, before, folder=None, replayable=()) -> tuple:
     """(the base's run, `before` when given, None without a base, or the text of
-    how its process ended; the edit's run or how its process ended; seconds), in
-    the forked process of PythonTestRun."""
+    how its process ended; the edit's run or how its process ended; seconds; the
+    replay as _replay gives it, or None), in the forked process of PythonTestRun.
+    With `folder` (where the base's recording of the `replayable` files' calls is
+    kept), a base with no recording there runs again, recorded; the edit's statuses
+    of those files are the base's when the replay of the recording on the edit is
+    equal, else (and for the other files) the tests run."""
     import time
 
+    from ..conformance import llm_replay
     from ..errors import BackgroundFailed
     from .background import Background
 
     start = time.perf_counter()
     limit = RUN_LIMIT
-    if addresses and before is None:
-        job = Background(lambda: _base_run(files, kernels, addresses))
+    folder = folder if addresses else None
+    if addresses and (before is None or (folder is not None and llm_replay.load(folder) is None)):
+        job = Background(lambda: _base_run(files, kernels, addresses, folder, replayable))
         try:
-            before = job.result(limit=RUN_LIMIT)
+            before = job.result(limit=RUN_LIMIT if folder is None else RECORDED_FACTOR * RUN_LIMIT)
             limit = max(RUN_FLOOR, RUN_FACTOR * job.seconds)
         except BackgroundFailed as exc:
             before = str(exc)
-    try:
-        edit = Background(lambda: _run_files(files, kernels)).result(limit=limit)
-    except BackgroundFailed as exc:
-        edit = str(exc)
-    return before, edit, time.perf_counter() - start
+    replayed = None
+    if folder is not None and isinstance(before, dict):
+        try:
+            replayed = Background(lambda: _replay(folder)).result(limit=limit)
+        except BackgroundFailed as exc:  # the edit ended the replay's process: the real run says how
+            replayed = {"outcome": "differs", "calls": 0, "seconds": 0.0,
+                        "why": "the replay's process ended: " + (str(exc).strip().splitlines() or ["?"])[-1]}
+    replayed_files = [f for f in files if f in replayable] if replayed is not None and replayed["outcome"] == "equal" else []
+    edit: dict | str = {str(f): list(before[str(f)]) for f in replayed_files}
+    running = [f for f in files if f not in replayed_files]
+    if running:
+        try:
+            ran = Background(lambda: _run_files(running, kernels)).result(limit=limit)
+            edit = {str(f): (edit[str(f)] if str(f) in edit else ran[str(f)]) for f in files}
+        except BackgroundFailed as exc:
+            edit = str(exc)
+    return before, edit, time.perf_counter() - start, replayed
 
 
 def no_run() -> dict:

@@ -27,13 +27,22 @@ class CompiledSources:
     an overlay; a source not named is compiled as it is); `include_first`: flags
     first on their include path (the base's overlay). Their registrations are
     captured (etops.custom.capture, hidden in the binary: the library registered the
-    names already) and the binary binds its calls to its own definitions."""
+    names already) and the binary binds its calls to its own definitions. `objects`:
+    (checkout source, an object compiled from it already) pairs, linked instead of
+    compiling the source again (etops dev's kernel library's object of the edit, or
+    of the base: the code its judge ran, with the same flags on both sides)."""
 
     sources: tuple = ()
     include_first: tuple = ()
+    objects: tuple = ()
 
     def source_of(self, path: Path) -> Path:
         return Path(dict((Path(a).resolve(), b) for a, b in self.sources).get(path.resolve(), path))
+
+    def object_of(self, path: Path) -> Path | None:
+        """The object compiled from `path` already, when one is given and exists."""
+        found = dict((Path(a).resolve(), Path(b)) for a, b in self.objects).get(Path(path).resolve())
+        return found if found is not None and found.is_file() else None
 
 
 class _Checkout:
@@ -164,6 +173,10 @@ def _registering_objects(build: Build, co: _Checkout, test: layout.TestFile, com
     for source in test.registering:
         built = compiled.source_of(source)
         names += [r.op for r in registrations(built.read_text())]
+        ready = compiled.object_of(source)
+        if ready is not None:
+            objects.append(ready)
+            continue
         flags = [*compiled.include_first, f"-iquote{source.parent}", *shared, *CHECKOUT_CFLAGS, *WHEEL_CFLAGS,
                  f"-idirafter{torch_include_dir()}", *third_party]
         roots = [Path(f[2:]) for f in compiled.include_first if f.startswith("-I")] + [co.include_root, co.path]
