@@ -9,10 +9,12 @@ and etops' versions and sources."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
 import minillm
+from etops.dev.upstream_python import REPLAY_SWITCH, replay_wanted
 
 #: the reference cases only, no axis, no timing, no C++ test: the Python tests are what is judged here
 QUICK = ["--no-timing", "--no-gtest", "--no-dim-orders", "--no-numerics", "--no-generated"]
@@ -20,7 +22,7 @@ QUICK = ["--no-timing", "--no-gtest", "--no-dim-orders", "--no-numerics", "--no-
 
 def _dev(path, json_path):
     proc = subprocess.run([sys.executable, "-m", "etops", "dev", str(path), *QUICK, "--json", str(json_path)],
-                          capture_output=True, text=True, timeout=900)
+                          capture_output=True, text=True, timeout=900, env=dict(os.environ, **{REPLAY_SWITCH: "1"}))
     return proc, json.loads(json_path.read_text())["files"][0]
 
 
@@ -109,3 +111,12 @@ def test_a_test_file_that_may_reach_kernels_unrouted_runs_and_the_others_replay(
     assert [f["file"].rsplit("/", 1)[-1] for f in tests["files"]] == ["test_mini_cache.py", "test_mini_program.py"]
     assert tests["counts"] == {"passed": 3, "failed": 0, "skipped": 1}
     assert runs.read_text() == "ran\nran\n"  # on the base and on the edit
+
+
+def test_the_replay_is_off_unless_asked_for(monkeypatch):
+    monkeypatch.delenv(REPLAY_SWITCH, raising=False)
+    assert not replay_wanted()
+    monkeypatch.setenv(REPLAY_SWITCH, "0")
+    assert not replay_wanted()
+    monkeypatch.setenv(REPLAY_SWITCH, "1")
+    assert replay_wanted()
