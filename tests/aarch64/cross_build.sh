@@ -45,15 +45,15 @@ build="$src/build/cross-aarch64"
 mkdir -p "$build"
 # CMake's cache names the root's paths (executorch's config): a new root starts it afresh
 [ "$(cat "$build/root" 2> /dev/null)" = "$root" ] || { rm -rf "$build/cmake" && echo "$root" > "$build/root"; }
-printf '#!/bin/sh\nPYTHONPATH=%s exec %s "$@"\n' "$site" "$tools/bin/python" > "$build/python-of-the-root"
-chmod +x "$build/python-of-the-root"
+printf '#!/bin/sh\nPYTHONPATH=%s exec %s "$@"\n' "$site" "$tools/bin/python" > "$build/python-reading-the-root"
+chmod +x "$build/python-reading-the-root"
 
 rm -rf "$out" && mkdir -p "$out"
 ETOPS_AARCH64_ROOT="$root" CMAKE_TOOLCHAIN_FILE="$here/aarch64-linux-gnu.cmake" \
   _PYTHON_HOST_PLATFORM=linux-aarch64 SETUPTOOLS_EXT_SUFFIX="$ext_suffix" \
   "$tools/bin/python" -m pip wheel -q --no-build-isolation --no-deps -w "$out" \
   -C build-dir="$build/cmake" -C cmake.python-hints=false \
-  -C cmake.define.Python_EXECUTABLE="$build/python-of-the-root" \
+  -C cmake.define.Python_EXECUTABLE="$build/python-reading-the-root" \
   -C cmake.define.Python_INCLUDE_DIR="$root$include" \
   "$src"
 wheel="$(ls "$out"/etops-*-linux_aarch64.whl)"

@@ -69,6 +69,10 @@ fi
 # root (the build folder this tree's build/cp311-cp311-linux_aarch64).
 sources="$(cd "$src" && find src cmake CMakeLists.txt pyproject.toml -type f ! -name '*.pyc' ! -name '*.so' \
   ! -name build_info.py -print0 | sort -z | xargs -0 sha256sum | sha256sum | cut -c1-16)"
+case "${ETOPS_AARCH64_BUILD:-cross}" in
+  cross|native) ;;
+  *) echo "aarch64-root: ETOPS_AARCH64_BUILD is 'cross' (the default) or 'native', not '$ETOPS_AARCH64_BUILD'"; exit 2 ;;
+esac
 if [ "$(cat "$root/opt/etops-venv/etops-sources" 2>/dev/null)" != "$sources" ]; then
   if [ "$(uname -m)" = aarch64 ] || [ "${ETOPS_AARCH64_BUILD:-cross}" = native ]; then
     ETOPS_SOURCE="$src" "$src/tests/aarch64/in_root.sh" "$root" /bin/sh -ec '
