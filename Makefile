@@ -106,8 +106,8 @@ test-compat: $(BUILT)
 # build/aarch64/differences.md (benchmarks/compare_platforms.py).
 # aarch64-root: the lane's first half alone (tests/aarch64/root.sh: host tools, the
 # cached root, etops of this tree built in it), without this venv: .ci/run starts it
-# in the background while the x86_64 suite runs (its debootstrap and downloads wait
-# on the network).
+# in the background while the x86_64 suite runs (its debootstrap is one emulated
+# process at a time; etops is cross-compiled on this host, tests/aarch64/cross_build.sh).
 .PHONY: test-aarch64 aarch64-root
 test-aarch64: $(BUILT)
 	tests/aarch64/lane.sh $(PY) $(TORCH_PIN) $(EXECUTORCH_PIN)

@@ -2,11 +2,11 @@
 # make test-aarch64 (docs/aarch64.md): etops built and tested on Linux aarch64 under
 # qemu-user emulation, on an x86_64 Debian machine, as root.
 #   1, 2. root.sh (make aarch64-root, which .ci/run starts in the background first):
-#      the host's tools from Debian (qemu-user-static, binfmt-support, debootstrap),
-#      qemu-aarch64 registered in binfmt_misc with the F flag, the arm64 root
-#      (make_root.sh) under build/, cached under a hash of its recipe and the pins,
-#      and `pip install .` of this tree in it (built natively under emulation,
-#      skipped when these sources are installed there);
+#      the host's tools from Debian (qemu-user-static, binfmt-support, debootstrap,
+#      the aarch64 cross compilers), qemu-aarch64 registered in binfmt_misc with the
+#      F flag, the arm64 root (make_root.sh) under build/, cached under a hash of its
+#      recipe and the pins, and etops of this tree in it (cross-compiled on the host
+#      by cross_build.sh and pip-installed there, skipped when these sources are);
 #   3. on the host (x86_64, HOST_PYTHON's etops): the reference registry, and the
 #      reference `etops check --json` of the lane's kernels (lane_check.py's, the same)
 #      in the background while step 4 runs, then required to judge the same kernels;

@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # The aarch64 lane's host side and root (make aarch64-root; tests/aarch64/lane.sh
-# runs it first): Debian's qemu-user-static, binfmt-support and debootstrap installed
-# when missing, qemu-aarch64 registered in binfmt_misc with the F flag, and the arm64
+# runs it first): Debian's qemu-user-static, binfmt-support, debootstrap and (on
+# x86_64) the aarch64 cross compilers installed when missing, qemu-aarch64 registered in binfmt_misc with the F flag, and the arm64
 # root (make_root.sh) under build/, cached under a hash of its recipe and the pins: a
 # changed recipe or pin builds a new one, older ones are removed; then etops of this
 # tree built and installed in it (skipped when these sources are). Needs no venv of
-# this tree (HOST_PYTHON only installs uv), so .ci/run starts it in the background
-# while the x86_64 suite runs. Its last line is the root's path.
+# this tree (HOST_PYTHON only makes the venvs of uv and of the cross build's tools),
+# so .ci/run can start it in the background while the x86_64 suite runs. Its last line is the root's path.
 #
 # Usage: tests/aarch64/root.sh HOST_PYTHON TORCH_PIN EXECUTORCH_PIN     (as root)
 set -euo pipefail
@@ -23,7 +23,10 @@ exec 3>&1 1>&2  # everything but the last line (the path) on stderr
 
 # 1. host tools
 missing=""
-for tool in qemu-aarch64-static:qemu-user-static update-binfmts:binfmt-support debootstrap:debootstrap unshare:util-linux; do
+tools="qemu-aarch64-static:qemu-user-static update-binfmts:binfmt-support debootstrap:debootstrap unshare:util-linux"
+# on x86_64, Debian's aarch64 cross compilers build etops for the root (step 3)
+[ "$(uname -m)" = aarch64 ] || tools="$tools aarch64-linux-gnu-gcc:gcc-aarch64-linux-gnu aarch64-linux-gnu-g++:g++-aarch64-linux-gnu"
+for tool in $tools; do
   command -v "${tool%%:*}" > /dev/null || missing="$missing ${tool##*:}"
 done
 if [ -n "$missing" ]; then
@@ -58,16 +61,31 @@ else
   stamp "root cached: $root"
 fi
 
-# 3. etops of this tree built and installed in the root (natively, under emulation;
-# the build folder is this tree's build/cp311-cp311-linux_aarch64), skipped when the
-# root holds the build of these very sources
+# 3. etops of this tree built and installed in the root, skipped when the root holds
+# the build of these very sources. On an x86_64 host the wheel is cross-compiled
+# natively (cross_build.sh: Debian's aarch64 GCC 12, the root as sysroot; under
+# emulation the build took 9 minutes of the cold lane) and pip installs it in the
+# root; on an aarch64 host, or with ETOPS_AARCH64_BUILD=native, pip builds it in the
+# root (the build folder this tree's build/cp311-cp311-linux_aarch64).
 sources="$(cd "$src" && find src cmake CMakeLists.txt pyproject.toml -type f ! -name '*.pyc' ! -name '*.so' \
   ! -name build_info.py -print0 | sort -z | xargs -0 sha256sum | sha256sum | cut -c1-16)"
+case "${ETOPS_AARCH64_BUILD:-cross}" in
+  cross|native) ;;
+  *) echo "aarch64-root: ETOPS_AARCH64_BUILD is 'cross' (the default) or 'native', not '$ETOPS_AARCH64_BUILD'"; exit 2 ;;
+esac
 if [ "$(cat "$root/opt/etops-venv/etops-sources" 2>/dev/null)" != "$sources" ]; then
-  ETOPS_SOURCE="$src" "$src/tests/aarch64/in_root.sh" "$root" /bin/sh -ec '
-    cd /src && python -m pip install -q --no-build-isolation --no-deps .'
+  if [ "$(uname -m)" = aarch64 ] || [ "${ETOPS_AARCH64_BUILD:-cross}" = native ]; then
+    ETOPS_SOURCE="$src" "$src/tests/aarch64/in_root.sh" "$root" /bin/sh -ec '
+      cd /src && python -m pip install -q --no-build-isolation --no-deps .'
+    stamp "etops built (natively, under emulation) and installed in the root"
+  else
+    wheel="$("$src/tests/aarch64/cross_build.sh" "$root" "$host_python" "$src/build/cross-aarch64/dist" | tail -1)"
+    stamp "etops cross-compiled: $wheel"
+    ETOPS_SOURCE="$src" "$src/tests/aarch64/in_root.sh" "$root" /bin/sh -ec '
+      python -m pip install -q --no-deps --force-reinstall "/src/${1#"$2"/}"' sh "$wheel" "$src"
+    stamp "etops installed in the root"
+  fi
   echo "$sources" > "$root/opt/etops-venv/etops-sources"
-  stamp "etops built and installed in the root"
 else
   stamp "etops of these sources already installed in the root"
 fi
