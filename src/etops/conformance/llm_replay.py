@@ -128,11 +128,11 @@ def _bytes(storage) -> np.ndarray:
     n = storage.nbytes()
     if n == 0:
         return np.zeros(0, np.uint8)
-    return torch.empty(0, dtype=torch.uint8).set_(storage, 0, (n,)).numpy()
+    return torch.empty(0, dtype=torch.uint8).set_(storage, 0, (n,), (1,)).numpy()
 
 
 def _digest(storage) -> bytes:
-    return hashlib.sha256(memoryview(_bytes(storage))).digest()
+    return hashlib.sha256(_bytes(storage).data).digest()
 
 
 def _threads() -> int | None:
@@ -163,7 +163,12 @@ def _map(value, tensor):
 
 def _tensors(value) -> list:
     found: list = []
-    _map(value, lambda t: found.append(t) or t)
+
+    def keep(t):
+        found.append(t)
+        return t
+
+    _map(value, keep)
     return found
 
 
@@ -221,12 +226,12 @@ class Recorder:
         offset = self._written
         everything = len(blocks) == -(-n // BLOCK)
         if everything:
-            self._data.write(memoryview(data))
+            self._data.write(data.data)
             self._written += n
         else:
             for b in blocks:
                 chunk = data[b * BLOCK:(b + 1) * BLOCK]
-                self._data.write(memoryview(chunk))
+                self._data.write(chunk.data)
                 self._written += len(chunk)
         return ("data", n, offset, None if everything else blocks)
 
@@ -343,7 +348,7 @@ def replay(recording: Recording, folder, call_kernel) -> Replayed:
     start = time.perf_counter()
     path = Path(folder) / "data.bin"
     data = np.memmap(path, dtype=np.uint8, mode="r") if path.exists() and path.stat().st_size else np.zeros(0, np.uint8)
-    last, kept = _later_uses(recording), {}
+    last, kept = _later_uses(recording), {}  # type: dict, dict
     for i, call in enumerate(recording.calls):
         where = f"call {i + 1} of {len(recording.calls)} ({call.kernel}, {call.test or 'outside a test'})"
         try:

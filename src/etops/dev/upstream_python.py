@@ -127,7 +127,7 @@ def _base_run(files: list, kernels: list, addresses: dict, folder=None, replayab
         swap.restore()
 
 
-def _replay(folder) -> dict:
+def _replay(folder) -> dict | None:
     """The recording in `folder` replayed on the kernels registered now (the edit's),
     as the report gives it: {"outcome": "equal" / "differs" / "not replayable",
     "calls", "why", "seconds"}; None when `folder` holds no recording."""
@@ -220,12 +220,13 @@ def _runs(files: list, kernels: list, addresses: dict, before, folder=None, repl
             replayed = {"outcome": "differs", "calls": 0, "seconds": 0.0,
                         "why": "the replay's process ended: " + (str(exc).strip().splitlines() or ["?"])[-1]}
     replayed_files = [f for f in files if f in replayable] if replayed is not None and replayed["outcome"] == "equal" else []
-    edit: dict | str = {str(f): list(before[str(f)]) for f in replayed_files}
+    replayed_statuses = {str(f): list(before[str(f)]) for f in replayed_files}
+    edit: dict | str = replayed_statuses
     running = [f for f in files if f not in replayed_files]
     if running:
         try:
             ran = Background(lambda: _run_files(running, kernels)).result(limit=limit)
-            edit = {str(f): (edit[str(f)] if str(f) in edit else ran[str(f)]) for f in files}
+            edit = {str(f): replayed_statuses.get(str(f), ran.get(str(f))) for f in files}
         except BackgroundFailed as exc:
             edit = str(exc)
     return before, edit, time.perf_counter() - start, replayed
