@@ -52,8 +52,9 @@ install: $(BUILT)
 demo: $(BUILT)
 	$(PY) examples/demo.py
 
-# The suite on two pytest-xdist workers: each file's tests in one worker, in order, and
-# each inprocess check file in one fresh interpreter (tests/conftest.py, fresh_checks.py).
+# The suite on two pytest-xdist workers: each file's tests in one worker, in order, the
+# files handed out longest first (tests/file_seconds.py), and each inprocess check file
+# in one fresh interpreter (tests/conftest.py, fresh_checks.py).
 test: lint $(BUILT)
 	$(PY) -m pytest -q -n 2 tests
 

@@ -10,7 +10,8 @@ import torch
 
 import etops
 from etops import schemas
-from fresh_checks import CheckItem, collect_check_file, start_check_runs, stop_check_runs
+from file_seconds import file_seconds
+from fresh_checks import collect_check_file, start_check_runs, stop_check_runs
 from fresh_python import DEFERRED, start_module
 from state_guard import process_state, state_changes
 
@@ -63,26 +64,27 @@ def pytest_collect_file(file_path, parent):
 def pytest_xdist_make_scheduler(config, log):
     """Under pytest-xdist (``make test``: two workers) each file's tests run in one
     worker, in their order (a check file's in the one fresh interpreter that runs
-    them all, fresh_checks.py)."""
+    them all, fresh_checks.py), the files handed out in the order collection left
+    them (pytest_collection_modifyitems: the longest first), not xdist's default of
+    the most tests first."""
     from xdist.scheduler import LoadScopeScheduling
 
     class ByFile(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
             return nodeid.split("::", 1)[0]
 
+    config.option.loadscopereorder = False
     return ByFile(config, log)
 
 
 def pytest_collection_modifyitems(config, items):
-    """Under pytest-xdist the ``inprocess`` folders' check items come first, the
-    largest check file first: their fresh interpreters are the longest runs."""
+    """Under pytest-xdist the files come longest first (file_seconds.py: a measured
+    run's seconds; the others after them, in collection order), so that no long file
+    starts last while the other worker has nothing left to do."""
     if DEFERRED:
-        size: dict = {}
-        for item in items:
-            if isinstance(item, CheckItem):
-                size[item.path] = size.get(item.path, 0) + 1
-        # stable: the order within a file kept
-        items.sort(key=lambda item: -size[item.path] if isinstance(item, CheckItem) else 0)
+        root = config.rootpath
+        # stable: the order within a file kept, and of the files not measured
+        items.sort(key=lambda item: -file_seconds(item.path, root))
 
 
 def pytest_collection_finish(session):

@@ -29,6 +29,9 @@ def process_state() -> dict[str, object]:
     }
     for name, kernel in etops.registry()._kernels.items():
         state[f"cached kernel object {name}"] = id(kernel)
+    added = sys.modules.get("etops.conformance.references")
+    if added is not None:  # references.add (etops.testing's reference cases) replaces a kernel's reference process-wide
+        state["references added (conformance.references.add)"] = {name: id(ref) for name, ref in added._USER.items()}
     server = sys.modules.get("etops.guard.server")
     if server is not None:
         state["etops.guard timeout"] = server._timeout

@@ -1,20 +1,24 @@
 """etops.child_process: the one way the tools run work in a forked child: a body's
 exit code, a child that raised, a limit that kills, a kill that reaps, how it
 ended in process_end's words; a fork that blocks before the child runs replaced,
-then ForkBlocked; CpuWatch; ChildCall's value, traceback, death and limit."""
+then ForkBlocked; CpuWatch; a program run in one (its environment, streams, an exec
+that fails, forks from a thread pool); ChildCall's value, traceback, death and limit."""
 
 from __future__ import annotations
 
+import concurrent.futures
 import os
 import pickle
+import select
 import signal
+import sys
 import time
 
 import pytest
 
 import etops
 from etops import child_process
-from etops.child_process import BODY_RAISED, Child, ChildCall, CpuWatch
+from etops.child_process import BODY_RAISED, EXEC_FAILED, Child, ChildCall, CpuWatch
 from processes import gone
 
 
@@ -207,3 +211,67 @@ def test_a_stall_is_time_asleep_without_cpu_not_time_runnable_or_waiting_on_io(m
     assert not watch.stalled(400.0, 20.0)  # CPU time moved
     monkeypatch.setattr(child_process, "_cpu_ticks", lambda pid: None)
     assert not CpuWatch(1).stalled(1e9, 20.0)  # /proc does not tell: never a stall
+def _read_to_end(fd: int, limit: float = 60.0) -> bytes:
+    """Everything written to the pipe `fd` until its last writer closed it; fails when
+    it stays open `limit` seconds (a writer this test did not mean to keep it)."""
+    out = b""
+    with os.fdopen(fd, "rb", buffering=0) as pipe:
+        while True:
+            ready, _, _ = select.select([pipe], [], [], limit)
+            assert ready, f"the pipe stayed open {limit} s: a process holds its write end"
+            chunk = pipe.read(65536)
+            if not chunk:
+                return out
+            out += chunk
+
+
+def test_a_program_gets_its_environment_and_streams_and_says_how_it_ended(tmp_path):
+    given = tmp_path / "in"
+    given.write_bytes(b"from stdin")
+    stdin = os.open(given, os.O_RDONLY)
+    out_r, out_w = os.pipe()
+    err_r, err_w = os.pipe()
+    code = "import os, sys; sys.stdout.write(os.environ['ETOPS_X'] + sys.stdin.read()); sys.stderr.write('e'); sys.exit(3)"
+    child = Child.program([sys.executable, "-c", code], {"ETOPS_X": "fresh "}, stdin=stdin, stdout=out_w, stderr=err_w)
+    for fd in (stdin, out_w, err_w):
+        os.close(fd)
+    assert _read_to_end(out_r) == b"fresh from stdin" and _read_to_end(err_r) == b"e"
+    assert child.wait(60) is False and child.ended() == "exited with status 3"
+
+
+def test_a_program_that_cannot_start_exits_127_saying_why():
+    err_r, err_w = os.pipe()
+    child = Child.program(["/nonexistent/etops-program"], stderr=err_w)
+    os.close(err_w)
+    said = _read_to_end(err_r).decode()
+    child.wait(60)
+    assert child.ended() == f"exited with status {EXEC_FAILED}"
+    assert "could not start /nonexistent/etops-program" in said
+
+
+@pytest.mark.parametrize("argv, arg", [("python", "argv"), ([], "argv"), ([sys.executable, 3], "argv"),
+                                       ([sys.executable], "stdout")])
+def test_a_program_with_a_bad_argument_is_refused_naming_it(argv, arg):
+    with pytest.raises(ValueError, match=f"argument '{arg}'"):
+        Child.program(argv, stdout=-1 if arg == "stdout" else None)
+
+
+def test_programs_started_from_a_thread_pool_hold_only_their_own_pipes():
+    """Forks from several threads at once (as fuzz.sequences' pool makes them): each
+    program's output pipe reaches its end when that program ends, though a slow
+    program started meanwhile from another thread still runs."""
+    slow = Child.program([sys.executable, "-c", "import time; time.sleep(120)"])
+    try:
+        def one(i: int) -> bytes:
+            r, w = os.pipe()
+            child = Child.program([sys.executable, "-c", f"print({i})"], stdout=w)
+            os.close(w)
+            out = _read_to_end(r)
+            assert child.wait(60) is False and child.status == 0
+            return out
+
+        with concurrent.futures.ThreadPoolExecutor(max_workers=4) as pool:
+            assert list(pool.map(one, range(8))) == [f"{i}\n".encode() for i in range(8)]
+        assert slow.poll() is None
+    finally:
+        slow.kill()

@@ -1,8 +1,9 @@
-"""One way to run work in a child: etops.child_process. Every other place in
-src/etops that starts a process (a fork, multiprocessing, a subprocess, an exec) is
-in ALLOWED with why it is not work handed to a child of this process: a tool (a
-compiler, ninja, git, upstream's generator), or a process that must be a fresh
-interpreter (and why). An AST scan, so a word in a string or a comment is no
+"""One way to run work in a child: etops.child_process (a fork running a body, or
+a fresh program: Child.program, for a process that must start anew). Every other
+place in src/etops that starts a process (a fork, multiprocessing, a subprocess, an
+exec) is in ALLOWED with why it is not work handed to a child of this process: a
+tool (a compiler, ninja, git, upstream's generator), or etops itself run as a user
+runs it. An AST scan, so a word in a string or a comment is no
 match."""
 
 from __future__ import annotations
@@ -26,11 +27,6 @@ ALLOWED = [
     ("gtest/build.py", "subprocess.run([tc.ninja, \"-C\", str(folder)", "a tool: ninja builds upstream's test binaries"),
     ("gtest/glue.py", "subprocess.run([sys.executable, str(generator), str(yaml_path)]", "a tool: upstream's own code "
      "generator script (ExecuTorch's, not etops' work) writes a test's registration source"),
-    ("fuzz/sequences.py", 'subprocess.run([sys.executable, "-c", _CHILD]', "a fresh interpreter on purpose: glibc's "
-     "malloc checking (LD_PRELOAD of libc_malloc_debug) takes effect only in a process that starts with it"),
-    ("bench/runall.py", 'subprocess.Popen([sys.executable, "-m", "etops.bench.runall", path]', "a fresh interpreter on "
-     "purpose: the timings run with torch's thread pool at the size asked for, and a fork of a process whose OpenMP "
-     "team ran (ATen's samples are made here) must run torch on one thread (child_process)"),
     ("upstream/source.py", "subprocess.run(cmd, capture_output=True, text=True, timeout=timeout", "the etops check "
      "command run as a user runs it (its registry the wheel's kernels, none this process loaded), its JSON the answer"),
 ]

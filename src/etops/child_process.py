@@ -20,6 +20,11 @@ for it with a limit (killed at the limit, and when Ctrl-C interrupts the wait),
 kills and reaps it (never an orphan or a zombie), and says how it ended in
 ``process_end``'s words.
 
+``Child.program`` forks and replaces the child with a program (``execve``): for a
+process that must start fresh (a new interpreter under glibc's malloc checking,
+which only takes effect at a process's start; a timing interpreter whose torch
+thread pool never ran in a fork). It is waited for, killed and reaped as any Child.
+
 ``ChildCall`` is a function called in a child, its value (or the traceback of what
 it raised) coming back through a file, read once the child ended: ``ChildResult``
 says which of returned / raised / ended without a value / timed out.
@@ -41,7 +46,7 @@ import tempfile
 import time
 import traceback
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Mapping, Sequence
 
 from .errors import ForkBlocked
 from .process_end import from_wait_status
@@ -54,6 +59,8 @@ FORK_STALL_SECONDS = 5.0
 FORKS = 3
 #: how often the parent looks at a child's CPU time while it waits for it to run
 _READY_CHECK_EVERY = 0.5
+#: the exit code of a program child whose exec failed (the shell's "command not found")
+EXEC_FAILED = 127
 #: the first and longest pause between two looks at a child that is waited for with a limit
 _FIRST_POLL, _LAST_POLL = 0.005, 0.05
 
@@ -164,6 +171,43 @@ class Child:
             if watch.stalled(time.monotonic(), FORK_STALL_SECONDS):
                 return True
         return False
+
+    @classmethod
+    def program(cls, argv: Sequence[str], env: Mapping[str, str] | None = None, *, stdin: int | None = None,
+                stdout: int | None = None, stderr: int | None = None) -> "Child":
+        """A child running the program `argv` (``argv[0]`` its path: ``sys.executable``
+        for a fresh interpreter) with the environment `env` (None: this process's), its
+        standard input, output and error the file descriptors given (None: this
+        process's). Forked, then replaced by the program (``execve``); EXEC_FAILED, and
+        a line on its stderr, when that fails. Everything the child needs is made here,
+        before the fork: between fork and exec it runs only system calls (its ready byte, ``dup2``, ``execve``), so
+        a fork from one thread of many (a thread pool's) needs no lock another thread
+        may hold but the interpreter's own, which the fork remade. The descriptors
+        Python opens are close-on-exec (PEP 446): the program keeps only its three
+        streams, never a pipe another thread's child reads to its end."""
+        if isinstance(argv, (str, bytes)) or not argv or not all(isinstance(a, str) for a in argv):
+            raise ValueError(f"Child.program: argument 'argv' must be a non-empty list of strings, got {argv!r}")
+        for name, fd in (("stdin", stdin), ("stdout", stdout), ("stderr", stderr)):
+            if fd is not None and not (isinstance(fd, int) and fd >= 0):
+                raise ValueError(f"Child.program: argument {name!r} must be a file descriptor or None, got {fd!r}")
+        args = [os.fsencode(a) for a in argv]
+        environ = {os.fsencode(k): os.fsencode(v) for k, v in (os.environ if env is None else env).items()}
+        streams = [(fd, target) for target, fd in enumerate((stdin, stdout, stderr)) if fd is not None]
+        failed = f"etops: could not start {argv[0]}: ".encode()
+
+        def replaced() -> int:
+            for fd, target in streams:
+                if fd == target:
+                    os.set_inheritable(fd, True)
+                else:
+                    os.dup2(fd, target)  # the copy is inheritable
+            try:
+                os.execve(args[0], args, environ)
+            except OSError as exc:
+                os.write(2, failed + os.strerror(exc.errno or 0).encode() + b"\n")
+            return EXEC_FAILED
+
+        return cls(replaced)
 
     def _reaped(self, status: int) -> int:
         self.status = status

@@ -155,7 +155,15 @@ def test_reference_record_refuses_bad_arguments():
         references.find("aten::no_such.out")
 
 
-def test_testing_reference_callable():
+@pytest.fixture
+def user_references(monkeypatch):
+    """Lets a test add references (etops.testing.reference_cases runs
+    references.add): the process's are put back after it, or a later sweep in this
+    process checks add.out against this test's reference."""
+    monkeypatch.setattr(references, "_USER", dict(references._USER))
+
+
+def test_testing_reference_callable(user_references):
     """etops.testing.reference_cases checks any registered kernel against a
     callable: a right reference passes, a wrong one fails naming the case, an
     invalid sample the kernel accepts is a mismatch."""
@@ -177,7 +185,7 @@ def test_testing_reference_callable():
         testing.reference_cases("aten::add.out", abs, [1, 2])
 
 
-def test_testing_reference_for_a_schema_given_kernel(user_schemas):
+def test_testing_reference_for_a_schema_given_kernel(user_schemas, user_references):
     """A prim kernel no package defines a schema for, with the schema given (the
     reference run gives it to etops.set_schema: put back after the test)."""
     cases = testing.reference_cases("executorch_prim::floordiv.int", lambda a, b: a // b, lambda d: [(7, 2), (9, 3), (8, 5)],

@@ -67,25 +67,6 @@ def _dev(path, *more, json_path=None):
                           capture_output=True, text=True, timeout=900)
 
 
-@pytest.fixture(scope="module")
-def mini(tmp_path_factory):
-    return minillm.write(tmp_path_factory.mktemp("minillm"))
-
-
-def test_a_self_registering_file_is_swapped_in_and_judged_against_the_references_and_the_base(mini, tmp_path):
-    mini.with_name("op_mini_cache_test.cpp").write_text("// upstream's test of it lives next to it\n")
-    proc = _dev(mini, json_path=tmp_path / "dev.json")
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    result = json.loads((tmp_path / "dev.json").read_text())["files"][0]
-    assert result["replaced"] == ["llama::update_cache.out"]  # an override of the wheel's kernel, no abort
-    assert result["base"]["kind"] == "git" and result["base"]["unchanged"]
-    assert result["cases"]["llama::update_cache.out"] == result["base_cases"]["llama::update_cache.out"] > 0
-    assert result["findings"] == []
-    [not_run] = result["gtest"]["not_run"]  # a C++ test next to it that includes none of its headers
-    assert not_run == {"file": f"{minillm.FOLDER}/op_mini_cache_test.cpp", "why": "it compiles no function of op_mini_cache.cpp"}
-    assert "aborted" not in proc.stdout + proc.stderr
-
-
 def test_a_planted_bug_in_a_self_registering_file_is_a_new_finding(tmp_path):
     path = minillm.write(tmp_path / "checkout")
     minillm.plant(tmp_path / "checkout")
@@ -116,11 +97,23 @@ def test_the_upstream_python_tests_next_to_the_file_gate_the_edit_against_the_ba
     assert regression["test"].endswith("test_update_cache_in_the_middle") and regression["before"] == "passed"
 
 
-def test_unchanged_the_upstream_python_tests_pass_on_the_base_and_the_edit(tmp_path):
+def test_unchanged_a_self_registering_file_is_swapped_in_judged_and_its_upstream_python_tests_pass(tmp_path):
+    """The unchanged file (one run pays the build, the references and the upstream
+    Python tests): swapped in and judged against the references and the base, its
+    Python tests passing on both, then the base's run loaded from the disk store."""
     path = minillm.write(tmp_path / "checkout", python_test=True)
+    path.with_name("op_mini_cache_test.cpp").write_text("// upstream's test of it lives next to it\n")
     proc = _dev(path, json_path=tmp_path / "dev.json")
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    tests = json.loads((tmp_path / "dev.json").read_text())["files"][0]["python_tests"]
+    result = json.loads((tmp_path / "dev.json").read_text())["files"][0]
+    assert result["replaced"] == ["llama::update_cache.out"]  # an override of the wheel's kernel, no abort
+    assert result["base"]["kind"] == "git" and result["base"]["unchanged"]
+    assert result["cases"]["llama::update_cache.out"] == result["base_cases"]["llama::update_cache.out"] > 0
+    assert result["findings"] == []
+    [not_run] = result["gtest"]["not_run"]  # a C++ test next to it that includes none of its headers
+    assert not_run == {"file": f"{minillm.FOLDER}/op_mini_cache_test.cpp", "why": "it compiles no function of op_mini_cache.cpp"}
+    assert "aborted" not in proc.stdout + proc.stderr
+    tests = result["python_tests"]
     assert tests["regressions"] == [] and tests["counts"] == {"passed": 2, "failed": 0, "skipped": 1}
     proc = _dev(path, json_path=tmp_path / "dev.json")  # a new process: the base's run from the disk store
     assert proc.returncode == 0, proc.stdout + proc.stderr

@@ -1,8 +1,10 @@
 """``bench --all``: every registered aten kernel against ATen within a time budget.
 
 The parent derives one OpInfo sample per kernel (ATen only runs here), then a
-child interpreter (``python -m etops.bench.runall WORKFILE``) times them and
-reports one JSON line per kernel. Should an ExecuTorch kernel abort the child,
+child interpreter (``python -m etops.bench.runall WORKFILE``, a
+``child_process.Child.program``: a fresh interpreter, so that torch's thread pool
+runs at the size asked for, never in a fork of a process whose OpenMP team ran)
+times them and reports one JSON line per kernel. Should an ExecuTorch kernel abort the child,
 the kernel is recorded as such and a new child takes the remaining ones. Each
 kernel gets an equal share of the time left.
 """
@@ -11,10 +13,11 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
+
+from ..child_process import Child
 
 #: Rounds per kernel in --all (fewer than a single-kernel run: many kernels share the budget).
 REPEATS = 5
@@ -97,29 +100,39 @@ def _run_children(tasks, deadline, threads, progress, rows) -> dict:
         while start < len(tasks):
             torch.save({"tasks": tasks, "deadline": deadline, "threads": threads, "start": start}, path)
             err_path = os.path.join(tmp, "stderr.txt")
+            report_r, report_w = os.pipe()
             with open(err_path, "w") as err:
-                proc = subprocess.Popen([sys.executable, "-m", "etops.bench.runall", path], stdout=subprocess.PIPE, stderr=err, text=True, env=env)
-                current = None
-                for line in proc.stdout or ():
-                    try:
-                        msg = json.loads(line)
-                    except ValueError:
-                        continue
-                    if "threads" in msg:
-                        used = msg["threads"]
-                    elif "start" in msg:
-                        current = msg["start"]
-                        if progress:
-                            progress(current, len(tasks), tasks[current]["kernel"])
-                    elif "row" in msg:
-                        rows[msg["index"]] = msg["row"]
-                        current = None
-                proc.wait()
+                try:
+                    child = Child.program([sys.executable, "-m", "etops.bench.runall", path], env, stdout=report_w,
+                                          stderr=err.fileno())
+                finally:
+                    os.close(report_w)
+            current = None
+            try:
+                with os.fdopen(report_r) as report:
+                    for line in report:
+                        try:
+                            msg = json.loads(line)
+                        except ValueError:
+                            continue
+                        if "threads" in msg:
+                            used = msg["threads"]
+                        elif "start" in msg:
+                            current = msg["start"]
+                            if progress:
+                                progress(current, len(tasks), tasks[current]["kernel"])
+                        elif "row" in msg:
+                            rows[msg["index"]] = msg["row"]
+                            current = None
+            except BaseException:  # Ctrl-C (or a progress callback that raised): the child goes too
+                child.kill()
+                raise
+            child.wait()
             if current is None:
                 break
             with open(err_path) as f:
                 lines = [ln.strip() for ln in f if ln.strip() and not ln.startswith("W1")]
-            why = next((ln for ln in reversed(lines) if "etops" in ln or "abort" in ln.lower()), lines[-1] if lines else f"exit code {proc.returncode}")
+            why = next((ln for ln in reversed(lines) if "etops" in ln or "abort" in ln.lower()), lines[-1] if lines else child.ended())
             rows[current] = _row_stub(tasks[current]["kernel"], error=f"the process died running it ({why[:200]})")
             start = current + 1
     return used

@@ -21,6 +21,9 @@ and the sequence goes on after it without the cases of that class.
 
     python -m etops.fuzz.sequences [--kernels SUBSTR] [--cases 12] [--jobs 2] [--no-classes] [--report PATH]
 
+Each sequence's process is a ``child_process.Child.program`` (a fresh interpreter),
+forked from ``main``'s thread pool (``--jobs``): see ``run_sequence``.
+
 Extension module of etops.fuzz: imports the core and etops.fuzz.
 """
 
@@ -30,13 +33,16 @@ import argparse
 import json
 import os
 import pickle
-import subprocess
 import sys
+import tempfile
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
+
+from ..child_process import Child
+from ..process_end import exit_code
 
 MALLOC_DEBUG = "/lib/x86_64-linux-gnu/libc_malloc_debug.so.0"
 
@@ -174,22 +180,34 @@ def death_class(returncode: int | None, log: str) -> str:
 def run_sequence(cases: list, timeout: float = 300.0, snippets: bool = False) -> tuple[bool, int, str]:
     """Runs `cases` in one process under malloc checking: (survived, cases completed,
     the last stderr lines). The outcome of every case completed and, with `snippets`,
-    the reproducer of the last call made are in ``last()``."""
+    the reproducer of the last call made are in ``last()``. The process is a fresh
+    interpreter (``Child.program``: malloc checking takes effect only in a process
+    that starts with it) reading the cases from a file and writing its report to
+    files, so it never waits for this side; safe from several threads at once
+    (``main``'s pool): each run has its own files and ``last()`` is per thread."""
     env = dict(os.environ, LD_PRELOAD=MALLOC_DEBUG, GLIBC_TUNABLES="glibc.malloc.check=3")
-    try:
-        proc = subprocess.run([sys.executable, "-c", _CHILD], input=pickle.dumps((cases, snippets)), capture_output=True,
-                              env=env, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        _SEEN.last = {"outcomes": [], "snippet": None, "returncode": None, "log": "timed out", "phase": None}
-        return False, 0, "timed out"
-    lines = proc.stdout.decode("utf-8", "replace").splitlines()
+    with tempfile.TemporaryDirectory(prefix="etops-sequence-") as tmp:
+        given, out, err = (os.path.join(tmp, name) for name in ("cases", "stdout", "stderr"))
+        Path(given).write_bytes(pickle.dumps((cases, snippets)))
+        fds = [os.open(given, os.O_RDONLY)] + [os.open(path, os.O_WRONLY | os.O_CREAT, 0o600) for path in (out, err)]
+        try:
+            child = Child.program([sys.executable, "-c", _CHILD], env, stdin=fds[0], stdout=fds[1], stderr=fds[2])
+        finally:
+            for fd in fds:
+                os.close(fd)
+        if child.wait(timeout):
+            _SEEN.last = {"outcomes": [], "snippet": None, "returncode": None, "log": "timed out", "phase": None}
+            return False, 0, "timed out"
+        stdout, stderr = Path(out).read_bytes(), Path(err).read_bytes()
+    returncode = exit_code(child.wait_status)
+    lines = stdout.decode("utf-8", "replace").splitlines()
     outcomes = [json.loads(line[5:]) for line in lines if line.startswith("CASE ")]
     shown = [json.loads(line[8:]) for line in lines if line.startswith("SNIPPET ")]
-    log = proc.stderr.decode("utf-8", "replace")[-3000:]
+    log = stderr.decode("utf-8", "replace")[-3000:]
     phases = [line[6:] for line in lines if line.startswith("PHASE ")]
-    _SEEN.last = {"outcomes": outcomes, "snippet": shown[-1] if shown else None, "returncode": proc.returncode, "log": log,
+    _SEEN.last = {"outcomes": outcomes, "snippet": shown[-1] if shown else None, "returncode": returncode, "log": log,
                   "phase": phases[-1] if phases else None}
-    survived = proc.returncode == 0 and "DONE" in lines
+    survived = returncode == 0 and "DONE" in lines
     return survived, len(outcomes), log
 
 
