@@ -88,18 +88,24 @@ def canonical(value) -> Any:
     return str(value)
 
 
-def limit_bytes() -> int:
-    """The folder's size limit: ETOPS_LEARNED_LIMIT_MB (a non-negative number) or DEFAULT_LIMIT_MB."""
-    asked = os.environ.get("ETOPS_LEARNED_LIMIT_MB")
+def megabytes_from_env(variable: str, default_mb: int) -> int:
+    """A size limit in bytes: the environment `variable` (a non-negative number of
+    megabytes; ValueError naming it otherwise), or `default_mb` when it is unset."""
+    asked = os.environ.get(variable)
     if not asked:
-        return DEFAULT_LIMIT_MB << 20
+        return default_mb << 20
     try:
         mb = float(asked)
     except ValueError:
         mb = -1.0
     if not mb >= 0:
-        raise ValueError(f"ETOPS_LEARNED_LIMIT_MB must be a non-negative number of megabytes, got {asked!r}")
+        raise ValueError(f"{variable} must be a non-negative number of megabytes, got {asked!r}")
     return int(mb * (1 << 20))
+
+
+def limit_bytes() -> int:
+    """The folder's size limit: ETOPS_LEARNED_LIMIT_MB (a non-negative number) or DEFAULT_LIMIT_MB."""
+    return megabytes_from_env("ETOPS_LEARNED_LIMIT_MB", DEFAULT_LIMIT_MB)
 
 
 def log_to_stderr() -> None:

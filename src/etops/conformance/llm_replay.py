@@ -35,7 +35,8 @@ rule for each:
 
 Any difference (an output, a written argument, an exception, a call that fails to
 build its inputs) stops the replay at that call: the caller runs the real tests,
-whose statuses are then the verdict. Imports torch, numpy and the standard library.
+whose statuses are then the verdict. Imports torch, numpy, the standard library and
+learned_store (its size limit from the environment).
 """
 
 from __future__ import annotations
@@ -49,6 +50,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from ..learned_store import megabytes_from_env
+
 #: storages are written in blocks of this many bytes; all-zero blocks are not written
 BLOCK = 1 << 20
 #: a recording's data may take this many MB unless ETOPS_REPLAY_LIMIT_MB says (0: never record)
@@ -61,16 +64,7 @@ UNROUTED_ALLOWED = frozenset({"_unsafe_reset_threadpool", "_threadpool_get_threa
 
 def limit_bytes() -> int:
     """The limit of one recording's data: ETOPS_REPLAY_LIMIT_MB (a non-negative number) or DEFAULT_LIMIT_MB."""
-    asked = os.environ.get("ETOPS_REPLAY_LIMIT_MB")
-    if not asked:
-        return DEFAULT_LIMIT_MB << 20
-    try:
-        mb = float(asked)
-    except ValueError:
-        mb = -1.0
-    if not mb >= 0:
-        raise ValueError(f"ETOPS_REPLAY_LIMIT_MB must be a non-negative number of megabytes, got {asked!r}")
-    return int(mb * (1 << 20))
+    return megabytes_from_env("ETOPS_REPLAY_LIMIT_MB", DEFAULT_LIMIT_MB)
 
 
 @dataclasses.dataclass(frozen=True)
