@@ -31,6 +31,7 @@ from typing import Any, Callable
 
 import torch
 
+from .. import _logs
 from ..compare import BENCH, diff
 
 from . import inputs as _inputs
@@ -102,6 +103,22 @@ def _one_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text[0] if text else ''}"[:300]
 
 
+def _draining(fn, name: str):
+    """`fn` (torch's implementation of operator `name` outside ATen, which may be a
+    wrapper running ExecuTorch's kernel outside etops, as the LLM library's are)
+    followed by taking what ExecuTorch logged meanwhile as its own (``_logs.drain_as``:
+    DEBUG, never counted), so it is never logged as the next ExecuTorch call's error."""
+    source = f"torch's {name}"
+
+    def call(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            _logs.drain_as(source)
+
+    return call
+
+
 class Pair:
     """The ExecuTorch and ATen calls of one kernel on one input, ready to time."""
 
@@ -113,6 +130,8 @@ class Pair:
         self.aten = torch_overload(kernel.name)
         if self.aten is None:
             raise LookupError(f"torch has no {kernel.name} to compare with")
+        if not kernel.name.startswith("aten::"):
+            self.aten = _draining(self.aten, kernel.name)
         args, kwargs = sample.args, dict(sample.kwargs)
         try:
             result = kernel(*args, **kwargs)
