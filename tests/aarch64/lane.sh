@@ -11,7 +11,8 @@
 #      reference `etops check --json` of the lane's kernels (lane_check.py's, the same)
 #      in the background while step 4 runs, then required to judge the same kernels;
 #   4. in the root: the lane's tests (tests/aarch64/lane_*.py) in one pytest
-#      process, which writes build/aarch64/check-aarch64.json;
+#      process, which writes build/aarch64/check-aarch64.json, and beside it the x86_64
+#      suite's core files (core_suite.txt) in another;
 #   5. the two check reports compared (benchmarks/compare_platforms.py) into
 #      build/aarch64/differences.md.
 #
@@ -42,12 +43,22 @@ x86_64_check=$!
 trap 'kill $x86_64_check 2> /dev/null || true' EXIT
 stamp "x86_64 registry written, its check started"
 
-# 4. in the root (etops of this tree installed there by root.sh): the tests
+# 4. in the root (etops of this tree installed there by root.sh): the core's test files
+# of the x86_64 suite (core_suite.txt) in a process of their own beside the lane's tests
+core_files="$(grep -v '^#' "$src/tests/aarch64/core_suite.txt" | grep -v '^- ' | grep . | sed 's|^|/src/tests/|' | tr '\n' ' ')"
+ETOPS_SOURCE="$src" "$src/tests/aarch64/in_root.sh" "$root" /bin/sh -ec "
+  cd /tmp
+  python -m pytest -q -p no:cacheprovider --rootdir /src/tests $core_files" > "$out/core-suite.log" 2>&1 &
+core_suite=$!
+trap 'kill $x86_64_check $core_suite 2> /dev/null || true' EXIT
 ETOPS_SOURCE="$src" "$src/tests/aarch64/in_root.sh" "$root" /bin/sh -ec '
   cd /tmp   # away from the source tree: only the installed etops is importable
   ETOPS_LANE_OUT=/src/build/aarch64 python -m pytest -q -p no:cacheprovider -o python_files="lane_*.py" \
     --rootdir /src/tests/aarch64 --confcutdir /src/tests/aarch64 /src/tests/aarch64'
 stamp "aarch64 lane tests passed"
+wait "$core_suite" || { cat "$out/core-suite.log"; echo "test-aarch64: the core's test files failed on aarch64"; exit 1; }
+tail -1 "$out/core-suite.log"
+stamp "the core's test files passed on aarch64 (core_suite.txt)"
 wait "$x86_64_check" || { cat "$out/check-x86_64.log"; echo "test-aarch64: etops check on x86_64 failed"; exit 1; }
 "$host_python" "$src/tests/aarch64/lane_check.py" --same-kernels "$out/check-x86_64.json" "$out/check-aarch64.json"
 stamp "x86_64 check done, the same kernels judged on both"

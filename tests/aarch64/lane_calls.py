@@ -1,7 +1,7 @@
 """The aarch64 lane's calls (make test-aarch64, docs/aarch64.md): run by
 tests/aarch64/lane.sh inside the arm64 root under qemu-user, never by the x86_64
 suite (the file name is not test_*.py). etops installed there from this tree: the
-README's snippet, the registry against x86_64's, a kernel compiled from a source
+README's snippet, `make demo`'s program, the registry against x86_64's, a kernel compiled from a source
 string, a guarded call naming a planted write past an out, the fault trap reading
 aarch64 signal frames (address and direction), KernelAborted from an ET_CHECK, and
 what aarch64's integer division gives where x86_64's traps."""
@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import pathlib
 import platform
+import subprocess
 import sys
 
 import pytest
@@ -106,6 +107,23 @@ def test_the_readme_snippet_runs():
     from docs_pages import run_page
 
     run_page(SRC / "README.md")
+
+
+def test_make_demo_runs():
+    """`make demo`'s program (examples/demo.py) in a process of its own, as on an ARM
+    machine: the kernel table, then each of its kernels run, compared and timed
+    against ATen (a row per kernel, none left untimed)."""
+    run = subprocess.run([sys.executable, str(SRC / "examples" / "demo.py")], capture_output=True, text=True,
+                         timeout=900)
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
+    rows = [line for line in run.stdout.splitlines() if line.startswith("aten::")]
+    assert [row.split()[0] for row in rows] == ["aten::add.out", "aten::mm.out", "aten::_softmax.out", "aten::gelu.out",
+                                                "aten::max_pool2d_with_indices.out", "aten::native_layer_norm.out",
+                                                "aten::cat.out", "aten::nonzero.out"], run.stdout
+    assert not [row for row in rows if "not timed" in row], run.stdout
+    differences = [float(row[52:66]) for row in rows]  # the "max abs diff" column against ATen
+    assert max(differences) < 1e-3, run.stdout
+    assert "total" in run.stdout, run.stdout
 
 
 def test_the_registry_is_x86_64s_kernel_by_kernel(tmp_path):
