@@ -17,13 +17,16 @@ Time torch takes to answer about the call first (its meta kernels sizing the out
 checking the arguments, once per signature: the first such call in a process imports
 torch._dynamo, seconds on a loaded machine) is not the kernel's: after each answer
 the case's time starts again (``restart``, called by etops.signature_cache.asked).
+Nor is time its process, or the guard process it forked, spent waiting for a CPU
+while every core ran something else (``CaseClock.overdue``, etops.run_queue): on a
+loaded machine a case gets the time its work had, not the time that passed.
 
 The limit of a case (``limit``): FACTOR times the longest time known for the same
 call (ATen's, measured where the case is recorded or run; the base's for the same
 case, when ``know_base`` was told it), never under the floor: FLOOR_SECONDS, or the
 environment's ETOPS_CASE_TIMEOUT_FLOOR.
 
-Imports the standard library, etops.signature_cache and etops.conformance.case and .outcome.
+Imports the standard library, etops.signature_cache, etops.run_queue and etops.conformance.case and .outcome.
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ import time
 from dataclasses import dataclass
 
 from .. import signature_cache
+from ..run_queue import RunQueueWait
 from .case import CaseInfo, CaseResult, TaskResult
 from .outcome import Outcome
 
@@ -108,17 +112,22 @@ class Hang:
     started: float
     limit: float
     seconds: float
+    #: of `seconds`, how long its processes waited for a CPU (not counted against the limit)
+    waited: float = 0.0
 
     @property
     def where(self) -> tuple:
         """(sample, call): the runner's skip key."""
         return (self.info.sample, self.info.call)
 
+    def _waited_words(self) -> str:
+        return f", {self.waited:.3g} s of it waiting for a CPU" if self.waited >= 0.05 else ""
+
     def case(self) -> CaseResult:
         """The hang case: status "hang", the inputs, the limit it exceeded."""
         return CaseResult(**dataclasses.asdict(self.info), status="hang",
                           message=(f"the kernel did not return within its limit of {self.limit:.3g} s "
-                                   f"(still running after {self.seconds:.3g} s; its process was killed)"),
+                                   f"(still running after {self.seconds:.3g} s{self._waited_words()}; its process was killed)"),
                           inputs=self.inputs, limit_seconds=self.limit, outcome=Outcome("hang", seconds=self.limit))
 
 
@@ -128,6 +137,8 @@ class CaseClock:
     def __init__(self) -> None:
         """An anonymous shared page: a fork inherits it."""
         self._map = mmap.mmap(-1, _PAGE, flags=mmap.MAP_SHARED, prot=mmap.PROT_READ | mmap.PROT_WRITE)
+        #: the reader's: ((writer pid, start) of the case in flight, its writer's run-queue wait since first seen)
+        self._waits: tuple[tuple[int, float], RunQueueWait] | None = None
 
     def close(self) -> None:
         """Unmaps the page."""
@@ -166,16 +177,27 @@ class CaseClock:
         return None
 
     def overdue(self, now: float | None = None) -> Hang | None:
-        """The case in flight when it has run past its limit at `now` (time.monotonic(); None: now), else None."""
+        """The case in flight when it has run past its limit at `now` (time.monotonic();
+        None: now), else None. The time its writer and the processes it forked (a
+        guard process) waited for a CPU since this reader first saw the case is not
+        the case's (run_queue.RunQueueWait): on a loaded machine a case is judged by
+        the time its work had, so a starved process is no hang, while a kernel that
+        spins or sleeps forever still is."""
         seen = self.current()
         if seen is None:
+            self._waits = None
             return None
         now = time.monotonic() if now is None else now
         pid, label, started, limit_seconds, case = seen
+        if self._waits is None or self._waits[0] != (pid, started):
+            self._waits = ((pid, started), RunQueueWait(pid))
         if now - started <= limit_seconds:
             return None
+        waited = self._waits[1].seconds()
+        if now - started - waited <= limit_seconds:
+            return None
         info = CaseInfo(*(case[f.name] for f in dataclasses.fields(CaseInfo)))
-        return Hang(label, pid, info, case.get("inputs", ""), started, limit_seconds, now - started)
+        return Hang(label, pid, info, case.get("inputs", ""), started, limit_seconds, now - started, waited)
 
 
 def skipped(hangs, label: int) -> set:
