@@ -118,10 +118,15 @@ def _identity(entry) -> str | None:
     return None
 
 
+#: a finding's reproducer's number (findings/012_wrong__mm.out.py): its place in the report, which a
+#: finding found or gone before it shifts; taken out, findings are matched by kind and kernel
+_FINDING_NUMBER = re.compile(r"(?<![\w.])\d+_(?=[a-z_]+__)")
+
+
 def _text(value: str, roots: list[tuple[str, str]]) -> str:
     for path, token in roots:
         value = value.replace(path, token)
-    return _DURATION.sub("<N> s", value)
+    return _FINDING_NUMBER.sub("N_", _DURATION.sub("<N> s", value))
 
 
 def normalized(value, roots: "str | list[tuple[str, str]]"):
@@ -168,11 +173,24 @@ def _differences(a, b, path: tuple) -> list[tuple]:
                 found += _differences(a[k], b[k], (*path, k))
         return found
     if isinstance(a, list) and isinstance(b, list):
+        if a and b and all(isinstance(v, (str, int, float, bool, type(None))) for v in a + b):
+            return _scalar_lists(a, b, path)
         found = [] if len(a) == len(b) else [((*path, "length"), len(a), len(b))]
         for i, (x, y) in enumerate(zip(a, b)):
             found += _differences(x, y, (*path, i))
         return found
     return [] if _same(a, b) else [(path, a, b)]
+
+
+def _scalar_lists(a: list, b: list, path: tuple) -> list[tuple]:
+    """Two lists of plain values (dtypes, OpInfos) as one difference: the values only
+    in each (``members``), else the order when they hold the same values."""
+    if len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b)):
+        return []
+    only_a, only_b = [v for v in a if v not in b], [v for v in b if v not in a]
+    if only_a or only_b or len(a) != len(b):
+        return [((*path, "members"), only_a, only_b)]
+    return [((*path, "order"), a, b)]
 
 
 def _same(a, b) -> bool:
@@ -192,7 +210,12 @@ def written_files(folder: Path, roots: list[tuple[str, str]] | None = None) -> d
     """The reproducers and other scripts a run wrote under `folder` (relative path ->
     text, the run's folders taken out: `roots` as normalized's, else `folder`)."""
     roots = roots or [(str(folder), "<RUN>")]
-    return {str(p.relative_to(folder)): _text(p.read_text(errors="replace"), roots) for p in sorted(folder.rglob("*.py"))}
+    files: dict = {}
+    for p in sorted(folder.rglob("*.py")):
+        name = _FINDING_NUMBER.sub("N_", str(p.relative_to(folder)))
+        n = sum(1 for k in files if k == name or k.startswith(name + "#"))
+        files[name if n == 0 else f"{name}#{n + 1}"] = _text(p.read_text(errors="replace"), roots)
+    return files
 
 
 def _roots(tree: Path, folder: Path) -> list[tuple[str, str]]:
@@ -238,7 +261,7 @@ def compare(work: Path, notes: list | None = None) -> list[tuple]:
 
 #: keys whose children are named by a dtype, an operator or a layout: collapsed to * in the summary
 MAPS = {"by_dtype", "cases", "base_cases", "sources", "layout_cases", "numerics_cases", "without", "left_out"}
-_FILE_NUMBER = re.compile(r"^\d+_")
+_FILE_NUMBER = re.compile(r"^(\d+|N)_")
 
 
 def _is_name(part) -> bool:
@@ -250,7 +273,7 @@ def where(path: tuple) -> str:
     the first named entry's first field (a file's path from kernels/ on), or the
     kernel (check) or file (dev) a written file is named after."""
     if str(path[0]).split("[")[0].endswith("-files") and len(path) > 1:
-        rel = str(path[1])
+        rel = re.sub(r"#\d+$", "", str(path[1]))
         if str(path[0]).startswith("dev"):
             return rel.split("/")[0]
         fields = _FILE_NUMBER.sub("", rel.rsplit("/", 1)[-1]).removesuffix(".py").split("__")

@@ -102,3 +102,18 @@ def test_written_files_are_grouped_by_folder_and_named_after_their_kernel_or_fil
     assert [compare_trees.collapsed(p) for p in (check, reproducer, dev, case, ("exit", "dev/012"))] == [
         "check-files.findings/*", "check-files.reproducers/*", "dev-files.*/findings/*", "dev.files.<>.findings.<>.cases",
         "exit.dev/*"]
+
+
+def test_findings_renumbered_by_a_finding_before_them_and_reordered_dtypes_are_matched(tmp_path):
+    a, b = tmp_path / "a", tmp_path / "b"
+    for folder, files in ((a, {"000_wrong__mm.out.py": "mm", "001_wrong__mm.out.py": "mm 2"}),
+                          (b, {"000_crash__div.out.py": "div", "001_wrong__mm.out.py": "mm", "002_wrong__mm.out.py": "mm 2"})):
+        (folder / "findings").mkdir(parents=True)
+        for name, text in files.items():
+            (folder / "findings" / name).write_text(f"{text} at {folder}/findings/{name}")
+    found = compare_trees.differences(compare_trees.written_files(a), compare_trees.written_files(b), ("check-files",))
+    assert [(compare_trees.path_text(p), x, y) for p, x, y in found] == [
+        ("check-files.findings/N_crash__div.out.py", "<absent>", "div at <RUN>/findings/N_crash__div.out.py")]
+    assert compare_trees.where(found[0][0]) == "div.out"
+    dtypes = compare_trees.differences({"dtypes": ["float16", "float32", "int8"]}, {"dtypes": ["bool", "float16", "float32"]})
+    assert dtypes == [("$.dtypes.members", ["int8"], ["bool"])]
