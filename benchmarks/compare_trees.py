@@ -241,9 +241,14 @@ def compare(work: Path, notes: list | None = None) -> list[tuple]:
     codes_a = json.loads((before / "exit_codes.json").read_text())
     codes_b = json.loads((after / "exit_codes.json").read_text())
     both = [s for s in codes_a if s in codes_b]
+    notes = notes if notes is not None else []
     for step in sorted(set(codes_a) ^ set(codes_b)):
-        if notes is not None:
-            notes.append(f"{step}: finished by {'before' if step in codes_a else 'after'} only, not compared")
+        notes.append(f"{step}: finished by {'before' if step in codes_a else 'after'} only, not compared")
+    for step in [s for s in both if codes_a[s] < 0 or codes_b[s] < 0]:  # a signal ended it: no report to compare
+        killed = " and ".join(f"{name} (signal {-code})" for name, code in (("before", codes_a[step]), ("after", codes_b[step]))
+                              if code < 0)
+        notes.append(f"{step}: killed by a signal in {killed} (the kernel's OOM killer, say), not compared")
+        both.remove(step)
     found = _differences({s: codes_a[s] for s in both}, {s: codes_b[s] for s in both}, ("exit",))
     for step in both:
         kind = step.split("/")[0]

@@ -117,3 +117,11 @@ def test_findings_renumbered_by_a_finding_before_them_and_reordered_dtypes_are_m
     assert compare_trees.where(found[0][0]) == "div.out"
     dtypes = compare_trees.differences({"dtypes": ["float16", "float32", "int8"]}, {"dtypes": ["bool", "float16", "float32"]})
     assert dtypes == [("$.dtypes.members", ["int8"], ["bool"])]
+
+
+def test_a_step_a_signal_ended_is_named_not_compared(tmp_path):
+    _write(tmp_path / "before", {"check": -9}, [], {"float32": 5})
+    _write(tmp_path / "after", {"check": 1}, [], {"float32": 4})
+    notes: list = []
+    assert compare_trees.compare(tmp_path, notes) == []
+    assert notes == ["check: killed by a signal in before (signal 9) (the kernel's OOM killer, say), not compared"]
