@@ -192,6 +192,34 @@ def allocated_strides(shape, stride) -> tuple:
     return strides_for(shape)
 
 
+#: what a poisoned out's bytes hold, in integer dtypes (a value no sample makes on purpose)
+POISON_BYTE = 0xA5
+
+
+def poisoned(out):
+    """`out` (a tensor, or a list of them) filled in place, and returned, with values a
+    kernel that writes every element of its out replaces: NaN in floating and
+    complex dtypes, POISON_BYTE in every byte of an integer, True in bool. An element
+    the kernel leaves unwritten then reads the same, wrong, on every run; a fresh
+    allocation holds whatever the memory held last, at times the very values
+    expected."""
+    if isinstance(out, (list, tuple)):
+        for t in out:
+            poisoned(t)
+        return out
+    if not isinstance(out, torch.Tensor) or out.numel() == 0:
+        return out
+    if out.dtype.is_floating_point or out.dtype.is_complex:
+        out.fill_(float("nan"))
+    elif out.dtype == torch.bool:
+        out.fill_(True)
+    else:
+        size = out.element_size()
+        signed = out.dtype not in (torch.uint8, torch.uint16, torch.uint32, torch.uint64)
+        out.fill_(int.from_bytes(bytes([POISON_BYTE]) * size, "little", signed=signed))
+    return out
+
+
 def allocate(spec):
     """A fresh out for one spec of infer_outs (an empty tensor for None: an out the
     kernel will not write still needs a tensor), laid out by allocated_strides."""

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from ..out_shapes import is_data_dependent
+from ..out_shapes import is_data_dependent, poisoned
 from .effective import merged, note
 from .outcome import Outcome
 from .values import clip, describe
@@ -250,9 +250,11 @@ def _no_shape_inference(info) -> bool:
 
 
 def _empty_like(value):
+    """A fresh out shaped as ATen's result `value`, poisoned (out_shapes.poisoned: an
+    element the kernel leaves unwritten is the same wrong value on every run)."""
     if isinstance(value, torch.Tensor):
         dense = value.is_contiguous() or value.is_contiguous(memory_format=torch.channels_last)
-        return torch.empty_like(value) if dense else torch.empty(value.shape, dtype=value.dtype)
+        return poisoned(torch.empty_like(value) if dense else torch.empty(value.shape, dtype=value.dtype))
     if isinstance(value, (list, tuple)):
         return [_empty_like(v) for v in value]
     return value
