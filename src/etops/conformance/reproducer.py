@@ -156,9 +156,11 @@ def write_reproducer(report_dir, result, func, args, kwargs, reference=None, val
     if plan.outs_from_aten:
         names = kernel._info.out_names()
         if len(names) == 1:
-            outs = f'outs = {{"{names[0]}": torch.empty_like(expected)}}  # sized as ATen\'s result\n'
+            outs = (f'outs = {{"{names[0]}": etops.out_shapes.poisoned(torch.empty_like(expected))}}'
+                    '  # sized as ATen\'s result, poisoned as the judge\'s\n')
         else:
-            outs = "outs = {" + ", ".join(f'"{n}": torch.empty_like(expected[{i}])' for i, n in enumerate(names)) + "}\n"
+            outs = "outs = {" + ", ".join(f'"{n}": etops.out_shapes.poisoned(torch.empty_like(expected[{i}]))'
+                                          for i, n in enumerate(names)) + "}\n"
         call += ", **outs"
     name_only = overload_name(func).split("::", 1)[1]
     op, _, overload = name_only.partition(".")
@@ -346,7 +348,7 @@ def literal_reproducer(case, func, args, kwargs, *, summary: str, values: bool =
     if plan.outs_from_aten:
         outs = kernel._info.out_names()
         given = ["expected"] if len(outs) == 1 else [f"expected[{i}]" for i in range(len(outs))]
-        kernel_args += "".join(f", {n}=torch.empty_like({g})" for n, g in zip(outs, given))
+        kernel_args += "".join(f", {n}=etops.out_shapes.poisoned(torch.empty_like({g}))" for n, g in zip(outs, given))
     indent = "    "
     calling = f'{indent}with etops.layout("preserve"):  # the tensors keep their dim orders\n' if preserve else ""
     if preserve:
