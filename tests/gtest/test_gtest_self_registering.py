@@ -17,6 +17,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "dev"))
 
 import minillm  # noqa: E402
+from googletest_available import needs_googletest  # noqa: E402
 from etops.custom import cache_dir  # noqa: E402
 from etops.checkout.layout import include_root  # noqa: E402
 from etops.gtest import layout  # noqa: E402
@@ -81,6 +82,7 @@ def test_a_c_source_next_to_a_header_a_helper_includes_is_compiled_with_the_test
     assert described.helpers == ((folder / "impl.cpp").resolve(), (folder / "ffht" / "plain.c").resolve())
 
 
+@needs_googletest
 def test_the_test_runs_the_kernel_of_the_library_that_registered_it(tmp_path):
     test = _checkout(tmp_path)
     proc = subprocess.run([sys.executable, "-m", "etops", "gtest", str(test), "--json", str(tmp_path / "gtest.json")],

@@ -19,14 +19,10 @@ import pytest
 
 import etops
 import gtest_mini
+from googletest_available import needs_googletest
 from etops.cli import main as cli_main
 from etops.gtest import build as gtest_build
-from etops.gtest import find_googletest
 
-needs_googletest = pytest.mark.skipif(
-    find_googletest(None) is None,
-    reason="no googletest on this machine (apt-get install googletest; .ci/run installs it)",
-)
 
 
 @pytest.fixture(scope="module")
