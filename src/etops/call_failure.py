@@ -16,6 +16,14 @@ def failure_site(failure: Any) -> str:
     return f"{failure.file}:{failure.line}" if failure.file else ""
 
 
+def failure_origin(failure: Any) -> str:
+    """``file:line`` of a failed call's first error or fatal message (the check that
+    failed first) when it is not `failure_site`'s (an outer check reported an inner
+    one's failure), else ""."""
+    origin = f"{failure.origin_file}:{failure.origin_line}" if failure.origin_file else ""
+    return origin if origin != failure_site(failure) else ""
+
+
 def kernel_failure(error_type: type, op: str, failure: Any, site_of: Any = None, outs: tuple[str, ...] = (),
                    **extra: Any) -> KernelError:
     """The exception for a failed call of `op` as the bridge reports it (`failure`:
@@ -26,7 +34,9 @@ def kernel_failure(error_type: type, op: str, failure: Any, site_of: Any = None,
     else `error_type` (KernelError, or a
     delegate's DelegateError, given `extra` keywords)."""
     if failure.kind == "aborted":
-        return KernelAborted(op, failure.code, failure.name, failure.message, failure_site(failure))
+        return KernelAborted(op, failure.code, failure.name, failure.message, failure_site(failure),
+                             origin=failure_origin(failure))
     if failure.kind == "crashed" and failure.fault is not None:
         return KernelCrashed.in_process(op, failure.fault, failure.message, site_of, outs)
-    return error_type(op, failure.code, failure.name, failure.message, site=failure_site(failure), **extra)
+    return error_type(op, failure.code, failure.name, failure.message, site=failure_site(failure),
+                      origin=failure_origin(failure), **extra)

@@ -146,14 +146,17 @@ class KernelError(EtopsError, RuntimeError):
     Attributes: ``op`` (operator name), ``error_name`` and ``error_code``
     (ExecuTorch's ``Error``), ``log`` (the messages the kernel logged before it
     failed, possibly empty), ``site`` (``file:line`` of the last error it logged,
-    the check that failed; "" when it logged none)."""
+    the check that failed; "" when it logged none), ``origin`` (``file:line`` of
+    the first error it logged when that is not ``site``: the inner check whose
+    failure the outer one at ``site`` reported; else "")."""
 
-    def __init__(self, op: str, error_code: int, error_name: str, log: str = "", site: str = ""):
+    def __init__(self, op: str, error_code: int, error_name: str, log: str = "", site: str = "", origin: str = ""):
         self.op = op
         self.error_code = error_code
         self.error_name = error_name
         self.log = log
         self.site = site
+        self.origin = origin
         message = f"ExecuTorch kernel {op} failed with Error::{error_name} (0x{error_code:02x})"
         lines = _log_lines(log)
         if lines:
@@ -163,7 +166,7 @@ class KernelError(EtopsError, RuntimeError):
         super().__init__(message)
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (type(self), (self.op, self.error_code, self.error_name, self.log, self.site))
+        return (type(self), (self.op, self.error_code, self.error_name, self.log, self.site, self.origin))
 
 
 class KernelAborted(KernelError):
@@ -176,8 +179,9 @@ class KernelAborted(KernelError):
     check's text), ``site`` the ``file:line`` of the check ("" when it logged none).
     ``error_name`` is ``"Aborted"``."""
 
-    def __init__(self, op: str, error_code: int = 0x1000, error_name: str = "Aborted", log: str = "", site: str = ""):
-        super().__init__(op, error_code, error_name, log, site)
+    def __init__(self, op: str, error_code: int = 0x1000, error_name: str = "Aborted", log: str = "", site: str = "",
+                 origin: str = ""):
+        super().__init__(op, error_code, error_name, log, site, origin)
         lines = _log_lines(log)
         message = f"ExecuTorch kernel {op} aborted"
         if lines:
@@ -187,7 +191,7 @@ class KernelAborted(KernelError):
         self.args = (message,)
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (type(self), (self.op, self.error_code, self.error_name, self.log, self.site))
+        return (type(self), (self.op, self.error_code, self.error_name, self.log, self.site, self.origin))
 
 
 #: signal numbers a kernel can raise (Linux's), and what SIGFPE's si_code says
@@ -327,8 +331,8 @@ class DelegateError(KernelError):
     own explanation, when it has one."""
 
     def __init__(self, op: str, error_code: int, error_name: str, log: str = "", site: str = "", action: str = "execute",
-                 detail: str = ""):
-        super().__init__(op, error_code, error_name, log, site)
+                 detail: str = "", origin: str = ""):
+        super().__init__(op, error_code, error_name, log, site, origin)
         self.action = action
         self.detail = detail
         message = f"ExecuTorch delegate {op} failed to {action} with Error::{error_name} (0x{error_code:02x})"
@@ -345,7 +349,8 @@ class DelegateError(KernelError):
         return self.args[0]
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (type(self), (self.op, self.error_code, self.error_name, self.log, self.site, self.action, self.detail))
+        return (type(self), (self.op, self.error_code, self.error_name, self.log, self.site, self.action, self.detail,
+                             self.origin))
 
 
 # ---- custom kernels (etops.custom) -------------------------------------------------

@@ -96,6 +96,44 @@ def test_a_crash_of_the_same_signal_is_one_finding_whatever_its_process_wrote():
 # ---- classify and gates --------------------------------------------------------------
 
 
+def _refusal(kernel, *args, **kwargs):
+    import etops
+    from etops.errors import KernelError
+
+    with pytest.raises(KernelError) as raised:
+        etops.get_kernel(kernel)(*args, **kwargs)
+    return raised.value
+
+
+def test_two_inner_checks_one_outer_check_reports_are_two_findings():
+    """roll.out's check_roll_args fails at one ET_KERNEL_CHECK (the site) for two
+    causes, a rank check and the shifts/dims check: the first check each call logged
+    (the origin, from the bridge's log sites, not its text) keeps them two findings;
+    the origin travels in the exception's pickle and the Outcome's JSON."""
+    import torch
+
+    rank = _refusal("aten::roll.out", torch.tensor(2.0), [1], [], out=torch.empty(()))
+    sizes = _refusal("aten::roll.out", torch.randn(2, 3), [1], [], out=torch.empty(2, 3))
+    assert rank.site == sizes.site and rank.site.startswith("op_roll.cpp:")
+    assert rank.origin and sizes.origin and rank.origin != sizes.origin
+    assert rank.site not in (rank.origin, sizes.origin)  # an outer check reported them
+    assert pickle.loads(pickle.dumps(rank)).origin == rank.origin
+    outcomes = [of_exception(exc, "unsupported") for exc in (rank, sizes)]
+    assert [o.origin for o in outcomes] == [rank.origin, sizes.origin]
+    assert [Outcome.from_json(json.loads(json.dumps(o.to_json()))) for o in outcomes] == outcomes
+    cases = [_case("unsupported", "the same words", o, kernel="aten::roll.out") for o in outcomes]
+    assert cluster_key(cases[0]) != cluster_key(cases[1]) and len(group(cases)) == 2
+
+
+def test_a_check_that_failed_alone_has_no_origin():
+    from etops.call_failure import failure_origin
+
+    alone = types.SimpleNamespace(file="op_k.cpp", line=12, origin_file="op_k.cpp", origin_line=12)
+    inner = types.SimpleNamespace(file="op_k.cpp", line=12, origin_file="util.cpp", origin_line=3)
+    assert failure_origin(alone) == "" and failure_origin(inner) == "util.cpp:3"
+    assert of_exception(KernelAborted("aten::k.out", log="check failed", site="op_k.cpp:12"), "abort").origin is None
+
+
 def test_classify_reads_the_status_the_verdict_and_the_crashs_place():
     placed = Outcome("crash", signal="SIGSEGV", argument="out", access="write", where="past the end")
     assert gating.classify(placed) == "crash"

@@ -88,8 +88,8 @@ inline const char* begin_call(CallState& c, const char* op_name) {
 }
 
 // The failure of the call running on this thread (status not ETB_OK) as
-// etb_last_failure gives it: its kind, the call log, where the last error or fatal
-// message was logged, the kernel; `fault` was written by run_unwinding for
+// etb_last_failure gives it: its kind, the call log, where the last and the first
+// error or fatal message were logged, the kernel; `fault` was written by run_unwinding for
 // ETB_FAILURE_CRASHED. Only failed calls come here.
 __attribute__((noinline, cold)) void record_failure(CallState& c, int status, etb_failure_kind kind) {
   etb_failure& f = c.failure;
@@ -99,6 +99,9 @@ __attribute__((noinline, cold)) void record_failure(CallState& c, int status, et
   std::snprintf(c.failure_file, kSiteSize, "%s", c.site_file != nullptr ? short_file(c.site_file) : "");
   f.file = c.failure_file;
   f.line = c.site_file != nullptr ? static_cast<uint32_t>(c.site_line) : 0;
+  std::snprintf(c.failure_origin, kSiteSize, "%s", c.site_file != nullptr ? short_file(c.origin_file) : "");
+  f.origin_file = c.failure_origin;
+  f.origin_line = c.site_file != nullptr ? static_cast<uint32_t>(c.origin_line) : 0;
   std::snprintf(c.failure_kernel, kSiteSize, "%s", c.current_op != nullptr ? c.current_op : "");
   f.kernel = c.failure_kernel;
   if (kind != ETB_FAILURE_CRASHED) f.fault = etf_fault{};

@@ -32,9 +32,15 @@ struct CallState {
   // its source file as a string of the library that logged), or null.
   const char* site_file;
   size_t site_line;
+  // Where the first error or fatal message of the call was logged: the check that
+  // failed first, which an outer check (the last message) reports again. Set with the
+  // first site_file; read only when site_file is set.
+  const char* origin_file;
+  size_t origin_line;
   // The last failed call (etb_last_failure), its strings in the buffers after it.
   etb_failure failure;
   char failure_file[kSiteSize];
+  char failure_origin[kSiteSize];
   char failure_kernel[kSiteSize];
 };
 extern thread_local CallState t_call;  // defined in bridge.cpp, where every call reaches it

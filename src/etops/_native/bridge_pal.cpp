@@ -57,6 +57,10 @@ void emit_log(et_timestamp_t, et_pal_log_level_t level, const char* file,
     c.log_len += n;
     c.log[c.log_len] = '\0';
     if (level == kError || level == kFatal) {
+      if (c.site_file == nullptr) {
+        c.origin_file = file;
+        c.origin_line = line;
+      }
       c.site_file = file;
       c.site_line = line;
       if (func != nullptr && std::strcmp(func, kResizeFunction) == 0) c.resize_refused = true;

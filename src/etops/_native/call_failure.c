@@ -32,6 +32,9 @@ static PyStructSequence_Field failure_fields[] = {
     {"line", "its line, 0 when none"},
     {"kernel", "the kernel (or backend) the call ran"},
     {"fault", "a Fault when the kind is 'crashed', else None"},
+    {"origin_file", "the source file of the first error or fatal message logged (the check that failed first, "
+                    "which an outer check then reported again), or ''"},
+    {"origin_line", "its line, 0 when none"},
     {NULL, NULL},
 };
 
@@ -39,7 +42,7 @@ static PyStructSequence_Desc failure_desc = {
     "etops._native._core.CallFailure",
     "A failed kernel or backend call, as the bridge saw it (etops_bridge.h's etb_failure).",
     failure_fields,
-    8,
+    10,
 };
 
 static PyStructSequence_Field fault_fields[] = {
@@ -125,7 +128,9 @@ PyObject* etops_last_failure(etops_state* st, PyObject* placed, int outs_untouch
       set_item(failure, 3, PyUnicode_DecodeUTF8(f->message, (Py_ssize_t)strlen(f->message), "replace")) < 0 ||
       set_item(failure, 4, PyUnicode_DecodeUTF8(f->file, (Py_ssize_t)strlen(f->file), "replace")) < 0 ||
       set_item(failure, 5, PyLong_FromUnsignedLong(f->line)) < 0 ||
-      set_item(failure, 6, PyUnicode_DecodeUTF8(f->kernel, (Py_ssize_t)strlen(f->kernel), "replace")) < 0) {
+      set_item(failure, 6, PyUnicode_DecodeUTF8(f->kernel, (Py_ssize_t)strlen(f->kernel), "replace")) < 0 ||
+      set_item(failure, 8, PyUnicode_DecodeUTF8(f->origin_file, (Py_ssize_t)strlen(f->origin_file), "replace")) < 0 ||
+      set_item(failure, 9, PyLong_FromUnsignedLong(f->origin_line)) < 0) {
     Py_DECREF(failure);
     return NULL;
   }

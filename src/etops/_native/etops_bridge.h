@@ -182,6 +182,10 @@ typedef struct etb_failure {
   const char* file;    /* the source file of the last error or fatal message logged (the failing check;
                           ExecuTorch's own paths from "executorch/" on), "" when none was */
   uint32_t line;       /* its line, 0 when none */
+  const char* origin_file; /* the source file of the first error or fatal message logged (the check that
+                              failed first, which `file`'s outer check reports again; the same message
+                              when only one was logged), "" when none was */
+  uint32_t origin_line;    /* its line, 0 when none */
   const char* kernel;  /* the kernel (or backend) the call ran */
   etf_fault fault;     /* ETB_FAILURE_CRASHED: the fault; zeros otherwise */
 } etb_failure;

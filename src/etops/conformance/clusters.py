@@ -101,7 +101,8 @@ _ABORT_PREFIX = re.compile(r"^ExecuTorch kernel \S+ aborted: ")
 def cause(case) -> tuple:
     """What one cause's cases share beyond kernel, kind and dtype class, from their
     Outcomes alone: a mismatch's difference and verdict, a crash's signal, an abort's
-    or a refusal's error and check site, a guard's rule, an error's exception type and
+    or a refusal's error, check site and the inner check that failed first (two
+    causes an outer check reports at one line are two), a guard's rule, an error's exception type and
     where it was raised."""
     outcome = outcome_of(case)
     if case.status == "mismatch":
@@ -112,7 +113,7 @@ def cause(case) -> tuple:
         return ()
     if case.status == "guarded" and outcome.rule:
         return (outcome.rule,)
-    return (outcome.error, outcome.site, outcome.argument, outcome.reason)
+    return (outcome.error, outcome.site, outcome.origin, outcome.argument, outcome.reason)
 
 
 def signature(case) -> str:

@@ -27,7 +27,7 @@ import dataclasses
 import math
 from dataclasses import dataclass
 
-from ..errors import GuardRefusal, GuardTimeout, KernelAborted, KernelCrashed, KernelError
+from ..errors import GuardRefusal, GuardTimeout, KernelCrashed, KernelError
 from ..process_end import signal_name
 
 #: an edit's error (ulps of the output dtype, against the higher-precision reference)
@@ -64,7 +64,9 @@ class Outcome:
     ``digest``: a checksum of the kernel's result (None: no result);
     ``signal``/``argument``/``access``/``where``: a crash's (KernelCrashed's);
     ``error``: ExecuTorch's error name of a refusal or an abort, or the exception
-    type of an ``error``; ``site``: ``file:line`` of the failed check; ``rule``: the
+    type of an ``error``; ``site``: ``file:line`` of the failed check; ``origin``:
+    ``file:line`` of the check that failed first when an outer check at ``site``
+    reported it (None: the same check, or none logged); ``rule``: the
     guard that refused; ``seconds``: a hang's limit; ``output``: a mismatch's first
     differing output, of several (None: one output, or the outputs' count differs);
     ``reason``: why a wrong result is wrong (etops.conformance.effective); ``ended``:
@@ -84,6 +86,7 @@ class Outcome:
     where: str | None = None
     error: str | None = None
     site: str | None = None
+    origin: str | None = None
     rule: str | None = None
     seconds: float | None = None
     output: int | None = None
@@ -157,10 +160,8 @@ def of_exception(exc: BaseException, status: str, rule: str | None = None) -> Ou
     if isinstance(exc, KernelCrashed):
         return Outcome(status, signal=exc.signal or "canary", argument=exc.argument, access=exc.access,
                        where=exc.where)
-    if isinstance(exc, KernelAborted):
-        return Outcome(status, error=exc.error_name, site=exc.site or None)
-    if isinstance(exc, KernelError):
-        return Outcome(status, error=exc.error_name, site=exc.site or None)
+    if isinstance(exc, KernelError):  # KernelAborted too
+        return Outcome(status, error=exc.error_name, site=exc.site or None, origin=exc.origin or None)
     if isinstance(exc, GuardTimeout):
         return Outcome(status, error=type(exc).__name__, seconds=exc.seconds)
     if isinstance(exc, GuardRefusal):
