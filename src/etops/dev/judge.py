@@ -442,8 +442,8 @@ def judge(plan: dict, install_base, restore_base, *, base_kind: str = "", guarde
     derived_run = {r[0] for r in ran if r[1].startswith("derived:")}
     # an operator whose only cases are generated ones still gets a sibling's samples
     sampled = {c.kernel for c in edit.report.every_case.values() if not c.opinfo.startswith(GENERATED_PREFIX)}
-    unreached = only_opinfos({op: derived_tasks(op, dtypes) for op in edit.cases if op not in sampled and op not in derived_run},
-                             opinfos)
+    unreached = {op: derived_tasks(op, dtypes) for op in edit.cases if op not in sampled and op not in derived_run}
+    unreached = only_opinfos(unreached, opinfos)
     unreached = {op: tasks for op, tasks in unreached.items() if tasks}
     if unreached:  # OpInfo samples planned for them reach none of their calls: cases derived from a sibling's
         (more, more_ran), *more_laid = run_passes(passes, unreached, forked=guarded, alongside=alongside)
