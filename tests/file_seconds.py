@@ -17,15 +17,16 @@ from pathlib import Path
 #: test file (relative to the repository) -> seconds, the files of LISTED seconds or more
 #: (make test at fb76580, 6 December, under a load average of 10-15; check_gate.py and
 #: check_verdicts.py scaled by their own wall time alone after the suite branch's cuts,
-#: benchmarks/README.md "make test's CPU: the etops dev checks")
+#: benchmarks/README.md "make test's CPU: the etops dev checks", and again after the gate
+#: branch's, "make test's CPU, check_gate and check_verdicts": x0.45 and x0.67)
 SECONDS: dict[str, float] = {
     'tests/dev/test_dev_self_registering.py': 666,
-    'tests/dev/inprocess/check_gate.py': 544,
-    'tests/dev/inprocess/check_verdicts.py': 426,
     'tests/reliability/test_fuzz.py': 303,
     'tests/custom/inprocess/check_after_a_fault.py': 294,
+    'tests/dev/inprocess/check_verdicts.py': 286,
     'tests/gtest/inprocess/check_gtest.py': 271,
     'tests/cli/test_cli.py': 258,
+    'tests/dev/inprocess/check_gate.py': 247,
     'tests/dev/inprocess/check_dev.py': 227,
     'tests/test_snippet.py': 210,
     'tests/conformance/test_conformance_references.py': 194,

@@ -125,6 +125,9 @@ def build_parser() -> argparse.ArgumentParser:
     dv.add_argument("--no-generated", action="store_true",
                     help="leave out the generated cases (each operator's inputs from its schema and the constraint table: "
                          "shape, dtype, scalar and value classes combined pairwise, judged as the OpInfo samples are)")
+    dv.add_argument("--opinfo", action="append", dest="opinfos", metavar="NAME",
+                    help="only the cases of these OpInfos (ids as 'etops check --opinfo' takes them, e.g. 'mul'; "
+                         "repeatable): their samples, no reference or generated case")
     dv.add_argument("--no-gtest", action="store_true", help="do not run the checkout's kernels/test/op_<name>_test.cpp "
                                                             "and kernels/<folder>/test/op_<name>_test.cpp (etops gtest) "
                                                             "on the base and the edit")

@@ -438,13 +438,19 @@ def cmd_dev(args) -> int:
         base = Base.parse(args.base)
     except ValueError as exc:
         raise UsageError(f"--base: {exc}") from None
+    from ..dev.cases import chosen_opinfos
+
+    try:
+        chosen_opinfos(args.opinfos)
+    except ValueError as exc:
+        raise UsageError(f"--opinfo: {exc}") from None
     report_dir = args.report_dir or (os.path.join(os.path.dirname(os.path.abspath(args.json)), "etops-dev") if args.json else None)
     options = dict(root=args.root, yaml=args.yaml, dtypes=dtypes, timing_dtype=args.timing_dtype, threads=args.threads,
                    repeats=args.repeats, check=not args.no_check, timing=not args.no_timing, budget=args.budget or None,
                    base=base, isolate=not args.no_isolate,
                    max_slowdown=args.max_slowdown, report_dir=report_dir, changed=args.changed,
                    gtest=not args.no_gtest, dim_orders=not args.no_dim_orders, numerics=not args.no_numerics,
-                   generated=not args.no_generated, python_tests=not args.no_python_tests)
+                   generated=not args.no_generated, python_tests=not args.no_python_tests, opinfos=args.opinfos)
 
     def show(result) -> None:
         from ..dev import progress

@@ -2,7 +2,8 @@
 as ``etops check`` (the OpInfos whose samples reach the operator, found by
 discovery, its reference, and its generated cases: etops.conformance.generated,
 ``--no-generated`` leaves them out), and for an operator neither reaches, cases derived
-from a sibling overload's samples (``derived``).
+from a sibling overload's samples (``derived``); ``--opinfo`` keeps the named
+OpInfos' alone (``only_opinfos``).
 
 Discovery is check's (``etops.conformance.sweep.discover``): computed here when no
 cache holds it (then cached), so a fresh cache gives the same cases as a warm one;
@@ -15,6 +16,9 @@ import torch
 
 from ..conformance.runner import dtype_from_name, dtype_name, opinfo_dtypes, opinfos
 from ..schemas import split_name
+
+#: task ids of derived tasks (etops.dev.derived): ``derived:<target>|<sibling>|<OpInfo>``
+DERIVED_PREFIX = "derived:"
 
 
 def named_opinfos(name: str) -> set[str]:
@@ -62,6 +66,32 @@ def reaching(names, progress=False) -> dict[str, list[str]]:
         ids = set(named_opinfos(name)) | {oid for oid, info in found.items() if name in info.get("kernels", ())}
         out[name] = sorted(oid for oid in ids if oid in opinfos())
     return out
+
+
+def chosen_opinfos(names) -> frozenset | None:
+    """`names` (OpInfo ids, as ``etops check --opinfo`` takes them) as a set; None
+    when none is given. A name no OpInfo has is a ValueError."""
+    if not names:
+        return None
+    unknown = [n for n in names if n not in opinfos()]
+    if unknown:
+        raise ValueError(f"no OpInfo named {', '.join(unknown)}")
+    return frozenset(names)
+
+
+def only_opinfos(plan: dict, chosen) -> dict:
+    """`plan` (operator -> tasks) with only the tasks of the OpInfos `chosen`
+    (chosen_opinfos; a derived task counts as the OpInfo whose samples it takes;
+    reference and generated tasks are no OpInfo's: left out); `plan` itself when
+    `chosen` is None."""
+    if chosen is None:
+        return plan
+
+    def of(task: dict) -> str:
+        oid = task["opinfo"]
+        return oid.rsplit("|", 1)[-1] if oid.startswith(DERIVED_PREFIX) else oid
+
+    return {op: [t for t in tasks if of(t) in chosen] for op, tasks in plan.items()}
 
 
 def _order(task: dict) -> tuple:

@@ -22,9 +22,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from ..conformance.runner import bind, dtype_from_name, dtype_name, opinfo_dtypes, opinfos, tolerance
 from ..schemas import split_name
-
-#: task ids of derived tasks: ``derived:<target>|<sibling>|<OpInfo>``
-DERIVED_PREFIX = "derived:"
+from .cases import DERIVED_PREFIX
 
 
 def functional(name: str):

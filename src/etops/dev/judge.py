@@ -406,7 +406,7 @@ def layout_findings(plan: dict, ran: list, edit: Side, base: Side | None, instal
 
 def judge(plan: dict, install_base, restore_base, *, base_kind: str = "", guarded: bool = True, report_dir=None,
           budget: float | None = None, max_details: int = 3, dtypes=None, base_key=None, dim_orders: bool = True,
-          alongside=None, axes=()) -> dict:
+          alongside=None, axes=(), opinfos=None) -> dict:
     """The edit (installed now) and the base (`install_base()` swaps it in,
     `restore_base()` puts the edit back; None: no base) judged on the same
     tasks; the base runs the tasks the edit ran (those judged before under
@@ -418,7 +418,9 @@ def judge(plan: dict, install_base, restore_base, *, base_kind: str = "", guarde
     edit's tasks are recorded (run_passes). `axes`: more axes run as the dim-order
     one is (numerics_pass.NUMERICS): each gives its edit passes (``passes(plan,
     guarded, deadline)``, run with the contiguous one) and then its findings, fixed
-    and cases (``findings``); their cases are under ``axes_cases[axis.name]``."""
+    and cases (``findings``); their cases are under ``axes_cases[axis.name]``.
+    `opinfos`: the derived tasks of these OpInfos alone (cases.only_opinfos)."""
+    from .cases import only_opinfos
     from .derived import tasks_for as derived_tasks
 
     RECORDER.keep_only(plan)  # this file's operators' recordings (a --watch round's are the last round's)
@@ -441,6 +443,7 @@ def judge(plan: dict, install_base, restore_base, *, base_kind: str = "", guarde
     # an operator whose only cases are generated ones still gets a sibling's samples
     sampled = {c.kernel for c in edit.report.every_case.values() if not c.opinfo.startswith(GENERATED_PREFIX)}
     unreached = {op: derived_tasks(op, dtypes) for op in edit.cases if op not in sampled and op not in derived_run}
+    unreached = only_opinfos(unreached, opinfos)
     unreached = {op: tasks for op, tasks in unreached.items() if tasks}
     if unreached:  # OpInfo samples planned for them reach none of their calls: cases derived from a sibling's
         (more, more_ran), *more_laid = run_passes(passes, unreached, forked=guarded, alongside=alongside)

@@ -52,15 +52,15 @@ def _base(target, base, cflags):
 
 
 def _judge_file(result, target, addresses: dict, base_kind: str, directory, *, dtypes, isolate, budget, base_key,
-                dim_orders, numerics=True, generated=True, alongside=None, stored=None) -> None:
+                dim_orders, numerics=True, generated=True, alongside=None, stored=None, opinfos=None) -> None:
     """check's judge on the edit (installed) and the base (`addresses`: operator ->
     the base's function, swapped in for its pass); this round's reproducers, each
     loading the file, in `directory`. `alongside`: the round's timing, started once
     the edit's cases are recorded (judge.run_passes); `stored`: the plan the store
-    had (learned.stored_plan; None: worked out here)."""
+    had (learned.stored_plan; None: worked out here); `opinfos`: only theirs (cases.only_opinfos)."""
     import shutil
 
-    from .cases import plan
+    from .cases import only_opinfos, plan
     from .judge import BASE_RESULTS, judge
     from .numerics_pass import NUMERICS
     from .reproduce import load_in_reproducers
@@ -72,6 +72,7 @@ def _judge_file(result, target, addresses: dict, base_kind: str, directory, *, d
     with progress.phase("discovery: the OpInfos reaching its operators"):
         tasks = stored if stored is not None else learned.cached_plan(
             result.ops, dtypes, generated, lambda: plan(result.ops, dtypes, progress=progress.count, generated=generated))
+    tasks = only_opinfos(tasks, opinfos)
     result.seconds["plan"] = time.perf_counter() - t
     result.sources = {op: sorted({t["opinfo"] for t in ts}) for op, ts in tasks.items()}  # the timing's, until judged
     swap = BaseSwap(addresses)
@@ -79,7 +80,7 @@ def _judge_file(result, target, addresses: dict, base_kind: str, directory, *, d
         learned.load_base(base_key, BASE_RESULTS)  # the base's results of an earlier process
         judged = judge(tasks, swap.install if addresses else None, swap.restore, base_kind=base_kind if addresses else "",
                        guarded=isolate, report_dir=directory, budget=budget, dtypes=dtypes, base_key=base_key,
-                       dim_orders=dim_orders, alongside=alongside, axes=(NUMERICS,) if numerics else ())
+                       dim_orders=dim_orders, alongside=alongside, axes=(NUMERICS,) if numerics else (), opinfos=opinfos)
     learned.save_base(base_key, BASE_RESULTS)
     result.set_judged(judged["plan"], judged)
     load_in_reproducers(directory, [str(target.path)], {str(target.path): target.helpers})
@@ -267,12 +268,12 @@ def _compiled(target, found, library, base_library):
 def run_file(path, *, root=None, yaml=None, dtypes=None, timing_dtype="float32", threads=1, repeats=11, check=True,
              timing=True, cflags=(), budget=CHECK_BUDGET, base: Base = Base.HEAD, isolate=True, max_slowdown=None,
              report_dir=None, gtest=True, dim_orders=True, numerics=True, generated=True, helpers=(),
-             python_tests=True) -> FileResult:
+             python_tests=True, opinfos=None) -> FileResult:
     """One kernel file through the loop (see ``dev``); a file that cannot be located
     or built gives a FileResult with ``error`` set, nothing swapped. ``base``: the
     base the edit is compared with (a base.Base: HEAD, a revision, the built-in).
     ``helpers``: helper sources of the checkout built with the file, edit and base
-    (install.locate)."""
+    (install.locate); ``opinfos``: cases.chosen_opinfos' set (no early cases then)."""
     from ..checkout import install as inst
 
     base = Base.of(base)
@@ -290,7 +291,7 @@ def run_file(path, *, root=None, yaml=None, dtypes=None, timing_dtype="float32",
     result.ops, result.checkout, result.yamls = target.names, str(target.checkout), [str(y) for y in target.yamls]
     result.seconds["locate"] = time.perf_counter() - start
     stored = learned.stored_plan(result.ops, dtypes, generated) if check else None
-    early_first = check and stored is None and _early_needed() and _recordable_before_install(target)
+    early_first = check and stored is None and opinfos is None and _early_needed() and _recordable_before_install(target)
     t = time.perf_counter()
     try:
         with progress.phase("building the edit" + (" (recording the early cases meanwhile)" if early_first else "")):
@@ -313,7 +314,7 @@ def run_file(path, *, root=None, yaml=None, dtypes=None, timing_dtype="float32",
     result.replaced = sorted(installed.replaced)
     result.seconds["swap"] = time.perf_counter() - t
     learned.load_answers()  # torch's answers and the timing's samples of earlier processes
-    if check and stored is None:  # the plan is worked out: on a fresh cache, the early cases first
+    if check and stored is None and opinfos is None:  # the plan is worked out: on a fresh cache, the early cases first
         _early(result, dtypes=dtypes, generated=generated, isolate=isolate, dim_orders=dim_orders)
     t = time.perf_counter()
     try:
@@ -362,7 +363,7 @@ def run_file(path, *, root=None, yaml=None, dtypes=None, timing_dtype="float32",
             t = time.perf_counter()
             _judge_file(result, target, addresses, found.kind, directory, dtypes=dtypes, isolate=isolate, budget=budget,
                         base_key=base_key, dim_orders=dim_orders, numerics=numerics, generated=generated,
-                        alongside=alongside, stored=stored)
+                        alongside=alongside, stored=stored, opinfos=opinfos)
             result.seconds["check"] = time.perf_counter() - t - result.seconds.get("plan", 0.0)
         if gtest_run is not None:
             t = time.perf_counter()
@@ -410,7 +411,8 @@ def _timing_result(alongside, result, target, addresses: dict, timing_args: dict
 
 def dev(paths, *, root=None, yaml=None, dtypes=None, timing_dtype="float32", threads=1, repeats=11, check=True,
         timing=True, cflags=(), budget=CHECK_BUDGET, base: Base = Base.HEAD, isolate=True, max_slowdown=None, report_dir=None,
-        changed=None, gtest=True, dim_orders=True, numerics=True, generated=True, python_tests=True) -> DevResult:
+        changed=None, gtest=True, dim_orders=True, numerics=True, generated=True, python_tests=True,
+        opinfos=None) -> DevResult:
     """Builds the kernel files `paths` (files, or folders of them) of an ExecuTorch
     checkout or an out-of-tree kernel folder against the installed wheel, with the
     flags the wheel's kernels were built with, swaps their operators in for the
@@ -442,12 +444,17 @@ def dev(paths, *, root=None, yaml=None, dtypes=None, timing_dtype="float32", thr
     inputs transformed to expose numerics, etops.dev.numerics_pass, against the
     base's on the same values); ``generated``: each operator's generated cases
     (etops.conformance.generated: shape, dtype, scalar and value classes combined
-    pairwise) judged with the OpInfo samples, on the edit and on the base."""
+    pairwise) judged with the OpInfo samples, on the edit and on the base; ``opinfos``: only
+    the cases of these OpInfos (ids as ``etops check --opinfo`` takes them: their samples,
+    and the derived cases taking theirs; no reference or generated case), a ValueError
+    for a name no OpInfo has."""
     from pathlib import Path
 
     from ..checkout.layout import kernel_files
+    from .cases import chosen_opinfos
 
     base = Base.of(base)
+    opinfos = chosen_opinfos(opinfos)
     start = time.perf_counter()
     given = [] if paths is None else [paths] if isinstance(paths, (str, bytes, Path)) or not hasattr(paths, "__iter__") else list(paths)
     named = {Path(p).resolve() for p in given if Path(p).is_file()}
@@ -470,7 +477,8 @@ def dev(paths, *, root=None, yaml=None, dtypes=None, timing_dtype="float32", thr
             r = run_file(f, root=root, yaml=yaml, dtypes=dtypes, timing_dtype=timing_dtype, threads=threads,
                          repeats=repeats, check=check, timing=timing, cflags=cflags, budget=budget, base=base,
                          isolate=isolate, max_slowdown=max_slowdown, report_dir=sub, gtest=gtest, dim_orders=dim_orders,
-                         numerics=numerics, generated=generated, helpers=helpers.get(f, ()), python_tests=python_tests)
+                         numerics=numerics, generated=generated, helpers=helpers.get(f, ()), python_tests=python_tests,
+                         opinfos=opinfos)
         if r.no_operators and f not in named:
             skipped.append(str(f))  # a helper source of a folder, not a kernel file
         else:

@@ -19,6 +19,7 @@ import pytest
 import etops
 import minicheckout
 from etops.cli import main as cli_main
+from scripts import Scripts
 
 CPU = "kernels/portable/cpu"
 
@@ -48,7 +49,9 @@ def test_a_write_past_the_out_is_a_memory_finding_and_the_json_is_written(repo, 
     kernel = repo / CPU / "op_mul.cpp"
     kernel.write_text(minicheckout.MUL.replace(*minicheckout.OUT_OF_BOUNDS))
     out = tmp_path / "dev.json"
-    code, printed = _dev([str(kernel), "--dtype", "float32", "--no-timing", "--budget", "20", "--json", str(out)], capsys)
+    # --opinfo mul: that OpInfo's cases (the other OpInfos reaching mul.out find the same write)
+    code, printed = _dev([str(kernel), "--dtype", "float32", "--no-timing", "--budget", "20", "--opinfo", "mul", "--json",
+                          str(out)], capsys)
     assert code == 1, printed
     data = json.loads(out.read_text())
     [f] = data["files"]
@@ -75,14 +78,17 @@ def test_a_kernel_that_never_returns_on_one_input_is_a_hang_finding_and_the_rest
     these calls is far below it), replaced, and the rest of the task judged there. The
     hang is a gating finding naming that input and the limit (text, JSON, markdown);
     the edit gets as many cases as the base; the reproducer exits 1 while the plant
-    stands and 0 once it is removed."""
+    stands and 0 once it is removed. --opinfo mul: the cases of that OpInfo alone
+    (five OpInfos reach mul.out with that input: each hung case spins for the limit)."""
     monkeypatch.setenv("ETOPS_CASE_TIMEOUT_FLOOR", "2")
     kernel = repo / CPU / "op_mul.cpp"
     kernel.write_text(minicheckout.MUL.replace(*minicheckout.SPINS_ON_ONE_SHAPE))
     out, md = tmp_path / "dev.json", tmp_path / "dev.md"
-    code, printed = _dev([str(kernel), "--dtype", "float32", "--no-timing", "--json", str(out), "--markdown", str(md)], capsys)
+    code, printed = _dev([str(kernel), "--dtype", "float32", "--no-timing", "--opinfo", "mul", "--json", str(out),
+                          "--markdown", str(md)], capsys)
     assert code == 1, printed
     [f] = json.loads(out.read_text())["files"]
+    assert f["sources"] == {"aten::mul.out": ["mul"]}, f["sources"]  # no other OpInfo's, no generated case
     gating = [x for x in f["findings"] if x["gating"]]
     [hang] = gating
     assert (hang["category"], hang["kind"], hang["in_base"], hang["limit_seconds"]) == ("hang", "hang", False, 2.0), hang
@@ -92,17 +98,19 @@ def test_a_kernel_that_never_returns_on_one_input_is_a_hang_finding_and_the_rest
     assert "- hang: mul.out does not return within 2 s" in md.read_text()
     script = hang["reproducer"]
     assert script and "etops.dev.load" in open(script).read()
-    run = subprocess.run([sys.executable, script], capture_output=True, text=True, timeout=300, cwd=tmp_path)
-    assert run.returncode == 1 and "did not return within 2.0 s" in run.stderr, run.stdout + run.stderr[-2000:]
-    kernel.write_text(minicheckout.MUL)  # the plant removed: the call returns in time
-    run = subprocess.run([sys.executable, script], capture_output=True, text=True, timeout=300, cwd=tmp_path)
-    assert run.returncode == 0 and "returned within 2.0 s" in run.stdout, run.stdout + run.stderr[-2000:]
+    with Scripts(tmp_path) as scripts:  # each run as `python SCRIPT` runs it, torch and etops imported once
+        code, stdout, stderr = scripts.run(script)
+        assert code == 1 and "did not return within 2.0 s" in stderr, stdout + stderr[-2000:]
+        kernel.write_text(minicheckout.MUL)  # the plant removed: the call returns in time
+        code, stdout, stderr = scripts.run(script)
+        assert code == 0 and "returned within 2.0 s" in stdout, stdout + stderr[-2000:]
 
 
 def test_watch_carries_on_after_a_memory_bug_and_states_the_wheel_flags(repo, tmp_path):
     """--watch with the kernel isolated and guarded (the default): a write past the
     out is a memory finding each round, the watch process lives on to the next save,
-    and each round says the flags it compiled with (the wheel's)."""
+    and each round says the flags it compiled with (the wheel's). The OpInfo mul's cases
+    alone (opinfos=: the other OpInfos reaching mul.out find the same write)."""
     from etops.checkout.install import WHEEL_CFLAGS
 
     kernel = repo / CPU / "op_mul.cpp"
@@ -115,7 +123,7 @@ def test_watch_carries_on_after_a_memory_bug_and_states_the_wheel_flags(repo, tm
             kernel.write_text(kernel.read_text() + "\n// saved again\n")
 
     last = etops.dev.watch(kernel, on_round, rounds=2, poll=0.05, idle_timeout=60, dtypes=["float32"], timing=False,
-                           budget=20)
+                           budget=20, opinfos=["mul"])
     try:
         assert len(rounds) == 2
         for result in rounds:
@@ -130,7 +138,8 @@ def test_watch_carries_on_after_a_memory_bug_and_states_the_wheel_flags(repo, tm
 def test_watch_carries_on_after_a_kernel_that_never_returns(repo, monkeypatch):
     """--watch: a kernel spinning forever on one input is a hang finding each round
     (its task processes killed and replaced), and the watch process lives on to the
-    next save; the second round knows the base's times of the first."""
+    next save; the second round knows the base's times of the first (the cases of
+    the OpInfo mul alone, as in the test above)."""
     from etops.conformance import case_clock
 
     monkeypatch.setenv("ETOPS_CASE_TIMEOUT_FLOOR", "2")
@@ -144,13 +153,13 @@ def test_watch_carries_on_after_a_kernel_that_never_returns(repo, monkeypatch):
             kernel.write_text(kernel.read_text() + "\n// saved again\n")
 
     last = etops.dev.watch(kernel, on_round, rounds=2, poll=0.05, idle_timeout=60, dtypes=["float32"], timing=False,
-                           dim_orders=False)
+                           dim_orders=False, opinfos=["mul"])
     try:
         assert len(rounds) == 2
         for result, _known in rounds:
             [f] = result.files
             assert result.exit_code == 1 and [x.category for x in f.new_findings] == ["hang"], f.findings
-            assert f.cases["aten::mul.out"] == f.base_cases["aten::mul.out"]
+            assert f.cases["aten::mul.out"] == f.base_cases["aten::mul.out"] and f.sources == {"aten::mul.out": ["mul"]}
         assert not rounds[0][1] and rounds[1][1]  # the base's kernel times: known from the first round on
     finally:
         last.restore()
@@ -180,10 +189,12 @@ def test_an_int16_accumulator_that_overflows_is_a_numerics_finding_missed_withou
     """The numerics axis is on by default for an accumulating operator: op_sum.cpp
     accumulating int16 in int16 passes OpInfo's small samples, and overflows once the
     axis offsets them (ATen accumulates in int64): a new wrong finding of the
-    transform, exit 1; with --no-numerics the same edit exits 0; unchanged, 0."""
+    transform, exit 1; with --no-numerics the same edit exits 0; unchanged, 0. The
+    OpInfo sum's samples alone (--opinfo; eleven other OpInfos reach sum.IntList_out)."""
     kernel = repo / CPU / "op_sum.cpp"
     # --no-generated: the generated cases find the overflow too (their value classes); the axis is judged here
-    args = [str(kernel), "--dtype", "int16", "--no-timing", "--no-dim-orders", "--no-generated", "--budget", "120"]
+    args = [str(kernel), "--dtype", "int16", "--no-timing", "--no-dim-orders", "--no-generated", "--budget", "120",
+            "--opinfo", "sum"]
     code, printed = _dev([*args, "--json", str(tmp_path / "clean.json")], capsys)
     assert code == 0, printed
     [clean] = json.loads((tmp_path / "clean.json").read_text())["files"]
@@ -247,12 +258,13 @@ def test_a_kernel_spinning_on_a_timing_input_is_a_finding_and_the_round_ends(rep
     """The timing calls the edit unguarded, in a process of its own per operator: a
     kernel that never returns on the large size is killed after the timing's limit
     (ETOPS_TIMING_LIMIT), a finding (exit 1), and the round ends."""
-    monkeypatch.setenv("ETOPS_TIMING_LIMIT", "10")  # the spinning process burns a core until then
+    # the spinning process burns a core until then (the small and medium sizes before it: under 1 s)
+    monkeypatch.setenv("ETOPS_TIMING_LIMIT", "5")
     kernel = repo / CPU / "op_mul.cpp"
     kernel.write_text(minicheckout.MUL.replace(*minicheckout.SPINS_WHEN_LARGE))
     code, printed = _dev([str(kernel), "--no-check", "--no-gtest"], capsys)
     assert code == 1, printed
-    assert "did not end within 10 s" in printed and "<- finding" in printed, printed
+    assert "did not end within 5 s" in printed and "<- finding" in printed, printed
 
 
 def test_a_fault_on_the_timing_input_is_a_finding_of_that_size_not_a_missing_sample(repo, capsys):
@@ -329,7 +341,8 @@ def test_dev_changed_judges_the_kernels_of_a_changed_header_and_helper_not_the_h
     source: the three kernel files including the header are judged (the helper is
     built with the one using it), the helper is not, and the round exits 0; a bug
     planted in the helper then is a finding of the kernel using it (exit 1), its
-    reproducer building the helper too."""
+    reproducer building the helper too. The cases of the operators' own OpInfos
+    (--opinfo): which files are judged, and with which helper, is the point."""
     minicheckout.commit_helper(repo)
     header = repo / CPU / "util/mini_broadcast.h"
     header.write_text(header.read_text().replace("inline bool is_float", "// a comment\ninline bool is_float"))
@@ -337,7 +350,7 @@ def test_dev_changed_judges_the_kernels_of_a_changed_header_and_helper_not_the_h
     helper.write_text("// a comment\n" + minicheckout.TIMES_SOURCE)
     out = tmp_path / "dev.json"
     args = ["--changed", "--root", str(repo), "--dtype", "float32", "--no-timing", "--no-gtest", "--no-dim-orders",
-            "--budget", "30", "--json", str(out)]
+            "--budget", "30", "--opinfo", "add", "--opinfo", "mul", "--opinfo", "floor_divide", "--json", str(out)]
     code, printed = _dev(args, capsys)
     assert code == 0, printed
     files = json.loads(out.read_text())["files"]
@@ -386,7 +399,7 @@ def test_a_finding_labels_its_inputs_by_their_own_dtype():
 def test_a_round_names_each_phase_on_the_status_line_of_a_terminal(repo, monkeypatch):
     """Every phase of a round goes through etops.dev.progress: the builds, discovery,
     the recording of the judge's cases and its passes with their tasks counted, the timing (the status line, on a
-    terminal; a Status that records what it is told stands in for it)."""
+    terminal; a Status that records what it is told stands in for it). The OpInfo mul's cases alone."""
     import io
 
     from etops.dev import progress
@@ -407,7 +420,7 @@ def test_a_round_names_each_phase_on_the_status_line_of_a_terminal(repo, monkeyp
             super().count(done, total)
 
     monkeypatch.setattr(progress, "STATUS", Recording(Terminal(), thread=False))
-    result = etops.dev(repo / CPU / "op_mul.cpp", dtypes=["float32"], budget=20, gtest=False)
+    result = etops.dev(repo / CPU / "op_mul.cpp", dtypes=["float32"], budget=20, gtest=False, opinfos=["mul"])
     try:
         assert result.exit_code == 0, result.text()
     finally:
