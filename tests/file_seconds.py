@@ -18,23 +18,22 @@ from pathlib import Path
 #: (make test at fb76580, 6 December, under a load average of 10-15; check_gate.py and
 #: check_verdicts.py scaled by their own wall time alone after the suite branch's cuts,
 #: benchmarks/README.md "make test's CPU: the etops dev checks", and again after the gate
-#: branch's, "make test's CPU, check_gate and check_verdicts": x0.45 and x0.67)
+#: branch's, "make test's CPU, check_gate and check_verdicts": x0.45 and x0.67;
+#: test_fuzz.py, test_cli.py, test_snippet.py, test_needs.py, test_crash_classes.py and
+#: test_schema_cache.py by their own CPU time alone after the fuzz branch's cuts,
+#: "make test's CPU, the fuzz, CLI and conformance test files")
 SECONDS: dict[str, float] = {
     'tests/dev/test_dev_self_registering.py': 666,
-    'tests/reliability/test_fuzz.py': 303,
     'tests/custom/inprocess/check_after_a_fault.py': 294,
     'tests/dev/inprocess/check_verdicts.py': 286,
     'tests/gtest/inprocess/check_gtest.py': 271,
-    'tests/cli/test_cli.py': 258,
     'tests/dev/inprocess/check_gate.py': 247,
     'tests/dev/inprocess/check_dev.py': 227,
-    'tests/test_snippet.py': 210,
     'tests/conformance/test_conformance_references.py': 194,
-    'tests/needs/test_needs.py': 182,
-    'tests/reliability/test_crash_classes.py': 172,
+    'tests/test_snippet.py': 171,
     'tests/conformance/test_conformance_clusters.py': 162,
-    'tests/test_schema_cache.py': 161,
     'tests/dev/inprocess/check_first_run.py': 147,
+    'tests/cli/test_cli.py': 127,
     'tests/custom/inprocess/check_custom_registry.py': 127,
     'tests/custom/inprocess/check_aborts.py': 127,
     'tests/edge/test_delegates.py': 125,
@@ -42,6 +41,7 @@ SECONDS: dict[str, float] = {
     'tests/custom/inprocess/check_faults.py': 118,
     'tests/conformance/test_conformance_generated.py': 112,
     'tests/reliability/test_aborts.py': 106,
+    'tests/test_schema_cache.py': 103,
     'tests/dev/inprocess/check_warm.py': 103,
     'tests/delegate/test_example.py': 101,
     'tests/conformance/test_conformance_statuses.py': 98,
@@ -49,6 +49,8 @@ SECONDS: dict[str, float] = {
     'tests/custom/inprocess/check_custom_pte.py': 98,
     'tests/docs/test_docs_code.py': 95,
     'tests/custom/inprocess/check_handler_chain.py': 94,
+    'tests/needs/test_needs.py': 89,
+    'tests/reliability/test_fuzz.py': 85,
     'tests/reliability/test_sequences.py': 77,
     'tests/cli/test_cli_delegate.py': 76,
     'tests/conformance/inprocess/check_numerics_kernels.py': 74,
@@ -75,6 +77,7 @@ SECONDS: dict[str, float] = {
     'tests/reliability/test_fuzz_classes.py': 42,
     'tests/delegate/test_fuzz_delegate.py': 41,
     'tests/packaging/test_version_guard.py': 41,
+    'tests/reliability/test_crash_classes.py': 40,
     'tests/delegate/test_backends_and_errors.py': 40,
     'tests/edge/test_edge_ops.py': 36,
     'tests/reliability/test_leaks.py': 26,

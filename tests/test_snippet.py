@@ -1,11 +1,12 @@
 """The issue's snippet, verbatim, and its import-order variants. Import order is
-process-wide, so each variant runs in its own fresh interpreter; they are all
-started at once (module fixture) so the suite pays torch's import once in wall time."""
+process-wide, so each variant runs in its own fresh interpreter (the verbatim
+snippet first in the etops-first one: the same imports); they are all started at
+once (module fixture) so the suite pays torch's import once in wall time, and
+this process never imports executorch.runtime."""
 
 from __future__ import annotations
 
 import pytest
-import torch
 
 from fresh_python import start_python
 
@@ -31,6 +32,8 @@ assert str(op._schema) == {schema!r}, op._schema
 assert torch.equal(c, torch.full((2, 2), 2.0)), c
 assert reg.aten.add.out is reg.get_kernel("aten::add.out")
 assert reg.aten.add.out is etops.registry().aten.add.out
+assert reg.aten.add.out is etops.get_kernel("aten::add.out")
+print("ATTRIBUTE-PATH-OK")
 try:
     reg.aten.add.Tensor
 except etops.KernelNotFoundError as e:
@@ -82,8 +85,30 @@ assert "executorch.runtime" not in sys.modules
 print("NO-EXIR")
 """
 
+#: The snippet verbatim, first thing in a fresh interpreter (before the etops-first
+#: variant's checks, its own import order): its last line raises the promised error.
+_VERBATIM = f"""
+import sys
+SNIPPET, SCHEMA = {SNIPPET!r}, {SCHEMA!r}
+""" + """
+lines = SNIPPET.strip().splitlines()
+scope = {}
+exec(compile("\\n".join(lines[:-1]), "<snippet>", "exec"), scope)
+import torch, etops
+torch.testing.assert_close(scope["c"], torch.full((2, 2), 2.0))
+assert str(scope["op"]._schema) == SCHEMA, scope["op"]._schema
+try:
+    exec(compile(lines[-1], "<snippet>", "exec"), scope)
+except etops.KernelNotFoundError as e:
+    assert "aten::add.Tensor" in str(e) and "aten::add.out" in str(e), str(e)
+    assert isinstance(e, AttributeError) and isinstance(e, KeyError)
+else:
+    raise SystemExit("the snippet's last line did not raise")
+print("VERBATIM-OK")
+"""
+
 # Started at collection: they run in the background while other tests run.
-_LAUNCHED = {f"order:{k}": start_python(_snippet_with(v)) for k, v in ORDERS.items()}
+_LAUNCHED = {f"order:{k}": start_python((_VERBATIM if k == "etops-first" else "") + _snippet_with(v)) for k, v in ORDERS.items()}
 _LAUNCHED["no-exir"] = start_python(_NO_EXIR)
 
 
@@ -92,33 +117,19 @@ def launched():
     return _LAUNCHED
 
 
-def test_snippet_verbatim():
-    """The snippet runs in this process; its last line raises the promised error."""
-    import etops
-
-    lines = SNIPPET.strip().splitlines()
-    body, last = "\n".join(lines[:-1]), lines[-1]
-    scope: dict = {}
-    exec(compile(body, "<snippet>", "exec"), scope)
-    torch.testing.assert_close(scope["c"], torch.full((2, 2), 2.0))
-    assert str(scope["op"]._schema) == SCHEMA
-    with pytest.raises(etops.KernelNotFoundError) as info:
-        exec(compile(last, "<snippet>", "exec"), scope)
-    message = str(info.value)
-    assert "aten::add.Tensor" in message
-    assert "aten::add.out" in message
-    assert isinstance(info.value, AttributeError) and isinstance(info.value, KeyError)
+def test_snippet_verbatim(launched):
+    """The snippet runs (verbatim, in a fresh interpreter); its last line raises the promised error."""
+    proc = launched["order:etops-first"].result()
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "VERBATIM-OK" in proc.stdout
 
 
-def test_attribute_path_is_get_kernel():
-    from executorch.runtime import Runtime
-
-    import etops
-
-    reg = Runtime.get().operator_registry
-    assert reg.aten.add.out is reg.get_kernel("aten::add.out")
-    assert reg.aten.add.out is etops.registry().aten.add.out
-    assert reg.aten.add.out is etops.get_kernel("aten::add.out")
+@pytest.mark.parametrize("order", list(ORDERS))
+def test_attribute_path_is_get_kernel(launched, order):
+    """reg.aten.add.out is reg.get_kernel, etops.registry()'s and etops.get_kernel's object."""
+    proc = launched[f"order:{order}"].result()
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "ATTRIBUTE-PATH-OK" in proc.stdout
 
 
 @pytest.mark.parametrize("order", list(ORDERS))

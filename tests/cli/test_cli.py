@@ -1,5 +1,8 @@
-"""The etops command line, run as a user runs it: ``python -m etops ...`` in a
-fresh interpreter. The slow commands are queued at import time in the background
+"""The etops command line: ``python -m etops ...`` in a fresh interpreter as a user
+runs it (the plain listing, a one-line error), the other commands by
+etops.cli.main, the function `python -m etops` calls, in two fresh interpreters
+(the slow commands in one, the cheap ones in the other: torch's import paid three
+times, not ten). They are queued at import time in the background
 (fresh_python.in_background), and the tests collect them."""
 
 from __future__ import annotations
@@ -22,16 +25,22 @@ ROOT = Path(__file__).resolve().parents[2]
 TMP = tempfile.mkdtemp(prefix="etops-cli-test-")
 PLOT = os.path.join(TMP, "add.png")
 REPORT = os.path.join(TMP, "all.md")
+CHECK_REPORT = os.path.join(TMP, "check.json")
+
+
+def _env() -> dict[str, str]:
+    """The fresh interpreters' environment: this etops importable, no forced colour."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = SRC + os.pathsep + env.get("PYTHONPATH", "")
+    env.pop("FORCE_COLOR", None)
+    return env
 
 
 #: A hang guard, not a timing: under AddressSanitizer on a loaded 2-core machine
 #: `bench --all` (OpInfo import, its budget) took longer than 240 s once.
 def _run(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = SRC + os.pathsep + env.get("PYTHONPATH", "")
-    env.pop("FORCE_COLOR", None)
     try:
-        return subprocess.run([sys.executable, "-m", "etops", *args], capture_output=True, text=True, timeout=timeout, env=env)
+        return subprocess.run([sys.executable, "-m", "etops", *args], capture_output=True, text=True, timeout=timeout, env=_env())
     except subprocess.TimeoutExpired as exc:
         return subprocess.CompletedProcess(exc.cmd, -9, exc.stdout or "", f"timed out\n{exc.stderr or ''}")
 
@@ -42,51 +51,76 @@ def _start(*args: str):
 
 ALL_NAMES = sorted(etops.registry().operator_names)
 
-# The slow ones first (each pays torch's import; bench --all also OpInfo's).
-BENCH_ALL = _start("bench", "--all", "--grep", "::add.out", "--budget", "240", "--size", "1k", "--report", REPORT)
-BENCH = _start("bench", "aten::add.out", "--sizes", "16,4k", "--dtype", "float32,float16", "--repeats", "3", "--warmup", "1",
-               "--target", "0.0005", "--plot", PLOT, "--json")
-SHOW_ALL_JSON = _start("show", *ALL_NAMES, "--json")
-SHOW_ALL = _start("show", *ALL_NAMES)
+# Run as a user runs them: the plain listing (piped) and a one-line error.
 LIST = _start("list")
-LIST_JSON = _start("list", "--json")
 UNKNOWN_KERNEL = _start("show", "aten::add.Tensor")
 
-#: Cheaper cases share one interpreter: etops.cli.main, the function both
-#: `python -m etops` and the `etops` script call, with stdout/stderr captured.
+
+def _driver(cases: dict[str, list[str]], timeout: float = 600):
+    """`cases` (name -> argv) run in one fresh interpreter by etops.cli.main, the
+    function both `python -m etops` and the `etops` script call, one after another
+    with stdout and stderr captured (an argparse SystemExit taken as the process's
+    exit code); name -> [exit code, stdout, stderr]."""
+    return in_background(lambda: subprocess.run(
+        [sys.executable, "-c", (
+            "import contextlib, io, json, sys\n"
+            "from etops.cli import main\n"
+            "results = {}\n"
+            f"for name, argv in {cases!r}.items():\n"
+            "    out, err = io.StringIO(), io.StringIO()\n"
+            "    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):\n"
+            "        try:\n"
+            "            rc = main(argv)\n"
+            "        except SystemExit as exc:\n"
+            "            rc = exc.code\n"
+            "    results[name] = [rc, out.getvalue(), err.getvalue()]\n"
+            "sys.stdout.write(json.dumps(results))\n")],
+        capture_output=True, text=True, timeout=timeout, env=_env()))
+
+
+#: The slow commands share one interpreter (torch's import and OpInfo's once): bench
+#: --all, bench, etops check.
+SLOW = {
+    "bench all": ["bench", "--all", "--grep", "::add.out", "--budget", "240", "--size", "1k", "--report", REPORT],
+    "bench": ["bench", "aten::add.out", "--sizes", "16,4k", "--dtype", "float32,float16", "--repeats", "3", "--warmup", "1",
+              "--target", "0.0005", "--plot", PLOT, "--json"],
+    "check": ["check", "aten::add.out", "--dtype", "float32", "--no-progress", "--quiet", "--json", CHECK_REPORT],
+}
+SLOW_DRIVER = _driver(SLOW, timeout=900)
+
+#: The cheaper ones share another.
 CASES = {
+    "list json": ["list", "--json"],
+    "show all json": ["show", *ALL_NAMES, "--json"],
+    "show all": ["show", *ALL_NAMES],
     "unknown command": ["frobnicate"],
     "bad size": ["bench", "aten::add.out", "--sizes", "lots"],
     "bad dtype": ["bench", "aten::add.out", "--dtype", "float33"],
     "unknown namespace": ["list", "--ns", "nope"],
     "bad threads": ["threads", "0"],
     "nothing to bench": ["bench"],
+    "bad check option": ["check", "--no-such-option"],
     "debug": ["--debug", "show", "aten::add.Tensor"],
     "list filtered": ["list", "--ns", "quantized_decomposed", "--grep", "embed", "--json"],
     "threads": ["threads", "1", "--json"],
     "backends": ["backends", "--json"],
     "backends table": ["backends"],
 }
-DRIVER = in_background(lambda: subprocess.run(
-    [sys.executable, "-c", (
-        "import contextlib, io, json, sys\n"
-        "from etops.cli import main\n"
-        "results = {}\n"
-        f"for name, argv in {CASES!r}.items():\n"
-        "    out, err = io.StringIO(), io.StringIO()\n"
-        "    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):\n"
-        "        rc = main(argv)\n"
-        "    results[name] = [rc, out.getvalue(), err.getvalue()]\n"
-        "sys.stdout.write(json.dumps(results))\n")],
-    capture_output=True, text=True, timeout=240, env={**os.environ, "PYTHONPATH": SRC + os.pathsep + os.environ.get("PYTHONPATH", "")}))
+DRIVER = _driver(CASES)
 ERROR_CASES = ["unknown command", "bad size", "bad dtype", "unknown namespace", "bad threads", "nothing to bench"]
 
 
-def _case(name):
-    proc = DRIVER.result()
+def _case(name, driver=DRIVER, cases=CASES):
+    proc = driver.result()
     assert proc.returncode == 0, proc.stderr[-3000:]
     rc, out, err = json.loads(proc.stdout)[name]
-    return subprocess.CompletedProcess(CASES[name], rc, out, err)
+    return subprocess.CompletedProcess(cases[name], rc, out, err)
+
+
+def _slow(name) -> subprocess.CompletedProcess:
+    proc = _case(name, SLOW_DRIVER, SLOW)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc
 
 
 def _ok(future) -> subprocess.CompletedProcess:
@@ -106,7 +140,9 @@ def test_list_plain_names_every_kernel():
 
 
 def test_list_json_matches_the_registry():
-    data = json.loads(_ok(LIST_JSON).stdout)
+    proc = _case("list json")
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout)
     reg = etops.registry()
     assert [d["name"] for d in data] == ALL_NAMES
     for d in data:
@@ -127,7 +163,9 @@ def test_list_filters():
 
 
 def test_show_every_registered_kernel():
-    data = json.loads(_ok(SHOW_ALL_JSON).stdout)
+    proc = _case("show all json")
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout)
     reg = etops.registry()
     assert [d["name"] for d in data] == ALL_NAMES
     for d in data:
@@ -137,7 +175,9 @@ def test_show_every_registered_kernel():
         assert d["status"] in ("built-in", "custom", "overridden")
         for e in d["kernels"]:
             assert e["origin"] in ("built-in", "custom") and os.path.exists(e["library"])
-    text = _ok(SHOW_ALL).stdout
+    shown = _case("show all")
+    assert shown.returncode == 0, shown.stderr
+    text = shown.stdout
     for name in ALL_NAMES:
         assert f"\n{name}\n" in f"\n{text}"
     conv = text.split("aten::convolution.out\n", 1)[1].split("\n\n", 1)[0]
@@ -189,7 +229,7 @@ def test_backends_lists_the_wheel_backends():
 
 
 def test_bench_json_and_plot():
-    data = json.loads(_ok(BENCH).stdout)
+    data = json.loads(_slow("bench").stdout)
     rows = data["rows"]
     assert [(r["dtype"], r["size"]) for r in rows] == [("float32", 16), ("float32", 4096), ("float16", 16), ("float16", 4096)]
     for r in rows:
@@ -205,7 +245,7 @@ def test_bench_json_and_plot():
 
 
 def test_bench_all_ranks_and_writes_reports():
-    proc = _ok(BENCH_ALL)
+    proc = _slow("bench all")
     assert "aten::add.out" in proc.stdout
     with open(REPORT) as f:
         md = f.read()
@@ -238,12 +278,11 @@ def test_help_lists_the_commands(capsys):
         assert cmd in out
 
 
-def test_check_is_the_conformance_command(tmp_path):
+def test_check_is_the_conformance_command():
     """`etops check` hands its arguments to etops.conformance's command line."""
-    report = tmp_path / "check.json"
-    proc = _run("check", "aten::add.out", "--dtype", "float32", "--no-progress", "--quiet", "--json", str(report))
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    data = json.loads(report.read_text())
+    _slow("check")
+    with open(CHECK_REPORT) as f:
+        data = json.load(f)
     assert "aten::add.out" in json.dumps(data)
-    bad = _run("check", "--no-such-option")
+    bad = _case("bad check option")
     assert bad.returncode == 2

@@ -1,8 +1,8 @@
 """etops.needs against executorch.runtime on the same .pte: programs it calls
 complete load and run, one it flags fails to load with OperatorMissing (0x14); a
 kernel registered for the program's exact key (in a fresh interpreter: the other
-tests expect the wheel's registry); bad files; the CLI; the selective-build YAML
-against gen_oplist's."""
+tests expect the wheel's registry); bad files; the CLI (etops.cli.main); the
+selective-build YAML against gen_oplist's."""
 
 from __future__ import annotations
 
@@ -10,12 +10,11 @@ import json
 import os
 import re
 import subprocess
-import sys
 
 import pytest
 import torch
 import yaml
-from fresh_python import SRC, start_python
+from fresh_python import start_python
 from needs_programs import (
     PLAIN_INPUTS, SCALED_INPUTS, Branchy, Dynamic, Linear, Plain, Scaled, define_scale_op,
     load_and_run, to_pte, to_xnnpack_pte,
@@ -27,31 +26,74 @@ from etops.needs import ProgramFileError
 #: executorch.runtime's message for Error::OperatorMissing (0x14)
 OPERATOR_MISSING = re.compile(r"0x:?14")
 
-# The custom kernel, registered for the program's exact key: a fresh interpreter
-# (registering changes the process-wide registry), started now to overlap the rest.
-_REGISTERED = start_python(
-    """
-    import json, sys
-    sys.path[:0] = [%r, %r]
-    import torch, etops
-    from custom_helpers import SCALE_SOURCE  # the custom-kernel tests' y = K * x
-    from needs_programs import SCALED_INPUTS, Scaled, define_scale_op, load_and_run, to_pte
-    define_scale_op()
-    pte = to_pte(Scaled(), SCALED_INPUTS)
+# The custom kernel registered for the scaled program's exact key, by
+# etops.register_kernel and by `etops needs --load MODULE.py:FUNCTION PROGRAM` (issue
+# 28): registering changes the process-wide registry (the other tests expect the
+# wheel's), so in a fresh interpreter, each way in a fork of its own
+# (etops.child_process.ChildCall) of it.
+_HERE = os.path.dirname(os.path.abspath(__file__))
+_CUSTOM_HELPERS = os.path.join(os.path.dirname(_HERE), "custom", "inprocess")
+_CUSTOM = """
+import json, os, sys, tempfile
+sys.path[:0] = [HERE, CUSTOM]
+import torch, etops
+from executorch.runtime import Runtime  # imported once, before the forks
+from etops.child_process import ChildCall
+from etops.cli import main
+from custom_helpers import SCALE_SOURCE  # the custom-kernel tests' y = K * x
+from needs_programs import SCALED_INPUTS, define_scale_op, load_and_run
+define_scale_op()
+program = PROGRAM
+pte = open(program, "rb").read()
+
+
+def registered():
     before = etops.needs(pte)
     loaded_before = load_and_run(pte, SCALED_INPUTS)
     handle = etops.register_kernel("needs16::scale.out", SCALE_SOURCE.replace("K *", "3 *"), [(torch.float32, 2)])
     after = etops.needs(pte)
     got = load_and_run(pte, SCALED_INPUTS)
     row = [n for n in after.kernels if n.site.operator == "needs16::scale.out"][0]
-    print("RESULT " + json.dumps({
+    return {
         "before_ok": before.ok, "before_missing": [m.site.operator for m in before.missing],
         "loaded_before": str(loaded_before), "handle_key": handle.key,
         "after_ok": after.ok, "how": row.how, "key": row.key, "origin": row.origin.kind,
         "got": [t.tolist() for t in got], "want": (3 * (SCALED_INPUTS[0] + 1)).tolist(),
-    }))
-    """ % (os.path.dirname(os.path.abspath(__file__)), os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "custom", "inprocess"))
-)
+    }
+
+
+def loaded_by_the_cli():
+    folder = tempfile.mkdtemp()
+    module = os.path.join(folder, "my_kernels.py")
+    open(module, "w").write(
+        "import sys, torch, etops\\n"
+        "sys.path.insert(0, CUSTOM)\\n"
+        "from custom_helpers import SCALE_SOURCE\\n"
+        "def install():\\n"
+        "    return etops.register_kernel('needs16::scale.out', SCALE_SOURCE.replace('K *', '3 *'), [(torch.float32, 2)])\\n")
+    without = main(["needs", program, "--json", os.path.join(folder, "without.json")])
+    code = main(["needs", "--load", module + ":install", program, "--json", os.path.join(folder, "with.json")])
+    row = [k for k in json.load(open(os.path.join(folder, "with.json")))["kernel_calls"] if k["operator"] == "needs16::scale.out"]
+    return {"without": without, "with": code, "row": row}
+
+
+results = {}
+for name, work in (("registered", registered), ("loaded by the cli", loaded_by_the_cli)):
+    done = ChildCall(work).result(300)
+    results[name] = done.value if done.kind == "returned" else f"{done.kind}: {done.ended()}\\n{done.error}"
+print("RESULT " + json.dumps(results))
+""".replace("HERE", repr(_HERE)).replace("CUSTOM", repr(_CUSTOM_HELPERS))
+_CUSTOM_RUNS: list = []
+
+
+def _custom_run(name: str, programs) -> dict:
+    """What the fresh interpreter's fork `name` returned."""
+    done = _CUSTOM_RUNS[-1].result()
+    lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
+    assert done.returncode == 0 and lines, done.stdout[-3000:] + done.stderr[-4000:]
+    r = json.loads(lines[0][len("RESULT "):])[name]
+    assert isinstance(r, dict), r
+    return r
 
 
 @pytest.fixture(scope="module")
@@ -72,6 +114,8 @@ def programs(tmp_path_factory):
         path = folder / f"{name}.pte"
         path.write_bytes(pte)
         out[name] = (str(path), inputs)
+    _CUSTOM_RUNS.append(start_python(_CUSTOM.replace("PROGRAM", repr(out["scaled"][0]))))
+    _CUSTOM_RUNS[-1].start()  # beside the tests that follow
     return out
 
 
@@ -126,50 +170,14 @@ def test_unregistered_custom_kernel_is_missing_and_fails_to_load(programs):
     assert isinstance(error, Exception) and OPERATOR_MISSING.search(str(error)), error
 
 
-# `etops needs --load MODULE.py:FUNCTION PROGRAM` (issue 28): the kernels the function
-# registers are loaded before the program is resolved; a fresh interpreter too.
-_HERE = os.path.dirname(os.path.abspath(__file__))
-_CUSTOM = os.path.join(os.path.dirname(_HERE), "custom", "inprocess")
-_LOADED_BY_THE_CLI = start_python(
-    """
-    import json, os, sys, tempfile
-    sys.path[:0] = [HERE, CUSTOM]
-    import torch, etops
-    from etops.cli import main
-    from needs_programs import SCALED_INPUTS, Scaled, define_scale_op, to_pte
-    define_scale_op()
-    folder = tempfile.mkdtemp()
-    program = os.path.join(folder, "scaled.pte")
-    open(program, "wb").write(to_pte(Scaled(), SCALED_INPUTS))
-    module = os.path.join(folder, "my_kernels.py")
-    open(module, "w").write(
-        "import sys, torch, etops\\n"
-        "sys.path.insert(0, CUSTOM)\\n"
-        "from custom_helpers import SCALE_SOURCE\\n"
-        "def install():\\n"
-        "    return etops.register_kernel('needs16::scale.out', SCALE_SOURCE.replace('K *', '3 *'), [(torch.float32, 2)])\\n")
-    without = main(["needs", program, "--json", os.path.join(folder, "without.json")])
-    code = main(["needs", "--load", module + ":install", program, "--json", os.path.join(folder, "with.json")])
-    row = [k for k in json.load(open(os.path.join(folder, "with.json")))["kernel_calls"] if k["operator"] == "needs16::scale.out"]
-    print("RESULT " + json.dumps({"without": without, "with": code, "row": row}))
-    """.replace("HERE", repr(_HERE)).replace("CUSTOM", repr(_CUSTOM))
-)
-
-
-def test_needs_loads_kernels_with_load():
-    done = _LOADED_BY_THE_CLI.result()
-    lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
-    assert done.returncode == 0 and lines, done.stdout[-3000:] + done.stderr[-4000:]
-    r = json.loads(lines[0][len("RESULT "):])
+def test_needs_loads_kernels_with_load(programs):
+    r = _custom_run("loaded by the cli", programs)
     assert r["without"] == 1 and r["with"] == 0, r
     assert r["row"] and r["row"][0]["how"] == "exact" and r["row"][0]["origin"]["kind"] == "custom", r
 
 
-def test_kernel_registered_for_the_exact_key_is_picked():
-    done = _REGISTERED.result()
-    lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
-    assert done.returncode == 0 and lines, done.stderr[-4000:]
-    r = json.loads(lines[0][len("RESULT "):])
+def test_kernel_registered_for_the_exact_key_is_picked(programs):
+    r = _custom_run("registered", programs)
     assert not r["before_ok"] and r["before_missing"] == ["needs16::scale.out"]
     assert OPERATOR_MISSING.search(r["loaded_before"]), r["loaded_before"]
     assert r["handle_key"] == r["key"] == "v1/6;0,1|6;0,1|6;0,1"
@@ -186,7 +194,7 @@ def test_sources_other_than_a_path(programs):
     edge = to_edge(torch.export.export(Plain(), PLAIN_INPUTS))
     from_edge = etops.needs(edge)
     assert from_edge.operators == from_bytes.operators == etops.needs(path).operators
-    manager = to_edge(torch.export.export(Plain(), PLAIN_INPUTS)).to_executorch()
+    manager = edge.to_executorch()  # after needs(edge) read it
     assert etops.needs(manager).operators == from_bytes.operators
     with pytest.raises(TypeError, match="program: expected a .pte path"):
         etops.needs(42)
@@ -210,21 +218,26 @@ def test_bad_files_raise_program_file_error_naming_the_file(programs, tmp_path):
         etops.needs(str(tmp_path / "absent.pte"))
 
 
-def _cli(*args):
-    env = dict(os.environ, PYTHONPATH=SRC + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    return subprocess.run([sys.executable, "-m", "etops", "needs", *args], capture_output=True, text=True, env=env, timeout=300)
+def _cli(capsys, *args) -> subprocess.CompletedProcess:
+    """`etops needs ARGS` by etops.cli.main, the function `python -m etops` calls (no
+    --load: the registry stays as it is): its exit code, stdout and stderr."""
+    from etops.cli import main
+
+    code = main(["needs", *args])
+    out, err = capsys.readouterr()
+    return subprocess.CompletedProcess(args, code, out, err)
 
 
-def test_cli(programs, tmp_path):
+def test_cli(programs, tmp_path, capsys):
     plain, scaled = programs["plain"][0], programs["scaled"][0]
     report, selected = tmp_path / "needs.json", tmp_path / "selected_operators.yaml"
-    ok = _cli(plain, "--json", "-", "--selected-ops", str(selected))
+    ok = _cli(capsys, plain, "--json", "-", "--selected-ops", str(selected))
     assert ok.returncode == 0, ok.stderr
     data = json.loads(ok.stdout)
     assert data["ok"] and data["missing"] == 0 and "aten::lt.Tensor_out" in data["operators"]
     assert data == json.loads(json.dumps(etops.needs(plain).to_dict()))
     assert yaml.safe_load(selected.read_text()) == etops.needs(plain).selected_operators()
-    bad = _cli(scaled, "--json", str(report))
+    bad = _cli(capsys, scaled, "--json", str(report))
     assert bad.returncode == 1, bad.stderr
     assert "needs16::scale.out" in bad.stdout and "MISSING" in bad.stdout and "missing: forward 0:2" in bad.stdout
     data = json.loads(report.read_text())

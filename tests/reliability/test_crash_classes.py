@@ -3,14 +3,19 @@
 a segfault on a zero-size dim, heap corruption after an out of another dtype than
 the kernel writes, an out that partially overlaps its input.
 
-Each call runs in a fresh interpreter under glibc's malloc checking (when libc6's
-debug library is there). The process must survive it: the call raises an etops
-error (KernelCrashed, a KernelError) or refuses as torch does (a TypeError or
-ValueError), or returns exactly torch's result where torch has one; then the heap
-is walked, and the next call in the same process returns the right values."""
+Each call runs in a process of its own under glibc's malloc checking (when libc6's
+debug library is there): a fork (etops.child_process.Child) of one fresh
+interpreter that imported torch and etops under the checking (it takes effect at
+a process's start only) and made no kernel call, so the suite pays torch's import
+once, not once a reproducer. The process must survive the call: the call raises
+an etops error (KernelCrashed, a KernelError) or refuses as torch does (a
+TypeError or ValueError), or returns exactly torch's result where torch has one;
+then the heap is walked, and the next call in the same process returns the right
+values."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -95,18 +100,64 @@ REPRODUCERS = {
 }
 
 
-def _run(setup: str, call: str, expected: str) -> subprocess.CompletedProcess:
-    script = _SCRIPT.format(setup=textwrap.dedent(setup), call=call, expected=expected)
+#: the one fresh interpreter: torch and etops imported, then each script run in a fork
+#: of it, its exit code (negative: the signal that killed it), stdout and stderr sent
+#: back as JSON
+_HARNESS = r"""
+import json, os, sys, tempfile, traceback
+import ctypes, gc, torch, etops
+import torch._dynamo  # what a first call imports (torch's decompositions do): once here, not in every fork
+from etops.child_process import Child
+from etops.process_end import exit_code
+etops.registry()
+gc.freeze()  # what every fork inherits: its gc.collect scans what its call made
+results = {}
+for name, script in json.loads(sys.argv[1]).items():
+    out, err = tempfile.TemporaryFile(), tempfile.TemporaryFile()
+
+    def body():
+        os.dup2(out.fileno(), 1)
+        os.dup2(err.fileno(), 2)
+        try:
+            exec(compile(script, name, "exec"), {"__name__": "__main__"})
+        except BaseException:
+            traceback.print_exc()
+            return 1
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+        return 0
+
+    child = Child(body)
+    timed_out = child.wait(300)
+    texts = []
+    for f in (out, err):
+        f.seek(0)
+        texts.append(f.read().decode(errors="replace"))
+    results[name] = [exit_code(child.wait_status), texts[0], ("timed out after 300 s\n" if timed_out else "") + texts[1]]
+print("RESULTS " + json.dumps(results))
+"""
+
+
+@pytest.fixture(scope="module")
+def outcomes() -> dict[str, subprocess.CompletedProcess]:
+    """name -> its script's process: exit code, stdout, stderr."""
+    scripts = {name: _SCRIPT.format(setup=textwrap.dedent(setup), call=call, expected=expected)
+               for name, (setup, call, expected) in REPRODUCERS.items()}
     env = dict(os.environ)
     if os.path.exists(MALLOC_DEBUG) and "libasan" not in env.get("LD_PRELOAD", ""):
         env.update(LD_PRELOAD=MALLOC_DEBUG, GLIBC_TUNABLES="glibc.malloc.check=3")
-    return subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=300)
+    done = subprocess.run([sys.executable, "-c", _HARNESS, json.dumps(scripts)], capture_output=True, text=True, env=env,
+                          timeout=900)
+    lines = [line for line in done.stdout.splitlines() if line.startswith("RESULTS ")]
+    assert done.returncode == 0 and lines, f"exit status {done.returncode}\n{done.stdout[-1500:]}\n{done.stderr[-3000:]}"
+    return {name: subprocess.CompletedProcess(name, code, out, err)
+            for name, (code, out, err) in json.loads(lines[0][len("RESULTS "):]).items()}
 
 
 @pytest.mark.parametrize("name", list(REPRODUCERS))
-def test_the_process_survives_and_the_next_call_works(name):
-    setup, call, expected = REPRODUCERS[name]
-    proc = _run(setup, call, expected)
+def test_the_process_survives_and_the_next_call_works(outcomes, name):
+    proc = outcomes[name]
     what = f"exit status {proc.returncode}\nstdout: {proc.stdout[-1500:]}\nstderr: {proc.stderr[-1500:]}"
     assert proc.returncode == 0, f"{name} killed the process: {what}"
     assert "RAISED" in proc.stdout or "RETURNED torch's result" in proc.stdout, what

@@ -72,7 +72,7 @@ class IsolatedRunner:
         stderr_path = self.stderr_path
 
         def serve() -> int:
-            for end in list(_ENDS):
+            for end in (*_ENDS, request_w, result_r):  # this worker's own parent ends too: else it never sees its request pipe close
                 os.close(end)
             signal.signal(signal.SIGINT, signal.SIG_IGN)
             worker.serve(request_r, result_w, stderr_path)
