@@ -12,7 +12,8 @@ import signal
 
 import pytest
 import torch
-from custom_helpers import assert_a_thread_ends_the_process, cache, failures, registry_snapshot, run_fresh  # noqa: F401
+from custom_helpers import (a_thread_ending_run, assert_a_thread_ends_the_process, cache, failures,  # noqa: F401
+                            registry_snapshot, run_fresh)
 
 import etops
 
@@ -178,7 +179,7 @@ def test_a_cxx_exception_of_the_kernel_is_a_kernel_error(cache, failures):
 
 def test_an_abort_on_another_thread_ends_the_process_naming_the_kernel(cache):
     assert_a_thread_ends_the_process(cache, "abortlib::on_thread.out", ON_A_THREAD, "on_thread_out",
-                                     ("planted on a worker thread",))
+                                     ("planted on a worker thread",), dies_of_a_fault=True)
 
 #: plain abort(), not ExecuTorch's: on the calling thread when x[0] < 0, else on a
 #: thread the kernel starts when x[0] > 1
@@ -214,13 +215,9 @@ def test_a_kernel_calling_abort_names_itself_before_the_process_ends(cache, x0, 
 
 def test_an_executorch_abort_on_another_thread_prints_one_notice(cache):
     """etops' own notice of an ExecuTorch abort it cannot unwind is the only one: the
-    SIGABRT that follows adds none."""
-    result = run_fresh(f"""
-        import torch, etops
-        etops.register_kernel("abortlib::on_thread.out", {ON_A_THREAD!r}, function="on_thread_out",
-                              schema="on_thread.out(Tensor x, *, Tensor(a!) out) -> Tensor(a!)")
-        etops.registry().get_kernel("abortlib::on_thread.out")(torch.ones(1), out=torch.empty(1))
-    """, cache, timeout=120, dies_of_a_fault=True)
+    SIGABRT that follows adds none. (The interpreter of the test before: one death
+    asked two things.)"""
+    result = a_thread_ending_run(cache, "abortlib::on_thread.out", ON_A_THREAD, "on_thread_out", dies_of_a_fault=True)
     assert result.returncode == -signal.SIGABRT, result.stderr[-2000:]
     notices = [line for line in result.stderr.splitlines() if line.startswith("etops:")]
     assert len(notices) == 1 and "planted on a worker thread" in notices[0], notices

@@ -85,18 +85,32 @@ def run_fresh(code: str, cache_path, timeout: float = 180, extra_path: str = "",
     return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, timeout=timeout, env=env)
 
 
+_THREAD_RUNS: dict = {}
+
+
+def a_thread_ending_run(cache_path, name: str, source: str, function: str,
+                        dies_of_a_fault: bool = False) -> subprocess.CompletedProcess:
+    """Registers `source` as kernel `name` (x, *, out) in a fresh interpreter, calls
+    it once and prints "survived" after: what that interpreter did, run once per
+    kernel and kept (the tests asking different things of the same death share it)."""
+    key = (str(cache_path), name, source, function, dies_of_a_fault)
+    if key not in _THREAD_RUNS:
+        _THREAD_RUNS[key] = run_fresh(f"""
+            import torch, etops
+            etops.register_kernel({name!r}, {source!r}, function={function!r},
+                                  schema="{name.split('::')[1]}(Tensor x, *, Tensor(a!) out) -> Tensor(a!)")
+            etops.registry().get_kernel({name!r})(torch.ones(1), out=torch.empty(1))
+            print("survived")
+        """, cache_path, dies_of_a_fault=dies_of_a_fault)
+    return _THREAD_RUNS[key]
+
+
 def assert_a_thread_ends_the_process(cache_path, name: str, source: str, function: str, says: tuple,
                                      dies_of_a_fault: bool = False) -> None:
     """Registers `source` as kernel `name` (x, *, out) in a fresh interpreter and
     calls it: the kernel's worker thread must end the process, which must name the
     kernel and print every one of `says` on stderr."""
-    result = run_fresh(f"""
-        import torch, etops
-        etops.register_kernel({name!r}, {source!r}, function={function!r},
-                              schema="{name.split('::')[1]}(Tensor x, *, Tensor(a!) out) -> Tensor(a!)")
-        etops.registry().get_kernel({name!r})(torch.ones(1), out=torch.empty(1))
-        print("survived")
-    """, cache_path, dies_of_a_fault=dies_of_a_fault)
+    result = a_thread_ending_run(cache_path, name, source, function, dies_of_a_fault)
     assert result.returncode != 0 and "survived" not in result.stdout
     for text in (name, *says):
         assert text in result.stderr, (text, result.stderr[-2000:])
@@ -107,9 +121,16 @@ _CACHE: list = []
 
 @pytest.fixture
 def cache():
-    """One kernel cache directory for the whole test session (made on first use)."""
+    """One kernel cache directory for the whole test session (made on first use),
+    empty of kernels. Its precompiled preludes are the default cache's (its prelude
+    folder a link to that one): a prelude is the toolchain's headers, the same for
+    every cache, so each check file neither makes one again (1.5 s of CPU) nor compiles
+    its first kernels without it."""
     if not _CACHE:
+        shared = custom.cache_dir() / "prelude"
+        shared.mkdir(parents=True, exist_ok=True)
         _CACHE.append(Path(tempfile.mkdtemp(prefix="etops-kernel-cache-")))
+        (_CACHE[0] / "prelude").symlink_to(shared, target_is_directory=True)
         custom.set_cache_dir(_CACHE[0])
     return _CACHE[0]
 
