@@ -17,15 +17,17 @@ from pathlib import Path
 #: test file (relative to the repository) -> seconds, the files of LISTED seconds or more
 #: (make test at fb76580, 6 December, under a load average of 10-15; check_gate.py and
 #: check_verdicts.py scaled by their own wall time alone after the suite branch's cuts,
-#: benchmarks/README.md "make test's CPU: the etops dev checks")
+#: benchmarks/README.md "make test's CPU: the etops dev checks"; test_dev_self_registering.py
+#: and test_dev_llm_timing.py by their CPU alone after the llmdev branch's, "make test's
+#: CPU, the etops dev test files")
 SECONDS: dict[str, float] = {
-    'tests/dev/test_dev_self_registering.py': 666,
     'tests/dev/inprocess/check_gate.py': 544,
     'tests/dev/inprocess/check_verdicts.py': 426,
     'tests/reliability/test_fuzz.py': 303,
     'tests/custom/inprocess/check_after_a_fault.py': 294,
     'tests/gtest/inprocess/check_gtest.py': 271,
     'tests/cli/test_cli.py': 258,
+    'tests/dev/test_dev_self_registering.py': 258,
     'tests/dev/inprocess/check_dev.py': 227,
     'tests/test_snippet.py': 210,
     'tests/conformance/test_conformance_references.py': 194,
@@ -68,7 +70,7 @@ SECONDS: dict[str, float] = {
     'tests/custom/inprocess/check_custom_library.py': 51,
     'tests/conformance/test_conformance_numerics.py': 50,
     'tests/bench/test_bench_delegate.py': 50,
-    'tests/dev/test_dev_llm_timing.py': 48,
+    'tests/dev/test_dev_llm_timing.py': 31,
     'tests/custom/inprocess/check_guard_reach.py': 48,
     'tests/test_errors.py': 45,
     'tests/reliability/test_fuzz_classes.py': 42,
