@@ -18,7 +18,10 @@ def test_an_allocating_call_torch_cannot_size_on_meta_raises_and_the_process_liv
         import torch, etops
         from etops.llm_library import load_llm_custom_ops
         from etops.meta_safety import runs_on_meta
+        from etops.schemas import NAMESPACE_MODULES
         load_llm_custom_ops()
+        for module in NAMESPACE_MODULES["quantized_decomposed"]:  # its ops for torch (the LLM library imports none)
+            __import__(module)
         assert runs_on_meta(torch.ops.aten.add.out)  # a Meta kernel
         assert runs_on_meta(torch.ops.llama.custom_sdpa.default)  # a Python Meta kernel
         assert runs_on_meta(torch.ops.quantized_decomposed.embedding_byte.default)  # a Python composite kernel

@@ -6,17 +6,14 @@
   executorch's pybindings extension loads, since it installs its own.
 
 etops must not import executorch.runtime itself (it pulls in executorch.exir,
-seconds of import): what is already imported is handled now, the rest by an
-import hook right after it is first imported.
+seconds of import): what is already imported is handled now, the rest right after
+it is first imported (import_hooks.after_import).
 """
 
 from __future__ import annotations
 
-import importlib.abc
-import importlib.util
-import sys
-
 from .hooks import extension
+from .import_hooks import after_import
 
 _RUNTIME = "executorch.runtime"
 _PYBINDINGS = "executorch.extension.pybindings._C"
@@ -60,38 +57,8 @@ def _reinstall_pal(module) -> None:
     _native.install_pal()
 
 
-#: module name -> what to do once it is imported
-_AFTER_IMPORT = {_RUNTIME: _extend, _PYBINDINGS: _reinstall_pal}
-
-
-class _Finder(importlib.abc.MetaPathFinder):
-    """Wraps the loaders of the modules above so their hook runs once they exist."""
-
-    def find_spec(self, fullname, path, target=None):
-        hook = _AFTER_IMPORT.get(fullname)
-        if hook is None or getattr(self, "_busy", False):
-            return None
-        self._busy = True  # find the real spec without finding ourselves
-        try:
-            spec = importlib.util.find_spec(fullname)
-        finally:
-            self._busy = False
-        if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
-            return spec
-        original_exec = spec.loader.exec_module
-
-        def exec_module(module):
-            original_exec(module)
-            hook(module)
-
-        spec.loader.exec_module = exec_module
-        return spec
-
-
 def install() -> None:
-    for name, hook in _AFTER_IMPORT.items():
-        module = sys.modules.get(name)
-        if module is not None:
-            hook(module)
-    if not any(isinstance(f, _Finder) for f in sys.meta_path):
-        sys.meta_path.insert(0, _Finder())
+    """Extends executorch.runtime and takes the platform layer back from executorch's
+    pybindings: now for what is imported, else right after its import."""
+    after_import(_RUNTIME, _extend)
+    after_import(_PYBINDINGS, _reinstall_pal)

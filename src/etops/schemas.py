@@ -4,13 +4,12 @@ defines the namespace with torch.library; or a schema string the user gives."""
 
 from __future__ import annotations
 
-import importlib
 import threading
 from typing import Any
 
 import torch
 
-from . import schema_cache
+from . import llm_library, schema_cache
 
 #: namespace -> modules whose import defines its operators in torch.library.
 #: Imported on first need only: several pull in executorch.exir (seconds); what they
@@ -48,7 +47,7 @@ def _load_namespace(namespace: str) -> None:
         _loaded.add(namespace)
     for module in NAMESPACE_MODULES.get(namespace, ()):
         try:
-            importlib.import_module(module)
+            llm_library.import_module(module)
         except Exception:  # an optional definer; the schema may still come from elsewhere
             continue
 

@@ -16,12 +16,12 @@ from fresh_python import run_python
 
 def test_the_llm_kernels_are_timed_at_decode_and_prefill_steps():
     proc = run_python("""
-        import importlib, json
+        import json
         from etops.dev.timing import describe, time_edit
-        from etops.llm_library import LIBRARY
+        from etops.llm_library import load_llm_custom_ops
         from etops.registry import as_program, registry
 
-        importlib.import_module(LIBRARY)
+        load_llm_custom_ops()
         out = {}
         for kernel in ("llama::update_cache.out", "llama::custom_sdpa.out"):
             rows = time_edit(as_program(registry().get_kernel(kernel)), None, repeats=1)

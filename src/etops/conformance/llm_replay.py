@@ -130,8 +130,11 @@ def _digest(storage) -> bytes:
 
 
 def _threads() -> int | None:
+    """ExecuTorch's threadpool size, from the pybindings' extension module (what
+    portable_lib re-exports, without its import of executorch.exir: seconds in every
+    forked run); None without the pybindings."""
     try:
-        from executorch.extension.pybindings.portable_lib import _threadpool_get_thread_count
+        from executorch.extension.pybindings._C import _threadpool_get_thread_count
 
         return int(_threadpool_get_thread_count())
     except Exception:  # noqa: BLE001 - no pybindings: no threadpool to record
@@ -141,7 +144,7 @@ def _threads() -> int | None:
 def _set_threads(count: int | None) -> None:
     if count is None or count == _threads():
         return
-    from executorch.extension.pybindings.portable_lib import _unsafe_reset_threadpool
+    from executorch.extension.pybindings._C import _unsafe_reset_threadpool
 
     _unsafe_reset_threadpool(count)
 

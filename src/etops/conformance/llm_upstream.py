@@ -26,10 +26,9 @@ import torch
 
 from .. import _logs
 from ..errors import KernelError
+from ..llm_library import LIBRARY, load_llm_custom_ops
 from ..registry import registry
 
-#: the module whose import loads the library (ExecuTorch kernels and torch ops)
-LIBRARY = "executorch.extension.llm.custom_ops.custom_ops"
 #: upstream's Python test modules of the library (in the executorch wheel)
 TEST_PACKAGE = "executorch.extension.llm.custom_ops"
 TEST_MODULES = ("test_sdpa_with_kv_cache", "test_quantized_sdpa", "test_update_cache", "test_update_cross_attn_cache",
@@ -126,7 +125,7 @@ def routed(kernels=None, recorder=None):
     kernel names to route, None: all of ROUTES; `recorder`: an llm_replay.Recorder
     recording each call). Yields a Routing counting the calls. torch's own
     implementations come back on exit."""
-    importlib.import_module(LIBRARY)
+    load_llm_custom_ops()
     wanted = set(ROUTES.values()) if kernels is None else set(kernels)
     unknown = wanted - set(ROUTES.values())
     if unknown:

@@ -14,7 +14,8 @@ not replayable); an edit's run first replays the recording on the edit's kernels
 a fork of its own: when every call gives back bitwise what it gave the base, the
 edit's statuses are the base's (llm_replay states why), else the tests run for real.
 May import etops.conformance and dev's background, learned, swap and upstream_tests
-modules.
+modules. The executorch modules the test files import are imported here first
+(``preimport``), once, not in each forked run.
 """
 
 from __future__ import annotations
@@ -79,6 +80,37 @@ def _run_files(files: list, kernels: list, recorder=None, recorded=()) -> dict:
 
     return {str(f): [(o.test, o.status, o.why) for o in run_test_file(f, kernels, recorder=recorder if f in recorded else None)]
             for f in files}
+
+
+def preimport(files: list) -> None:
+    """Imports here the executorch modules the test `files` import (read from their
+    syntax trees: ``import executorch...``, ``from executorch... import``), so the
+    forked runs inherit them instead of each importing them (portable_lib imports
+    executorch.exir: seconds). One that fails to import is left to the runs, which
+    report it."""
+    import ast
+    import warnings
+
+    from ..llm_library import import_module
+
+    names: set[str] = set()
+    for f in files:
+        try:
+            tree = ast.parse(f.read_text())
+        except (SyntaxError, UnicodeDecodeError, OSError):
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                names.update(a.name for a in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names.add(node.module)
+    for name in sorted(n for n in names if n.startswith("executorch.")):
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                import_module(name)
+        except Exception:  # noqa: BLE001 - the runs import it again and report it
+            continue
 
 
 def _call_kernel(kernel: str, variant: str, args, kwargs):
@@ -165,6 +197,7 @@ class PythonTestRun:
         self.known = before is not None
         replayable = replayable_files(self.files) if replay_wanted() else []
         folder = learned.replay_folder(self.key) if self.key is not None and replayable else None
+        preimport(self.files)
         self.job = Background(lambda: _runs(self.files, kernels, addresses, before, folder, replayable))
 
     def result(self) -> dict:

@@ -137,10 +137,10 @@ def torch_op(namespace: str, name: str, overload: str = "default", modules=()):
     after the operator."""
 
     def call(*args, **kwargs):
-        import importlib
+        from ...llm_library import import_module
 
         for module in modules:
-            importlib.import_module(module)
+            import_module(module)
         return getattr(getattr(getattr(torch.ops, namespace), name), overload)(*args, **kwargs)
 
     call.__name__ = name if overload == "default" else f"{name}_{overload}"
