@@ -330,8 +330,8 @@ class DelegateError(KernelError):
     ``action`` says which step failed ("init" or "execute"); ``detail`` is etops'
     own explanation, when it has one."""
 
-    def __init__(self, op: str, error_code: int, error_name: str, log: str = "", site: str = "", action: str = "execute",
-                 detail: str = "", origin: str = ""):
+    def __init__(self, op: str, error_code: int, error_name: str, log: str = "", site: str = "", origin: str = "",
+                 action: str = "execute", detail: str = ""):
         super().__init__(op, error_code, error_name, log, site, origin)
         self.action = action
         self.detail = detail
@@ -349,8 +349,8 @@ class DelegateError(KernelError):
         return self.args[0]
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (type(self), (self.op, self.error_code, self.error_name, self.log, self.site, self.action, self.detail,
-                             self.origin))
+        return (type(self), (self.op, self.error_code, self.error_name, self.log, self.site, self.origin, self.action,
+                             self.detail))
 
 
 # ---- custom kernels (etops.custom) -------------------------------------------------
