@@ -259,7 +259,8 @@ def test_a_task_process_past_its_memory_limit_is_killed_and_its_case_skipped_for
 def test_a_case_skipped_for_size_is_counted_and_shown_never_a_case_run():
     """An OverMemory recorded in a pass's TaskResult is a case skipped for size: not a
     case run (no tally, no failing case, no pass), its words kept through the JSON; the
-    pass it belongs to gives up after MAX_HANGS_PER_TASK of them, another pass does not."""
+    pass it belongs to gives up after MAX_HANGS_PER_TASK of them, another pass does not;
+    a task run again in the judge's own process gives every pass up after one."""
     from etops.conformance import case_clock
     from etops.conformance.case import CaseInfo, TaskResult
 
@@ -273,3 +274,5 @@ def test_a_case_skipped_for_size_is_counted_and_shown_never_a_case_run():
     many = [over] * case_clock.MAX_HANGS_PER_TASK
     assert case_clock.exhausted(many, 2) and not case_clock.exhausted(many, 1)
     assert case_clock.skipped(many, 2) == {(8, 0)} and case_clock.skipped(many, 1) == set()
+    # run again in the judge's own process (no memory limit there): one such case gives every pass up
+    assert case_clock.exhausted([over], 1, here=True) and not case_clock.exhausted([over], 1)

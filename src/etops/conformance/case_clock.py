@@ -259,9 +259,14 @@ class CaseClock:
         return None
 
 
-def exhausted(hangs, label: int) -> bool:
+def exhausted(hangs, label: int, here: bool = False) -> bool:
     """Whether pass `label` of a task gives up: MAX_HANGS_PER_TASK Hangs in the task,
-    or as many OverMemory of that pass or of none (label -1: grown outside a case)."""
+    or as many OverMemory of that pass or of none (label -1: grown outside a case);
+    `here`: the task is run again in the judge's own process (its task process died
+    or stalled), which has no memory limit: any OverMemory of the task gives every
+    pass up (a case of it may grow that process the same way)."""
+    if here and any(isinstance(h, OverMemory) for h in hangs):
+        return True
     return (sum(isinstance(h, Hang) for h in hangs) >= MAX_HANGS_PER_TASK
             or sum(isinstance(h, OverMemory) and h.label in (label, -1) for h in hangs) >= MAX_HANGS_PER_TASK)
 

@@ -114,19 +114,20 @@ def run_passes(passes: list, plan: dict, *, only=None, cache_key=None, forked: b
 
     started: set = set()  # tasks begun here before the deadline: recorded now, so run whatever the time
 
-    def one(i: int, hangs: tuple = (), check_deadline: bool = True) -> list:
+    def one(i: int, hangs: tuple = (), here: bool = False) -> list:
         """Task i under each pass (the k-th pass's cases labelled k on the case clock);
         `hangs`: its cases past their limit in earlier task processes (skipped, recorded
-        as hang cases; the task runs whatever the deadline: it has begun)."""
+        as hang cases; the task runs whatever the deadline: it has begun); `here`: run
+        again in this process, whatever the deadline (case_clock.exhausted's `here`)."""
         op, task = order[i]
         out: list = []
         for k, p in enumerate(passes):
             case_clock.set_label(k)
-            late = check_deadline and not hangs and p.deadline is not None and time.monotonic() > p.deadline
+            late = not here and not hangs and p.deadline is not None and time.monotonic() > p.deadline
             if (late and not (p is first and i in started)) or (out and out[0] is None) \
                     or (p.tasks is not None and (op, task["opinfo"]) not in p.tasks):
                 out.append(None)
-            elif case_clock.exhausted(hangs, k) or (
+            elif case_clock.exhausted(hangs, k, here) or (
                     hangs and p.deadline is not None and time.monotonic() > p.deadline):
                 # a kernel hanging again and again costs at most the budget (and a limit per task process)
                 out.append(case_clock.given_up(task["opinfo"], task["dtype"], hangs, k))
@@ -184,7 +185,7 @@ def _run_todo(todo: list, order: list, one, passes: list, kmap, started: set, fo
     workers = default_workers(alongside.cores if alongside is not None else None)
     handed = run_tasks(todo, _with_torch_answers(one),
                        lambda i, ended, _failure, hangs: ([_run_again(r, order[i], ended)
-                                                     for r in one(i, hangs, check_deadline=False)], {}),
+                                                     for r in one(i, hangs, here=True)], {}),
                        workers=workers, on_cycle=None if alongside is None else alongside.poll, on_done=progress.count,
                        on_result=lambda _n, handed: _stream_failing_cases(passes, handed[0]))
     for _result, made in handed:  # later forks (the base, each layout, the next round) start with them
