@@ -94,3 +94,58 @@ def test_the_bases_times_of_an_earlier_round_are_part_of_the_edits_case_limits(m
     finally:
         case_clock.know_base({})
     assert seen == [{"aten::add.out|add|float32|s0c0": 0.5}]
+
+
+class _GrowsInOneCase:
+    """Hooks whose ``applies`` (called in the runner's case, before ATen's result is
+    transformed or the kernel called: etops' work on the case) grows the task process by
+    192 MiB in the case `where` of the first task run, held until the process is killed
+    (at most 20 s)."""
+
+    def __init__(self, where):
+        self.where = where
+
+    def applies(self, case, args, kwargs):
+        import time
+
+        if (case.opinfo, case.sample, case.call) == self.where:
+            held = bytearray(192 << 20)
+            for at in range(0, len(held), 4096):
+                held[at] = 1
+            deadline = time.monotonic() + 20
+            while time.monotonic() < deadline:
+                time.sleep(0.05)
+        return True
+
+
+def test_a_case_past_the_task_memory_limit_is_skipped_for_size_and_the_rest_judged(monkeypatch):
+    """run_passes with a task process memory limit of 64 MiB (ETOPS_DEV_TASK_MEMORY_MB): a
+    case in which its task process grows by 192 MiB is skipped for size (judge.TOO_LARGE
+    names it with its operator and pass; it is no case run, never a pass), every other case
+    of its task and of the other task is judged; the file's report counts and shows it."""
+    import time
+
+    from etops.dev.judge import Pass, run_passes
+    from etops.dev.report import DevResult, FileResult
+
+    monkeypatch.setenv("ETOPS_DEV_TASK_MEMORY_MB", "64")
+    monkeypatch.setenv("ETOPS_CASE_TIMEOUT_FLOOR", "3600")
+    tasks = {op: ts[:2] for op, ts in plan(["aten::add.out"], ["float32"]).items()}
+    first = tasks["aten::add.out"][0]["opinfo"]
+    (whole, ran), = run_passes([Pass("edit", None)], tasks, forked=True)
+    assert len(ran) == 2
+    monkeypatch.setattr(judge, "TOO_LARGE", {})
+    start = time.monotonic()
+    (edit, ran), = run_passes([Pass("edit", _GrowsInOneCase((first, 0, 0)))], tasks, forked=True)
+    assert time.monotonic() - start < 60 and len(ran) == 2
+    skipped = f"aten::add.out|{first}|float32|s0c0"
+    assert list(judge.TOO_LARGE) == [("aten::add.out", "edit", skipped)]
+    assert "skipped for size" in judge.TOO_LARGE[("aten::add.out", "edit", skipped)]
+    assert skipped in whole.report.every_case and skipped not in edit.report.every_case
+    assert set(edit.report.every_case) == set(whole.report.every_case) - {skipped}
+    f = FileResult("op_add.cpp", ops=["aten::add.out"], replaced=["aten::add.out"])
+    f.set_judged(tasks, {"edit": edit, "base": None, "findings": [], "fixed": [], "left_out": {"aten::add.out": 0},
+                         "too_large": dict(judge.TOO_LARGE)})
+    assert f.to_dict()["too_large"] == {"aten::add.out": [{"pass": "edit", "case": skipped,
+                                                            "why": judge.TOO_LARGE[("aten::add.out", "edit", skipped)]}]}
+    assert "1 cases skipped for size (memory limit)" in DevResult([f], 1.0, [], []).text()

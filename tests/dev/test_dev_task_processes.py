@@ -199,3 +199,80 @@ def _children() -> set:
             return {int(p) for p in f.read().split()}
     except OSError:
         pytest.skip("no /proc children list here")
+
+
+def _grows_in_a_case(i, hangs, in_kernel=False):
+    """Task 1 enters a case (its kernel call in flight when `in_kernel`) and grows its
+    resident memory by 192 MiB, held for at most 20 s, until it is sent again with that
+    case skipped; task 2 grows as much outside any case, every time it runs until its
+    kills exhaust its pass (case_clock.exhausted)."""
+    from etops.conformance import case_clock
+    from etops.conformance.case import CaseInfo, CaseResult
+
+    def grow():
+        held = bytearray(192 << 20)
+        for at in range(0, len(held), 4096):
+            held[at] = 1
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            time.sleep(0.05)
+        return len(held)
+
+    if i == 1 and not hangs:
+        case_clock.set_label(2)
+        info = CaseInfo("aten::convolution.out", "aten::convolution", "nn.functional.conv_transpose3d", "float32", 8, 0)
+        if in_kernel:
+            case_clock.started(CaseResult(**vars(info), status="pass", inputs="Tensor[1, 4, 5, 5, 2050]"), None)
+        else:
+            case_clock.entered(info)
+        grow()
+    if i == 2 and not case_clock.exhausted(hangs, 0):  # as etops dev's judge gives a pass up
+        grow()
+    return i, [(h.label, h.where, h.in_kernel) for h in hangs]
+
+
+@pytest.mark.parametrize("in_kernel", [False, True], ids=["aten", "kernel"])
+def test_a_task_process_past_its_memory_limit_is_killed_and_its_case_skipped_for_size(monkeypatch, in_kernel):
+    """A task process whose resident memory grows past its limit (ETOPS_DEV_TASK_MEMORY_MB,
+    here 64 MiB; 192 MiB grown) is killed within a check, never waited for: the case it
+    is in (published on its case clock for the whole case, in ATen's reference as in the
+    kernel's call) goes to the task sent again to a new process as an OverMemory, which
+    skips it; never run again here. A process that grows outside any case is killed as
+    often, MAX_HANGS_PER_TASK times; no pass's cases are skipped for it."""
+    monkeypatch.setenv("ETOPS_DEV_TASK_MEMORY_MB", "64")
+    monkeypatch.setenv("ETOPS_CASE_TIMEOUT_FLOOR", "3600")  # no hang: the memory limit alone
+    monkeypatch.setattr(tp, "STALL_SECONDS", 3600.0)
+    monkeypatch.setattr(tp, "TASK_TIMEOUT", 3600.0)
+    from etops.conformance import case_clock
+
+    before = _children()
+    start = time.monotonic()
+    results = tp.run_tasks([0, 1, 2, 3], lambda i, hangs: _grows_in_a_case(i, hangs, in_kernel), _never_again,
+                           workers=2)
+    assert results[0] == (0, []) and results[3] == (3, [])
+    assert results[1] == (1, [(2, (8, 0), in_kernel)])
+    assert results[2] == (2, [(-1, (-1, -1), False)] * case_clock.MAX_HANGS_PER_TASK)
+    assert time.monotonic() - start < 60  # no grown process held for its 20 s
+    assert _children() == before
+
+
+def test_a_case_skipped_for_size_is_counted_and_shown_never_a_case_run():
+    """An OverMemory recorded in a pass's TaskResult is a case skipped for size: not a
+    case run (no tally, no failing case, no pass), its words kept through the JSON; the
+    pass it belongs to gives up after MAX_HANGS_PER_TASK of them, another pass does not;
+    a task run again in the judge's own process gives every pass up after one."""
+    from etops.conformance import case_clock
+    from etops.conformance.case import CaseInfo, TaskResult
+
+    info = CaseInfo("aten::convolution.out", "aten::convolution", "nn.functional.conv_transpose3d", "float32", 8, 0)
+    over = case_clock.OverMemory(2, 1234, info, 3 << 30, 2 << 30, False)
+    result = case_clock.with_hangs(TaskResult("nn.functional.conv_transpose3d", "float32"), [over], 2)
+    assert result.tallies == {} and result.failing == {} and result.every_case == {}
+    assert list(result.too_large) == [info.id] and "skipped for size" in result.too_large[info.id]
+    assert TaskResult.from_json(result.to_json()).too_large == result.too_large
+    assert case_clock.with_hangs(TaskResult("x", "float32"), [over], 1).too_large == {}
+    many = [over] * case_clock.MAX_HANGS_PER_TASK
+    assert case_clock.exhausted(many, 2) and not case_clock.exhausted(many, 1)
+    assert case_clock.skipped(many, 2) == {(8, 0)} and case_clock.skipped(many, 1) == set()
+    # run again in the judge's own process (no memory limit there): one such case gives every pass up
+    assert case_clock.exhausted([over], 1, here=True) and not case_clock.exhausted([over], 1)

@@ -148,6 +148,9 @@ class TaskResult:
     case_seconds: dict = field(default_factory=dict)
     #: case id -> CaseResult of every passing case whose kernel logged an error (no silent pass)
     logged: dict = field(default_factory=dict)
+    #: case id -> why it was skipped for size (its process passed its memory limit in it:
+    #: etops.conformance.case_clock.OverMemory): not a case run, never a pass
+    too_large: dict = field(default_factory=dict)
 
     def record(self, result: CaseResult, keep: bool, every: bool = False) -> None:
         """Counts `result`; keeps it in ``details`` when `keep`, in ``every_case`` when `every`,
@@ -173,6 +176,7 @@ class TaskResult:
             "failing": self.failing,
             "every_case": [r.to_json() for r in self.every_case.values()],
             "logged": [r.to_json() for r in self.logged.values()],
+            "too_large": self.too_large,
             "samples": self.samples,
             "samples_failed": self.samples_failed,
             "sample_error": self.sample_error,
@@ -187,6 +191,7 @@ class TaskResult:
         r.every_case = {c.id: c for c in (CaseResult.from_json(x) for x in d.get("every_case", ()))}
         r.failing = {case: tuple(outcome) for case, outcome in d.get("failing", {}).items()}
         r.logged = {c.id: c for c in (CaseResult.from_json(x) for x in d.get("logged", ()))}
+        r.too_large = dict(d.get("too_large", {}))
         r.samples, r.samples_failed = d["samples"], d["samples_failed"]
         r.sample_error, r.seconds = d.get("sample_error", ""), d.get("seconds", 0.0)
         return r

@@ -1,5 +1,6 @@
 """The case clock: the time limit of one case's kernel call, and which case a
-process is in, published where its parent can read it while the kernel never returns.
+process is in, published where its parent can read it while the kernel never returns
+(or while the process grows past its memory limit).
 
 A kernel that spins forever cannot be interrupted in its own process (C code: no
 Python signal handler runs, no exception reaches it). So a process that runs cases
@@ -12,6 +13,14 @@ a new process with that case skipped. A CaseClock is one shared page, an anonymo
 mapping a fork inherits (``CaseClock()``: every process that runs cases is a fork,
 etops.child_process). Its writer is one process at a time; a sequence number around each write lets a reader
 see either the last write whole or nothing new.
+
+A runner also publishes the case it is in for the whole case (``entered`` /
+``left``), untimed outside the kernel's call: ATen's reference, a transform's new
+inputs and the measurement of the result are the case's work too. A parent that
+kills a process grown past its memory limit (etops.dev.task_processes) reads that
+case from the clock (``CaseClock.case_in``) and records an ``OverMemory``: the case
+is skipped for size (``TaskResult.too_large``: counted and shown, never a pass, never
+run again), and the rest of the task goes on in a new process, as after a hang.
 
 Time torch takes to answer about the call first (its meta kernels sizing the outs and
 checking the arguments, once per signature: the first such call in a process imports
@@ -131,6 +140,36 @@ class Hang:
                           inputs=self.inputs, limit_seconds=self.limit, outcome=Outcome("hang", seconds=self.limit))
 
 
+@dataclass
+class OverMemory:
+    """A case a process was killed in: it had grown past its memory limit. `label`,
+    `info` as a Hang's; `grown`: bytes its resident memory had grown by since it
+    started, `limit` its limit (bytes); `in_kernel`: whether the kernel's call was
+    in flight (else ATen's reference, a transform, the measurement: etops' work)."""
+
+    label: int
+    pid: int
+    info: CaseInfo
+    grown: int
+    limit: int
+    in_kernel: bool
+
+    @property
+    def where(self) -> tuple:
+        """(sample, call): the runner's skip key."""
+        return (self.info.sample, self.info.call)
+
+    def words(self) -> str:
+        """Why the case was skipped, for people."""
+        during = "the kernel's call" if self.in_kernel else "ATen's reference or etops' work on the case"
+        return (f"skipped for size: its process grew by {self.grown / 2**30:.2f} GiB during {during}, past its "
+                f"memory limit of {self.limit / 2**30:.2f} GiB (killed; the case was not run again)")
+
+    def record_in(self, result: TaskResult) -> None:
+        """Records the case in `result` as skipped for size (``too_large``), never as a case run."""
+        result.too_large[CaseInfo(*dataclasses.astuple(self.info)).id] = self.words()
+
+
 class CaseClock:
     """One shared page saying which case its writer is in, since when, with which limit."""
 
@@ -199,6 +238,38 @@ class CaseClock:
         info = CaseInfo(*(case[f.name] for f in dataclasses.fields(CaseInfo)))
         return Hang(label, pid, info, case.get("inputs", ""), started, limit_seconds, now - started, waited)
 
+    def case_in(self) -> tuple | None:
+        """(pid, label, CaseInfo, whether its kernel call is in flight) of the case its
+        writer is in (``entered``, or a kernel call ``started``), or None."""
+        for _ in range(100):
+            seq, pid, label, started, _limit, n = _HEAD.unpack_from(self._map, 0)
+            if seq & 1:
+                time.sleep(0)
+                continue
+            blob = bytes(self._map[_HEAD.size:_HEAD.size + min(n, _BLOB)])
+            if _HEAD.unpack_from(self._map, 0)[0] != seq:
+                continue
+            try:
+                case = json.loads(blob) if blob else None
+            except ValueError:
+                return None
+            if case is None:
+                return None
+            return pid, label, CaseInfo(*(case[f.name] for f in dataclasses.fields(CaseInfo))), started != 0.0
+        return None
+
+
+def exhausted(hangs, label: int, here: bool = False) -> bool:
+    """Whether pass `label` of a task gives up: MAX_HANGS_PER_TASK Hangs in the task,
+    or as many OverMemory of that pass or of none (label -1: grown outside a case);
+    `here`: the task is run again in the judge's own process (its task process died
+    or stalled), which has no memory limit: any OverMemory of the task gives every
+    pass up (a case of it may grow that process the same way)."""
+    if here and any(isinstance(h, OverMemory) for h in hangs):
+        return True
+    return (sum(isinstance(h, Hang) for h in hangs) >= MAX_HANGS_PER_TASK
+            or sum(isinstance(h, OverMemory) and h.label in (label, -1) for h in hangs) >= MAX_HANGS_PER_TASK)
+
 
 def skipped(hangs, label: int) -> set:
     """The runner's skip keys (sample, call) of the Hangs of `label`."""
@@ -206,18 +277,24 @@ def skipped(hangs, label: int) -> set:
 
 
 def with_hangs(result: TaskResult, hangs, label: int) -> TaskResult:
-    """`result` with the hang case of each Hang of `label` recorded (in detail)."""
+    """`result` with each of `hangs` of `label` recorded: a Hang's hang case (in
+    detail), an OverMemory's case skipped for size (OverMemory.record_in)."""
     for h in hangs:
-        if h.label == label:
+        if h.label != label:
+            continue
+        if isinstance(h, OverMemory):
+            h.record_in(result)
+        else:
             result.record(h.case(), keep=True, every=True)
     return result
 
 
 def given_up(opinfo: str, dtype: str, hangs, label: int) -> TaskResult:
-    """The result of a task given up after MAX_HANGS_PER_TASK hangs: its hang cases
-    of `label`, and why the rest of it was not run."""
+    """The result of a task given up after MAX_HANGS_PER_TASK cases its processes were
+    killed in (Hangs, OverMemory): those of `label`, and why the rest of it was not run."""
     result = with_hangs(TaskResult(opinfo, dtype), hangs, label)
-    result.sample_error = f"gave up after {len(hangs)} cases that did not return within their limits"
+    result.sample_error = (f"gave up after {len(hangs)} cases whose process was killed (past their time limit "
+                           "or its memory limit)")
     return result
 
 
@@ -228,6 +305,8 @@ _label = 0
 _base_seconds: dict = {}
 #: the case in flight on this process's clock: (its limit, its published dict), or None
 _in_flight: tuple | None = None
+#: the case this process is in (entered), its published dict, or None
+_entered: dict | None = None
 
 
 def use(clock: CaseClock | None) -> None:
@@ -287,14 +366,32 @@ def started(case, aten_seconds: float | None) -> float:
 
 def ended(since: float) -> float:
     """The call in flight, started at `since` (started's value), returned (or raised):
-    no case in flight. Returns the seconds it took (torch's answers included)."""
+    no call in flight (the case entered, when one is, published again untimed).
+    Returns the seconds it took (torch's answers included)."""
     global _in_flight
     _in_flight = None
     if _clock is not None:
-        _clock.publish(_label, 0.0, 0.0, None)
+        _clock.publish(_label, 0.0, 0.0, _entered)
     return time.monotonic() - since
 
 
-__all__ = ["FACTOR", "FLOOR_ENV", "FLOOR_SECONDS", "MAX_HANGS_PER_TASK", "CaseClock", "Hang", "ended", "floor_seconds",
-           "base_seconds", "given_up", "know_base", "known_base", "limit", "restart", "set_label", "skipped", "started", "use",
+def entered(case: CaseInfo) -> None:
+    """Publishes `case` as the one this process is in, untimed (its kernel call, when
+    it starts, is timed), when this process has a clock."""
+    global _entered
+    if _clock is not None:
+        _entered = {f.name: getattr(case, f.name) for f in dataclasses.fields(CaseInfo)}
+        _clock.publish(_label, 0.0, 0.0, _entered)
+
+
+def left() -> None:
+    """This process is in no case any more (entered's ended)."""
+    global _entered
+    if _clock is not None and _entered is not None:
+        _entered = None
+        _clock.publish(_label, 0.0, 0.0, None)
+
+
+__all__ = ["FACTOR", "FLOOR_ENV", "FLOOR_SECONDS", "MAX_HANGS_PER_TASK", "CaseClock", "Hang", "OverMemory", "ended",
+           "entered", "exhausted", "floor_seconds", "base_seconds", "given_up", "left", "know_base", "known_base", "limit", "restart", "set_label", "skipped", "started", "use",
            "with_hangs"]

@@ -15,7 +15,9 @@ The two commands differ only in the sources and comparisons they pass.
 
 Each kernel call is published on this process's case clock (case_clock.started /
 ended, with ATen's time for the same call: measured here, or the recording's), so
-that a parent can kill a process whose kernel never returns (a ``hang`` case).
+that a parent can kill a process whose kernel never returns (a ``hang`` case); each
+case is published for its whole run (case_clock.entered / left), so that a parent
+that kills a process grown past its memory limit knows the case to skip for size.
 
 May import: torch, the core, and etops.conformance's case, case_clock, values, mapping,
 hooks, guarded, opinfos, reproducer, references and generated modules (none of which imports it).
@@ -278,34 +280,40 @@ class TaskRunner:
                 kept.keep_result(expected, time.perf_counter() - begun)
             return expected
         case = CaseInfo(target, overload_name(func), self.opinfo, self.dname, sample, call)
-        if recorded is None:  # ATen may write its arguments: the kernel's copy is taken first
-            inputs_args, inputs_kwargs = exact_clone(args), exact_clone(kwargs)
-            begun = time.perf_counter()
-            expected = reference_call(func, args, kwargs)
-            aten_seconds: float | None = time.perf_counter() - begun
-        else:  # the recording's arguments, which no one writes: copied below, for a case that runs
-            inputs_args, inputs_kwargs, expected = args, kwargs, recorded.expected
-            aten_seconds = recorded.seconds
-        applies = getattr(self.hooks, "applies", None)
-        if (sample, call) in self.skip or (applies is not None and not applies(case, inputs_args, inputs_kwargs)):
-            return expected  # crashed a worker before (the parent recorded it), or the hooks leave it out
-        if recorded is not None and not (getattr(self.hooks, "leaves_inputs", False) and not func._schema.is_mutable):
-            inputs_args, inputs_kwargs = exact_clone(args), exact_clone(kwargs)  # the kernel may write its copy
-        case_expected = expected
-        if hasattr(self.hooks, "transform"):  # the numerics axis: ATen and the kernel on the same new values
-            moved = self.hooks.transform(case, func, inputs_args, inputs_kwargs)
-            if moved is None:
-                return expected  # nothing to transform, or ATen refuses the new values
-            inputs_args, inputs_kwargs, case_expected = moved
-        last = len(self.comparisons) - 1
-        for i, comparison in enumerate(self.comparisons):
-            # each comparison calls the kernel on its own copy (kernels may write their inputs)
-            c_args, c_kwargs = (inputs_args, inputs_kwargs) if i == last else (exact_clone(inputs_args), exact_clone(inputs_kwargs))
-            reference = comparison.reference(self, case, func, c_args, c_kwargs, case_expected)
-            if reference is not NO_REFERENCE:
-                self._record(comparison.name, self.check(case, func, target, c_args, c_kwargs, case_expected, reference, recorded,
-                                                         aten_seconds), func)
-        return expected
+        # the case published for its whole run (case_clock.entered): a parent that kills
+        # this process for its memory knows which case to skip
+        case_clock.entered(case)
+        try:
+            if recorded is None:  # ATen may write its arguments: the kernel's copy is taken first
+                inputs_args, inputs_kwargs = exact_clone(args), exact_clone(kwargs)
+                begun = time.perf_counter()
+                expected = reference_call(func, args, kwargs)
+                aten_seconds: float | None = time.perf_counter() - begun
+            else:  # the recording's arguments, which no one writes: copied below, for a case that runs
+                inputs_args, inputs_kwargs, expected = args, kwargs, recorded.expected
+                aten_seconds = recorded.seconds
+            applies = getattr(self.hooks, "applies", None)
+            if (sample, call) in self.skip or (applies is not None and not applies(case, inputs_args, inputs_kwargs)):
+                return expected  # crashed a worker before (the parent recorded it), or the hooks leave it out
+            if recorded is not None and not (getattr(self.hooks, "leaves_inputs", False) and not func._schema.is_mutable):
+                inputs_args, inputs_kwargs = exact_clone(args), exact_clone(kwargs)  # the kernel may write its copy
+            case_expected = expected
+            if hasattr(self.hooks, "transform"):  # the numerics axis: ATen and the kernel on the same new values
+                moved = self.hooks.transform(case, func, inputs_args, inputs_kwargs)
+                if moved is None:
+                    return expected  # nothing to transform, or ATen refuses the new values
+                inputs_args, inputs_kwargs, case_expected = moved
+            last = len(self.comparisons) - 1
+            for i, comparison in enumerate(self.comparisons):
+                # each comparison calls the kernel on its own copy (kernels may write their inputs)
+                c_args, c_kwargs = (inputs_args, inputs_kwargs) if i == last else (exact_clone(inputs_args), exact_clone(inputs_kwargs))
+                reference = comparison.reference(self, case, func, c_args, c_kwargs, case_expected)
+                if reference is not NO_REFERENCE:
+                    self._record(comparison.name, self.check(case, func, target, c_args, c_kwargs, case_expected, reference, recorded,
+                                                             aten_seconds), func)
+            return expected
+        finally:
+            case_clock.left()
 
     def _record(self, comparison: str, result: CaseResult, func) -> None:
         """Records `result` in `comparison`'s TaskResult (in detail, with a reproducer

@@ -48,6 +48,9 @@ GUARDED = "etops.guard.hooks:guarded"
 #: and a later process: the recordings are kept on disk, etops.dev.learned)
 RECORDER = Recorder(store=learned.RECORDINGS)
 
+#: (operator, pass, case id) -> why: the cases skipped for size in this judge() (TaskResult.too_large)
+TOO_LARGE: dict = {}
+
 #: the base's task results, kept for the process: (base identity, guarded, operator,
 #: task, dtype) -> TaskResult (the base is the same until HEAD or its headers change,
 #: so ``--watch`` judges it once)
@@ -111,19 +114,20 @@ def run_passes(passes: list, plan: dict, *, only=None, cache_key=None, forked: b
 
     started: set = set()  # tasks begun here before the deadline: recorded now, so run whatever the time
 
-    def one(i: int, hangs: tuple = (), check_deadline: bool = True) -> list:
+    def one(i: int, hangs: tuple = (), here: bool = False) -> list:
         """Task i under each pass (the k-th pass's cases labelled k on the case clock);
         `hangs`: its cases past their limit in earlier task processes (skipped, recorded
-        as hang cases; the task runs whatever the deadline: it has begun)."""
+        as hang cases; the task runs whatever the deadline: it has begun); `here`: run
+        again in this process, whatever the deadline (case_clock.exhausted's `here`)."""
         op, task = order[i]
         out: list = []
         for k, p in enumerate(passes):
             case_clock.set_label(k)
-            late = check_deadline and not hangs and p.deadline is not None and time.monotonic() > p.deadline
+            late = not here and not hangs and p.deadline is not None and time.monotonic() > p.deadline
             if (late and not (p is first and i in started)) or (out and out[0] is None) \
                     or (p.tasks is not None and (op, task["opinfo"]) not in p.tasks):
                 out.append(None)
-            elif len(hangs) >= case_clock.MAX_HANGS_PER_TASK or (
+            elif case_clock.exhausted(hangs, k, here) or (
                     hangs and p.deadline is not None and time.monotonic() > p.deadline):
                 # a kernel hanging again and again costs at most the budget (and a limit per task process)
                 out.append(case_clock.given_up(task["opinfo"], task["dtype"], hangs, k))
@@ -181,7 +185,7 @@ def _run_todo(todo: list, order: list, one, passes: list, kmap, started: set, fo
     workers = default_workers(alongside.cores if alongside is not None else None)
     handed = run_tasks(todo, _with_torch_answers(one),
                        lambda i, ended, _failure, hangs: ([_run_again(r, order[i], ended)
-                                                     for r in one(i, hangs, check_deadline=False)], {}),
+                                                     for r in one(i, hangs, here=True)], {}),
                        workers=workers, on_cycle=None if alongside is None else alongside.poll, on_done=progress.count,
                        on_result=lambda _n, handed: _stream_failing_cases(passes, handed[0]))
     for _result, made in handed:  # later forks (the base, each layout, the next round) start with them
@@ -200,6 +204,7 @@ def _side_of(p: Pass, names: list, order: list, results: list, start: float) -> 
             continue
         report.add(result)
         side.cases[op] += sum(sum(t.counts.values()) for (k, _), t in result.tallies.items() if k == op)
+        TOO_LARGE.update({(op, p.name, case): words for case, words in result.too_large.items()})
         ran.append((op, task["opinfo"], task["dtype"]))
     report.details.sort(key=lambda c: (c.kernel, c.status, c.opinfo, c.dtype, c.sample, c.call))
     side.seconds = time.perf_counter() - start
@@ -414,7 +419,7 @@ def judge(plan: dict, install_base, restore_base, *, base_kind: str = "", guarde
     never reach gets derived tasks (a sibling overload's samples). `dim_orders`: the
     dim-order axis too (layout_findings: the same tasks in each dense layout, within
     the budget). Returns edit / base Sides, findings, fixed, tasks left out per operator,
-    cases per layout and operator. `alongside`: the round's timing, started once the
+    cases per layout and operator, the cases skipped for size ((operator, pass, case id) -> why). `alongside`: the round's timing, started once the
     edit's tasks are recorded (run_passes). `axes`: more axes run as the dim-order
     one is (numerics_pass.NUMERICS): each gives its edit passes (``passes(plan,
     guarded, deadline)``, run with the contiguous one) and then its findings, fixed
@@ -423,6 +428,7 @@ def judge(plan: dict, install_base, restore_base, *, base_kind: str = "", guarde
     from .cases import only_opinfos
     from .derived import tasks_for as derived_tasks
 
+    TOO_LARGE.clear()
     RECORDER.keep_only(plan)  # this file's operators' recordings (a --watch round's are the last round's)
     # the base's kernel times per case, from an earlier round (--watch): part of each case's limit (the forks inherit them)
     case_clock.know_base(case_clock.base_seconds(r for k, r in BASE_RESULTS.items() if base_key is not None and k[0] == base_key))
@@ -486,7 +492,7 @@ def judge(plan: dict, install_base, restore_base, *, base_kind: str = "", guarde
         findings, fixed = findings + found, fixed + gone
     left_out = {op: sum(1 for t in plan[op] if (op, t["opinfo"], t["dtype"]) not in set(ran)) for op in plan}
     return {"edit": edit, "base": base, "findings": findings, "fixed": fixed, "left_out": left_out, "plan": plan,
-            "layout_cases": layout_cases, "axes_cases": axes_cases}
+            "layout_cases": layout_cases, "axes_cases": axes_cases, "too_large": dict(TOO_LARGE)}
 
 
 __all__ = ["LAYOUTS", "Pass", "clusterer", "judge", "layout_findings", "layout_passes", "polled_only", "prepare",

@@ -59,6 +59,7 @@ class OperatorRow:
     sources: str
     left_out: int
     no_case: bool
+    too_large: int = 0  #: cases skipped for size (FileResult.too_large)
 
 
 @dataclass
@@ -211,7 +212,8 @@ def file_outline(f) -> FileOutline:
     out.base = f.base["describe"] if f.base else ""
     if f.checked:
         out.operators = [OperatorRow(op, f.cases.get(op, 0), f.base_cases.get(op, 0) if f.base_cases else None,
-                                     sources_phrase(f, op), f.left_out.get(op, 0), op in f.no_case()) for op in f.ops]
+                                     sources_phrase(f, op), f.left_out.get(op, 0), op in f.no_case(),
+                                     len(f.too_large.get(op, ()))) for op in f.ops]
         out.layouts = _axis_cases(f.layout_cases) if f.layout_cases else ""
         out.numerics = _axis_cases(f.numerics_cases) if f.numerics_cases else ""
         new = [x for x in f.findings if x.gating]

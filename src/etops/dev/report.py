@@ -30,6 +30,9 @@ class FileResult:
     base_cases: dict = field(default_factory=dict)  #: operator -> cases the base ran
     sources: dict = field(default_factory=dict)  #: operator -> the OpInfos / references / derived tasks planned
     left_out: dict = field(default_factory=dict)  #: operator -> tasks not run (budget)
+    #: operator -> the cases skipped for size, each {"pass", "case", "why"} (its task process passed its memory
+    #: limit in it: etops.dev.task_processes); never run again, never a pass
+    too_large: dict = field(default_factory=dict)
     layout_cases: dict = field(default_factory=dict)  #: dim-order axis: layout -> {"cases": operator -> cases the edit ran, "tasks left out": n}
     numerics_cases: dict = field(default_factory=dict)  #: numerics axis: transform -> {"cases": operator -> cases the edit ran, "tasks left out": n}
     findings: list = field(default_factory=list)  #: verdict.Finding, the edit's (also-in-base marked)
@@ -52,6 +55,9 @@ class FileResult:
         self.base_cases = dict(judged["base"].cases) if judged["base"] is not None else {}
         self.sources = {op: sorted({t["opinfo"] for t in tasks}) for op, tasks in plan.items()}
         self.left_out = {op: n for op, n in judged["left_out"].items() if n}
+        self.too_large = {}
+        for (op, side, case), why in sorted(judged.get("too_large", {}).items()):
+            self.too_large.setdefault(op, []).append({"pass": side, "case": case, "why": why})
         self.layout_cases = judged.get("layout_cases", {})
         self.numerics_cases = judged.get("axes_cases", {}).get("numerics", {})
         self.findings, self.fixed = judged["findings"], judged["fixed"]
@@ -88,7 +94,7 @@ class FileResult:
     def to_dict(self) -> dict:
         return {"path": self.path, "helpers": self.helpers, "ops": self.ops, "replaced": self.replaced, "checkout": self.checkout, "yamls": self.yamls,
                 "build": self.build, "base": self.base, "error": self.error, "cases": self.cases, "base_cases": self.base_cases,
-                "sources": self.sources, "left_out": self.left_out, "no_case": self.no_case(),
+                "sources": self.sources, "left_out": self.left_out, "too_large": self.too_large, "no_case": self.no_case(),
                 "layout_cases": self.layout_cases, "numerics_cases": self.numerics_cases,
                 "findings": [f.to_json() for f in self.findings], "fixed": [c.to_json() for c in self.fixed],
                 "new_findings": len(self.new_findings), "timing": self.timing, "seconds": self.seconds,

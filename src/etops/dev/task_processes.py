@@ -25,6 +25,7 @@ recorded by the caller before any fork (etops.conformance.recorded), so each pro
 replays the same cases.
 
 Imports etops.child_process (the fork, its kill and reaping), etops.process_end,
+etops.conformance.case (CaseInfo),
 etops.guard (its server's limits, here, wire), etops.conformance's case_clock and
 outcome, and the standard library.
 """
@@ -40,6 +41,7 @@ from typing import Any, Callable
 
 from ..child_process import Child
 from ..conformance import case_clock
+from ..conformance.case import CaseInfo
 from ..conformance.outcome import Outcome, of_death
 from ..guard import here
 from ..child_process import CpuWatch
@@ -53,8 +55,38 @@ MAX_WORKERS = 2
 TASK_TIMEOUT = DEFAULT_TIMEOUT
 #: seconds a task process whose pipes closed may take to exit before it is killed
 END_GRACE = 5.0
-#: seconds between checks of a busy task process's case clock and CPU time
+#: seconds between checks of a busy task process's case clock, CPU time and memory
 _CHECK_EVERY = 0.25
+#: the environment variable that sets the memory limit of a task process (MiB)
+MEMORY_ENV = "ETOPS_DEV_TASK_MEMORY_MB"
+#: the share of the machine's memory a task process may grow by (MAX_WORKERS of them: a quarter)
+MEMORY_SHARE = 1 / 8
+_PAGE = os.sysconf("SC_PAGE_SIZE")
+
+
+def memory_limit() -> int:
+    """Bytes a task process's resident memory may pass this process's (when it was
+    forked) by: ETOPS_DEV_TASK_MEMORY_MB (MiB) when set, else MEMORY_SHARE of the
+    machine's memory. A process past it is killed (run_tasks), its case skipped for size."""
+    text = os.environ.get(MEMORY_ENV)
+    if text:
+        try:
+            mib = float(text)
+        except ValueError:
+            mib = float("nan")
+        if not mib > 0:
+            raise ValueError(f"environment variable {MEMORY_ENV} must be a positive number of MiB, got {text!r}")
+        return int(mib * 2**20)
+    return int(os.sysconf("SC_PHYS_PAGES") * _PAGE * MEMORY_SHARE)
+
+
+def resident(pid: int) -> int:
+    """The resident memory of process `pid` in bytes (0: it is gone)."""
+    try:
+        with open(f"/proc/{pid}/statm") as f:
+            return int(f.read().split()[1]) * _PAGE
+    except (OSError, IndexError, ValueError):
+        return 0
 
 
 def default_workers(cores: int | None = None) -> int:
@@ -91,6 +123,7 @@ class _TaskProcess:
                 pass
             return 0
 
+        self.start_memory = resident(os.getpid())  # a fork starts with (at most) this process's pages
         self.child = Child(task_process)
         self.pid = self.child.pid
         os.close(request_r)
@@ -122,6 +155,19 @@ class _TaskProcess:
         if self.watch.stalled(now, STALL_SECONDS):
             return of_death(None, hung=True, limit=STALL_SECONDS)
         return None
+
+    def over_memory(self, limit: int) -> case_clock.OverMemory | None:
+        """An OverMemory when its resident memory has grown past `limit` bytes beyond
+        its start: the case it is in (none published: an OverMemory of no pass, label
+        -1, that only counts against the task's limit of kills); else None."""
+        grown = resident(self.pid) - self.start_memory
+        if grown <= limit:
+            return None
+        seen = self.clock.case_in()
+        if seen is None:
+            return case_clock.OverMemory(-1, self.pid, CaseInfo("", "", "", "", -1, -1), grown, limit, False)
+        _pid, label, info, in_kernel = seen
+        return case_clock.OverMemory(label, self.pid, info, grown, limit, in_kernel)
 
     def end(self, kill: bool = False) -> int:
         """Closes its pipes (it exits when its request pipe closes; killed first when
@@ -158,7 +204,8 @@ def run_tasks(tasks: list, run_task: Callable[[Any, tuple], Any], rerun: Callabl
     None, `failure` the traceback's text, for people). `hangs`: the
     task's case_clock.Hangs so far, a tuple (cases past their limit, each in a task
     process killed for it: `run_task` and `rerun` skip them and record them as hang
-    cases). `on_cycle(pids)`: called with the running task processes' pids each time
+    cases; OverMemory: cases skipped for size). A task process grown past
+    memory_limit() is killed and its task sent again as after a hang. `on_cycle(pids)`: called with the running task processes' pids each time
     a result comes in (or every _CHECK_EVERY seconds); `on_done(done, total)`: each
     time a task's result is in; `on_result(index, result)`: that result, as it comes in. Every task process is reaped before this returns or raises."""
     results: list = [None] * len(tasks)
@@ -166,6 +213,7 @@ def run_tasks(tasks: list, run_task: Callable[[Any, tuple], Any], rerun: Callabl
     todo = list(range(len(tasks)))
     todo.reverse()
     count = min(workers or default_workers(), len(tasks))
+    limit = memory_limit()
     running: list[_TaskProcess] = []
     done = 0
     try:
@@ -201,8 +249,8 @@ def run_tasks(tasks: list, run_task: Callable[[Any, tuple], Any], rerun: Callabl
                         running.remove(process)
                         ended = of_death(exit_code(process.end()))
                 else:
-                    hang = process.clock.overdue(now)
-                    if hang is not None:  # a kernel that does not return: the rest of the task in a new process
+                    hang = process.over_memory(limit) or process.clock.overdue(now)
+                    if hang is not None:  # a kernel that does not return, a case too large: the rest in a new process
                         running.remove(process)
                         process.end(kill=True)
                         hangs.setdefault(index, []).append(hang)

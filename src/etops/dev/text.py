@@ -33,6 +33,7 @@ def _file_text(o: FileOutline) -> list[str]:
     for r in o.operators:
         base = "" if r.base_cases is None else f" (base {r.base_cases})"
         left = f", {r.left_out} tasks left out (budget)" if r.left_out else ""
+        left += f", {r.too_large} cases skipped for size (memory limit)" if r.too_large else ""
         lines.append(f"  {short(r.op)}: {r.cases} cases{base} from {r.sources}{left}" + ("  <- no case" if r.no_case else ""))
     if o.layouts:  # the dim-order axis: cases whose inputs each layout lays out anew
         lines.append(f"  dim-order axis (etops.layout('preserve')): {o.layouts}")
@@ -126,10 +127,12 @@ def _file_markdown(o: FileOutline) -> list[str]:
     if o.base:
         out.append(f"Base: {rel(o.base)}.")
     if o.operators:
-        out += ["", "| operator | cases (edit) | cases (base) | sources | tasks left out (budget) |", "|---|---:|---:|---|---:|"]
+        out += ["", "| operator | cases (edit) | cases (base) | sources | tasks left out (budget) | cases skipped for size |",
+                "|---|---:|---:|---|---:|---:|"]
         for r in o.operators:
             base = "-" if r.base_cases is None else r.base_cases
-            out.append(f"| `{r.op}` | {r.cases}{' (no case)' if r.no_case else ''} | {base} | {r.sources} | {r.left_out} |")
+            out.append(f"| `{r.op}` | {r.cases}{' (no case)' if r.no_case else ''} | {base} | {r.sources} | {r.left_out} "
+                       f"| {r.too_large} |")
     if o.layouts:
         out += ["", f"Dim-order axis (`etops.layout('preserve')`): {o.layouts}."]
     if o.numerics:
