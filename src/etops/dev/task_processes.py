@@ -81,10 +81,13 @@ def memory_limit() -> int:
 
 
 def resident(pid: int) -> int:
-    """The resident memory of process `pid` in bytes (0: it is gone)."""
+    """The anonymous resident memory of process `pid` in bytes (resident less the file
+    and shared pages: what a case's allocations grow; a fork's code pages faulting back
+    in do not), 0 when it is gone."""
     try:
         with open(f"/proc/{pid}/statm") as f:
-            return int(f.read().split()[1]) * _PAGE
+            fields = f.read().split()
+        return (int(fields[1]) - int(fields[2])) * _PAGE
     except (OSError, IndexError, ValueError):
         return 0
 
@@ -123,9 +126,11 @@ class _TaskProcess:
                 pass
             return 0
 
-        self.start_memory = resident(os.getpid())  # a fork starts with (at most) this process's pages
         self.child = Child(task_process)
         self.pid = self.child.pid
+        # its own pages once it runs (Child waits for its first byte): the parent's count would
+        # differ by what the fork did not map yet, which would hide a growth
+        self.start_memory = resident(self.pid)
         os.close(request_r)
         os.close(result_w)
         self.current: int | None = None
