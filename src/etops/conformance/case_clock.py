@@ -196,9 +196,9 @@ class CaseClock:
 
     # -- the reader --
 
-    def current(self) -> tuple | None:
-        """(pid, label, started, limit, case dict) of the case in flight, or None
-        (none, or a write under way)."""
+    def _read(self) -> tuple | None:
+        """(pid, label, started, limit, case dict or None) of the last whole write, or
+        None (a write under way all along, or a writer killed mid-write: no case to name)."""
         for _ in range(100):
             seq, pid, label, started, limit_seconds, n = _HEAD.unpack_from(self._map, 0)
             if seq & 1:
@@ -207,13 +207,19 @@ class CaseClock:
             blob = bytes(self._map[_HEAD.size:_HEAD.size + min(n, _BLOB)])
             if _HEAD.unpack_from(self._map, 0)[0] != seq:
                 continue
-            if started == 0.0 or not blob:
-                return None
             try:
-                return pid, label, started, limit_seconds, json.loads(blob)
+                return pid, label, started, limit_seconds, json.loads(blob) if blob else None
             except ValueError:
-                return None  # a writer killed mid-write: no case to name
+                return None
         return None
+
+    def current(self) -> tuple | None:
+        """(pid, label, started, limit, case dict) of the case in flight, or None
+        (none, or a write under way)."""
+        read = self._read()
+        if read is None or read[2] == 0.0 or read[4] is None:
+            return None
+        return read
 
     def overdue(self, now: float | None = None) -> Hang | None:
         """The case in flight when it has run past its limit at `now` (time.monotonic();
@@ -241,22 +247,11 @@ class CaseClock:
     def case_in(self) -> tuple | None:
         """(pid, label, CaseInfo, whether its kernel call is in flight) of the case its
         writer is in (``entered``, or a kernel call ``started``), or None."""
-        for _ in range(100):
-            seq, pid, label, started, _limit, n = _HEAD.unpack_from(self._map, 0)
-            if seq & 1:
-                time.sleep(0)
-                continue
-            blob = bytes(self._map[_HEAD.size:_HEAD.size + min(n, _BLOB)])
-            if _HEAD.unpack_from(self._map, 0)[0] != seq:
-                continue
-            try:
-                case = json.loads(blob) if blob else None
-            except ValueError:
-                return None
-            if case is None:
-                return None
-            return pid, label, CaseInfo(*(case[f.name] for f in dataclasses.fields(CaseInfo))), started != 0.0
-        return None
+        read = self._read()
+        if read is None or read[4] is None:
+            return None
+        pid, label, started, _limit, case = read
+        return pid, label, CaseInfo(*(case[f.name] for f in dataclasses.fields(CaseInfo))), started != 0.0
 
 
 def exhausted(hangs, label: int, here: bool = False) -> bool:
