@@ -117,34 +117,33 @@ def launched():
     return _LAUNCHED
 
 
+def _printed(launched, order: str) -> str:
+    """What the interpreter of import order `order` printed; it must have exited 0."""
+    proc = launched[f"order:{order}"].result()
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc.stdout
+
+
 def test_snippet_verbatim(launched):
     """The snippet runs (verbatim, in a fresh interpreter); its last line raises the promised error."""
-    proc = launched["order:etops-first"].result()
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "VERBATIM-OK" in proc.stdout
+    assert "VERBATIM-OK" in _printed(launched, "etops-first")
 
 
 @pytest.mark.parametrize("order", list(ORDERS))
 def test_attribute_path_is_get_kernel(launched, order):
     """reg.aten.add.out is reg.get_kernel, etops.registry()'s and etops.get_kernel's object."""
-    proc = launched[f"order:{order}"].result()
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "ATTRIBUTE-PATH-OK" in proc.stdout
+    assert "ATTRIBUTE-PATH-OK" in _printed(launched, order)
 
 
 @pytest.mark.parametrize("order", list(ORDERS))
 def test_snippet_any_import_order(launched, order):
-    proc = launched[f"order:{order}"].result()
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "SNIPPET-OK" in proc.stdout
+    assert "SNIPPET-OK" in _printed(launched, order)
 
 
 @pytest.mark.parametrize("order", list(ORDERS))
 def test_runtime_registry_keeps_operator_names(launched, order):
     """Upstream `operator_names` keeps its meaning after etops extends the class."""
-    proc = launched[f"order:{order}"].result()
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "NAMES 259" in proc.stdout
+    assert "NAMES 259" in _printed(launched, order)
 
 
 def test_import_etops_does_not_import_exir(launched):
